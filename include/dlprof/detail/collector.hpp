@@ -1,0 +1,140 @@
+// dlprof/detail/collector.hpp: turns the events of every ring into a Trace at the end of a
+// recording window: filters them to the window, maps ticks to CLOCK_REALTIME ns, resolves names,
+// orders them per thread and makes ranges nest strictly.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/clock.hpp"
+#include "dlprof/detail/event.hpp"
+#include "dlprof/detail/ring_buffer.hpp"
+#include "dlprof/detail/string_table.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+/// Events drained from the rings for one window, still in ticks.
+struct DrainedEvents {
+  struct Thread {
+    std::int64_t os_tid;
+    std::string name;
+    std::vector<Event> events;
+  };
+  std::vector<Thread> threads;
+  std::uint64_t dropped = 0;
+};
+
+/// Empties every ring, keeping the events that started inside [start_tick, end_tick]: later ones
+/// belong to no window (a range that began while recording and ended after it stopped), earlier
+/// ones to a window already closed.
+inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
+  DrainedEvents drained;
+  RingRegistry::instance().drain_all([&](ThreadRing& ring) {
+    DrainedEvents::Thread thread{ring.os_tid(), ring.thread_name(), {}};
+    ring.drain([&](const Event& event) {
+      if (event.start >= start_tick && event.start <= end_tick) thread.events.push_back(event);
+    });
+    drained.dropped += ring.take_new_drops();
+    if (!thread.events.empty()) drained.threads.push_back(std::move(thread));
+  });
+  return drained;
+}
+
+/// Orders one thread's events (start ascending, enclosing range first) and shortens any range
+/// that would end after the range enclosing its start, so that slices nest strictly as
+/// Perfetto requires. That happens when a user range straddles a step() call (the loop body's
+/// range outlives ProfilerStep#N). Returns how many ranges were shortened.
+inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t begin, std::size_t end) {
+  const auto first = events.begin() + static_cast<std::ptrdiff_t>(begin);
+  const auto last = events.begin() + static_cast<std::ptrdiff_t>(end);
+  std::sort(first, last, [](const TraceEvent& a, const TraceEvent& b) {
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+    return a.kind == EventKind::Step && b.kind != EventKind::Step;  // a step encloses ranges of equal extent
+  });
+  std::uint64_t clipped = 0;
+  std::vector<std::int64_t> open_ends;
+  for (auto it = first; it != last; ++it) {
+    if (it->kind != EventKind::Range && it->kind != EventKind::Step) continue;
+    while (!open_ends.empty() && open_ends.back() <= it->start_ns) open_ends.pop_back();
+    if (!open_ends.empty() && it->end_ns > open_ends.back()) {
+      it->end_ns = open_ends.back();
+      ++clipped;
+    }
+    open_ends.push_back(it->end_ns);
+  }
+  // Clipping can shorten a range below a later sibling with the same start; keep the order.
+  if (clipped != 0)
+    std::stable_sort(first, last, [](const TraceEvent& a, const TraceEvent& b) {
+      if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+      return a.end_ns > b.end_ns;
+    });
+  return clipped;
+}
+
+/// Builds the trace of a window from drained events and the clock map measured around it.
+inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
+                         std::int64_t window_end_ns) {
+  Trace trace;
+  trace.window_start_ns = window_start_ns;
+  trace.window_end_ns = window_end_ns;
+  trace.dropped_events = drained.dropped;
+
+  std::unordered_map<NameId, std::uint32_t> name_index;
+  std::unordered_map<std::uint64_t, std::uint32_t> step_name_index;
+  const auto index_of_step = [&](std::uint64_t step) {
+    auto [found, inserted] = step_name_index.try_emplace(step, static_cast<std::uint32_t>(trace.names.size()));
+    if (inserted) trace.names.push_back(fmt::format("ProfilerStep#{}", step));
+    return found->second;
+  };
+
+  std::size_t total = 0;
+  for (const auto& thread : drained.threads) total += thread.events.size();
+  trace.events.reserve(total);
+
+  InternTable::instance().with_lock([&] {
+    for (std::size_t t = 0; t < drained.threads.size(); ++t) {
+      auto& thread = drained.threads[t];
+      trace.threads.push_back(ThreadInfo{thread.os_tid, std::move(thread.name)});
+      const std::size_t begin = trace.events.size();
+      for (const Event& raw : thread.events) {
+        TraceEvent event;
+        event.kind = raw.kind;
+        event.category = raw.category;
+        event.thread = static_cast<std::uint32_t>(t);
+        event.start_ns = clock.to_realtime_ns(raw.start);
+        switch (raw.kind) {
+          case EventKind::Range:
+          case EventKind::Step: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
+          case EventKind::Instant: event.end_ns = event.start_ns; break;
+          case EventKind::Counter:
+            event.end_ns = event.start_ns;
+            event.value = raw.value;
+            break;
+        }
+        if (raw.kind == EventKind::Step) {
+          event.name = index_of_step(raw.name);
+        } else {
+          auto [found, inserted] = name_index.try_emplace(raw.name, static_cast<std::uint32_t>(trace.names.size()));
+          if (inserted) trace.names.emplace_back(name_of_unlocked(raw.name));
+          event.name = found->second;
+        }
+        trace.events.push_back(event);
+      }
+      trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size());
+    }
+  });
+  return trace;
+}
+
+}  // namespace detail
+DLPROF_END_NAMESPACE

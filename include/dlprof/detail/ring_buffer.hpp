@@ -1,0 +1,226 @@
+// dlprof/detail/ring_buffer.hpp: one bounded single-producer ring of events per thread and the
+// registry the collector drains them through.
+//
+// The producer (the thread itself) never blocks, locks, allocates or makes a system call after
+// its ring exists: a full ring drops the new event and counts it. The consumer (the profiler,
+// under the registry's lock) copies events out between the published head and its tail.
+#pragma once
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/event.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+inline constexpr std::size_t kCacheLine = 64;
+inline constexpr std::size_t kDefaultEventsPerThread = std::size_t{1} << 16;
+
+inline std::size_t round_up_to_power_of_two(std::size_t n) noexcept {
+  std::size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+inline std::int64_t current_os_tid() noexcept { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
+
+class ThreadRing {
+ public:
+  ThreadRing(std::size_t capacity, std::int64_t os_tid, std::string thread_name)
+      : slots_(std::make_unique<Event[]>(round_up_to_power_of_two(capacity))),  // value-initialised: every page touched now
+        capacity_(round_up_to_power_of_two(capacity)),
+        mask_(capacity_ - 1),
+        limit_(capacity_),
+        os_tid_(os_tid),
+        thread_name_(std::move(thread_name)) {}
+
+  ThreadRing(const ThreadRing&) = delete;
+  ThreadRing& operator=(const ThreadRing&) = delete;
+
+  enum class PushResult { Stored, Dropped, Retired };
+
+  /// Producer side: stores the event, or counts it as dropped when the ring is full.
+  DLPROF_ALWAYS_INLINE PushResult push(const Event& event) noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    if (DLPROF_UNLIKELY(head - tail_cache_ >= limit_.load(std::memory_order_relaxed))) return push_when_full(event, head);
+    slots_[head & mask_] = event;
+    head_.store(head + 1, std::memory_order_release);
+    return PushResult::Stored;
+  }
+
+  /// Consumer side: hands every published event to `sink` and frees their slots.
+  template <class Sink>
+  std::size_t drain(Sink&& sink) {
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    const std::uint64_t head = head_.load(std::memory_order_acquire);
+    for (std::uint64_t i = tail; i != head; ++i) sink(slots_[i & mask_]);
+    tail_.store(head, std::memory_order_release);
+    return static_cast<std::size_t>(head - tail);
+  }
+
+  /// Drops counted so far that the consumer has not yet reported; resets the count it reports.
+  std::uint64_t take_new_drops() noexcept {
+    const std::uint64_t total = dropped_.load(std::memory_order_relaxed);
+    const std::uint64_t fresh = total - drops_reported_;
+    drops_reported_ = total;
+    return fresh;
+  }
+
+  PushResult push_when_full(const Event& event, std::uint64_t head) noexcept {
+    if (retired()) return PushResult::Retired;
+    tail_cache_ = tail_.load(std::memory_order_acquire);
+    if (head - tail_cache_ >= capacity_) {
+      dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return PushResult::Dropped;
+    }
+    slots_[head & mask_] = event;
+    head_.store(head + 1, std::memory_order_release);
+    return PushResult::Stored;
+  }
+
+  /// A retired ring accepts nothing more: its thread attaches a fresh one on its next push.
+  void retire() noexcept { limit_.store(0, std::memory_order_relaxed); }
+  bool retired() const noexcept { return limit_.load(std::memory_order_relaxed) == 0; }
+
+  void mark_exited() noexcept { exited_.store(true, std::memory_order_release); }
+  bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
+
+  std::size_t capacity() const noexcept { return capacity_; }
+  std::int64_t os_tid() const noexcept { return os_tid_; }
+  /// Thread name; guarded by the registry's mutex.
+  const std::string& thread_name() const noexcept { return thread_name_; }
+  void set_thread_name(std::string name) { thread_name_ = std::move(name); }
+
+ private:
+  // Producer-owned line: written on every push.
+  alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
+  std::uint64_t tail_cache_ = 0;
+  std::atomic<std::uint64_t> dropped_{0};
+  // Read by the producer on every push but written only to retire the ring.
+  std::unique_ptr<Event[]> slots_;
+  std::size_t capacity_;
+  std::size_t mask_;
+  std::atomic<std::size_t> limit_;
+  // Consumer-owned line.
+  alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
+  std::uint64_t drops_reported_ = 0;
+  std::atomic<bool> exited_{false};
+  std::int64_t os_tid_;
+  std::string thread_name_;
+};
+
+/// Every ring of the process. Its mutex is taken when a thread attaches its first ring, when the
+/// collector drains, and when a thread is renamed: never on the recording path.
+class RingRegistry {
+ public:
+  static RingRegistry& instance() {
+    static RingRegistry registry;  // construct on first use, shared by every translation unit
+    return registry;
+  }
+
+  std::shared_ptr<ThreadRing> attach(std::int64_t os_tid, std::string thread_name) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name));
+    rings_.push_back(ring);
+    return ring;
+  }
+
+  /// Capacity of rings attached from now on. Rings of another capacity are retired so that
+  /// every thread honours the new setting from its next event; call only between windows.
+  void set_capacity(std::size_t events_per_thread) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t capacity = round_up_to_power_of_two(events_per_thread);
+    if (capacity == capacity_) return;
+    capacity_ = capacity;
+    for (auto& ring : rings_) ring->retire();
+  }
+
+  /// Calls `visit(ring)` for each ring, then forgets rings that can receive nothing more
+  /// (exited or retired) and are empty after the visit.
+  template <class Visit>
+  void drain_all(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& ring : rings_) visit(*ring);
+    std::vector<std::shared_ptr<ThreadRing>> kept;
+    kept.reserve(rings_.size());
+    for (auto& ring : rings_)
+      if (!(ring->exited() || ring->retired())) kept.push_back(std::move(ring));
+    rings_ = std::move(kept);
+  }
+
+  template <class Fn>
+  auto with_lock(Fn&& fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fn();
+  }
+
+  std::size_t ring_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return rings_.size();
+  }
+
+ private:
+  RingRegistry() = default;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<ThreadRing>> rings_;
+  std::size_t capacity_ = kDefaultEventsPerThread;
+};
+
+/// This thread's ring. Constant-initialised, so reading it is one %fs-relative load with no
+/// TLS-init call.
+inline thread_local ThreadRing* t_ring = nullptr;
+
+/// Keeps this thread's ring alive while the thread runs and marks it exited when the thread
+/// ends, so the collector still drains its last events. Only touched on the attach path.
+struct RingOwner {
+  std::shared_ptr<ThreadRing> ring;
+  ~RingOwner() {
+    if (ring) ring->mark_exited();
+    t_ring = nullptr;
+  }
+};
+inline thread_local RingOwner t_ring_owner;
+
+/// Name given with dlprof::set_thread_name before the thread's ring existed.
+inline thread_local std::string t_pending_thread_name;
+
+inline std::string native_thread_name() {
+  char name[64] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) return {};
+  return name;
+}
+
+/// Slow path of the first event of a thread (or the first after its ring was retired).
+DLPROF_NOINLINE inline ThreadRing* attach_thread_ring() {
+  std::string name = t_ring_owner.ring             ? t_ring_owner.ring->thread_name()
+                     : !t_pending_thread_name.empty() ? t_pending_thread_name
+                                                      : native_thread_name();
+  t_ring_owner.ring = RingRegistry::instance().attach(current_os_tid(), std::move(name));
+  t_ring = t_ring_owner.ring.get();
+  return t_ring;
+}
+
+/// Writes one event to this thread's ring; a full ring counts the event as dropped.
+DLPROF_ALWAYS_INLINE void push_event(const Event& event) noexcept {
+  ThreadRing* ring = t_ring;
+  if (DLPROF_LIKELY(ring != nullptr) && DLPROF_LIKELY(ring->push(event) != ThreadRing::PushResult::Retired)) return;
+  try {
+    attach_thread_ring()->push(event);
+  } catch (...) {  // no memory for a new ring: this event is lost, the thread keeps running
+  }
+}
+
+}  // namespace detail
+DLPROF_END_NAMESPACE

@@ -1,0 +1,152 @@
+// dlprof/detail/string_table.hpp: names of events.
+//
+// A literal given to DLPROF_RANGE lives in a static Site whose address is the event's name id:
+// nothing is copied or hashed while recording. Names known only at run time (DLPROF_RANGE_F,
+// ScopedRange(std::string_view), mark, counter) are interned here once and referred to by
+// index. A small per-thread cache answers repeated names without the table's lock.
+//
+// Interned strings are never freed, so a NameId stays valid for the life of the process; to keep
+// memory bounded the table stops growing at kMaxInternedBytes and later new names are counted
+// as overflowing and recorded under a fixed placeholder name.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+
+#include "dlprof/event.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/detail/event.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+template <class T>
+struct always_false : std::false_type {};
+
+/// A static description of a range written in the source: its literal name and category.
+/// Constant-initialised (constexpr constructor), so a function-local `static Site` costs no
+/// guard. Its address is the name id of every event it records. The NVTX handle is filled in on
+/// first use while an NVTX tool is attached.
+struct Site {
+  const char* name;
+  Category category;
+  mutable std::atomic<const void*> nvtx_handle{nullptr};
+
+  template <std::size_t N>
+  constexpr Site(const char (&literal)[N], Category cat = Category::User) noexcept : name(literal), category(cat) {}
+
+  /// Anything but a literal is refused with a sentence instead of template noise.
+  template <class T, class = std::enable_if_t<!std::is_array_v<T>>>
+  Site(const T&, Category = Category::User) : name(nullptr), category(Category::User) {
+    static_assert(always_false<T>::value,
+                  "DLPROF_RANGE takes a string literal; for a name known only at run time use "
+                  "DLPROF_RANGE_F or dlprof::ScopedRange(std::string_view)");
+  }
+};
+
+inline NameId site_name_id(const Site& site) noexcept { return static_cast<NameId>(reinterpret_cast<std::uintptr_t>(&site)); }
+inline bool is_site_id(NameId id) noexcept { return (id & 1u) == 0; }
+inline const Site& site_of(NameId id) noexcept { return *reinterpret_cast<const Site*>(static_cast<std::uintptr_t>(id)); }
+
+inline constexpr std::size_t kMaxInternedBytes = std::size_t{64} << 20;
+inline constexpr std::string_view kOverflowName = "<dlprof: name table full>";
+
+class InternTable {
+ public:
+  static InternTable& instance() {
+    static InternTable table;
+    return table;
+  }
+
+  /// Id of `name`, adding it on first sight. Takes the table's lock; use intern() instead.
+  NameId intern_locked(std::string_view name, const std::string** stored) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = index_.find(name);
+    if (found != index_.end()) {
+      *stored = &strings_[found->second];
+      return (static_cast<NameId>(found->second) << 1) | 1u;
+    }
+    if (bytes_ + name.size() > kMaxInternedBytes) {
+      ++overflowed_;
+      name = kOverflowName;
+      found = index_.find(name);
+      if (found != index_.end()) {
+        *stored = &strings_[found->second];
+        return (static_cast<NameId>(found->second) << 1) | 1u;
+      }
+    }
+    const auto index = static_cast<std::uint32_t>(strings_.size());
+    strings_.emplace_back(name);
+    bytes_ += name.size();
+    index_.emplace(strings_.back(), index);
+    *stored = &strings_.back();
+    return (static_cast<NameId>(index) << 1) | 1u;
+  }
+
+  /// The string of an interned id. Strings never move (deque), but the deque's bookkeeping
+  /// does: callers hold the lock through with_lock() while resolving many ids.
+  const std::string& string_of_unlocked(NameId id) const { return strings_[static_cast<std::size_t>(id >> 1)]; }
+
+  template <class Fn>
+  auto with_lock(Fn&& fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fn();
+  }
+
+  std::uint64_t overflowed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return overflowed_;
+  }
+
+ private:
+  InternTable() = default;
+  std::mutex mutex_;
+  std::deque<std::string> strings_;
+  std::unordered_map<std::string_view, std::uint32_t> index_;
+  std::size_t bytes_ = 0;
+  std::uint64_t overflowed_ = 0;
+};
+
+/// Direct-mapped per-thread cache in front of the table: a hit is a hash, a compare and no lock.
+class InternCache {
+ public:
+  NameId intern(std::string_view name) {
+    const std::size_t hash = std::hash<std::string_view>{}(name);
+    Entry& entry = entries_[hash & (kEntries - 1)];
+    if (entry.stored != nullptr && entry.hash == hash && *entry.stored == name) return entry.id;
+    const std::string* stored = nullptr;
+    const NameId id = InternTable::instance().intern_locked(name, &stored);
+    entry = Entry{hash, id, stored};
+    return id;
+  }
+
+ private:
+  static constexpr std::size_t kEntries = 256;
+  struct Entry {
+    std::size_t hash;
+    NameId id;
+    const std::string* stored;
+  };
+  Entry entries_[kEntries] = {};
+};
+
+inline thread_local InternCache t_intern_cache;
+
+inline NameId intern(std::string_view name) { return t_intern_cache.intern(name); }
+
+/// The text of any name id. Interned ids need the table's lock held (InternTable::with_lock).
+inline std::string_view name_of_unlocked(NameId id) {
+  if (is_site_id(id)) return site_of(id).name;
+  return InternTable::instance().string_of_unlocked(id);
+}
+
+}  // namespace detail
+DLPROF_END_NAMESPACE

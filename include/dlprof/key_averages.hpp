@@ -1,0 +1,161 @@
+// dlprof/key_averages.hpp: the per-name summary of a trace, like torch's
+// prof.key_averages().table(): calls, total, self, average, min and max time, and the share of
+// the recording window, for every range name. Printed with fmt:
+//
+//   fmt::print("{}", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(10));
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+
+/// Aggregated time of every range sharing one name.
+struct KeyAverage {
+  std::string name;
+  Category category = Category::User;
+  std::uint64_t calls = 0;
+  std::int64_t total_ns = 0;  ///< sum of durations
+  std::int64_t self_ns = 0;   ///< total minus the time of ranges nested directly inside
+  std::int64_t min_ns = 0;
+  std::int64_t max_ns = 0;
+
+  std::int64_t average_ns() const noexcept { return calls == 0 ? 0 : total_ns / static_cast<std::int64_t>(calls); }
+};
+
+enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, Name };
+
+class KeyAverages {
+ public:
+  KeyAverages() = default;
+
+  /// Aggregates the Range and Step events of `trace`. Self time subtracts, per thread, the
+  /// duration of each range's direct children (ranges nest strictly on a thread).
+  explicit KeyAverages(const Trace& trace)
+      : window_ns_(trace.window_ns()), dropped_events_(trace.dropped_events) {
+    std::unordered_map<std::uint32_t, std::size_t> row_of_name;
+    std::vector<std::int64_t> child_ns(trace.events.size(), 0);
+    std::vector<std::size_t> open;  // indices of enclosing ranges on the current thread
+    std::uint32_t thread = UINT32_MAX;
+    for (std::size_t i = 0; i < trace.events.size(); ++i) {
+      const TraceEvent& event = trace.events[i];
+      if (event.kind != EventKind::Range && event.kind != EventKind::Step) continue;
+      if (event.thread != thread) {
+        open.clear();
+        thread = event.thread;
+      }
+      // Sorted by start, enclosing first, and nesting strictly: the innermost open range that
+      // ends no earlier than this one encloses it.
+      while (!open.empty() && trace.events[open.back()].end_ns < event.end_ns)
+        open.pop_back();
+      if (!open.empty()) child_ns[open.back()] += event.duration_ns();
+      open.push_back(i);
+    }
+    for (std::size_t i = 0; i < trace.events.size(); ++i) {
+      const TraceEvent& event = trace.events[i];
+      if (event.kind != EventKind::Range && event.kind != EventKind::Step) continue;
+      auto [found, inserted] = row_of_name.try_emplace(event.name, rows_.size());
+      if (inserted) {
+        KeyAverage row;
+        row.name = trace.names[event.name];
+        row.category = event.category;
+        row.min_ns = INT64_MAX;
+        rows_.push_back(std::move(row));
+      }
+      KeyAverage& row = rows_[found->second];
+      const std::int64_t duration = event.duration_ns();
+      ++row.calls;
+      row.total_ns += duration;
+      row.self_ns += duration - child_ns[i];
+      row.min_ns = std::min(row.min_ns, duration);
+      row.max_ns = std::max(row.max_ns, duration);
+    }
+    sort_by(SortBy::TotalTime);
+  }
+
+  KeyAverages& sort_by(SortBy key) {
+    const auto by = [key](const KeyAverage& a, const KeyAverage& b) {
+      switch (key) {
+        case SortBy::TotalTime: return a.total_ns > b.total_ns;
+        case SortBy::SelfTime: return a.self_ns > b.self_ns;
+        case SortBy::Calls: return a.calls > b.calls;
+        case SortBy::AverageTime: return a.average_ns() > b.average_ns();
+        case SortBy::MaxTime: return a.max_ns > b.max_ns;
+        case SortBy::Name: return a.name < b.name;
+      }
+      return false;
+    };
+    std::stable_sort(rows_.begin(), rows_.end(), by);
+    return *this;
+  }
+
+  const std::vector<KeyAverage>& rows() const noexcept { return rows_; }
+  std::int64_t window_ns() const noexcept { return window_ns_; }
+  std::uint64_t dropped_events() const noexcept { return dropped_events_; }
+
+  /// The row named `name`, or nullptr.
+  const KeyAverage* find(std::string_view name) const noexcept {
+    for (const KeyAverage& row : rows_)
+      if (row.name == name) return &row;
+    return nullptr;
+  }
+
+  /// A fixed-width text table of the first `row_limit` rows (0: all).
+  std::string table(std::size_t row_limit = 0) const {
+    const std::size_t shown = row_limit == 0 ? rows_.size() : std::min(row_limit, rows_.size());
+    std::size_t name_width = 4;
+    for (std::size_t i = 0; i < shown; ++i) name_width = std::max(name_width, std::min<std::size_t>(rows_[i].name.size(), 60));
+    fmt::memory_buffer out;
+    auto line = std::back_inserter(out);
+    fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}\n", "Name", name_width,
+                   "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window");
+    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8;
+    fmt::format_to(line, "{:-<{}}\n", "", rule);
+    for (std::size_t i = 0; i < shown; ++i) {
+      const KeyAverage& row = rows_[i];
+      const std::string name = row.name.size() > 60 ? row.name.substr(0, 57) + "..." : row.name;
+      const double share = window_ns_ > 0 ? 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(window_ns_) : 0.0;
+      fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7.2f}%\n", name, name_width,
+                     to_string(row.category), row.calls, format_duration(row.total_ns), format_duration(row.self_ns),
+                     format_duration(row.average_ns()), format_duration(row.min_ns), format_duration(row.max_ns), share);
+    }
+    fmt::format_to(line, "{:-<{}}\n", "", rule);
+    fmt::format_to(line, "Window: {}  ({} names", format_duration(window_ns_), rows_.size());
+    if (shown < rows_.size()) fmt::format_to(line, ", {} shown", shown);
+    fmt::format_to(line, ")  Dropped events: {}\n", dropped_events_);
+    return fmt::to_string(out);
+  }
+
+  /// "12.345ms", "678.900us", "42ns", "1.234s": three significant decimals in a readable unit.
+  static std::string format_duration(std::int64_t ns) {
+    const double value = static_cast<double>(ns);
+    if (ns >= 1'000'000'000 || ns <= -1'000'000'000) return fmt::format("{:.3f}s", value / 1e9);
+    if (ns >= 1'000'000 || ns <= -1'000'000) return fmt::format("{:.3f}ms", value / 1e6);
+    if (ns >= 1'000 || ns <= -1'000) return fmt::format("{:.3f}us", value / 1e3);
+    return fmt::format("{}ns", ns);
+  }
+
+ private:
+  std::vector<KeyAverage> rows_;
+  std::int64_t window_ns_ = 0;
+  std::uint64_t dropped_events_ = 0;
+};
+
+DLPROF_END_NAMESPACE
+
+template <>
+struct fmt::formatter<dlprof::KeyAverages> : fmt::formatter<std::string_view> {
+  template <class FormatContext>
+  auto format(const dlprof::KeyAverages& averages, FormatContext& context) const {
+    return fmt::formatter<std::string_view>::format(averages.table(), context);
+  }
+};

@@ -1,0 +1,492 @@
+// dlprof/profiler.hpp: the everyday include. Ranges (range.hpp), schedules (schedule.hpp), traces
+// (trace.hpp), the summary table (key_averages.hpp) and the Profiler that ties them together:
+//
+//   dlprof::Profiler prof(dlprof::ProfilerOptions{}
+//       .schedule(dlprof::schedule(/*wait=*/1, /*warmup=*/1, /*active=*/3, /*repeat=*/1))
+//       .on_trace_ready(dlprof::tensorboard_trace_handler("./log/run")));
+//   prof.start();
+//   for (...) { DLPROF_RANGE("train_step"); ...; prof.step(); }
+//   prof.stop();
+//   fmt::print("{}", prof.key_averages());
+//
+// The Profiler follows torch.profiler.profile's state machine exactly (TRACE_FORMAT.md §1.2):
+// ProfilerStep#N carries the absolute step number, warm-up steps are never recorded,
+// on_trace_ready fires inside the step() that leaves a RecordAndSave step and in stop() while
+// recording, and a window that ends without RecordAndSave is discarded.
+#pragma once
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/active.hpp"
+#include "dlprof/detail/clock.hpp"
+#include "dlprof/detail/collector.hpp"
+#include "dlprof/detail/ring_buffer.hpp"
+#include "dlprof/detail/string_table.hpp"
+#include "dlprof/export/chrome_trace.hpp"
+#include "dlprof/key_averages.hpp"
+#include "dlprof/range.hpp"
+#include "dlprof/schedule.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+
+/// What to collect. CUDA needs a program linked with dlprof::cupti.
+enum class Activity : std::uint8_t { CPU = 0, CUDA = 1 };
+
+/// Something to do with each finished trace. Any callable converts to a handler that runs on the
+/// thread calling step()/stop(); a handler marked `background` (tensorboard_trace_handler is)
+/// runs on the Profiler's writer thread instead, so writing files stays off the training thread.
+struct TraceHandler {
+  std::function<void(const Trace&)> callback;
+  bool background = false;
+
+  TraceHandler() = default;
+  template <class Callable, class = std::enable_if_t<std::is_invocable_v<Callable&, const Trace&> &&
+                                                     !std::is_same_v<std::decay_t<Callable>, TraceHandler>>>
+  TraceHandler(Callable&& callable, bool run_in_background = false)  // NOLINT: implicit by design
+      : callback(std::forward<Callable>(callable)), background(run_in_background) {}
+};
+
+/// Options of a Profiler, set with chained calls:
+///   dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 3)).on_trace_ready(handler)
+class ProfilerOptions {
+ public:
+  ProfilerOptions& activities(std::initializer_list<Activity> kinds) {
+    activities_.assign(kinds.begin(), kinds.end());
+    return *this;
+  }
+  ProfilerOptions& schedule(Schedule value) {
+    schedule_ = value;
+    return *this;
+  }
+  /// Adds a handler; several may be set and run in the order given.
+  ProfilerOptions& on_trace_ready(TraceHandler handler) {
+    if (!handler.callback) throw std::invalid_argument("dlprof::ProfilerOptions::on_trace_ready: empty handler");
+    handlers_.push_back(std::move(handler));
+    return *this;
+  }
+  /// Capacity of each thread's ring, in events (32 bytes each), rounded up to a power of two.
+  /// When a ring is full, further events of the window are dropped and counted.
+  ProfilerOptions& events_per_thread(std::size_t count) {
+    if (count < 2)
+      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::events_per_thread must be >= 2, got {}", count));
+    events_per_thread_ = count;
+    return *this;
+  }
+  ProfilerOptions& record_shapes(bool on) {
+    record_shapes_ = on;
+    return *this;
+  }
+  ProfilerOptions& profile_memory(bool on) {
+    profile_memory_ = on;
+    return *this;
+  }
+  ProfilerOptions& with_flops(bool on) {
+    with_flops_ = on;
+    return *this;
+  }
+  /// Backend written in distributedInfo (torch writes the process group's, e.g. "nccl").
+  ProfilerOptions& distributed_backend(std::string backend) {
+    distributed_backend_ = std::move(backend);
+    return *this;
+  }
+
+  const std::vector<Activity>& activities() const noexcept { return activities_; }
+  const Schedule& schedule() const noexcept { return schedule_; }
+  const std::vector<TraceHandler>& handlers() const noexcept { return handlers_; }
+  std::size_t events_per_thread() const noexcept { return events_per_thread_; }
+  bool record_shapes() const noexcept { return record_shapes_; }
+  bool profile_memory() const noexcept { return profile_memory_; }
+  bool with_flops() const noexcept { return with_flops_; }
+  const std::string& distributed_backend() const noexcept { return distributed_backend_; }
+  bool wants(Activity kind) const noexcept {
+    for (Activity a : activities_)
+      if (a == kind) return true;
+    return false;
+  }
+
+ private:
+  std::vector<Activity> activities_{Activity::CPU};
+  Schedule schedule_;
+  std::vector<TraceHandler> handlers_;
+  std::size_t events_per_thread_ = detail::kDefaultEventsPerThread;
+  bool record_shapes_ = false;
+  bool profile_memory_ = false;
+  bool with_flops_ = false;
+  std::string distributed_backend_;
+};
+
+namespace detail {
+
+inline void warn(std::string_view message) { fmt::print(stderr, "dlprof: warning: {}\n", message); }
+
+/// Runs background handlers in order on one thread. The queue is bounded: when it is full the
+/// submitting thread waits, so a slow disk slows training instead of growing memory.
+class BackgroundWriter {
+ public:
+  using ErrorSink = std::function<void(std::string)>;
+
+  explicit BackgroundWriter(ErrorSink on_error) : on_error_(std::move(on_error)), thread_([this] { run(); }) {}
+
+  ~BackgroundWriter() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+
+  BackgroundWriter(const BackgroundWriter&) = delete;
+  BackgroundWriter& operator=(const BackgroundWriter&) = delete;
+
+  void submit(std::shared_ptr<const Trace> trace, std::function<void(const Trace&)> callback) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return jobs_.size() < kQueueCapacity; });
+    jobs_.push_back(Job{std::move(trace), std::move(callback)});
+    changed_.notify_all();
+  }
+
+  /// Returns when every submitted job has finished.
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return jobs_.empty() && !busy_; });
+  }
+
+ private:
+  static constexpr std::size_t kQueueCapacity = 4;
+  struct Job {
+    std::shared_ptr<const Trace> trace;
+    std::function<void(const Trace&)> callback;
+  };
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and everything submitted is done
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      busy_ = true;
+      changed_.notify_all();
+      lock.unlock();
+      try {
+        job.callback(*job.trace);
+      } catch (const std::exception& error) {
+        on_error_(error.what());
+      } catch (...) {
+        on_error_("unknown exception");
+      }
+      lock.lock();
+      busy_ = false;
+      changed_.notify_all();
+    }
+  }
+
+  ErrorSink on_error_;
+  std::mutex mutex_;  // guards jobs_, busy_ and stopping_
+  std::condition_variable changed_;
+  std::deque<Job> jobs_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after everything it reads is constructed
+};
+
+/// The Profiler that currently owns the recording flag; only one may be started at a time.
+inline std::atomic<const void*> g_started_profiler{nullptr};
+
+inline std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+inline std::string process_name() {
+#if defined(__GLIBC__)
+  return program_invocation_short_name;
+#else
+  return "process";
+#endif
+}
+
+}  // namespace detail
+
+/// Collects a trace of the calling process over the steps a schedule selects. Methods are
+/// meant to be called from one thread (the training loop's); ranges may be recorded from any.
+class Profiler {
+ public:
+  /// Records CPU activity from start() to stop(), no schedule, no handler.
+  Profiler() : Profiler(ProfilerOptions{}) {}
+
+  explicit Profiler(ProfilerOptions options) : options_(std::move(options)) {
+    detail::select_clock();
+    detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
+    if (options_.wants(Activity::CUDA))
+      detail::warn("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
+  }
+
+  ~Profiler() {
+    if (started_) {
+      try {
+        stop();
+      } catch (...) {  // a destructor must not throw; stop() already reported handler errors
+      }
+    }
+  }
+
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  /// Starts the schedule at step 0 (and records step 0 when the schedule says so). Throws
+  /// std::logic_error if this or another Profiler is already started.
+  void start() {
+    const void* expected = nullptr;
+    if (!detail::g_started_profiler.compare_exchange_strong(expected, this))
+      throw std::logic_error(expected == this ? "dlprof::Profiler::start(): already started"
+                                              : "dlprof::Profiler::start(): another Profiler is already started");
+    started_ = true;
+    step_num_ = 0;
+    action_ = options_.schedule()(0);
+    transit(Action::None, action_);
+    open_step();
+  }
+
+  /// Ends step N and begins step N+1, running the transition the schedule asks for.
+  void step() {
+    if (!started_) throw std::logic_error("dlprof::Profiler::step(): the profiler is not started");
+    close_step();
+    const Action previous = action_;
+    ++step_num_;
+    action_ = options_.schedule()(step_num_);
+    transit(previous, action_);
+    open_step();
+  }
+
+  /// Ends the current step; a trace still recording is saved (handlers run). Waits until
+  /// background handlers have finished.
+  void stop() {
+    if (!started_) return;
+    close_step();
+    switch (action_) {
+      case Action::None: break;
+      case Action::Warmup: break;  // torch starts and stops an empty trace here: nothing to save
+      case Action::Record:
+      case Action::RecordAndSave:
+        stop_trace();
+        trace_ready();
+        break;
+    }
+    started_ = false;
+    detail::g_started_profiler.store(nullptr);
+    if (writer_) writer_->wait_idle();
+  }
+
+  bool started() const noexcept { return started_; }
+  /// Steps since start(): the N of the current ProfilerStep#N.
+  std::int64_t step_num() const noexcept { return step_num_; }
+  Action current_action() const noexcept { return action_; }
+  const ProfilerOptions& options() const noexcept { return options_; }
+
+  /// The most recent trace handed to on_trace_ready (or collected at stop()), or null.
+  std::shared_ptr<const Trace> last_trace() const {
+    std::lock_guard<std::mutex> lock(results_mutex_);
+    return last_trace_;
+  }
+
+  /// Per-name summary of the most recent trace; empty before the first one.
+  KeyAverages key_averages() const {
+    const auto trace = last_trace();
+    return trace ? KeyAverages(*trace) : KeyAverages();
+  }
+
+  /// Messages of handlers that threw (an unwritable trace directory, for example). Training
+  /// keeps running when a handler fails; each failure is also printed once to stderr.
+  std::vector<std::string> errors() const {
+    std::lock_guard<std::mutex> lock(results_mutex_);
+    return errors_;
+  }
+
+ private:
+  void transit(Action previous, Action current) {
+    const bool was_recording = previous == Action::Record || previous == Action::RecordAndSave;
+    const bool recording = current == Action::Record || current == Action::RecordAndSave;
+    if (previous == Action::RecordAndSave) {
+      stop_trace();
+      trace_ready();
+      if (current != Action::None) prepare_trace();
+      if (recording) start_trace();
+      return;
+    }
+    if (was_recording && !recording) {  // Record -> None/Warmup: torch discards the window
+      warn_incorrect_schedule(previous, current);
+      stop_trace();
+      return;
+    }
+    if (previous == Action::Warmup && current == Action::None) {
+      warn_incorrect_schedule(previous, current);
+      return;
+    }
+    if (previous == Action::None && current != Action::None) prepare_trace();
+    if (!was_recording && recording) start_trace();
+  }
+
+  /// Arms collection ahead of recording: rings get the configured capacity, and the calling
+  /// thread's ring is allocated and pre-faulted now rather than inside the first recorded step.
+  void prepare_trace() {
+    detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
+    if (detail::t_ring == nullptr || detail::t_ring->retired()) detail::attach_thread_ring();
+  }
+
+  void start_trace() {
+    window_start_ = detail::sample_clocks();
+    detail::g_active.fetch_or(detail::kRecording, std::memory_order_relaxed);
+  }
+
+  void stop_trace() {
+    detail::g_active.fetch_and(~detail::kRecording, std::memory_order_relaxed);
+    const detail::ClockSample window_end = detail::sample_clocks();
+    drained_ = detail::drain_rings(window_start_.ticks, window_end.ticks);
+    window_end_ = window_end;
+  }
+
+  void trace_ready() {
+    const auto clock = detail::ClockMap::through(window_start_, window_end_, detail::process_ns_per_tick());
+    auto trace = std::make_shared<Trace>(
+        detail::build_trace(std::move(drained_), clock, window_start_.realtime_ns, window_end_.realtime_ns));
+    drained_ = {};
+    trace->pid = static_cast<std::int64_t>(::getpid());
+    trace->process_name = detail::process_name();
+    trace->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
+    trace->overflowed_names = detail::InternTable::instance().overflowed();
+    trace->distributed = DistributedInfo::from_environment();
+    trace->distributed.backend = options_.distributed_backend();
+    if (options_.record_shapes()) trace->metadata.emplace_back("record_shapes", "1");
+    if (options_.profile_memory()) trace->metadata.emplace_back("profile_memory", "1");
+    if (options_.with_flops()) trace->metadata.emplace_back("with_flops", "1");
+    std::shared_ptr<const Trace> finished = std::move(trace);
+    {
+      std::lock_guard<std::mutex> lock(results_mutex_);
+      last_trace_ = finished;
+    }
+    for (const TraceHandler& handler : options_.handlers()) {
+      if (handler.background) {
+        background_writer().submit(finished, handler.callback);
+        continue;
+      }
+      try {
+        handler.callback(*finished);
+      } catch (const std::exception& error) {
+        record_error(error.what());
+      } catch (...) {
+        record_error("unknown exception");
+      }
+    }
+  }
+
+  void open_step() {
+    if (!options_.schedule().has_cycles()) return;  // no schedule: no ProfilerStep events, like torch
+    step_recorded_ = detail::is_recording();
+    step_start_ticks_ = detail::now_ticks();
+  }
+
+  void close_step() {
+    if (!step_recorded_) return;
+    step_recorded_ = false;
+    detail::push_event(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {detail::now_ticks()},
+                                     EventKind::Step, Category::Step});
+  }
+
+  void warn_incorrect_schedule(Action previous, Action current) {
+    detail::warn(fmt::format("Incorrect schedule: {} followed by {} at step {}; the recorded steps are discarded",
+                             to_string(previous), to_string(current), step_num_));
+  }
+
+  void record_error(std::string message) {
+    message = fmt::format("on_trace_ready handler failed: {}", message);
+    detail::warn(message);
+    std::lock_guard<std::mutex> lock(results_mutex_);
+    errors_.push_back(std::move(message));
+  }
+
+  detail::BackgroundWriter& background_writer() {
+    if (!writer_)
+      writer_ = std::make_unique<detail::BackgroundWriter>([this](std::string message) { record_error(std::move(message)); });
+    return *writer_;
+  }
+
+  ProfilerOptions options_;
+  bool started_ = false;
+  std::int64_t step_num_ = 0;
+  Action action_ = Action::None;
+  bool step_recorded_ = false;
+  std::int64_t step_start_ticks_ = 0;
+  detail::ClockSample window_start_{};
+  detail::ClockSample window_end_{};
+  detail::DrainedEvents drained_;
+  mutable std::mutex results_mutex_;  // guards last_trace_ and errors_ (the writer thread records errors)
+  std::shared_ptr<const Trace> last_trace_;
+  std::vector<std::string> errors_;
+  std::unique_ptr<detail::BackgroundWriter> writer_;  // last: joined before the members it uses die
+};
+
+/// Starts a Profiler on construction and stops it on destruction.
+class ProfilingScope {
+ public:
+  explicit ProfilingScope(Profiler& profiler) : profiler_(profiler) { profiler_.start(); }
+  ~ProfilingScope() {
+    try {
+      profiler_.stop();
+    } catch (...) {  // stop() reports handler failures itself; a destructor must not throw
+    }
+  }
+  ProfilingScope(const ProfilingScope&) = delete;
+  ProfilingScope& operator=(const ProfilingScope&) = delete;
+
+ private:
+  Profiler& profiler_;
+};
+
+/// torch.profiler.tensorboard_trace_handler: writes each trace to
+/// `<dir>/<worker>.<unix_time_ns>.pt.trace.json[.gz]`, creating `dir` if needed, on the
+/// Profiler's background writer. `worker` defaults to "<hostname>_<pid>". A failure (directory
+/// not writable, disk full) is reported through Profiler::errors() and stderr; training goes on.
+inline TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "", bool gzip = false) {
+  if (dir.empty()) throw std::invalid_argument("dlprof::tensorboard_trace_handler: dir is empty");
+  if (worker.empty()) worker = fmt::format("{}_{}", detail::host_name(), static_cast<long>(::getpid()));
+  return TraceHandler(
+      [dir = std::move(dir), worker = std::move(worker), gzip](const Trace& trace) {
+        std::error_code error;
+        std::filesystem::create_directories(dir, error);
+        if (error) throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, error.message()));
+        const std::string path =
+            fmt::format("{}/{}.{}.pt.trace.json{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), gzip ? ".gz" : "");
+        trace.save(path);
+      },
+      /*run_in_background=*/true);
+}
+
+DLPROF_END_NAMESPACE

@@ -1,0 +1,102 @@
+// dlprof/schedule.hpp: which steps a Profiler records, with torch.profiler.schedule's exact
+// semantics (skip_first, wait, warmup, active, repeat, skip_first_wait).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+
+/// What the profiler does during a step. Values match torch.profiler.ProfilerAction.
+enum class Action : std::uint8_t {
+  None = 0,          ///< not profiling
+  Warmup = 1,        ///< backends armed, nothing recorded
+  Record = 2,        ///< recording
+  RecordAndSave = 3  ///< recording; the trace is handed to on_trace_ready when this step ends
+};
+
+constexpr std::string_view to_string(Action action) noexcept {
+  switch (action) {
+    case Action::None: return "None";
+    case Action::Warmup: return "Warmup";
+    case Action::Record: return "Record";
+    case Action::RecordAndSave: return "RecordAndSave";
+  }
+  return "None";
+}
+
+/// A pure function from step number to Action. Default-constructed, it records every step
+/// (torch's default when no schedule is given).
+class Schedule {
+ public:
+  Schedule() = default;
+
+  Action operator()(std::int64_t step) const noexcept {
+    if (!cycles_) return Action::Record;
+    if (step < skip_first_) return Action::None;
+    step -= skip_first_;
+    if (skip_first_wait_) step += wait_;
+    const std::int64_t period = wait_ + warmup_ + active_;
+    // torch compares step / period >= repeat in floating point; for non-negative integers that is
+    // the same as integer division.
+    if (repeat_ > 0 && step / period >= repeat_) return Action::None;
+    const std::int64_t phase = step % period;
+    if (phase < wait_) return Action::None;
+    if (phase < wait_ + warmup_) return Action::Warmup;
+    return phase < period - 1 ? Action::Record : Action::RecordAndSave;
+  }
+
+  /// False for the default schedule (record everything, no ProfilerStep events).
+  bool has_cycles() const noexcept { return cycles_; }
+
+  std::int64_t wait() const noexcept { return wait_; }
+  std::int64_t warmup() const noexcept { return warmup_; }
+  std::int64_t active() const noexcept { return active_; }
+  std::int64_t repeat() const noexcept { return repeat_; }
+  std::int64_t skip_first() const noexcept { return skip_first_; }
+  bool skip_first_wait() const noexcept { return skip_first_wait_; }
+
+ private:
+  friend Schedule schedule(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool);
+
+  bool cycles_ = false;
+  std::int64_t wait_ = 0;
+  std::int64_t warmup_ = 0;
+  std::int64_t active_ = 1;
+  std::int64_t repeat_ = 0;
+  std::int64_t skip_first_ = 0;
+  bool skip_first_wait_ = false;
+};
+
+/// The schedule torch.profiler.schedule(wait=, warmup=, active=, repeat=, skip_first=,
+/// skip_first_wait=) describes: skip `skip_first` steps, then repeat cycles of `wait` idle steps,
+/// `warmup` warm-up steps and `active` recorded steps, `repeat` times (0: until stopped). The
+/// last active step of a cycle is RecordAndSave. With `skip_first_wait` the first cycle skips its
+/// wait phase. Throws std::invalid_argument naming the first invalid argument.
+inline Schedule schedule(std::int64_t wait, std::int64_t warmup, std::int64_t active, std::int64_t repeat = 0,
+                         std::int64_t skip_first = 0, bool skip_first_wait = false) {
+  const auto require_non_negative = [](std::string_view name, std::int64_t value) {
+    if (value < 0) throw std::invalid_argument(fmt::format("dlprof::schedule: {} must be >= 0, got {}", name, value));
+  };
+  require_non_negative("wait", wait);
+  require_non_negative("warmup", warmup);
+  if (active <= 0) throw std::invalid_argument(fmt::format("dlprof::schedule: active must be >= 1, got {}", active));
+  require_non_negative("repeat", repeat);
+  require_non_negative("skip_first", skip_first);
+  Schedule result;
+  result.cycles_ = true;
+  result.wait_ = wait;
+  result.warmup_ = warmup;
+  result.active_ = active;
+  result.repeat_ = repeat;
+  result.skip_first_ = skip_first;
+  result.skip_first_wait_ = skip_first_wait;
+  return result;
+}
+
+DLPROF_END_NAMESPACE
