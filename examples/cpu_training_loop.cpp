@@ -1,0 +1,2 @@
+#include <dlprof/profiler.hpp>
+int main() { return 0; }

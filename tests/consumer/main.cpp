@@ -1,0 +1,27 @@
+// Records one range with a Profiler, writes the trace under argv[1] and checks the file exists.
+#include <dlprof/profiler.hpp>
+
+#include <filesystem>
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fmt::print(stderr, "usage: {} TRACE_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  std::filesystem::remove_all(dir);
+  {
+    dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(dlprof::tensorboard_trace_handler(dir.string())));
+    dlprof::ProfilingScope scope(profiler);
+    DLPROF_RANGE("consumer");
+  }
+  std::size_t traces = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().string().find(".pt.trace.json") != std::string::npos) ++traces;
+  if (traces != 1) {
+    fmt::print(stderr, "expected one trace in {}, found {}\n", dir.string(), traces);
+    return 1;
+  }
+  fmt::print("dlprof consumer: wrote a trace to {}\n", dir.string());
+  return 0;
+}

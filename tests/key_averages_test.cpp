@@ -1,0 +1,1 @@
+#include <dlprof/profiler.hpp>
