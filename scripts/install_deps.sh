@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what dlprof's build, tests, benchmarks and demo need on Debian 12, as root.
+# Idempotent: packages already present are left alone. The CUDA toolkit is optional: when
+# /usr/local/cuda (or nvcc on PATH) exists, ranges are also NVTX3 ranges.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+          libbenchmark-dev python3)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "dlprof: missing Debian packages (${missing[*]}); run this script as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

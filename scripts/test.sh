@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds and runs every test: installs dependencies, then
+#  1. the main build with -Wall -Wextra -Werror (all tests, consumer-package tests included);
+#  2. AddressSanitizer + UndefinedBehaviorSanitizer (all unit tests);
+#  3. ThreadSanitizer (the concurrency tests: rings, ranges, profiler).
+# Each configuration lives in its own build/<name> directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+
+jobs=$(nproc)
+configure_and_build() {
+  local name=$1
+  shift
+  cmake -S . -B "build/$name" -G Ninja -DDLPROF_WERROR=ON "$@" >/dev/null
+  cmake --build "build/$name" -j "$jobs"
+}
+
+echo "== main build (-Wall -Wextra -Werror)"
+configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ctest --test-dir build/main -j "$jobs" --output-on-failure
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+configure_and_build asan -DCMAKE_BUILD_TYPE=Debug -DDLPROF_SANITIZE=address,undefined -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan -j "$jobs" --output-on-failure -L dlprof
+
+echo "== ThreadSanitizer (concurrency tests)"
+configure_and_build tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_SANITIZE=thread -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build/tsan -j "$jobs" --output-on-failure -L dlprof -R 'Ring|Range|Profiler|ring|range|profiler'
+
+echo "== all tests passed"
