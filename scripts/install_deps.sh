@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-          libbenchmark-dev python3)
+          libbenchmark-dev python3 python3-venv)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

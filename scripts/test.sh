@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Builds and runs every test: installs dependencies, then
-#  1. the main build with -Wall -Wextra -Werror (all tests, consumer-package tests included);
+#  1. the main build with -Wall -Wextra -Werror (all tests, consumer-package tests included, and
+#     the demo's trace opened by Holistic Trace Analysis and TensorBoard's profiler plugin);
 #  2. AddressSanitizer + UndefinedBehaviorSanitizer (all unit tests);
 #  3. ThreadSanitizer (the concurrency tests: rings, ranges, profiler).
 # Each configuration lives in its own build/<name> directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+
+# Holistic Trace Analysis and TensorBoard's profiler plugin, pinned, in a virtual environment:
+# the tests open the demo's trace with them.
+tools_venv=build/venv-trace-tools
+if [[ ! -x $tools_venv/bin/python ]]; then
+  python3 -m venv "$tools_venv"
+  "$tools_venv/bin/pip" install -q --disable-pip-version-check HolisticTraceAnalysis==0.5.0 torch-tb-profiler==0.4.3
+fi
 
 jobs=$(nproc)
 configure_and_build() {
@@ -17,7 +26,7 @@ configure_and_build() {
 }
 
 echo "== main build (-Wall -Wextra -Werror)"
-configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo
+configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
 ctest --test-dir build/main -j "$jobs" --output-on-failure
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -409,11 +409,18 @@ class Profiler {
 
   void open_step() {
     if (!options_.schedule().has_cycles()) return;  // no schedule: no ProfilerStep events, like torch
-    step_recorded_ = detail::is_recording();
+    const std::uint32_t flags = detail::active_flags();
+    step_nvtx_pushed_ = (flags & detail::kNvtxAttached) != 0;
+    if (step_nvtx_pushed_) detail::nvtx_push(fmt::format("ProfilerStep#{}", step_num_), Category::Step);
+    step_recorded_ = (flags & detail::kRecording) != 0;
     step_start_ticks_ = detail::now_ticks();
   }
 
   void close_step() {
+    if (step_nvtx_pushed_) {
+      step_nvtx_pushed_ = false;
+      detail::nvtx_pop();
+    }
     if (!step_recorded_) return;
     step_recorded_ = false;
     detail::push_event(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {detail::now_ticks()},
@@ -443,6 +450,7 @@ class Profiler {
   std::int64_t step_num_ = 0;
   Action action_ = Action::None;
   bool step_recorded_ = false;
+  bool step_nvtx_pushed_ = false;  // ProfilerStep#N is an NVTX range too, whether recorded or not
   std::int64_t step_start_ticks_ = 0;
   detail::ClockSample window_start_{};
   detail::ClockSample window_end_{};
