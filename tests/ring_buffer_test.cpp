@@ -1,1 +1,357 @@
+// Tests of detail/ring_buffer.hpp: the per-thread ring on its own, then the rings as the Profiler
+// uses them from many threads (exact counts, forced overflow, producers racing the collector,
+// threads that exit before the drain, configured capacity).
 #include <dlprof/profiler.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using dlprof::detail::Event;
+using dlprof::detail::ThreadRing;
+using PushResult = dlprof::detail::ThreadRing::PushResult;
+
+// An event whose name field carries `index`, so the order of drained events can be checked.
+Event indexed_event(std::uint64_t index) {
+  return Event{index, static_cast<std::int64_t>(index), {static_cast<std::int64_t>(index)}, dlprof::EventKind::Range,
+               dlprof::Category::User};
+}
+
+std::vector<std::uint64_t> drain_indices(ThreadRing& ring) {
+  std::vector<std::uint64_t> indices;
+  ring.drain([&](const Event& event) { indices.push_back(event.name); });
+  return indices;
+}
+
+std::vector<std::uint64_t> consecutive(std::uint64_t first, std::uint64_t count) {
+  std::vector<std::uint64_t> values;
+  for (std::uint64_t i = 0; i < count; ++i) values.push_back(first + i);
+  return values;
+}
+
+TEST(ThreadRingTest, DrainReturnsPushedEventsInPushOrder) {
+  ThreadRing ring(16, /*os_tid=*/1, "ring");
+  for (std::uint64_t i = 0; i < 10; ++i) ASSERT_EQ(ring.push(indexed_event(i)), PushResult::Stored);
+
+  EXPECT_EQ(drain_indices(ring), consecutive(0, 10));
+  EXPECT_TRUE(drain_indices(ring).empty()) << "a drain must free what it handed out";
+}
+
+TEST(ThreadRingTest, CapacityRoundsUpToPowerOfTwo) {
+  EXPECT_EQ(ThreadRing(1, 1, "").capacity(), 1u);
+  EXPECT_EQ(ThreadRing(5, 1, "").capacity(), 8u);
+  EXPECT_EQ(ThreadRing(1000, 1, "").capacity(), 1024u);
+  EXPECT_EQ(ThreadRing(1024, 1, "").capacity(), 1024u);
+  EXPECT_EQ(ThreadRing(1025, 1, "").capacity(), 2048u);
+}
+
+TEST(ThreadRingTest, FullRingDropsNewEventsAndCountsEachOne) {
+  ThreadRing ring(8, 1, "ring");
+  for (std::uint64_t i = 0; i < 8; ++i) ASSERT_EQ(ring.push(indexed_event(i)), PushResult::Stored);
+  for (std::uint64_t i = 8; i < 13; ++i) EXPECT_EQ(ring.push(indexed_event(i)), PushResult::Dropped);
+
+  EXPECT_EQ(ring.take_new_drops(), 5u);
+  // The oldest events are kept; the ones that found the ring full are gone.
+  EXPECT_EQ(drain_indices(ring), consecutive(0, 8));
+  // Draining frees the slots for the producer again.
+  EXPECT_EQ(ring.push(indexed_event(100)), PushResult::Stored);
+  EXPECT_EQ(drain_indices(ring), std::vector<std::uint64_t>{100});
+}
+
+TEST(ThreadRingTest, TakeNewDropsReportsOnlyDropsSinceLastCall) {
+  ThreadRing ring(4, 1, "ring");
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_EQ(ring.push(indexed_event(i)), PushResult::Stored);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(ring.push(indexed_event(99)), PushResult::Dropped);
+
+  EXPECT_EQ(ring.take_new_drops(), 3u);
+  EXPECT_EQ(ring.take_new_drops(), 0u) << "drops already reported must not be reported twice";
+
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(ring.push(indexed_event(99)), PushResult::Dropped);
+  EXPECT_EQ(ring.take_new_drops(), 2u);
+}
+
+TEST(ThreadRingTest, WrapAroundKeepsOrderOverManyFillDrainCycles) {
+  constexpr std::uint64_t kCapacity = 8;
+  ThreadRing ring(kCapacity, 1, "ring");
+  std::uint64_t next = 0;
+  // Batches of 1..8 events: the slot index wraps at a different position in every cycle, and
+  // every eighth batch fills the ring exactly.
+  for (std::uint64_t cycle = 0; cycle < 1000; ++cycle) {
+    const std::uint64_t batch = cycle % kCapacity + 1;
+    for (std::uint64_t i = 0; i < batch; ++i) ASSERT_EQ(ring.push(indexed_event(next + i)), PushResult::Stored);
+    ASSERT_EQ(drain_indices(ring), consecutive(next, batch)) << "cycle " << cycle;
+    next += batch;
+  }
+  EXPECT_EQ(ring.take_new_drops(), 0u);
+}
+
+TEST(ThreadRingTest, RetiredRingRefusesEventsWithoutCountingDrops) {
+  ThreadRing ring(8, 1, "ring");
+  ASSERT_EQ(ring.push(indexed_event(0)), PushResult::Stored);
+  ASSERT_FALSE(ring.retired());
+
+  ring.retire();
+
+  EXPECT_TRUE(ring.retired());
+  EXPECT_EQ(ring.push(indexed_event(1)), PushResult::Retired);
+  EXPECT_EQ(ring.push(indexed_event(2)), PushResult::Retired);
+  EXPECT_EQ(ring.take_new_drops(), 0u) << "a retired ring's thread re-attaches: its events are not lost";
+  // What was stored before retirement is still handed to the collector.
+  EXPECT_EQ(drain_indices(ring), std::vector<std::uint64_t>{0});
+}
+
+// Holds every thread until all of them have started, so that they record concurrently (and,
+// being alive together, have distinct OS thread ids).
+class StartLine {
+ public:
+  explicit StartLine(int threads) : waiting_(threads) {}
+  void arrive_and_wait() {
+    waiting_.fetch_sub(1);
+    while (waiting_.load() > 0) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<int> waiting_;
+};
+
+// Runs an empty window, so that events and drops left in the rings by earlier tests of this
+// binary (threads that kept recording after a stop) are drained and their rings forgotten before
+// a test counts exact totals.
+void drain_leftovers(std::size_t events_per_thread) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(events_per_thread));
+  profiler.start();
+  profiler.stop();
+}
+
+// Number of Range events named `name` on each OS thread of `trace`.
+std::map<std::int64_t, std::size_t> ranges_per_thread(const dlprof::Trace& trace, std::string_view name) {
+  std::map<std::int64_t, std::size_t> counts;
+  for (const dlprof::TraceEvent& event : trace.events) {
+    if (event.kind == dlprof::EventKind::Range && trace.name_of(event) == name)
+      ++counts[trace.threads[event.thread].os_tid];
+  }
+  return counts;
+}
+
+constexpr int kThreads = 8;
+constexpr std::size_t kRangesPerThread = 100'000;
+
+TEST(RingConcurrencyTest, EightThreadsRecordEveryRangeWhenTheirRingsFit) {
+  constexpr std::size_t kEventsPerThread = std::size_t{1} << 17;
+  drain_leftovers(kEventsPerThread);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(kEventsPerThread));
+  profiler.start();
+
+  std::vector<std::int64_t> tids(kThreads);
+  StartLine start_line(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      tids[t] = dlprof::detail::current_os_tid();
+      start_line.arrive_and_wait();
+      for (std::size_t i = 0; i < kRangesPerThread; ++i) {
+        DLPROF_RANGE("concurrent_range");
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  profiler.stop();
+
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(trace->dropped_events, 0u);
+  EXPECT_EQ(trace->events.size(), kThreads * kRangesPerThread);
+  const auto counts = ranges_per_thread(*trace, "concurrent_range");
+  ASSERT_EQ(counts.size(), static_cast<std::size_t>(kThreads));
+  for (std::int64_t tid : tids) {
+    ASSERT_EQ(counts.count(tid), 1u) << "thread " << tid << " missing from the trace";
+    EXPECT_EQ(counts.at(tid), kRangesPerThread) << "thread " << tid;
+  }
+}
+
+TEST(RingConcurrencyTest, FullRingsKeepEachThreadsFirstEventsAndCountEveryDrop) {
+  constexpr std::size_t kEventsPerThread = std::size_t{1} << 14;
+  drain_leftovers(kEventsPerThread);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(kEventsPerThread));
+  profiler.start();
+
+  std::vector<std::int64_t> tids(kThreads);
+  StartLine start_line(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      tids[t] = dlprof::detail::current_os_tid();
+      start_line.arrive_and_wait();
+      // Two sites: the ranges that fit the ring and those recorded after it is full. Nothing is
+      // drained during the window, so only the first kind may survive.
+      for (std::size_t i = 0; i < kRangesPerThread; ++i) {
+        if (i < kEventsPerThread) {
+          DLPROF_RANGE("fits_in_ring");
+        } else {
+          DLPROF_RANGE("finds_ring_full");
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  profiler.stop();
+
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(trace->dropped_events, kThreads * (kRangesPerThread - kEventsPerThread));
+  EXPECT_EQ(trace->events.size(), kThreads * kEventsPerThread);
+  EXPECT_TRUE(ranges_per_thread(*trace, "finds_ring_full").empty());
+  const auto counts = ranges_per_thread(*trace, "fits_in_ring");
+  ASSERT_EQ(counts.size(), static_cast<std::size_t>(kThreads));
+  for (std::int64_t tid : tids) {
+    ASSERT_EQ(counts.count(tid), 1u) << "thread " << tid << " missing from the trace";
+    EXPECT_EQ(counts.at(tid), kEventsPerThread) << "thread " << tid;
+  }
+}
+
+// Threads that record ranges back to back until stopped; the destructor stops and joins them,
+// so an assertion that returns early does not leave them running.
+class Producers {
+ public:
+  explicit Producers(int threads) : completed_(static_cast<std::size_t>(threads)) {
+    for (int t = 0; t < threads; ++t) {
+      threads_.emplace_back([this, t] {
+        while (keep_recording_.load()) {
+          {
+            DLPROF_RANGE("straddling_range");
+          }
+          completed_[t].fetch_add(1);
+        }
+      });
+    }
+  }
+  ~Producers() { stop(); }
+  Producers(const Producers&) = delete;
+  Producers& operator=(const Producers&) = delete;
+
+  void stop() {
+    keep_recording_.store(false);
+    for (std::thread& thread : threads_)
+      if (thread.joinable()) thread.join();
+  }
+
+  /// Ranges thread `t` has finished so far.
+  std::size_t completed(int t) const { return completed_[t].load(); }
+
+ private:
+  std::atomic<bool> keep_recording_{true};
+  std::vector<std::atomic<std::size_t>> completed_;
+  std::vector<std::thread> threads_;
+};
+
+TEST(RingConcurrencyTest, ProducersRecordingAcrossWindowBoundariesStayInsideEachWindow) {
+  constexpr std::size_t kRangesPerWindow = 2'000;
+  constexpr int kWindows = 3;
+  // Small rings: they fill during each window, so drops race the drain too, and each trace
+  // stays small enough to build quickly under ThreadSanitizer.
+  const auto options = dlprof::ProfilerOptions{}.events_per_thread(std::size_t{1} << 12);
+  drain_leftovers(options.events_per_thread());
+
+  Producers producers(kThreads);
+  for (int window = 0; window < kWindows; ++window) {
+    dlprof::Profiler profiler(options);
+    profiler.start();
+    std::vector<std::size_t> completed_at_start(kThreads);
+    for (int t = 0; t < kThreads; ++t) completed_at_start[t] = producers.completed(t);
+    // Every thread completes kRangesPerWindow ranges inside the window; the producers are still
+    // recording when stop() drains their rings.
+    for (int t = 0; t < kThreads; ++t)
+      while (producers.completed(t) < completed_at_start[t] + kRangesPerWindow) std::this_thread::yield();
+    profiler.stop();
+
+    const auto trace = profiler.last_trace();
+    ASSERT_NE(trace, nullptr);
+    // Ranges completed after start() returned began inside the window (all but possibly the one
+    // in flight at that moment): each was either stored or counted as dropped.
+    EXPECT_GE(trace->events.size() + trace->dropped_events, kThreads * (kRangesPerWindow - 1)) << "window " << window;
+    for (const dlprof::TraceEvent& event : trace->events) {
+      ASSERT_GE(event.start_ns, trace->window_start_ns) << "window " << window;
+      ASSERT_LE(event.start_ns, trace->window_end_ns) << "window " << window;
+      ASSERT_GE(event.end_ns, event.start_ns) << "window " << window;
+    }
+  }
+  producers.stop();
+
+  // Ranges that began in the last window and ended after its drain sit in the rings now; they
+  // belong to no later window.
+  dlprof::Profiler after(options);
+  after.start();
+  after.stop();
+  ASSERT_NE(after.last_trace(), nullptr);
+  EXPECT_TRUE(after.last_trace()->events.empty());
+}
+
+TEST(RingConcurrencyTest, ThreadJoinedBeforeDrainKeepsItsEventsAndItsRingIsReleasedAfter) {
+  constexpr std::size_t kRanges = 1'000;
+  drain_leftovers(dlprof::detail::kDefaultEventsPerThread);
+  dlprof::Profiler profiler;
+  profiler.start();
+  const std::size_t rings_before = dlprof::detail::RingRegistry::instance().ring_count();
+
+  std::int64_t tid = 0;
+  std::weak_ptr<ThreadRing> ring;
+  std::thread worker([&] {
+    tid = dlprof::detail::current_os_tid();
+    for (std::size_t i = 0; i < kRanges; ++i) {
+      DLPROF_RANGE("exited_thread_range");
+    }
+    ring = dlprof::detail::t_ring_owner.ring;
+  });
+  worker.join();
+
+  // The thread is gone but its events are not drained yet: the registry still holds its ring.
+  EXPECT_EQ(dlprof::detail::RingRegistry::instance().ring_count(), rings_before + 1);
+  EXPECT_FALSE(ring.expired());
+
+  profiler.stop();
+
+  EXPECT_EQ(dlprof::detail::RingRegistry::instance().ring_count(), rings_before);
+  EXPECT_TRUE(ring.expired()) << "the ring of an exited thread must be freed once drained";
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const auto counts = ranges_per_thread(*trace, "exited_thread_range");
+  ASSERT_EQ(counts.count(tid), 1u);
+  EXPECT_EQ(counts.at(tid), kRanges);
+}
+
+TEST(RingConcurrencyTest, RingsGetTheConfiguredCapacityRoundedUp) {
+  {
+    dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(1000));
+    profiler.start();
+    // start() attaches the calling thread's ring; other threads attach on their first event.
+    ASSERT_NE(dlprof::detail::t_ring, nullptr);
+    EXPECT_EQ(dlprof::detail::t_ring->capacity(), 1024u);
+    std::size_t worker_capacity = 0;
+    std::thread worker([&] {
+      {
+        DLPROF_RANGE("capacity_probe");
+      }  // the range's end writes the thread's first event, which attaches its ring
+      worker_capacity = dlprof::detail::t_ring->capacity();
+    });
+    worker.join();
+    EXPECT_EQ(worker_capacity, 1024u);
+    profiler.stop();
+  }
+  // A later profiler with another setting replaces the rings that were sized for the old one.
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(5000));
+  profiler.start();
+  ASSERT_NE(dlprof::detail::t_ring, nullptr);
+  EXPECT_EQ(dlprof::detail::t_ring->capacity(), 8192u);
+  profiler.stop();
+}
+
+}  // namespace

@@ -75,6 +75,9 @@ struct TraceHandler {
 ///   dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 3)).on_trace_ready(handler)
 class ProfilerOptions {
  public:
+  /// 2^28 events: 8 GiB per thread, far beyond any useful window.
+  static constexpr std::size_t kMaxEventsPerThread = std::size_t{1} << 28;
+
   ProfilerOptions& activities(std::initializer_list<Activity> kinds) {
     activities_.assign(kinds.begin(), kinds.end());
     return *this;
@@ -92,8 +95,9 @@ class ProfilerOptions {
   /// Capacity of each thread's ring, in events (32 bytes each), rounded up to a power of two.
   /// When a ring is full, further events of the window are dropped and counted.
   ProfilerOptions& events_per_thread(std::size_t count) {
-    if (count < 2)
-      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::events_per_thread must be >= 2, got {}", count));
+    if (count < 2 || count > kMaxEventsPerThread)
+      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::events_per_thread must be in [2, {}], got {}",
+                                              kMaxEventsPerThread, count));
     events_per_thread_ = count;
     return *this;
   }

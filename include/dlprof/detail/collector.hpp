@@ -111,7 +111,10 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
         event.kind = raw.kind;
         event.category = raw.category;
         event.thread = static_cast<std::uint32_t>(t);
-        event.start_ns = clock.to_realtime_ns(raw.start);
+        // The drain kept events that started inside the window in ticks; the clamp keeps them
+        // inside it in ns too when a window too short to measure its own tick rate is mapped
+        // with the process-wide rate.
+        event.start_ns = std::clamp(clock.to_realtime_ns(raw.start), window_start_ns, window_end_ns);
         switch (raw.kind) {
           case EventKind::Range:
           case EventKind::Step: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
