@@ -1,1 +1,856 @@
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/profiler.hpp>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+// Kineto's base for 2024-05-23 (TRACE_FORMAT.md §2.1 example): 1716423322 s floored to a
+// multiple of 7,889,238 s.
+constexpr std::int64_t kBaseNs = 1'711'964'646'000'000'000;
+
+std::int64_t os_tid() { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
+
+// A Trace built by hand with known nanosecond times, laid out as the collector lays it out.
+class TraceBuilder {
+ public:
+  TraceBuilder(std::int64_t window_start_ns, std::int64_t window_end_ns) {
+    trace_.window_start_ns = window_start_ns;
+    trace_.window_end_ns = window_end_ns;
+    trace_.pid = 4242;
+    trace_.process_name = "trainer";
+    trace_.clock_source = "tsc";
+    trace_.threads = {dlprof::ThreadInfo{4243, "main"}};
+  }
+
+  TraceBuilder& event(std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                      dlprof::EventKind kind = dlprof::EventKind::Range, double value = 0, std::uint32_t thread = 0) {
+    dlprof::TraceEvent event;
+    event.start_ns = start_ns;
+    event.end_ns = end_ns;
+    event.kind = kind;
+    event.value = value;
+    event.thread = thread;
+    event.name = static_cast<std::uint32_t>(trace_.names.size());
+    trace_.names.emplace_back(name);
+    trace_.events.push_back(event);
+    return *this;
+  }
+
+  dlprof::Trace& trace() { return trace_; }
+
+ private:
+  dlprof::Trace trace_;
+};
+
+std::string chrome_text(const dlprof::Trace& trace, std::string_view trace_name = "trace.pt.trace.json") {
+  fmt::memory_buffer buffer;
+  dlprof::write_chrome_trace(trace, buffer, trace_name);
+  return fmt::to_string(buffer);
+}
+
+// The events of traceEvents that are not metadata ("M"), in file order.
+std::vector<json> non_metadata_events(const json& document) {
+  std::vector<json> events;
+  for (const json& event : document.at("traceEvents"))
+    if (event.at("ph") != "M") events.push_back(event);
+  return events;
+}
+
+std::vector<json> events_where(const json& document, const std::function<bool(const json&)>& predicate) {
+  std::vector<json> events;
+  for (const json& event : document.at("traceEvents"))
+    if (predicate(event)) events.push_back(event);
+  return events;
+}
+
+// A µs value with three decimals, as integer nanoseconds (exact for the magnitudes in traces).
+std::int64_t to_ns(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000.0); }
+
+// Records one window with a real Profiler (no schedule: start() to stop()).
+std::shared_ptr<const dlprof::Trace> record_window(const std::function<void()>& body,
+                                                   dlprof::ProfilerOptions options = dlprof::ProfilerOptions{}) {
+  dlprof::Profiler prof(std::move(options));
+  prof.start();
+  body();
+  prof.stop();
+  return prof.last_trace();
+}
+
+std::shared_ptr<const dlprof::Trace> record_ranges_and_steps() {
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(0, 0, 3, 1)));
+  prof.start();
+  for (int i = 0; i < 3; ++i) {
+    {
+      DLPROF_RANGE("chrome_forward");
+      DLPROF_RANGE("chrome_inner");
+    }
+    { DLPROF_RANGE("chrome_backward"); }
+    prof.step();
+  }
+  prof.stop();
+  return prof.last_trace();
+}
+
+// A unique directory under the test temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> sequence{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::path(::testing::TempDir()) /
+            fmt::format("dlprof_{}_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid(), sequence++);
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string read_gzip(const fs::path& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) throw std::runtime_error("gzopen failed: " + path.string());
+  std::string text;
+  char chunk[4096];
+  int count = 0;
+  while ((count = gzread(file, chunk, sizeof(chunk))) > 0) text.append(chunk, static_cast<std::size_t>(count));
+  gzclose(file);
+  if (count < 0) throw std::runtime_error("gzread failed: " + path.string());
+  return text;
+}
+
+// --- top level -------------------------------------------------------------------------------
+
+TEST(ChromeTraceTest, WritesEveryTopLevelKeyKinetoWrites) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.trace().distributed.backend = "nccl";
+  builder.trace().distributed.rank = 2;
+  builder.trace().distributed.world_size = 8;
+  const json document = json::parse(chrome_text(builder.trace(), "/logs/w.123.pt.trace.json"));
+
+  EXPECT_EQ(document.at("schemaVersion"), 1);
+  ASSERT_TRUE(document.at("deviceProperties").is_array());
+  EXPECT_THAT(document.at("deviceProperties"), IsEmpty());
+  EXPECT_EQ(document.at("distributedInfo").at("backend"), "nccl");
+  EXPECT_EQ(document.at("distributedInfo").at("rank"), 2);
+  EXPECT_EQ(document.at("distributedInfo").at("world_size"), 8);
+  EXPECT_EQ(document.at("displayTimeUnit"), "ms");
+  EXPECT_EQ(document.at("baseTimeNanoseconds"), kBaseNs);
+  EXPECT_TRUE(document.at("traceEvents").is_array());
+  EXPECT_EQ(document.at("traceName"), "/logs/w.123.pt.trace.json");
+  EXPECT_EQ(document.at("dlprof_clock"), "tsc");
+}
+
+TEST(ChromeTraceTest, TopLevelKeysAreInKinetoOrder) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.trace().metadata.emplace_back("record_shapes", "1");
+  const nlohmann::ordered_json document = nlohmann::ordered_json::parse(chrome_text(builder.trace()));
+  std::vector<std::string> keys;
+  for (const auto& item : document.items()) keys.push_back(item.key());
+  const auto position = [&](std::string_view key) {
+    return std::distance(keys.begin(), std::find(keys.begin(), keys.end(), key));
+  };
+  const std::vector<std::string_view> kineto_order = {"schemaVersion",   "deviceProperties",    "distributedInfo",
+                                                      "record_shapes",   "displayTimeUnit",     "baseTimeNanoseconds",
+                                                      "traceEvents",     "traceName"};
+  for (std::size_t i = 0; i < kineto_order.size(); ++i) {
+    ASSERT_LT(position(kineto_order[i]), static_cast<std::ptrdiff_t>(keys.size())) << kineto_order[i] << " missing";
+    if (i > 0) {
+      EXPECT_LT(position(kineto_order[i - 1]), position(kineto_order[i])) << kineto_order[i];
+    }
+  }
+  EXPECT_EQ(keys.front(), "schemaVersion");
+  EXPECT_EQ(keys.back(), "traceName");
+}
+
+TEST(ChromeTraceTest, RankMatchesHtaRegexOnAnEarlyLine) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.trace().distributed.rank = 3;
+  builder.trace().distributed.world_size = 4;
+  const std::string text = chrome_text(builder.trace());
+  EXPECT_THAT(text, HasSubstr("\"rank\": 3"));
+
+  // HTA takes the rank from the first line matching this regex (TRACE_FORMAT.md §3.1).
+  const std::regex hta_rank(R"("rank":\s+(\d+))");
+  std::istringstream lines(text);
+  std::string line;
+  std::optional<std::string> rank;
+  for (int number = 0; number < 10 && std::getline(lines, line); ++number) {
+    std::smatch match;
+    if (std::regex_search(line, match, hta_rank)) {
+      rank = match[1].str();
+      break;
+    }
+  }
+  ASSERT_TRUE(rank.has_value()) << "no line among the first 10 matches HTA's rank regex";
+  EXPECT_EQ(*rank, "3");
+}
+
+TEST(ChromeTraceTest, SingleProcessTraceIsRankZeroWithSpaceAfterColon) {
+  // No launcher variables in the test environment: rank 0 of 1, as HTA's defaults expect.
+  const auto trace = record_window([] { DLPROF_RANGE("chrome_rank_zero"); });
+  ASSERT_NE(trace, nullptr);
+  const std::string text = chrome_text(*trace);
+  EXPECT_THAT(text, HasSubstr("\"rank\": 0"));
+  EXPECT_EQ(json::parse(text).at("distributedInfo").at("world_size"), 1);
+}
+
+TEST(ChromeTraceTest, WritesDevicePropertiesWithKinetoKeys) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  dlprof::DeviceProperties device;
+  device.id = 0;
+  device.name = "NVIDIA H100";
+  device.total_global_mem = 85'000'000'000;
+  device.compute_major = 9;
+  device.compute_minor = 0;
+  device.num_sms = 132;
+  builder.trace().devices.push_back(device);
+  const json document = json::parse(chrome_text(builder.trace()));
+  ASSERT_EQ(document.at("deviceProperties").size(), 1u);
+  const json& written = document.at("deviceProperties").at(0);
+  EXPECT_EQ(written.at("id"), 0);
+  EXPECT_EQ(written.at("name"), "NVIDIA H100");
+  EXPECT_EQ(written.at("totalGlobalMem"), 85'000'000'000);
+  EXPECT_EQ(written.at("computeMajor"), 9);
+  EXPECT_EQ(written.at("computeMinor"), 0);
+  EXPECT_EQ(written.at("numSms"), 132);
+  for (const char* key : {"maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock", "warpSize",
+                          "sharedMemPerBlock", "regsPerMultiprocessor", "sharedMemPerBlockOptin",
+                          "sharedMemPerMultiprocessor"})
+    EXPECT_TRUE(written.contains(key)) << key;
+}
+
+TEST(ChromeTraceTest, WritesTraceMetadataVerbatim) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.trace().metadata = {{"record_shapes", "1"}, {"custom", R"({"a": [1, 2], "b": "x"})"}};
+  const std::string text = chrome_text(builder.trace());
+  EXPECT_THAT(text, HasSubstr("\"record_shapes\": 1"));
+  const json document = json::parse(text);
+  EXPECT_EQ(document.at("record_shapes"), 1);
+  EXPECT_EQ(document.at("custom"), json::parse(R"({"a": [1, 2], "b": "x"})"));
+}
+
+TEST(ChromeTraceTest, ProfilerOptionsAddTorchMetadataKeys) {
+  const auto trace = record_window([] { DLPROF_RANGE("chrome_metadata"); },
+                                   dlprof::ProfilerOptions{}.record_shapes(true).profile_memory(true).with_flops(true));
+  ASSERT_NE(trace, nullptr);
+  const json document = json::parse(chrome_text(*trace));
+  EXPECT_EQ(document.at("record_shapes"), 1);
+  EXPECT_EQ(document.at("profile_memory"), 1);
+  EXPECT_EQ(document.at("with_flops"), 1);
+
+  const auto plain = record_window([] { DLPROF_RANGE("chrome_metadata"); });
+  ASSERT_NE(plain, nullptr);
+  EXPECT_FALSE(json::parse(chrome_text(*plain)).contains("record_shapes"));
+}
+
+TEST(ChromeTraceTest, WritesDroppedClippedAndOverflowCounts) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.trace().dropped_events = 5;
+  builder.trace().clipped_ranges = 6;
+  builder.trace().overflowed_names = 7;
+  const json document = json::parse(chrome_text(builder.trace()));
+  EXPECT_EQ(document.at("dlprof_dropped_events"), 5);
+  EXPECT_EQ(document.at("dlprof_clipped_ranges"), 6);
+  EXPECT_EQ(document.at("dlprof_overflowed_names"), 7);
+}
+
+// --- distributedInfo from the launcher's environment ----------------------------------------------
+
+class ChromeTraceDistributedInfoTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kVariables[] = {"RANK",         "WORLD_SIZE",           "SLURM_PROCID",
+                                               "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                               "PMI_RANK",     "PMI_SIZE"};
+
+  void SetUp() override {
+    for (const char* name : kVariables) {
+      if (const char* value = std::getenv(name)) saved_[name] = value;
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const char* name : kVariables) {
+      const auto found = saved_.find(name);
+      if (found != saved_.end())
+        ::setenv(name, found->second.c_str(), 1);
+      else
+        ::unsetenv(name);
+    }
+  }
+
+  static void set(const char* name, const char* value) { ::setenv(name, value, 1); }
+
+  using RankAndSize = std::pair<std::int64_t, std::int64_t>;
+
+  static RankAndSize rank_and_size() {
+    const dlprof::DistributedInfo info = dlprof::DistributedInfo::from_environment();
+    return {info.rank, info.world_size};
+  }
+
+ private:
+  std::map<std::string, std::string> saved_;
+};
+
+TEST_F(ChromeTraceDistributedInfoTest, NoLauncherMeansRankZeroOfOne) { EXPECT_EQ(rank_and_size(), (RankAndSize{0, 1})); }
+
+TEST_F(ChromeTraceDistributedInfoTest, ReadsTorchrunVariables) {
+  set("RANK", "3");
+  set("WORLD_SIZE", "8");
+  EXPECT_EQ(rank_and_size(), (RankAndSize{3, 8}));
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, ReadsSlurmVariables) {
+  set("SLURM_PROCID", "5");
+  set("SLURM_NTASKS", "16");
+  EXPECT_EQ(rank_and_size(), (RankAndSize{5, 16}));
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, ReadsOpenMpiVariables) {
+  set("OMPI_COMM_WORLD_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "2");
+  EXPECT_EQ(rank_and_size(), (RankAndSize{1, 2}));
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, ReadsPmiVariables) {
+  set("PMI_RANK", "6");
+  set("PMI_SIZE", "7");
+  EXPECT_EQ(rank_and_size(), (RankAndSize{6, 7}));
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, TorchrunBeatsSlurm) {
+  set("SLURM_PROCID", "5");
+  set("SLURM_NTASKS", "16");
+  set("RANK", "2");
+  set("WORLD_SIZE", "4");
+  EXPECT_EQ(rank_and_size(), (RankAndSize{2, 4}));
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, GarbageRankFallsThroughToTheNextLauncher) {
+  for (const char* garbage : {"abc", "3x", "-1", "", "99999999999999999999999"}) {
+    set("RANK", garbage);
+    set("WORLD_SIZE", "8");
+    set("SLURM_PROCID", "5");
+    set("SLURM_NTASKS", "16");
+    EXPECT_EQ(rank_and_size(), (RankAndSize{5, 16})) << "RANK='" << garbage << "'";
+  }
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, GarbageRankAloneMeansRankZeroOfOne) {
+  set("RANK", "zero");
+  set("WORLD_SIZE", "4");
+  EXPECT_EQ(rank_and_size(), (RankAndSize{0, 1}));
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, UnusableWorldSizeBecomesRankPlusOne) {
+  set("RANK", "3");
+  set("WORLD_SIZE", "many");
+  EXPECT_EQ(rank_and_size(), (RankAndSize{3, 4}));
+  set("WORLD_SIZE", "2");  // not larger than the rank
+  EXPECT_EQ(rank_and_size(), (RankAndSize{3, 4}));
+}
+
+TEST_F(ChromeTraceDistributedInfoTest, ProfiledTraceCarriesRankAndBackend) {
+  set("RANK", "2");
+  set("WORLD_SIZE", "4");
+  const auto trace = record_window([] { DLPROF_RANGE("chrome_distributed"); },
+                                   dlprof::ProfilerOptions{}.distributed_backend("nccl"));
+  ASSERT_NE(trace, nullptr);
+  const std::string text = chrome_text(*trace);
+  EXPECT_THAT(text, HasSubstr("\"rank\": 2"));
+  const json info = json::parse(text).at("distributedInfo");
+  EXPECT_EQ(info.at("rank"), 2);
+  EXPECT_EQ(info.at("world_size"), 4);
+  EXPECT_EQ(info.at("backend"), "nccl");
+}
+
+// --- time ------------------------------------------------------------------------------------
+
+TEST(ChromeTraceTest, BaseTimeIsWindowStartFlooredToKinetoInterval) {
+  EXPECT_EQ(dlprof::detail::chrome_trace_base_time_ns(1'716'423'322'123'456'789), kBaseNs);
+  for (const std::int64_t start_ns : {std::int64_t{1'700'000'000'999'999'999}, std::int64_t{1'750'000'000'000'000'000},
+                                      kBaseNs, kBaseNs - 1}) {
+    TraceBuilder builder(start_ns, start_ns + 1'000);
+    const std::int64_t expected = start_ns / 1'000'000'000 / 7'889'238 * 7'889'238 * 1'000'000'000;
+    EXPECT_EQ(json::parse(chrome_text(builder.trace())).at("baseTimeNanoseconds"), expected) << start_ns;
+  }
+}
+
+TEST(ChromeTraceTest, TimesAreRelativeMicrosecondsWithNanosecondDigits) {
+  TraceBuilder builder(kBaseNs + 1'000'000, kBaseNs + 9'000'000);
+  builder.event("exact", kBaseNs + 1'234'567, kBaseNs + 1'234'567 + 2'000'001)
+      .event("tiny", kBaseNs + 1'300'005, kBaseNs + 1'300'012)
+      .event("round", kBaseNs + 2'000'000, kBaseNs + 3'000'000);
+  const std::string text = chrome_text(builder.trace());
+  EXPECT_THAT(text, HasSubstr("\"ts\": 1234.567, \"dur\": 2000.001,"));
+  EXPECT_THAT(text, HasSubstr("\"ts\": 1300.005, \"dur\": 0.007,"));
+  EXPECT_THAT(text, HasSubstr("\"ts\": 2000.000, \"dur\": 1000.000,"));
+  EXPECT_THAT(text, HasSubstr("\"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", \"ts\": 9000.000}"));
+}
+
+TEST(ChromeTraceTest, EveryTimestampInTheTextHasExactlyThreeDecimals) {
+  const auto trace = record_ranges_and_steps();
+  ASSERT_NE(trace, nullptr);
+  const std::string text = chrome_text(*trace);
+  for (const char* key : {"ts", "dur"}) {
+    const std::regex any(fmt::format("\"{}\":", key));
+    const std::regex three_decimals(fmt::format(R"("{}": \d+\.\d{{3}}[,}}])", key));
+    const auto count = [&](const std::regex& pattern) {
+      return std::distance(std::sregex_iterator(text.begin(), text.end(), pattern), std::sregex_iterator());
+    };
+    EXPECT_GT(count(any), 0) << key;
+    EXPECT_EQ(count(three_decimals), count(any)) << key;
+  }
+}
+
+TEST(ChromeTraceTest, TimesReproduceEveryEventsNanosecondsThroughTheBase) {
+  const auto trace = record_ranges_and_steps();
+  ASSERT_NE(trace, nullptr);
+  const json document = json::parse(chrome_text(*trace));
+  const std::int64_t base = document.at("baseTimeNanoseconds").get<std::int64_t>();
+  const std::vector<json> events = non_metadata_events(document);
+  // Events are written in the Trace's order, then Record Window End.
+  ASSERT_EQ(events.size(), trace->events.size() + 1);
+  for (std::size_t i = 0; i < trace->events.size(); ++i) {
+    const dlprof::TraceEvent& expected = trace->events[i];
+    EXPECT_EQ(events[i].at("name"), std::string(trace->name_of(expected)));
+    EXPECT_EQ(base + to_ns(events[i].at("ts")), expected.start_ns) << i;
+    if (events[i].at("ph") == "X") {
+      EXPECT_EQ(to_ns(events[i].at("dur")), expected.duration_ns()) << i;
+    }
+  }
+  EXPECT_EQ(base + to_ns(events.back().at("ts")), trace->window_end_ns);
+}
+
+TEST(ChromeTraceTest, NegativeRelativeTimesAndDurationsClampToZero) {
+  TraceBuilder builder(kBaseNs + 5'000, kBaseNs + 9'000);
+  builder.event("before_base", kBaseNs - 2'000, kBaseNs + 1'000).event("backwards", kBaseNs + 6'000, kBaseNs + 5'000);
+  const std::string text = chrome_text(builder.trace());
+  EXPECT_THAT(text, Not(HasSubstr("-")));
+  const std::vector<json> events = non_metadata_events(json::parse(text));
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].at("name"), "before_base");
+  EXPECT_EQ(to_ns(events[0].at("ts")), 0);
+  EXPECT_THAT(text, HasSubstr("\"ts\": 0.000,"));
+  EXPECT_EQ(events[1].at("name"), "backwards");
+  EXPECT_EQ(to_ns(events[1].at("ts")), 6'000);
+  EXPECT_EQ(to_ns(events[1].at("dur")), 0);
+  EXPECT_THAT(text, HasSubstr("\"dur\": 0.000,"));
+}
+
+// --- events ----------------------------------------------------------------------------------
+
+TEST(ChromeTraceTest, RangesAndStepsAreUserAnnotationSlicesOnTheRecordingThread) {
+  const auto trace = record_ranges_and_steps();
+  ASSERT_NE(trace, nullptr);
+  const json document = json::parse(chrome_text(*trace));
+  const std::vector<json> slices = events_where(document, [](const json& e) { return e.at("ph") == "X"; });
+  // 3 steps, each with forward, inner and backward.
+  ASSERT_EQ(slices.size(), 12u);
+  std::set<std::int64_t> external_ids;
+  std::multiset<std::string> names;
+  for (const json& slice : slices) {
+    EXPECT_EQ(slice.at("cat"), "user_annotation");
+    EXPECT_EQ(slice.at("pid"), ::getpid());
+    EXPECT_EQ(slice.at("tid"), os_tid());
+    const json& args = slice.at("args");
+    const std::int64_t external_id = args.at("External id").get<std::int64_t>();
+    EXPECT_GT(external_id, 0);
+    external_ids.insert(external_id);
+    EXPECT_TRUE(args.at("Ev Idx").is_number_integer());
+    EXPECT_TRUE(args.contains("Record function id"));
+    names.insert(slice.at("name").get<std::string>());
+  }
+  EXPECT_EQ(external_ids.size(), slices.size()) << "External id must be unique";
+  EXPECT_EQ(names.count("chrome_forward"), 3u);
+  EXPECT_EQ(names.count("chrome_inner"), 3u);
+  EXPECT_EQ(names.count("chrome_backward"), 3u);
+  for (const char* step : {"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"}) EXPECT_EQ(names.count(step), 1u) << step;
+}
+
+TEST(ChromeTraceTest, EvIdxIsEachEventsIndexInTheTrace) {
+  const auto trace = record_ranges_and_steps();
+  ASSERT_NE(trace, nullptr);
+  const std::vector<json> events = non_metadata_events(json::parse(chrome_text(*trace)));
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) EXPECT_EQ(events[i].at("args").at("Ev Idx"), i);
+}
+
+TEST(ChromeTraceTest, WritesProcessAndThreadMetadata) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.trace().threads = {dlprof::ThreadInfo{4243, "main"}, dlprof::ThreadInfo{4250, "data loader"}};
+  builder.event("on_main", kBaseNs + 2'000, kBaseNs + 3'000).event("on_loader", kBaseNs + 2'000, kBaseNs + 3'000,
+                                                                  dlprof::EventKind::Range, 0, 1);
+  const json document = json::parse(chrome_text(builder.trace()));
+  const auto metadata = [&](std::string_view name) {
+    return events_where(document, [&](const json& e) { return e.at("ph") == "M" && e.at("name") == name; });
+  };
+
+  const auto process_name = metadata("process_name");
+  ASSERT_EQ(process_name.size(), 1u);
+  EXPECT_EQ(process_name[0].at("pid"), 4242);
+  EXPECT_EQ(process_name[0].at("args").at("name"), "trainer");
+  const auto labels = metadata("process_labels");
+  ASSERT_EQ(labels.size(), 1u);
+  EXPECT_EQ(labels[0].at("args").at("labels"), "CPU");
+  const auto process_sort = metadata("process_sort_index");
+  ASSERT_EQ(process_sort.size(), 1u);
+  EXPECT_EQ(process_sort[0].at("args").at("sort_index"), 4242);
+
+  std::map<std::int64_t, std::string> thread_names;
+  for (const json& event : metadata("thread_name")) {
+    EXPECT_EQ(event.at("pid"), 4242);
+    thread_names[event.at("tid").get<std::int64_t>()] = event.at("args").at("name").get<std::string>();
+  }
+  EXPECT_EQ(thread_names, (std::map<std::int64_t, std::string>{{4243, "thread 4243 (main)"},
+                                                               {4250, "thread 4250 (data loader)"}}));
+  std::map<std::int64_t, std::int64_t> sort_indexes;
+  for (const json& event : metadata("thread_sort_index"))
+    sort_indexes[event.at("tid").get<std::int64_t>()] = event.at("args").at("sort_index").get<std::int64_t>();
+  EXPECT_EQ(sort_indexes, (std::map<std::int64_t, std::int64_t>{{4243, 4243}, {4250, 4250}}));
+
+  const auto on_loader = events_where(document, [](const json& e) { return e.at("name") == "on_loader"; });
+  ASSERT_EQ(on_loader.size(), 1u);
+  EXPECT_EQ(on_loader[0].at("tid"), 4250);
+}
+
+TEST(ChromeTraceTest, ProfiledTraceNamesTheProcessAndTheCallingThread) {
+  dlprof::set_thread_name("chrome-main");
+  const auto trace = record_window([] { DLPROF_RANGE("chrome_thread_name"); });
+  ASSERT_NE(trace, nullptr);
+  const json document = json::parse(chrome_text(*trace));
+  const auto names = events_where(document, [](const json& e) { return e.at("name") == "thread_name"; });
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_EQ(names[0].at("tid"), os_tid());
+  EXPECT_EQ(names[0].at("args").at("name"), fmt::format("thread {} (chrome-main)", os_tid()));
+  const auto process = events_where(document, [](const json& e) { return e.at("name") == "process_name"; });
+  ASSERT_EQ(process.size(), 1u);
+  EXPECT_EQ(process[0].at("pid"), ::getpid());
+  EXPECT_EQ(process[0].at("args").at("name"), trace->process_name);
+  EXPECT_FALSE(trace->process_name.empty());
+}
+
+TEST(ChromeTraceTest, RecordWindowEndIsTheLastEvent) {
+  const auto trace = record_ranges_and_steps();
+  ASSERT_NE(trace, nullptr);
+  const json document = json::parse(chrome_text(*trace));
+  const json& last = document.at("traceEvents").back();
+  EXPECT_EQ(last.at("name"), "Record Window End");
+  EXPECT_EQ(last.at("ph"), "i");
+  EXPECT_EQ(last.at("s"), "g");
+  EXPECT_EQ(last.at("pid"), "");
+  EXPECT_EQ(last.at("tid"), "");
+  EXPECT_EQ(events_where(document, [](const json& e) { return e.at("name") == "Record Window End"; }).size(), 1u);
+}
+
+TEST(ChromeTraceTest, CountersAndMarksFromAProfiledWindow) {
+  const auto trace = record_window([] {
+    dlprof::counter("chrome_loss", 0.25);
+    dlprof::mark("chrome checkpoint saved");
+    dlprof::counter("chrome_loss", 1.5);
+  });
+  ASSERT_NE(trace, nullptr);
+  const json document = json::parse(chrome_text(*trace));
+
+  const auto counters = events_where(document, [](const json& e) { return e.at("ph") == "C"; });
+  ASSERT_EQ(counters.size(), 2u);
+  std::multiset<double> values;
+  for (const json& sample : counters) {
+    EXPECT_EQ(sample.at("name"), "chrome_loss");
+    EXPECT_EQ(sample.at("pid"), ::getpid());
+    EXPECT_EQ(sample.at("tid"), os_tid());
+    values.insert(sample.at("args").at("value").get<double>());
+  }
+  EXPECT_EQ(values, (std::multiset<double>{0.25, 1.5}));
+
+  const auto marks = events_where(document, [](const json& e) { return e.at("ph") == "i" && e.at("s") == "t"; });
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0].at("name"), "chrome checkpoint saved");
+  EXPECT_EQ(marks[0].at("cat"), "cpu_instant_event");
+  EXPECT_EQ(marks[0].at("pid"), ::getpid());
+  EXPECT_EQ(marks[0].at("tid"), os_tid());
+  EXPECT_FALSE(marks[0].contains("dur"));
+}
+
+TEST(ChromeTraceTest, NonFiniteCounterValuesKeepTheFileValidJson) {
+  // A diverging run logs a NaN or infinite loss; the file must still parse (JSON has no NaN).
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.event("loss", kBaseNs + 2'000, kBaseNs + 2'000, dlprof::EventKind::Counter, std::nan(""))
+      .event("grad_norm", kBaseNs + 3'000, kBaseNs + 3'000, dlprof::EventKind::Counter,
+             std::numeric_limits<double>::infinity())
+      .event("lr", kBaseNs + 4'000, kBaseNs + 4'000, dlprof::EventKind::Counter, 1e-3);
+  json document;
+  ASSERT_NO_THROW(document = json::parse(chrome_text(builder.trace())));
+  const auto counters = events_where(document, [](const json& e) { return e.at("ph") == "C"; });
+  ASSERT_EQ(counters.size(), 3u);
+  EXPECT_TRUE(counters[0].at("args").at("value").is_null());
+  EXPECT_TRUE(counters[1].at("args").at("value").is_null());
+  EXPECT_EQ(counters[2].at("args").at("value"), 1e-3);
+}
+
+TEST(ChromeTraceTest, NamesWithSpecialCharactersRoundTripExactly) {
+  const std::vector<std::string> names = {"say \"hi\"",
+                                          "C:\\path\\to\\file",
+                                          "line one\nline two",
+                                          std::string("ctrl \x01\x07\x1f\t\r\b\f end"),
+                                          std::string("nul \0 inside", 12),
+                                          "gr\xc3\xb6\xc3\x9f" "e \xe2\x9c\x93",
+                                          "slash / and del \x7f"};
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 90'000);
+  std::int64_t at = kBaseNs + 2'000;
+  for (const std::string& name : names) {
+    builder.event(name, at, at + 500);
+    at += 1'000;
+  }
+  builder.trace().threads[0].name = "quote\"thread";
+  builder.trace().process_name = "proc\\ess";
+  const std::string trace_name = "/tmp/odd \"name\"\n.json";
+  const json document = json::parse(chrome_text(builder.trace(), trace_name));
+
+  std::vector<std::string> written;
+  for (const json& event : events_where(document, [](const json& e) { return e.at("ph") == "X"; }))
+    written.push_back(event.at("name").get<std::string>());
+  EXPECT_EQ(written, names);
+  EXPECT_EQ(document.at("traceName"), trace_name);
+  const auto thread_names = events_where(document, [](const json& e) { return e.at("name") == "thread_name"; });
+  ASSERT_EQ(thread_names.size(), 1u);
+  EXPECT_EQ(thread_names[0].at("args").at("name"), "thread 4243 (quote\"thread)");
+  const auto process = events_where(document, [](const json& e) { return e.at("name") == "process_name"; });
+  ASSERT_EQ(process.size(), 1u);
+  EXPECT_EQ(process[0].at("args").at("name"), "proc\\ess");
+}
+
+// --- nesting ---------------------------------------------------------------------------------
+
+// Every pair of X slices on one tid is disjoint or nested (Perfetto rejects partial overlaps).
+void expect_strict_nesting(const json& document) {
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> slices_by_tid;
+  for (const json& event : document.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    const std::int64_t start = to_ns(event.at("ts"));
+    slices_by_tid[event.at("tid").get<std::int64_t>()].emplace_back(start, start + to_ns(event.at("dur")));
+  }
+  for (const auto& [tid, slices] : slices_by_tid) {
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+      for (std::size_t j = i + 1; j < slices.size(); ++j) {
+        const auto [a_start, a_end] = slices[i];
+        const auto [b_start, b_end] = slices[j];
+        const bool disjoint = a_end <= b_start || b_end <= a_start;
+        const bool a_holds_b = a_start <= b_start && b_end <= a_end;
+        const bool b_holds_a = b_start <= a_start && a_end <= b_end;
+        EXPECT_TRUE(disjoint || a_holds_b || b_holds_a)
+            << "tid " << tid << ": [" << a_start << ", " << a_end << ") overlaps [" << b_start << ", " << b_end << ")";
+      }
+    }
+  }
+}
+
+TEST(ChromeTraceTest, RangeStraddlingStepIsClippedSoSlicesNest) {
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(0, 0, 5, 1)));
+  prof.start();
+  for (int i = 0; i < 5; ++i) {
+    // The loop body's range outlives ProfilerStep#i: it ends after step() opened #i+1.
+    DLPROF_RANGE("chrome_train_step");
+    { DLPROF_RANGE("chrome_forward_pass"); }
+    prof.step();
+  }
+  prof.stop();
+  const auto trace = prof.last_trace();
+  ASSERT_NE(trace, nullptr);
+  EXPECT_GT(trace->clipped_ranges, 0u);
+  const json document = json::parse(chrome_text(*trace));
+  EXPECT_EQ(document.at("dlprof_clipped_ranges"), trace->clipped_ranges);
+  EXPECT_EQ(events_where(document, [](const json& e) { return e.at("name") == "chrome_train_step"; }).size(), 4u)
+      << "the last train_step ends after the window closed and belongs to no trace";
+  expect_strict_nesting(document);
+}
+
+TEST(ChromeTraceTest, RangesFromManyThreadsNestPerThread) {
+  const auto trace = record_window([] {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t)
+      threads.emplace_back([] {
+        for (int i = 0; i < 20; ++i) {
+          DLPROF_RANGE("chrome_thread_outer");
+          DLPROF_RANGE("chrome_thread_inner");
+        }
+      });
+    for (std::thread& thread : threads) thread.join();
+  });
+  ASSERT_NE(trace, nullptr);
+  const json document = json::parse(chrome_text(*trace));
+  EXPECT_EQ(events_where(document, [](const json& e) { return e.at("ph") == "X"; }).size(), 3u * 20u * 2u);
+  expect_strict_nesting(document);
+}
+
+dlprof::TraceEvent range_event(std::int64_t start_ns, std::int64_t end_ns, std::uint32_t name,
+                               dlprof::EventKind kind = dlprof::EventKind::Range) {
+  dlprof::TraceEvent event;
+  event.start_ns = start_ns;
+  event.end_ns = end_ns;
+  event.name = name;
+  event.kind = kind;
+  return event;
+}
+
+std::vector<std::uint32_t> names_of(const std::vector<dlprof::TraceEvent>& events) {
+  std::vector<std::uint32_t> names;
+  for (const dlprof::TraceEvent& event : events) names.push_back(event.name);
+  return names;
+}
+
+TEST(ChromeTraceOrderAndNestTest, ClipsAPartialOverlapToItsEnclosingRange) {
+  std::vector<dlprof::TraceEvent> events = {range_event(0, 100, 0), range_event(50, 150, 1)};
+  EXPECT_EQ(dlprof::detail::order_and_nest(events, 0, events.size()), 1u);
+  EXPECT_EQ(events[0].end_ns, 100);
+  EXPECT_EQ(events[1].start_ns, 50);
+  EXPECT_EQ(events[1].end_ns, 100);
+}
+
+TEST(ChromeTraceOrderAndNestTest, LeavesProperNestingUntouchedAndSortsByStart) {
+  std::vector<dlprof::TraceEvent> events = {range_event(60, 90, 2), range_event(0, 100, 0), range_event(10, 50, 1),
+                                            range_event(20, 30, 3), range_event(200, 210, 4)};
+  EXPECT_EQ(dlprof::detail::order_and_nest(events, 0, events.size()), 0u);
+  EXPECT_THAT(names_of(events), ElementsAre(0, 1, 3, 2, 4));
+  EXPECT_EQ(events[0].end_ns, 100);
+  EXPECT_EQ(events[1].end_ns, 50);
+  EXPECT_EQ(events[2].end_ns, 30);
+  EXPECT_EQ(events[3].end_ns, 90);
+  EXPECT_EQ(events[4].end_ns, 210);
+}
+
+TEST(ChromeTraceOrderAndNestTest, EqualStartPutsTheLongerRangeFirst) {
+  std::vector<dlprof::TraceEvent> events = {range_event(10, 20, 1), range_event(10, 80, 0), range_event(10, 50, 2)};
+  EXPECT_EQ(dlprof::detail::order_and_nest(events, 0, events.size()), 0u);
+  EXPECT_THAT(names_of(events), ElementsAre(0, 2, 1));
+}
+
+TEST(ChromeTraceOrderAndNestTest, StepEnclosesARangeOfEqualExtent) {
+  std::vector<dlprof::TraceEvent> events = {range_event(10, 20, 1), range_event(10, 20, 0, dlprof::EventKind::Step)};
+  EXPECT_EQ(dlprof::detail::order_and_nest(events, 0, events.size()), 0u);
+  EXPECT_THAT(names_of(events), ElementsAre(0, 1));
+}
+
+TEST(ChromeTraceOrderAndNestTest, ClippingKeepsLaterRangesNestedInTheClippedOne) {
+  // step [0,100); train [50,150) straddles it; forward [60,140) sat inside train. After clipping
+  // train to 100, forward must be clipped to 100 too.
+  std::vector<dlprof::TraceEvent> events = {range_event(0, 100, 0, dlprof::EventKind::Step), range_event(50, 150, 1),
+                                            range_event(60, 140, 2), range_event(100, 200, 3, dlprof::EventKind::Step)};
+  EXPECT_EQ(dlprof::detail::order_and_nest(events, 0, events.size()), 2u);
+  EXPECT_THAT(names_of(events), ElementsAre(0, 1, 2, 3));
+  EXPECT_EQ(events[1].end_ns, 100);
+  EXPECT_EQ(events[2].end_ns, 100);
+  EXPECT_EQ(events[3].end_ns, 200);
+}
+
+TEST(ChromeTraceOrderAndNestTest, TouchesOnlyTheGivenSubrange) {
+  std::vector<dlprof::TraceEvent> events = {range_event(500, 900, 9), range_event(50, 150, 1), range_event(0, 100, 0),
+                                            range_event(400, 300, 8)};
+  EXPECT_EQ(dlprof::detail::order_and_nest(events, 1, 3), 1u);
+  EXPECT_THAT(names_of(events), ElementsAre(9, 0, 1, 8));
+  EXPECT_EQ(events[0].end_ns, 900);
+  EXPECT_EQ(events[2].end_ns, 100);
+  EXPECT_EQ(events[3].end_ns, 300);
+}
+
+// --- files -----------------------------------------------------------------------------------
+
+TEST(ChromeTraceTest, SaveWritesParsableJsonAtomically) {
+  const TempDir dir;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.event("saved", kBaseNs + 2'000, kBaseNs + 3'000);
+  const fs::path path = dir.path() / "w.1.pt.trace.json";
+  builder.trace().save(path.string());
+
+  const std::string text = read_file(path);
+  EXPECT_EQ(text, chrome_text(builder.trace(), path.string()));
+  EXPECT_EQ(json::parse(text).at("traceName"), path.string());
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir.path())) files.push_back(entry.path().filename().string());
+  EXPECT_THAT(files, ElementsAre("w.1.pt.trace.json")) << "no temporary file may be left behind";
+}
+
+TEST(ChromeTraceTest, SaveToGzPathWritesGzip) {
+  const TempDir dir;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.event("compressed", kBaseNs + 2'000, kBaseNs + 3'000);
+  const fs::path path = dir.path() / "w.1.pt.trace.json.gz";
+  builder.trace().save(path.string());
+
+  const std::string raw = read_file(path);
+  ASSERT_GE(raw.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(raw[0]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(raw[1]), 0x8b);
+  const json document = json::parse(read_gzip(path));
+  EXPECT_EQ(document.at("traceName"), path.string());
+  EXPECT_EQ(non_metadata_events(document).at(0).at("name"), "compressed");
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir.path())) files.push_back(entry.path().filename().string());
+  EXPECT_THAT(files, ElementsAre("w.1.pt.trace.json.gz"));
+}
+
+TEST(ChromeTraceTest, SaveToUnwritablePathThrowsNamingThePath) {
+  const TempDir dir;
+  // A directory below a regular file cannot exist, even for root.
+  std::ofstream(dir.path() / "file") << "not a directory";
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  for (const char* name : {"trace.json", "trace.json.gz"}) {
+    const std::string path = (dir.path() / "file" / "sub" / name).string();
+    try {
+      builder.trace().save(path);
+      ADD_FAILURE() << "save(" << path << ") did not throw";
+    } catch (const std::runtime_error& error) {
+      EXPECT_THAT(error.what(), HasSubstr(path));
+    }
+  }
+}
+
+}  // namespace

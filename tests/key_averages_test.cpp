@@ -1,1 +1,272 @@
+#include <dlprof/key_averages.hpp>
 #include <dlprof/profiler.hpp>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Builds a Trace by hand. Events must be added in the order the collector produces: grouped by
+// thread, sorted by start, enclosing ranges before the ranges they enclose.
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(std::int64_t window_ns = 1000) {
+    trace_.window_start_ns = 0;
+    trace_.window_end_ns = window_ns;
+    trace_.threads = {dlprof::ThreadInfo{100, "main"}, dlprof::ThreadInfo{101, "worker"}};
+  }
+
+  TraceBuilder& range(std::uint32_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                      dlprof::Category category = dlprof::Category::User,
+                      dlprof::EventKind kind = dlprof::EventKind::Range) {
+    dlprof::TraceEvent event;
+    event.start_ns = start_ns;
+    event.end_ns = end_ns;
+    event.thread = thread;
+    event.name = name_index(name);
+    event.kind = kind;
+    event.category = category;
+    trace_.events.push_back(event);
+    return *this;
+  }
+
+  TraceBuilder& instant(std::uint32_t thread, std::string_view name, std::int64_t at_ns, dlprof::EventKind kind) {
+    return range(thread, name, at_ns, at_ns, dlprof::Category::User, kind);
+  }
+
+  TraceBuilder& dropped(std::uint64_t count) {
+    trace_.dropped_events = count;
+    return *this;
+  }
+
+  const dlprof::Trace& trace() const { return trace_; }
+
+ private:
+  std::uint32_t name_index(std::string_view name) {
+    for (std::uint32_t i = 0; i < trace_.names.size(); ++i)
+      if (trace_.names[i] == name) return i;
+    trace_.names.emplace_back(name);
+    return static_cast<std::uint32_t>(trace_.names.size() - 1);
+  }
+
+  dlprof::Trace trace_;
+};
+
+std::vector<std::string> row_names(const dlprof::KeyAverages& averages) {
+  std::vector<std::string> names;
+  for (const dlprof::KeyAverage& row : averages.rows()) names.push_back(row.name);
+  return names;
+}
+
+// outer > inner > leaf on thread 0, and a separate outer > leaf on thread 1 that starts at 0, inside
+// the span of thread 0's outer ranges, so that forgetting the thread boundary changes self times.
+dlprof::Trace nested_two_thread_trace() {
+  return TraceBuilder(1000)
+      .range(0, "outer", 0, 100, dlprof::Category::Forward)
+      .range(0, "inner", 10, 40)
+      .range(0, "leaf", 15, 25)
+      .range(0, "inner", 50, 70)
+      .range(0, "outer", 200, 260, dlprof::Category::Forward)
+      .range(0, "inner", 210, 230)
+      .range(1, "outer", 0, 50, dlprof::Category::Forward)
+      .range(1, "leaf", 5, 15)
+      .trace();
+}
+
+TEST(KeyAveragesTest, ComputesExactStatisticsForNestedRangesOnTwoThreads) {
+  const dlprof::KeyAverages averages(nested_two_thread_trace());
+  ASSERT_EQ(averages.rows().size(), 3u);
+
+  const dlprof::KeyAverage* outer = averages.find("outer");
+  ASSERT_NE(outer, nullptr);
+  EXPECT_EQ(outer->calls, 3u);
+  EXPECT_EQ(outer->total_ns, 100 + 60 + 50);
+  // Self time subtracts only direct children: outer#1 loses its two inner ranges (30 + 20), not
+  // the leaf nested inside the first inner; thread 1's outer loses its own leaf only.
+  EXPECT_EQ(outer->self_ns, (100 - 30 - 20) + (60 - 20) + (50 - 10));
+  EXPECT_EQ(outer->min_ns, 50);
+  EXPECT_EQ(outer->max_ns, 100);
+  EXPECT_EQ(outer->average_ns(), 70);
+  EXPECT_EQ(outer->category, dlprof::Category::Forward);
+
+  const dlprof::KeyAverage* inner = averages.find("inner");
+  ASSERT_NE(inner, nullptr);
+  EXPECT_EQ(inner->calls, 3u);
+  EXPECT_EQ(inner->total_ns, 30 + 20 + 20);
+  EXPECT_EQ(inner->self_ns, (30 - 10) + 20 + 20);
+  EXPECT_EQ(inner->min_ns, 20);
+  EXPECT_EQ(inner->max_ns, 30);
+
+  const dlprof::KeyAverage* leaf = averages.find("leaf");
+  ASSERT_NE(leaf, nullptr);
+  EXPECT_EQ(leaf->calls, 2u);
+  EXPECT_EQ(leaf->total_ns, 20);
+  EXPECT_EQ(leaf->self_ns, 20);
+  EXPECT_EQ(leaf->min_ns, 10);
+  EXPECT_EQ(leaf->max_ns, 10);
+
+  EXPECT_EQ(averages.find("missing"), nullptr);
+  EXPECT_EQ(averages.window_ns(), 1000);
+}
+
+TEST(KeyAveragesTest, SiblingsThatTouchAreNotNested) {
+  // b starts exactly when a ends: a sibling, so a's self time is its whole duration.
+  const dlprof::KeyAverages averages(TraceBuilder().range(0, "a", 0, 10).range(0, "b", 10, 30).trace());
+  ASSERT_NE(averages.find("a"), nullptr);
+  EXPECT_EQ(averages.find("a")->self_ns, 10);
+  EXPECT_EQ(averages.find("b")->self_ns, 20);
+}
+
+TEST(KeyAveragesTest, CountsProfilerStepsButNotInstantsOrCounters) {
+  const dlprof::KeyAverages averages(TraceBuilder()
+                                         .range(0, "ProfilerStep#7", 0, 100, dlprof::Category::Step,
+                                                dlprof::EventKind::Step)
+                                         .range(0, "work", 10, 40)
+                                         .instant(0, "checkpoint", 20, dlprof::EventKind::Instant)
+                                         .instant(0, "loss", 30, dlprof::EventKind::Counter)
+                                         .trace());
+  EXPECT_THAT(row_names(averages), ElementsAre("ProfilerStep#7", "work"));
+  const dlprof::KeyAverage* step = averages.find("ProfilerStep#7");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->self_ns, 100 - 30);
+  EXPECT_EQ(step->category, dlprof::Category::Step);
+}
+
+TEST(KeyAveragesTest, DefaultsToTotalTimeOrder) {
+  EXPECT_THAT(row_names(dlprof::KeyAverages(nested_two_thread_trace())), ElementsAre("outer", "inner", "leaf"));
+}
+
+// Four names whose order differs for every sort key:
+//   name  calls  durations    total  self  avg  max
+//   a     1      100          100    30   100  100   (encloses both c ranges)
+//   b     4      30 x4        120    120  30   30
+//   c     2      20, 50       70     70   35   50
+//   d     3      10, 20, 45   75     75   25   45
+dlprof::Trace sortable_trace() {
+  return TraceBuilder(2000)
+      .range(0, "a", 0, 100)
+      .range(0, "c", 10, 30)
+      .range(0, "c", 40, 90)
+      .range(0, "b", 200, 230)
+      .range(0, "b", 240, 270)
+      .range(0, "b", 280, 310)
+      .range(0, "b", 320, 350)
+      .range(0, "d", 400, 410)
+      .range(0, "d", 420, 440)
+      .range(0, "d", 450, 495)
+      .trace();
+}
+
+TEST(KeyAveragesTest, SortsByEachKey) {
+  dlprof::KeyAverages averages(sortable_trace());
+  EXPECT_THAT(row_names(averages.sort_by(dlprof::SortBy::TotalTime)), ElementsAre("b", "a", "d", "c"));
+  EXPECT_THAT(row_names(averages.sort_by(dlprof::SortBy::SelfTime)), ElementsAre("b", "d", "c", "a"));
+  EXPECT_THAT(row_names(averages.sort_by(dlprof::SortBy::Calls)), ElementsAre("b", "d", "c", "a"));
+  EXPECT_THAT(row_names(averages.sort_by(dlprof::SortBy::AverageTime)), ElementsAre("a", "c", "b", "d"));
+  EXPECT_THAT(row_names(averages.sort_by(dlprof::SortBy::MaxTime)), ElementsAre("a", "c", "d", "b"));
+  EXPECT_THAT(row_names(averages.sort_by(dlprof::SortBy::Name)), ElementsAre("a", "b", "c", "d"));
+}
+
+TEST(KeyAveragesTest, TableHasHeaderEveryNameAndShareOfWindow) {
+  const dlprof::KeyAverages averages(TraceBuilder(1000).range(0, "outer", 0, 250).range(0, "inner", 10, 60).dropped(7).trace());
+  const std::string table = averages.table();
+  for (const char* column : {"Name", "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window"})
+    EXPECT_THAT(table, HasSubstr(column));
+  EXPECT_THAT(table, HasSubstr("outer"));
+  EXPECT_THAT(table, HasSubstr("inner"));
+  // 250 ns of a 1000 ns window, and 50 ns.
+  EXPECT_THAT(table, HasSubstr("25.00%"));
+  EXPECT_THAT(table, HasSubstr("5.00%"));
+  EXPECT_THAT(table, HasSubstr("Dropped events: 7"));
+  EXPECT_THAT(table, HasSubstr("(2 names)"));
+}
+
+TEST(KeyAveragesTest, RowLimitShowsOnlyTheFirstRowsAndSaysHowMany) {
+  const dlprof::KeyAverages averages(sortable_trace());  // total-time order: b, a, d, c
+  const std::string table = averages.table(2);
+  EXPECT_THAT(table, HasSubstr("(4 names, 2 shown)"));
+  const auto has_row = [&](std::string_view name) { return table.find(fmt::format("\n{} ", name)) != std::string::npos; };
+  EXPECT_TRUE(has_row("b"));
+  EXPECT_TRUE(has_row("a"));
+  EXPECT_FALSE(has_row("d"));
+  EXPECT_FALSE(has_row("c"));
+  EXPECT_THAT(averages.table(0), Not(HasSubstr("shown")));
+  EXPECT_THAT(averages.table(10), Not(HasSubstr("shown")));
+}
+
+TEST(KeyAveragesTest, TableShortensVeryLongNames) {
+  const std::string long_name(80, 'x');
+  const std::string table = dlprof::KeyAverages(TraceBuilder().range(0, long_name, 0, 10).trace()).table();
+  EXPECT_THAT(table, HasSubstr(std::string(57, 'x') + "..."));
+  EXPECT_THAT(table, Not(HasSubstr(std::string(58, 'x'))));
+}
+
+TEST(KeyAveragesTest, FormatsWithFmtAsTheTable) {
+  const dlprof::KeyAverages averages(nested_two_thread_trace());
+  EXPECT_EQ(fmt::format("{}", averages), averages.table());
+}
+
+TEST(KeyAveragesTest, FormatDurationPicksAReadableUnit) {
+  using dlprof::KeyAverages;
+  EXPECT_EQ(KeyAverages::format_duration(0), "0ns");
+  EXPECT_EQ(KeyAverages::format_duration(999), "999ns");
+  EXPECT_EQ(KeyAverages::format_duration(1'000), "1.000us");
+  EXPECT_EQ(KeyAverages::format_duration(678'900), "678.900us");
+  EXPECT_EQ(KeyAverages::format_duration(1'234'567), "1.235ms");
+  EXPECT_EQ(KeyAverages::format_duration(12'345'000), "12.345ms");
+  EXPECT_EQ(KeyAverages::format_duration(1'234'000'000), "1.234s");
+  EXPECT_EQ(KeyAverages::format_duration(-2'500), "-2.500us");
+}
+
+TEST(KeyAveragesTest, EmptyBeforeAnyTrace) {
+  const dlprof::KeyAverages averages;
+  EXPECT_TRUE(averages.rows().empty());
+  EXPECT_THAT(averages.table(), HasSubstr("(0 names)"));
+  const dlprof::Profiler prof;
+  EXPECT_TRUE(prof.key_averages().rows().empty());
+}
+
+TEST(KeyAveragesTest, SummarisesARealProfiledWindow) {
+  // wait=1, warmup=1, active=3: steps 2, 3 and 4 are recorded.
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 3, 1)));
+  prof.start();
+  for (int i = 0; i < 7; ++i) {
+    {
+      DLPROF_RANGE("key_averages_outer");
+      DLPROF_RANGE("key_averages_inner");
+    }
+    prof.step();
+  }
+  prof.stop();
+
+  const dlprof::KeyAverages averages = prof.key_averages();
+  const dlprof::KeyAverage* outer = averages.find("key_averages_outer");
+  const dlprof::KeyAverage* inner = averages.find("key_averages_inner");
+  ASSERT_NE(outer, nullptr);
+  ASSERT_NE(inner, nullptr);
+  EXPECT_EQ(outer->calls, 3u);
+  EXPECT_EQ(inner->calls, 3u);
+  // Each outer range holds exactly one inner range and nothing else.
+  EXPECT_EQ(outer->self_ns, outer->total_ns - inner->total_ns);
+  EXPECT_LE(outer->min_ns, outer->max_ns);
+  for (const char* step : {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"}) {
+    ASSERT_NE(averages.find(step), nullptr) << step;
+    EXPECT_EQ(averages.find(step)->calls, 1u);
+  }
+  EXPECT_EQ(averages.find("ProfilerStep#1"), nullptr);
+  EXPECT_EQ(averages.find("ProfilerStep#5"), nullptr);
+  EXPECT_EQ(averages.rows().size(), 5u);
+}
+
+}  // namespace

@@ -265,7 +265,8 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
-  /// Starts the schedule at step 0 (and records step 0 when the schedule says so). Throws
+  /// Starts (or resumes) the schedule at the current step: 0 the first time; after stop(), step
+  /// numbers keep counting step() calls since construction, as in torch.profiler. Throws
   /// std::logic_error if this or another Profiler is already started.
   void start() {
     const void* expected = nullptr;
@@ -273,8 +274,7 @@ class Profiler {
       throw std::logic_error(expected == this ? "dlprof::Profiler::start(): already started"
                                               : "dlprof::Profiler::start(): another Profiler is already started");
     started_ = true;
-    step_num_ = 0;
-    action_ = options_.schedule()(0);
+    action_ = options_.schedule()(step_num_);
     transit(Action::None, action_);
     open_step();
   }
@@ -310,7 +310,7 @@ class Profiler {
   }
 
   bool started() const noexcept { return started_; }
-  /// Steps since start(): the N of the current ProfilerStep#N.
+  /// step() calls since construction: the N of the current ProfilerStep#N.
   std::int64_t step_num() const noexcept { return step_num_; }
   Action current_action() const noexcept { return action_; }
   const ProfilerOptions& options() const noexcept { return options_; }

@@ -60,21 +60,12 @@ class ScopedRange {
   }
 
   /// Range whose name is formatted with fmt, only when it will be recorded or shown in NVTX.
+  /// The check is inline and the formatting out of line: left to the compiler, the whole
+  /// constructor was not inlined, and an idle DLPROF_RANGE_F paid a call (bench/RESULTS.md).
   template <class... Args>
-  ScopedRange(Category category, fmt::format_string<Args...> format, Args&&... args) noexcept
+  DLPROF_ALWAYS_INLINE ScopedRange(Category category, fmt::format_string<Args...> format, Args&&... args) noexcept
       : flags_(detail::active_flags()) {
-    if (DLPROF_UNLIKELY(flags_ != 0)) {
-      fmt::memory_buffer& buffer = format_buffer();
-      buffer.clear();
-      try {
-        fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
-      } catch (...) {  // a bad argument must not stop training: record the format string itself
-        buffer.clear();
-        const fmt::string_view raw = format;
-        buffer.append(raw.begin(), raw.end());
-      }
-      begin_dynamic(std::string_view(buffer.data(), buffer.size()), category);
-    }
+    if (DLPROF_UNLIKELY(flags_ != 0)) begin_formatted(category, format, std::forward<Args>(args)...);
   }
 
   DLPROF_ALWAYS_INLINE ~ScopedRange() {
@@ -96,6 +87,20 @@ class ScopedRange {
   static fmt::memory_buffer& format_buffer() {
     thread_local fmt::memory_buffer buffer;
     return buffer;
+  }
+
+  template <class... Args>
+  DLPROF_NOINLINE void begin_formatted(Category category, fmt::format_string<Args...> format, Args&&... args) noexcept {
+    fmt::memory_buffer& buffer = format_buffer();
+    buffer.clear();
+    try {
+      fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
+    } catch (...) {  // a bad argument must not stop training: record the format string itself
+      buffer.clear();
+      const fmt::string_view raw = format;
+      buffer.append(raw.begin(), raw.end());
+    }
+    begin_dynamic(std::string_view(buffer.data(), buffer.size()), category);
   }
 
   void begin_dynamic(std::string_view name, Category category) noexcept {

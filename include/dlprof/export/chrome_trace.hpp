@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -65,7 +66,14 @@ class JsonWriter {
     out_.append(digits, digits + 4);
   }
 
-  void number(double value) { fmt::format_to(std::back_inserter(out_), "{}", value); }
+  /// A finite number in its shortest exact form; NaN and infinities become null (JSON has none).
+  void number(double value) {
+    if (!std::isfinite(value)) {
+      raw("null");
+      return;
+    }
+    fmt::format_to(std::back_inserter(out_), "{}", value);
+  }
 
   /// A JSON string literal: quotes, backslashes and control characters escaped.
   void string(std::string_view text) {
