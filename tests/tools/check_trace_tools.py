@@ -1,12 +1,14 @@
 """Opens dlprof traces with the tools users open them with and checks what those tools see.
 
-Usage: check_trace_tools.py TRACE_DIR [--expect-steps 2,3,4] [--expect-dataloader]
+Usage: check_trace_tools.py TRACE_DIR [--expect-steps 2,3,4]
 
 * Holistic Trace Analysis (pip: HolisticTraceAnalysis): TraceAnalysis(trace_dir) loads every
   file, finds rank 0 through its `"rank": N` regex, and assigns events to ProfilerStep iterations.
-* TensorBoard's profiler plugin (pip: torch-tb-profiler 0.4.3): its RunLoader parses the run and
-  builds the Overview's step-time breakdown; with --expect-dataloader the DataLoader column must
-  be non-zero (the plugin recognises `enumerate(DataLoader)#...__next__` ranges).
+* TensorBoard's profiler plugin (pip: torch-tb-profiler 0.4.3): its RunLoader discovers the file
+  by name, parses it and builds the Overview with one row per ProfilerStep. Release 0.4.3 keeps no
+  `user_annotation` slice but ProfilerStep#N and NCCL ops (create_trace_event returns None for the
+  rest), so its DataLoader/CPU Exec columns stay empty for range-only traces, torch's own
+  included; the step rows and their durations are what it can show.
 Exits non-zero with a message naming what a tool could not see.
 """
 import argparse
@@ -37,7 +39,7 @@ def check_hta(trace_dir, expected_steps):
     print(f"HTA: rank 0, {len(frame)} events kept, ProfilerSteps {steps}, iterations {iterations}")
 
 
-def check_tensorboard(trace_dir, expected_steps, expect_dataloader):
+def check_tensorboard(trace_dir, expected_steps):
     from torch_tb_profiler import io
     from torch_tb_profiler.profiler.loader import RunLoader
 
@@ -49,9 +51,10 @@ def check_tensorboard(trace_dir, expected_steps, expect_dataloader):
     steps = [int(row[0]) for row in overview["steps"]["rows"]]
     if expected_steps and steps != expected_steps:
         fail(f"TensorBoard plugin: expected steps {expected_steps}, found {steps}")
+    average_step_us = overview["performance"][0]["value"]
+    if average_step_us <= 0:
+        fail(f"TensorBoard plugin: average step time {average_step_us} us")
     roles = {child["name"]: child["value"] for child in overview["performance"][0]["children"]}
-    if expect_dataloader and roles.get("DataLoader", 0) <= 0:
-        fail(f"TensorBoard plugin: DataLoader time is zero, roles {roles}")
     print(f"TensorBoard plugin: steps {steps}, average step breakdown (us) {roles}")
 
 
@@ -59,12 +62,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("trace_dir")
     parser.add_argument("--expect-steps", default="")
-    parser.add_argument("--expect-dataloader", action="store_true")
     args = parser.parse_args()
     expected_steps = [int(s) for s in args.expect_steps.split(",") if s]
     logging.disable(logging.WARNING)
     check_hta(args.trace_dir, expected_steps)
-    check_tensorboard(args.trace_dir, expected_steps, args.expect_dataloader)
+    check_tensorboard(args.trace_dir, expected_steps)
 
 
 if __name__ == "__main__":
