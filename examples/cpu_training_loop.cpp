@@ -439,6 +439,7 @@ struct Options {
   int steps = 12;
   int batch_size = 128;
   std::string log_dir = "./log/cpu_training_loop";
+  bool profile = true;
   bool help = false;
 };
 
@@ -454,6 +455,7 @@ Trains a small MLP on synthetic MNIST-shaped data on the CPU, profiled by dlprof
   --steps N         training steps, at least {} so that a trace is recorded (default 12)
   --batch-size N    samples per batch (default 128)
   --log-dir DIR     where the trace is written (default ./log/cpu_training_loop)
+  --profile on|off  off runs the same loop with the profiler never started, to measure its cost
   --help            this text
 )",
              min_steps);
@@ -478,7 +480,8 @@ Options parse_options(int argc, char** argv, int min_steps) {
     }
     const std::size_t equals = arg.find('=');
     const std::string_view flag = arg.substr(0, equals);
-    if (flag != "--num-workers" && flag != "--steps" && flag != "--batch-size" && flag != "--log-dir")
+    if (flag != "--num-workers" && flag != "--steps" && flag != "--batch-size" && flag != "--log-dir" &&
+        flag != "--profile")
       throw UsageError(fmt::format("unknown option '{}'", arg));
     std::string_view value;
     if (equals != std::string_view::npos) value = arg.substr(equals + 1);
@@ -487,6 +490,8 @@ Options parse_options(int argc, char** argv, int min_steps) {
     if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
     else if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
     else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
+    else if (flag == "--profile" && (value == "on" || value == "off")) options.profile = value == "on";
+    else if (flag == "--profile") throw UsageError(fmt::format("--profile expects on or off, got '{}'", value));
     else if (value.empty()) throw UsageError("--log-dir needs a non-empty value");
     else options.log_dir = std::string(value);
   }
@@ -524,7 +529,7 @@ int main(int argc, char** argv) {
                             .on_trace_ready(dlprof::tensorboard_trace_handler(options.log_dir))
                             .on_trace_ready(print_dataloader_share));
   float first_loss = 0, last_loss = 0;
-  prof.start();
+  if (options.profile) prof.start();
   for (int step = 0; step < options.steps; ++step) {
     const auto step_begin = std::chrono::steady_clock::now();
     const dlprof::Action action = prof.current_action();
@@ -544,9 +549,13 @@ int main(int argc, char** argv) {
     dlprof::counter("samples/s", options.batch_size / elapsed.count());
     fmt::print("step {:3}  loss {:.4f}  {:7.2f} ms  [{}]\n", step, last_loss, elapsed.count() * 1e3,
                dlprof::to_string(action));
-    prof.step();
+    if (options.profile) prof.step();
   }
   prof.stop();
+  if (!options.profile) {
+    fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {} (profiler off)\n", first_loss, last_loss, options.steps - 1);
+    return 0;
+  }
 
   fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {}\n\n", first_loss, last_loss, options.steps - 1);
   fmt::print("{}\n", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(15));
