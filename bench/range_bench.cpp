@@ -1,0 +1,302 @@
+// bench/range_bench.cpp: what one range (begin + end) costs, beside its peers, in one binary and
+// one run, so the ratios of DESIGN.md's cost model compare figures taken under the same load:
+//
+//   idle       DLPROF_RANGE with no Profiler window open and no NVTX tool attached, against
+//              NVTX3's own C++ range (NVTX3_FUNC_RANGE_IN) and the raw C push/pop with no tool;
+//   recording  DLPROF_RANGE / DLPROF_RANGE_F into the thread's ring, against two reads of the
+//              clock the events use (and the other clocks it could have used).
+//
+// Recording benchmarks must measure the store path, not the cheaper drop path of a full ring:
+// every `events_per_thread / 2` iterations the loop pauses timing, stops the Profiler (which
+// drains the rings into a Trace) and starts it again; the `dropped` counter must read 0.
+//
+// Run: build-bench/bench/range_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <condition_variable>
+#include <cstdint>
+#include <ctime>
+#include <mutex>
+#include <optional>
+
+#if defined(__x86_64__) || defined(__i386__)
+#  include <x86intrin.h>
+#endif
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <dlprof/profiler.hpp>
+
+#if DLPROF_HAS_NVTX
+#  include <nvtx3/nvtx3.hpp>
+#endif
+
+#include "bench_summary.hpp"
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Idle: nothing records.
+
+void BM_dlprof_range_idle(benchmark::State& state) {
+  if (dlprof::detail::active_flags() != 0) {
+    state.SkipWithError("a Profiler is recording or an NVTX tool is attached (unset DLPROF_NVTX, NVTX_INJECTION64_PATH)");
+    return;
+  }
+  for (auto _ : state) {
+    DLPROF_RANGE("idle");
+  }
+}
+BENCHMARK(BM_dlprof_range_idle);
+
+// The arguments of DLPROF_RANGE_F are not even formatted while idle.
+void BM_dlprof_range_f_idle(benchmark::State& state) {
+  if (dlprof::detail::active_flags() != 0) {
+    state.SkipWithError("a Profiler is recording or an NVTX tool is attached");
+    return;
+  }
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    DLPROF_RANGE_F("step {}", i % 64);
+    ++i;
+  }
+}
+BENCHMARK(BM_dlprof_range_f_idle);
+
+#if DLPROF_HAS_NVTX
+
+struct BenchDomain {
+  static constexpr const char* name{"dlprof_bench"};
+};
+
+// What a library using NVTX3 directly writes: a static registered string and attributes
+// (each behind a function-local static guard) and a scoped_range_in. With no tool attached
+// each NVTX call loads a null function pointer from NVTX's table and returns.
+void BM_nvtx3_scoped_range_no_tool(benchmark::State& state) {
+  for (auto _ : state) {
+    NVTX3_FUNC_RANGE_IN(BenchDomain);
+  }
+}
+BENCHMARK(BM_nvtx3_scoped_range_no_tool);
+
+// The C calls underneath, with the domain and attributes prepared once: the floor of NVTX.
+void BM_nvtx_c_push_pop_no_tool(benchmark::State& state) {
+  const nvtxDomainHandle_t domain = nvtxDomainCreateA("dlprof_bench_c");
+  nvtxEventAttributes_t attributes{};
+  attributes.version = NVTX_VERSION;
+  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  attributes.message.registered = nvtxDomainRegisterStringA(domain, "c range");
+  for (auto _ : state) {
+    nvtxDomainRangePushEx(domain, &attributes);
+    nvtxDomainRangePop(domain);
+  }
+  nvtxDomainDestroy(domain);
+}
+BENCHMARK(BM_nvtx_c_push_pop_no_tool);
+
+#endif  // DLPROF_HAS_NVTX
+
+// ---------------------------------------------------------------------------------------------
+// Clocks: what a recorded range reads twice. main() constructs a Profiler first, so
+// detail::select_clock() has chosen the counter now_ticks() reads.
+
+void BM_clock_two_reads(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(dlprof::detail::now_ticks());
+    benchmark::DoNotOptimize(dlprof::detail::now_ticks());
+  }
+  state.SetLabel(dlprof::detail::g_use_tsc.load() ? "tsc" : "clock_monotonic");
+}
+BENCHMARK(BM_clock_two_reads);
+
+#if defined(__x86_64__) || defined(__i386__)
+void BM_clock_rdtsc_pair(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(__rdtsc());
+    benchmark::DoNotOptimize(__rdtsc());
+  }
+}
+BENCHMARK(BM_clock_rdtsc_pair);
+#endif
+
+void clock_gettime_pair(benchmark::State& state, clockid_t clock) {
+  timespec first{};
+  timespec second{};
+  for (auto _ : state) {
+    clock_gettime(clock, &first);
+    clock_gettime(clock, &second);
+    benchmark::DoNotOptimize(first);
+    benchmark::DoNotOptimize(second);
+  }
+}
+
+void BM_clock_gettime_monotonic_pair(benchmark::State& state) { clock_gettime_pair(state, CLOCK_MONOTONIC); }
+BENCHMARK(BM_clock_gettime_monotonic_pair);
+
+void BM_clock_gettime_realtime_pair(benchmark::State& state) { clock_gettime_pair(state, CLOCK_REALTIME); }
+BENCHMARK(BM_clock_gettime_realtime_pair);
+
+// ---------------------------------------------------------------------------------------------
+// Recording: a Profiler window is open.
+
+/// C++17 has no std::barrier: the threads of one benchmark run meet here around a window
+/// restart.
+class Barrier {
+ public:
+  void arrive_and_wait(int threads) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const std::uint64_t generation = generation_;
+    if (++arrived_ == threads) {
+      arrived_ = 0;
+      ++generation_;
+      changed_.notify_all();
+      return;
+    }
+    changed_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+ private:
+  std::mutex mutex_;  // guards arrived_ and generation_
+  std::condition_variable changed_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+/// The Profiler of the recording benchmark now running, and what its windows collected. Set up
+/// before the run's threads start (benchmark's Setup hook), read by thread 0 after they finish.
+struct Recording {
+  std::optional<dlprof::Profiler> profiler;
+  Barrier barrier;
+  std::uint64_t windows = 0;
+  std::uint64_t events = 0;
+  std::uint64_t dropped = 0;
+};
+Recording g_recording;
+
+void start_recording(const benchmark::State& state) {
+  g_recording.windows = g_recording.events = g_recording.dropped = 0;
+  g_recording.profiler.emplace(dlprof::ProfilerOptions{}
+                                   .events_per_thread(static_cast<std::size_t>(state.range(0)))
+                                   .on_trace_ready([](const dlprof::Trace& trace) {  // runs in stop(), on thread 0
+                                     ++g_recording.windows;
+                                     g_recording.events += trace.events.size();
+                                     g_recording.dropped += trace.dropped_events;
+                                   }));
+  g_recording.profiler->start();
+}
+
+void end_recording(const benchmark::State&) { g_recording.profiler.reset(); }
+
+/// Pauses every thread's timer, has thread 0 close the window (draining the rings) and open a
+/// new one, and resumes: the rings never fill, and the restart is not timed.
+void restart_window(benchmark::State& state) {
+  state.PauseTiming();
+  g_recording.barrier.arrive_and_wait(state.threads());
+  if (state.thread_index() == 0) {
+    g_recording.profiler->stop();
+    g_recording.profiler->start();
+  }
+  g_recording.barrier.arrive_and_wait(state.threads());
+  state.ResumeTiming();
+}
+
+/// Runs `range(i)` once per iteration while recording, restarting the window every
+/// events_per_thread / 2 ranges.
+template <class Range>
+void record_ranges(benchmark::State& state, Range range) {
+  // A thread's first event attaches (allocates and pre-faults) its ring: do that untimed, as
+  // Profiler::start() does for its own thread. Calling `range` only in the loop lets the
+  // compiler inline it there, as it would in a user's function.
+  if (dlprof::detail::t_ring == nullptr || dlprof::detail::t_ring->retired()) dlprof::detail::attach_thread_ring();
+  const std::int64_t restart_every = state.range(0) / 2;
+  std::int64_t until_restart = restart_every;
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    range(i++);
+    if (DLPROF_UNLIKELY(--until_restart == 0)) {
+      restart_window(state);
+      until_restart = restart_every;
+    }
+  }
+  if (state.thread_index() != 0) return;
+  // Every thread has left the loop (benchmark joins them at its end): close the last window.
+  g_recording.profiler->stop();
+  const double ranges = static_cast<double>(state.iterations()) * state.threads();
+  state.counters["dropped"] = static_cast<double>(g_recording.dropped);
+  state.counters["windows"] = static_cast<double>(g_recording.windows);
+  state.counters["events_per_range"] = static_cast<double>(g_recording.events) / ranges;
+  if (g_recording.dropped != 0) state.SkipWithError("the ring dropped events: the drop path was measured");
+}
+
+void BM_dlprof_range_recording(benchmark::State& state) {
+  record_ranges(state, [](std::int64_t) { DLPROF_RANGE("recorded"); });
+}
+// 2^16 events is the default ring (2 MiB, resident in this machine's L2); 2^20 (32 MiB) spills
+// it, so each event's store misses.
+BENCHMARK(BM_dlprof_range_recording)
+    ->ArgName("events_per_thread")
+    ->Arg(1 << 16)
+    ->Arg(1 << 20)
+    ->Setup(start_recording)
+    ->Teardown(end_recording);
+BENCHMARK(BM_dlprof_range_recording)
+    ->ArgName("events_per_thread")
+    ->Arg(1 << 16)
+    ->Threads(2)
+    ->Setup(start_recording)
+    ->Teardown(end_recording);
+
+// 64 recurring names: formatting plus a hit in the per-thread intern cache (most of the time).
+void BM_dlprof_range_f_recording(benchmark::State& state) {
+  record_ranges(state, [](std::int64_t i) { DLPROF_RANGE_F("step {}", i % 64); });
+}
+BENCHMARK(BM_dlprof_range_f_recording)
+    ->ArgName("events_per_thread")
+    ->Arg(1 << 16)
+    ->Setup(start_recording)
+    ->Teardown(end_recording);
+
+// Ratios use CPU time per range: on a quiet machine it equals wall time for these single-thread
+// loops, and on a busy one it leaves out the time the thread spent descheduled. For the 2-thread
+// run benchmark divides wall time by the ranges of both threads (a throughput); CPU time per
+// range is still what each thread pays.
+void print_ratios(const dlprof_bench::SummaryReporter& results) {
+  using dlprof_bench::print_ratio;
+  using dlprof_bench::ratio;
+  const auto cpu = [&](const char* name) { return results.cpu_ns(name); };
+  const auto two_reads = cpu("BM_clock_two_reads");
+  fmt::print("\nRatios of CPU time per range (DESIGN.md cost model), from the figures above:\n");
+  print_ratio("idle / NVTX3 scoped_range, no tool",
+              ratio(cpu("BM_dlprof_range_idle"), cpu("BM_nvtx3_scoped_range_no_tool")), 1.0);
+  print_ratio("DLPROF_RANGE_F idle / NVTX3 scoped_range, no tool",
+              ratio(cpu("BM_dlprof_range_f_idle"), cpu("BM_nvtx3_scoped_range_no_tool")), 1.0);
+  print_ratio("idle / NVTX C push+pop, no tool (reference)",
+              ratio(cpu("BM_dlprof_range_idle"), cpu("BM_nvtx_c_push_pop_no_tool")));
+  print_ratio("recording (2^16 ring) / two clock reads",
+              ratio(cpu("BM_dlprof_range_recording/events_per_thread:65536"), two_reads), 1.2);
+  print_ratio("recording (2^20 ring) / two clock reads",
+              ratio(cpu("BM_dlprof_range_recording/events_per_thread:1048576"), two_reads), 1.2);
+  print_ratio("recording, 2 threads (2^16 rings) / two clock reads",
+              ratio(cpu("BM_dlprof_range_recording/events_per_thread:65536/threads:2"), two_reads), 1.2);
+  print_ratio("DLPROF_RANGE_F recording / two clock reads (reference)",
+              ratio(cpu("BM_dlprof_range_f_recording/events_per_thread:65536"), two_reads));
+  print_ratio("two clock reads / two rdtsc (reference)", ratio(two_reads, cpu("BM_clock_rdtsc_pair")));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // A Profiler's constructor selects the clock (TSC or CLOCK_MONOTONIC) and starts the tick
+  // calibration, so the clock benchmarks read the counter recording would read.
+  { const dlprof::Profiler selects_clock; }
+  benchmark::AddCustomContext("dlprof_clock", dlprof::detail::g_use_tsc.load() ? "tsc" : "clock_monotonic");
+  benchmark::AddCustomContext("kernel_clocksource", dlprof_bench::current_clocksource());
+  benchmark::AddCustomContext("nvtx3", DLPROF_HAS_NVTX ? "compiled in, no tool attached" : "not available");
+  dlprof_bench::SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  print_ratios(reporter);
+  benchmark::Shutdown();
+  return 0;
+}

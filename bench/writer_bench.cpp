@@ -1,0 +1,236 @@
+// bench/writer_bench.cpp: how fast a recorded window becomes a file, in events per second
+// (DESIGN.md's target for writing: >= 5 M events/s), stage by stage:
+//
+//   BM_collector_build_trace  drained ring events (ticks) -> Trace: clock map, name resolution,
+//                             per-thread ordering and nesting (detail::build_trace)
+//   BM_write_chrome_trace     Trace -> Chrome-trace JSON in a reused memory buffer
+//   BM_trace_save             Trace::save to /tmp: JSON into a fresh buffer, then a temporary
+//                             file and a rename; /gzip:1 compresses it with zlib (level 6)
+//
+// The input is one synthetic window shaped like a training run's: 1 M ranges over 8 threads
+// (a training thread with ProfilerStep#N, module and ATen-op ranges nested three deep, an
+// autograd thread, DataLoader workers), in the order a ring holds them (each range is pushed
+// when it ends, so children precede their parent), with literal and interned names.
+//
+// Run: build-bench/bench/writer_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <dlprof/profiler.hpp>
+
+#include "bench_summary.hpp"
+
+namespace {
+
+using dlprof::Category;
+using dlprof::EventKind;
+using dlprof::detail::DrainedEvents;
+using dlprof::detail::Event;
+using dlprof::detail::NameId;
+
+constexpr std::size_t kThreads = 8;
+constexpr std::size_t kRangesPerThread = 125'000;  // 1 M ranges in all
+constexpr double kNsPerTick = 1.0 / 2.6;           // a 2.6 GHz TSC, as on the machine measured
+
+// Names written as DLPROF_RANGE literals: their Site's address is the name id.
+const dlprof::detail::Site kSites[] = {
+    {"train_step", Category::User},        {"forward", Category::Forward},
+    {"backward", Category::Backward},      {"optimizer.step", Category::Optimizer},
+    {"DataLoader.__next__", Category::DataLoader}, {"all_reduce", Category::Communication},
+};
+
+// Names as LibTorch's observer or DLPROF_RANGE_F would record them: interned at run time.
+constexpr std::string_view kOpNames[] = {
+    "aten::conv2d",        "aten::convolution",     "aten::_convolution",  "aten::cudnn_convolution",
+    "aten::batch_norm",    "aten::_batch_norm_impl_index", "aten::cudnn_batch_norm", "aten::relu_",
+    "aten::max_pool2d",    "aten::linear",          "aten::addmm",         "aten::t",
+    "aten::add_",          "aten::empty",           "aten::empty_strided", "aten::copy_",
+    "aten::to",            "aten::_to_copy",        "aten::view",          "aten::flatten",
+    "aten::cross_entropy_loss", "aten::log_softmax", "aten::nll_loss_nd",  "aten::zeros_like",
+    "autograd::engine::evaluate_function: ConvolutionBackward0", "ConvolutionBackward0",
+    "aten::convolution_backward", "autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0",
+    "aten::mm",            "aten::sum",             "Optimizer.step#SGD.step", "Optimizer.zero_grad#SGD.zero_grad",
+    "aten::mul_",          "aten::add",             "aten::zero_",
+};
+constexpr std::string_view kModuleNames[] = {
+    "nn.Module: Conv2d_1",    "nn.Module: BatchNorm2d_1", "nn.Module: ReLU_1",   "nn.Module: MaxPool2d_1",
+    "nn.Module: Sequential_1", "nn.Module: Linear_1",     "nn.Module: Flatten_1", "nn.Module: CrossEntropyLoss_1",
+};
+constexpr std::string_view kWorkerNames[] = {
+    "decode_jpeg", "RandomResizedCrop", "RandomHorizontalFlip", "ToTensor", "Normalize", "collate_fn",
+};
+
+NameId site_id(std::size_t i) { return dlprof::detail::site_name_id(kSites[i % std::size(kSites)]); }
+
+/// One thread's ranges in ring order. Each "step" is a root range (a literal name) holding 8
+/// module ranges of 6 op ranges each (57 ranges, interned names); the training thread also
+/// records its ProfilerStep#N.
+DrainedEvents::Thread make_thread(std::size_t index, std::int64_t start_tick) {
+  DrainedEvents::Thread thread{4000 + static_cast<std::int64_t>(index), "", {}};
+  thread.name = index == 0 ? "pt_main_thread" : index == 1 ? "pt_autograd_0" : fmt::format("DataLoader worker {}", index - 2);
+  thread.events.reserve(kRangesPerThread + kRangesPerThread / 50);
+  const auto ticks = [](std::int64_t ns) { return static_cast<std::int64_t>(static_cast<double>(ns) / kNsPerTick); };
+  std::int64_t now = start_tick;
+  std::uint64_t step = 0;
+  std::size_t op = index;  // threads start at different ops so their name sequences differ
+  const NameId root_name = site_id(index == 0 ? 0 : index == 1 ? 2 : 4);  // train_step, backward, DataLoader
+  while (thread.events.size() < kRangesPerThread) {
+    const std::int64_t step_begin = now;
+    for (std::size_t module = 0; module < 8; ++module) {
+      const std::int64_t module_begin = now;
+      for (std::size_t k = 0; k < 6; ++k) {
+        const std::int64_t begin = now;
+        now += ticks(2'000 + static_cast<std::int64_t>((op * 7919) % 48'000));  // 2-50 us
+        const NameId name = index >= 2 ? dlprof::detail::intern(kWorkerNames[op % std::size(kWorkerNames)])
+                                       : dlprof::detail::intern(kOpNames[op % std::size(kOpNames)]);
+        thread.events.push_back(Event{name, begin, {now}, EventKind::Range, Category::User});
+        now += ticks(300);
+        ++op;
+      }
+      const NameId module_name =
+          index >= 2 ? dlprof::detail::intern("load_sample") : dlprof::detail::intern(kModuleNames[module]);
+      thread.events.push_back(Event{module_name, module_begin, {now}, EventKind::Range, Category::Forward});
+      now += ticks(500);
+    }
+    thread.events.push_back(Event{root_name, step_begin, {now}, EventKind::Range, Category::User});
+    if (index == 0)
+      thread.events.push_back(Event{static_cast<NameId>(step), step_begin, {now}, EventKind::Step, Category::Step});
+    now += ticks(1'000);
+    ++step;
+  }
+  return thread;
+}
+
+/// The drained window and the clock map of its Trace, built once for every benchmark.
+struct Window {
+  DrainedEvents drained;
+  dlprof::detail::ClockMap clock;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::size_t events = 0;
+};
+
+const Window& window() {
+  static const Window built = [] {
+    Window w;
+    const dlprof::detail::ClockSample anchor{1'000'000'000'000, dlprof::detail::clock_ns(CLOCK_REALTIME)};
+    w.clock = dlprof::detail::ClockMap(anchor, kNsPerTick);
+    std::int64_t last_tick = anchor.ticks;
+    for (std::size_t t = 0; t < kThreads; ++t) {
+      w.drained.threads.push_back(make_thread(t, anchor.ticks + static_cast<std::int64_t>(t) * 1000));
+      for (const Event& event : w.drained.threads.back().events) last_tick = std::max(last_tick, event.end);
+      w.events += w.drained.threads.back().events.size();
+    }
+    w.start_ns = anchor.realtime_ns;
+    w.end_ns = w.clock.to_realtime_ns(last_tick);
+    return w;
+  }();
+  return built;
+}
+
+dlprof::Trace build(DrainedEvents drained) {
+  const Window& w = window();
+  dlprof::Trace trace = dlprof::detail::build_trace(std::move(drained), w.clock, w.start_ns, w.end_ns);
+  trace.pid = static_cast<std::int64_t>(::getpid());
+  trace.process_name = "train.py";
+  trace.clock_source = "tsc";
+  trace.distributed.backend = "nccl";
+  return trace;
+}
+
+const dlprof::Trace& trace() {
+  static const dlprof::Trace built = build(window().drained);
+  return built;
+}
+
+void BM_collector_build_trace(benchmark::State& state) {
+  const Window& w = window();
+  for (auto _ : state) {
+    state.PauseTiming();  // build_trace consumes its input: copy it untimed
+    DrainedEvents input = w.drained;
+    state.ResumeTiming();
+    dlprof::Trace built = dlprof::detail::build_trace(std::move(input), w.clock, w.start_ns, w.end_ns);
+    benchmark::DoNotOptimize(built.events.data());
+    state.PauseTiming();  // freeing the result is not part of building it
+    built = dlprof::Trace{};
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(w.events));
+}
+BENCHMARK(BM_collector_build_trace)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
+void BM_write_chrome_trace(benchmark::State& state) {
+  const dlprof::Trace& input = trace();
+  fmt::memory_buffer buffer;
+  dlprof::write_chrome_trace(input, buffer, "bench.pt.trace.json");  // grows the buffer once, untimed
+  for (auto _ : state) {
+    buffer.clear();
+    dlprof::write_chrome_trace(input, buffer, "bench.pt.trace.json");
+    benchmark::DoNotOptimize(buffer.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(input.events.size()));
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(buffer.size()));
+  state.counters["bytes_per_event"] = static_cast<double>(buffer.size()) / static_cast<double>(input.events.size());
+}
+BENCHMARK(BM_write_chrome_trace)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
+void BM_trace_save(benchmark::State& state) {
+  const dlprof::Trace& input = trace();
+  const bool gzip = state.range(0) != 0;
+  const std::string path =
+      fmt::format("/tmp/dlprof_writer_bench_{}.pt.trace.json{}", static_cast<long>(::getpid()), gzip ? ".gz" : "");
+  for (auto _ : state) input.save(path);
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(input.events.size()));
+  if (FILE* file = std::fopen(path.c_str(), "rb")) {
+    std::fseek(file, 0, SEEK_END);
+    state.counters["file_MB"] = static_cast<double>(std::ftell(file)) / 1e6;
+    std::fclose(file);
+  }
+  std::remove(path.c_str());
+}
+// Saving waits on the file system, so its rate is taken over wall time; the others are over CPU
+// time (benchmark's default for items_per_second), which a busy machine disturbs less.
+BENCHMARK(BM_trace_save)->ArgName("gzip")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void print_summary(const dlprof_bench::SummaryReporter& results) {
+  using dlprof_bench::print_ratio;
+  const auto per_second = [&](const char* name) -> std::optional<double> {
+    const auto rate = results.counter(name, "items_per_second");
+    if (!rate) return std::nullopt;
+    return *rate / 1e6;
+  };
+  const auto build_rate = per_second("BM_collector_build_trace/min_time:1.000");
+  const auto write_rate = per_second("BM_write_chrome_trace/min_time:1.000");
+  std::optional<double> pipeline;
+  if (build_rate && write_rate) pipeline = 1.0 / (1.0 / *build_rate + 1.0 / *write_rate);
+  fmt::print("\nMillions of events per second ({} events, {} threads), from the figures above:\n", window().events,
+             kThreads);
+  print_ratio("write_chrome_trace (into memory)", write_rate, 5.0, /*at_most=*/false);
+  print_ratio("build_trace (collector)", build_rate);
+  print_ratio("build_trace + write_chrome_trace", pipeline);
+  print_ratio("Trace::save, uncompressed, /tmp", per_second("BM_trace_save/gzip:0/real_time"));
+  print_ratio("Trace::save, gzip, /tmp", per_second("BM_trace_save/gzip:1/real_time"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  fmt::print(stderr, "writer_bench: building a {}-event window...\n", window().events);
+  trace();
+  dlprof_bench::SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  print_summary(reporter);
+  benchmark::Shutdown();
+  return 0;
+}
