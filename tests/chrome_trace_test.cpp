@@ -818,6 +818,24 @@ TEST(ChromeTraceTest, SaveWritesParsableJsonAtomically) {
   EXPECT_THAT(files, ElementsAre("w.1.pt.trace.json")) << "no temporary file may be left behind";
 }
 
+// Trace::save streams through a bounded buffer; a trace of several MiB must come out byte for
+// byte as the whole-buffer writer produces it, plain and gzip.
+TEST(ChromeTraceTest, SaveStreamsLargeTracesWithoutChangingABytePlainOrGzip) {
+  const TempDir dir;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
+  for (int i = 0; i < 40'000; ++i) builder.event("streamed", kBaseNs + 2'000 + i * 2'000, kBaseNs + 3'000 + i * 2'000);
+  const std::string expected_plain = chrome_text(builder.trace(), (dir.path() / "big.pt.trace.json").string());
+  ASSERT_GT(expected_plain.size(), std::size_t{4} << 20) << "the trace must span several flushes";
+
+  const fs::path plain = dir.path() / "big.pt.trace.json";
+  builder.trace().save(plain.string());
+  EXPECT_EQ(read_file(plain), expected_plain);
+
+  const fs::path compressed = dir.path() / "big.pt.trace.json.gz";
+  builder.trace().save(compressed.string());
+  EXPECT_EQ(read_gzip(compressed), chrome_text(builder.trace(), compressed.string()));
+}
+
 TEST(ChromeTraceTest, SaveToGzPathWritesGzip) {
   const TempDir dir;
   TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <iterator>
@@ -127,8 +128,12 @@ inline void write_device_properties(JsonWriter& json, const DeviceProperties& de
 }  // namespace detail
 
 /// Appends the Chrome-trace JSON text of `trace` to `out`. `trace_name` is written as traceName
-/// (Kineto writes the output path there).
-inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string_view trace_name) {
+/// (Kineto writes the output path there). With `flush`, whenever `out` holds more than 1 MiB its
+/// content is handed to `flush` and cleared, so a writer to a file needs a bounded buffer; what is
+/// left in `out` at the end is the caller's to write.
+inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string_view trace_name,
+                               const std::function<void(std::string_view)>& flush = nullptr) {
+  constexpr std::size_t kFlushBytes = std::size_t{1} << 20;
   detail::JsonWriter json(out);
   const std::int64_t base_ns = detail::chrome_trace_base_time_ns(trace.window_start_ns);
   const auto relative = [base_ns](std::int64_t ns) { return ns - base_ns; };
@@ -220,6 +225,10 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
   std::int64_t external_id = 0;
   std::int64_t event_index = 0;
   for (const TraceEvent& event : trace.events) {
+    if (flush && out.size() >= kFlushBytes) {
+      flush(std::string_view(out.data(), out.size()));
+      out.clear();
+    }
     const std::int64_t tid = trace.threads[event.thread].os_tid;
     switch (event.kind) {
       case EventKind::Range:
@@ -284,56 +293,90 @@ inline bool ends_with(std::string_view text, std::string_view suffix) noexcept {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// reader sees either nothing or the whole file. Gzip-compresses when `gzip` is set.
-inline void write_file_atomically(const std::string& path, std::string_view bytes, bool gzip) {
-  static std::atomic<std::uint64_t> sequence{0};
-  const std::string temporary =
-      fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), sequence.fetch_add(1, std::memory_order_relaxed));
-  const auto fail = [&](std::string_view what, int error) {
-    ::unlink(temporary.c_str());
-    throw std::runtime_error(fmt::format("dlprof: cannot write trace '{}': {}: {}", path, what, errno_text(error)));
-  };
-  if (gzip) {
-    gzFile file = gzopen(temporary.c_str(), "wb6");
-    if (file == nullptr) fail("open", errno != 0 ? errno : ENOMEM);
-    std::size_t written = 0;
-    while (written < bytes.size()) {
-      const auto chunk = static_cast<unsigned>(std::min<std::size_t>(bytes.size() - written, 1u << 30));
-      const int result = gzwrite(file, bytes.data() + written, chunk);
-      if (result <= 0) {
-        const int error = errno != 0 ? errno : EIO;
-        gzclose(file);
-        fail("write", error);
-      }
-      written += static_cast<std::size_t>(result);
+/// A file written under a temporary name in the same directory and renamed into place by
+/// commit(), so a reader sees either nothing or the whole file; gzip-compressed when asked.
+/// Destroyed without commit(), it removes the temporary file. Errors throw std::runtime_error
+/// naming the final path, the step that failed and the system's reason.
+class AtomicFile {
+ public:
+  AtomicFile(std::string path, bool gzip) : path_(std::move(path)), gzip_(gzip) {
+    static std::atomic<std::uint64_t> sequence{0};
+    temporary_ = fmt::format("{}.tmp.{}.{}", path_, static_cast<long>(::getpid()),
+                             sequence.fetch_add(1, std::memory_order_relaxed));
+    errno = 0;
+    if (gzip_) {
+      gz_ = gzopen(temporary_.c_str(), "wb6");
+      if (gz_ == nullptr) fail("open", errno != 0 ? errno : ENOMEM);
+    } else {
+      fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd_ < 0) fail("open", errno);
     }
-    if (gzclose(file) != Z_OK) fail("close", errno != 0 ? errno : EIO);
-  } else {
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail("open", errno);
-    std::size_t written = 0;
-    while (written < bytes.size()) {
-      const ssize_t result = ::write(fd, bytes.data() + written, bytes.size() - written);
-      if (result < 0) {
-        if (errno == EINTR) continue;
-        const int error = errno;
-        ::close(fd);
-        fail("write", error);
-      }
-      written += static_cast<std::size_t>(result);
-    }
-    if (::close(fd) != 0) fail("close", errno);
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail("rename", errno);
-}
+
+  ~AtomicFile() {
+    if (committed_) return;
+    if (gz_ != nullptr) gzclose(gz_);
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(temporary_.c_str());
+  }
+
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const std::size_t chunk = std::min<std::size_t>(bytes.size(), std::size_t{1} << 30);
+      errno = 0;
+      if (gzip_) {
+        const int written = gzwrite(gz_, bytes.data(), static_cast<unsigned>(chunk));
+        if (written <= 0) fail("write", errno != 0 ? errno : EIO);
+        bytes.remove_prefix(static_cast<std::size_t>(written));
+      } else {
+        const ssize_t written = ::write(fd_, bytes.data(), chunk);
+        if (written < 0 && errno == EINTR) continue;
+        if (written < 0) fail("write", errno);
+        bytes.remove_prefix(static_cast<std::size_t>(written));
+      }
+    }
+  }
+
+  void commit() {
+    errno = 0;
+    if (gzip_) {
+      const int result = gzclose(gz_);
+      gz_ = nullptr;
+      if (result != Z_OK) fail("close", errno != 0 ? errno : EIO);
+    } else {
+      const int result = ::close(fd_);
+      fd_ = -1;
+      if (result != 0) fail("close", errno);
+    }
+    if (std::rename(temporary_.c_str(), path_.c_str()) != 0) fail("rename", errno);
+    committed_ = true;
+  }
+
+ private:
+  [[noreturn]] void fail(std::string_view step, int error) const {
+    throw std::runtime_error(fmt::format("dlprof: cannot write trace '{}': {}: {}", path_, step, errno_text(error)));
+  }
+
+  std::string path_;
+  std::string temporary_;
+  bool gzip_;
+  gzFile gz_ = nullptr;
+  int fd_ = -1;
+  bool committed_ = false;
+};
 
 }  // namespace detail
 
 inline void Trace::save(const std::string& path) const {
+  // Streams through a bounded buffer: memory stays flat however many events the trace holds.
+  detail::AtomicFile file(path, detail::ends_with(path, ".gz"));
   fmt::memory_buffer buffer;
-  write_chrome_trace(*this, buffer, path);
-  detail::write_file_atomically(path, std::string_view(buffer.data(), buffer.size()), detail::ends_with(path, ".gz"));
+  write_chrome_trace(*this, buffer, path, [&file](std::string_view chunk) { file.write(chunk); });
+  file.write(std::string_view(buffer.data(), buffer.size()));
+  file.commit();
 }
 
 DLPROF_END_NAMESPACE
