@@ -53,14 +53,16 @@ class ThreadRing {
 
   /// Producer side: stores the event, or counts it as dropped when the ring is full.
   ///
-  /// Takes the event by value, and the slow path does too: nothing on the fast path takes its
-  /// address, so the compiler keeps its fields in registers and stores them straight into the
-  /// slot. With `const Event&` it built the event on the stack and copied it with 16-byte loads
-  /// that spanned the 8- and 1-byte stores just made, a failed store-to-load forwarding on
-  /// every push: 2 to 4 ns of a 21 to 24 ns recorded range (bench/RESULTS.md).
+  /// The event is taken by value and the slow path never sees it: nothing takes its address, so
+  /// the compiler keeps its fields in registers and stores them straight into the slot. (With
+  /// `const Event&`, or an out-of-line slow path taking the event, it was first built on the
+  /// stack on every push: 2 to 4 ns of a 20 ns recorded range, bench/RESULTS.md.)
   DLPROF_ALWAYS_INLINE PushResult push(Event event) noexcept {
     const std::uint64_t head = head_.load(std::memory_order_relaxed);
-    if (DLPROF_UNLIKELY(head - tail_cache_ >= limit_.load(std::memory_order_relaxed))) return push_when_full(event, head);
+    if (DLPROF_UNLIKELY(head - tail_cache_ >= limit_.load(std::memory_order_relaxed))) {
+      const PushResult room = make_room(head);
+      if (room != PushResult::Stored) return room;
+    }
     slots_[head & mask_] = event;
     head_.store(head + 1, std::memory_order_release);
     return PushResult::Stored;
@@ -84,15 +86,14 @@ class ThreadRing {
     return fresh;
   }
 
-  DLPROF_NOINLINE PushResult push_when_full(Event event, std::uint64_t head) noexcept {
+  /// Slow path of push(): refreshes the consumer's position; Stored means slot `head` is free.
+  DLPROF_NOINLINE PushResult make_room(std::uint64_t head) noexcept {
     if (retired()) return PushResult::Retired;
     tail_cache_ = tail_.load(std::memory_order_acquire);
     if (head - tail_cache_ >= capacity_) {
       dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return PushResult::Dropped;
     }
-    slots_[head & mask_] = event;
-    head_.store(head + 1, std::memory_order_release);
     return PushResult::Stored;
   }
 
