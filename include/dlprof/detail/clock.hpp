@@ -5,7 +5,7 @@
 // both ends of the window. CLOCK_REALTIME is what CUPTI's records and torch.profiler's
 // traces use, so CPU and GPU events land on one axis and ranks on different hosts align.
 //
-// Which counter (figures in bench/RESULTS.md, bench/clock_bench.cpp):
+// Which counter (figures in bench/RESULTS.md, BM_clock_* in bench/range_bench.cpp):
 //  * the invariant TSC (rdtsc) when the CPU has one: about half the cost of a vDSO
 //    clock_gettime on the machines measured, and it never jumps;
 //  * CLOCK_MONOTONIC through the vDSO otherwise (no invariant TSC, or not x86).
