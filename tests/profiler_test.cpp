@@ -348,6 +348,22 @@ TEST(ProfilerTest, RestartingKeepsCountingStepsSinceConstruction) {
   EXPECT_THAT(step_names(*prof.last_trace()), ElementsAre("ProfilerStep#2", "ProfilerStep#3"));
 }
 
+// Without dlprof::cupti a CUDA request degrades to CPU-only with one warning per process.
+TEST(ProfilerTest, CudaWithoutCuptiWarnsOnceAndRecordsCpu) {
+  const auto cuda_options = [] { return dlprof::ProfilerOptions{}.activities({dlprof::Activity::CPU, dlprof::Activity::CUDA}); };
+  ::testing::internal::CaptureStderr();
+  dlprof::Profiler first(cuda_options());
+  dlprof::Profiler second(cuda_options());
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warnings, HasSubstr("dlprof::cupti"));
+  EXPECT_EQ(warnings.find("dlprof::cupti"), warnings.rfind("dlprof::cupti")) << warnings;
+  second.start();
+  { DLPROF_RANGE("cpu_still_recorded"); }
+  second.stop();
+  ASSERT_NE(second.last_trace(), nullptr);
+  EXPECT_NE(second.key_averages().find("cpu_still_recorded"), nullptr);
+}
+
 TEST(ProfilerTest, RangesOutsideAnyWindowAreNotRecorded) {
   { DLPROF_RANGE("before_start_range"); }
   dlprof::Profiler prof;

@@ -249,8 +249,12 @@ class Profiler {
   explicit Profiler(ProfilerOptions options) : options_(std::move(options)) {
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
-    if (options_.wants(Activity::CUDA))
-      detail::warn("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
+    if (options_.wants(Activity::CUDA)) {
+      static std::once_flag warned;  // once per process, however many profilers ask
+      std::call_once(warned, [] {
+        detail::warn("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
+      });
+    }
   }
 
   ~Profiler() {
