@@ -1,6 +1,8 @@
 #include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/profiler.hpp>
 
+#include "test_files.hpp"
+
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,6 +35,10 @@
 #include <vector>
 
 namespace {
+
+using dlprof_test::read_file;
+using dlprof_test::read_gzip;
+using dlprof_test::TempDir;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -128,45 +134,6 @@ std::shared_ptr<const dlprof::Trace> record_ranges_and_steps() {
   return prof.last_trace();
 }
 
-// A unique directory under the test temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> sequence{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(::testing::TempDir()) /
-            fmt::format("dlprof_{}_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid(), sequence++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::string read_gzip(const fs::path& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw std::runtime_error("gzopen failed: " + path.string());
-  std::string text;
-  char chunk[4096];
-  int count = 0;
-  while ((count = gzread(file, chunk, sizeof(chunk))) > 0) text.append(chunk, static_cast<std::size_t>(count));
-  gzclose(file);
-  if (count < 0) throw std::runtime_error("gzread failed: " + path.string());
-  return text;
-}
 
 // --- top level -------------------------------------------------------------------------------
 

@@ -1,5 +1,7 @@
 #include <dlprof/profiler.hpp>
 
+#include "test_files.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gmock/gmock.h>
@@ -25,6 +27,10 @@
 #include <vector>
 
 namespace {
+
+using dlprof_test::read_file;
+using dlprof_test::read_gzip;
+using dlprof_test::TempDir;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -54,50 +60,10 @@ std::multiset<std::string> range_names(const dlprof::Trace& trace) {
   return names;
 }
 
-// A unique directory under the test temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> sequence{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(::testing::TempDir()) /
-            fmt::format("dlprof_{}_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid(), sequence++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 std::vector<std::string> file_names(const fs::path& dir) {
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
   return names;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::string read_gzip(const fs::path& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw std::runtime_error("gzopen failed: " + path.string());
-  std::string text;
-  char chunk[4096];
-  int count = 0;
-  while ((count = gzread(file, chunk, sizeof(chunk))) > 0) text.append(chunk, static_cast<std::size_t>(count));
-  gzclose(file);
-  if (count < 0) throw std::runtime_error("gzread failed: " + path.string());
-  return text;
 }
 
 // Runs a training loop under a schedule and records every on_trace_ready call as

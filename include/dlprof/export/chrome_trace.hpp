@@ -97,6 +97,17 @@ class JsonWriter {
   fmt::memory_buffer& out_;
 };
 
+/// The start of an event's object, up to its name: `ph` and `cat` by kind.
+constexpr std::string_view event_opening(EventKind kind) noexcept {
+  switch (kind) {
+    case EventKind::Range:
+    case EventKind::Step: return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
+    case EventKind::Instant: return "  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": ";
+    case EventKind::Counter: return "  {\"ph\": \"C\", \"cat\": \"counter\", \"name\": ";
+  }
+  return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
+}
+
 inline void write_device_properties(JsonWriter& json, const DeviceProperties& device) {
   json.raw("{\"id\": ");
   json.integer(device.id);
@@ -229,53 +240,35 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
       flush(std::string_view(out.data(), out.size()));
       out.clear();
     }
-    const std::int64_t tid = trace.threads[event.thread].os_tid;
+    // Kineto's field order: ph, cat, name, pid, tid, ts, then what the kind adds.
+    json.raw(detail::event_opening(event.kind));
+    write_name(event.name);
+    json.raw(", \"pid\": ");
+    json.integer(trace.pid);
+    json.raw(", \"tid\": ");
+    json.integer(trace.threads[event.thread].os_tid);
+    json.raw(", \"ts\": ");
+    json.microseconds(relative(event.start_ns));
     switch (event.kind) {
       case EventKind::Range:
       case EventKind::Step:
-        json.raw("  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ");
-        write_name(event.name);
-        json.raw(", \"pid\": ");
-        json.integer(trace.pid);
-        json.raw(", \"tid\": ");
-        json.integer(tid);
-        json.raw(", \"ts\": ");
-        json.microseconds(relative(event.start_ns));
         json.raw(", \"dur\": ");
         json.microseconds(event.duration_ns());
         json.raw(", \"args\": {\"External id\": ");
         json.integer(++external_id);
         json.raw(", \"Record function id\": 0, \"Ev Idx\": ");
         json.integer(event_index);
-        json.raw("}},\n");
         break;
       case EventKind::Instant:
-        json.raw("  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": ");
-        write_name(event.name);
-        json.raw(", \"pid\": ");
-        json.integer(trace.pid);
-        json.raw(", \"tid\": ");
-        json.integer(tid);
-        json.raw(", \"ts\": ");
-        json.microseconds(relative(event.start_ns));
-        json.raw(", \"args\": {\"Ev Idx\": ");
+        json.raw(", \"s\": \"t\", \"args\": {\"Ev Idx\": ");
         json.integer(event_index);
-        json.raw("}},\n");
         break;
       case EventKind::Counter:
-        json.raw("  {\"ph\": \"C\", \"cat\": \"counter\", \"name\": ");
-        write_name(event.name);
-        json.raw(", \"pid\": ");
-        json.integer(trace.pid);
-        json.raw(", \"tid\": ");
-        json.integer(tid);
-        json.raw(", \"ts\": ");
-        json.microseconds(relative(event.start_ns));
         json.raw(", \"args\": {\"value\": ");
         json.number(event.value);
-        json.raw("}},\n");
         break;
     }
+    json.raw("}},\n");
     ++event_index;
   }
   json.raw("  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
