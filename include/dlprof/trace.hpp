@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlprof/config.hpp"
+#include "dlprof/device_properties.hpp"
 #include "dlprof/event.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -55,24 +56,6 @@ struct DistributedInfo {
     *value = parsed;
     return true;
   }
-};
-
-/// One GPU, as torch.profiler writes it in `deviceProperties`.
-struct DeviceProperties {
-  int id = 0;
-  std::string name;
-  std::int64_t total_global_mem = 0;
-  int compute_major = 0;
-  int compute_minor = 0;
-  int max_threads_per_block = 0;
-  int max_threads_per_multiprocessor = 0;
-  int regs_per_block = 0;
-  int regs_per_multiprocessor = 0;
-  int warp_size = 32;
-  std::int64_t shared_mem_per_block = 0;
-  std::int64_t shared_mem_per_block_optin = 0;
-  std::int64_t shared_mem_per_multiprocessor = 0;
-  int num_sms = 0;
 };
 
 /// A thread that recorded events in the window.

@@ -36,7 +36,7 @@
 #include <string_view>
 
 #include "dlprof/config.hpp"
-#include "dlprof/trace.hpp"
+#include "dlprof/device_properties.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
