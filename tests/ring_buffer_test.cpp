@@ -145,12 +145,10 @@ std::map<std::int64_t, std::size_t> ranges_per_thread(const dlprof::Trace& trace
 constexpr int kThreads = 8;
 constexpr std::size_t kRangesPerThread = 100'000;
 
-TEST(RingConcurrencyTest, EightThreadsRecordEveryRangeWhenTheirRingsFit) {
-  constexpr std::size_t kEventsPerThread = std::size_t{1} << 17;
-  drain_leftovers(kEventsPerThread);
-  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(kEventsPerThread));
-  profiler.start();
-
+/// Runs `body` on kThreads threads released together (all alive at once), joins them and
+/// returns their OS thread ids.
+template <class Body>
+std::vector<std::int64_t> run_together_on_threads(Body body) {
   std::vector<std::int64_t> tids(kThreads);
   StartLine start_line(kThreads);
   std::vector<std::thread> threads;
@@ -158,12 +156,24 @@ TEST(RingConcurrencyTest, EightThreadsRecordEveryRangeWhenTheirRingsFit) {
     threads.emplace_back([&, t] {
       tids[t] = dlprof::detail::current_os_tid();
       start_line.arrive_and_wait();
-      for (std::size_t i = 0; i < kRangesPerThread; ++i) {
-        DLPROF_RANGE("concurrent_range");
-      }
+      body();
     });
   }
   for (std::thread& thread : threads) thread.join();
+  return tids;
+}
+
+TEST(RingConcurrencyTest, EightThreadsRecordEveryRangeWhenTheirRingsFit) {
+  constexpr std::size_t kEventsPerThread = std::size_t{1} << 17;
+  drain_leftovers(kEventsPerThread);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(kEventsPerThread));
+  profiler.start();
+
+  const std::vector<std::int64_t> tids = run_together_on_threads([] {
+    for (std::size_t i = 0; i < kRangesPerThread; ++i) {
+      DLPROF_RANGE("concurrent_range");
+    }
+  });
   profiler.stop();
 
   const auto trace = profiler.last_trace();
@@ -184,25 +194,17 @@ TEST(RingConcurrencyTest, FullRingsKeepEachThreadsFirstEventsAndCountEveryDrop) 
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(kEventsPerThread));
   profiler.start();
 
-  std::vector<std::int64_t> tids(kThreads);
-  StartLine start_line(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      tids[t] = dlprof::detail::current_os_tid();
-      start_line.arrive_and_wait();
-      // Two sites: the ranges that fit the ring and those recorded after it is full. Nothing is
-      // drained during the window, so only the first kind may survive.
-      for (std::size_t i = 0; i < kRangesPerThread; ++i) {
-        if (i < kEventsPerThread) {
-          DLPROF_RANGE("fits_in_ring");
-        } else {
-          DLPROF_RANGE("finds_ring_full");
-        }
+  const std::vector<std::int64_t> tids = run_together_on_threads([] {
+    // Two sites: the ranges that fit the ring and those recorded after it is full. Nothing is
+    // drained during the window, so only the first kind may survive.
+    for (std::size_t i = 0; i < kRangesPerThread; ++i) {
+      if (i < kEventsPerThread) {
+        DLPROF_RANGE("fits_in_ring");
+      } else {
+        DLPROF_RANGE("finds_ring_full");
       }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+    }
+  });
   profiler.stop();
 
   const auto trace = profiler.last_trace();
