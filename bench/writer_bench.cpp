@@ -75,7 +75,7 @@ NameId site_id(std::size_t i) { return dlprof::detail::site_name_id(kSites[i % s
 /// module ranges of 6 op ranges each (57 ranges, interned names); the training thread also
 /// records its ProfilerStep#N.
 DrainedEvents::Thread make_thread(std::size_t index, std::int64_t start_tick) {
-  DrainedEvents::Thread thread{4000 + static_cast<std::int64_t>(index), "", {}};
+  DrainedEvents::Thread thread{4000 + static_cast<std::int64_t>(index), static_cast<std::uint32_t>(index + 1), "", {}};
   thread.name = index == 0 ? "pt_main_thread" : index == 1 ? "pt_autograd_0" : fmt::format("DataLoader worker {}", index - 2);
   thread.events.reserve(kRangesPerThread + kRangesPerThread / 50);
   const auto ticks = [](std::int64_t ns) { return static_cast<std::int64_t>(static_cast<double>(ns) / kNsPerTick); };

@@ -44,6 +44,8 @@
 #include "dlprof/detail/active.hpp"
 #include "dlprof/detail/clock.hpp"
 #include "dlprof/detail/collector.hpp"
+#include "dlprof/detail/gpu_activity.hpp"
+#include "dlprof/detail/gpu_collector.hpp"
 #include "dlprof/detail/ring_buffer.hpp"
 #include "dlprof/detail/string_table.hpp"
 #include "dlprof/export/chrome_trace.hpp"
@@ -54,7 +56,7 @@
 
 DLPROF_BEGIN_NAMESPACE
 
-/// What to collect. CUDA needs a program linked with dlprof::cupti.
+/// What to collect. CUDA needs a program linked with dlprof::cupti (or including dlprof/cupti.hpp).
 enum class Activity : std::uint8_t { CPU = 0, CUDA = 1 };
 
 /// Something to do with each finished trace. Any callable converts to a handler that runs on the
@@ -250,10 +252,14 @@ class Profiler {
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
     if (options_.wants(Activity::CUDA)) {
-      static std::once_flag warned;  // once per process, however many profilers ask
-      std::call_once(warned, [] {
-        detail::warn("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
-      });
+      if (const detail::GpuBackendAccessor backend = detail::g_gpu_backend.load(std::memory_order_acquire)) {
+        gpu_backend_ = &backend();
+      } else {
+        static std::once_flag warned;  // once per process, however many profilers ask
+        std::call_once(warned, [] {
+          detail::warn("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
+        });
+      }
     }
   }
 
@@ -308,6 +314,7 @@ class Profiler {
         trace_ready();
         break;
     }
+    disable_gpu();
     started_ = false;
     detail::g_started_profiler.store(nullptr);
     if (writer_) writer_->wait_idle();
@@ -340,6 +347,11 @@ class Profiler {
 
  private:
   void transit(Action previous, Action current) {
+    transit_cpu(previous, current);
+    if (current == Action::None) disable_gpu();  // idle steps pay nothing for CUPTI
+  }
+
+  void transit_cpu(Action previous, Action current) {
     const bool was_recording = previous == Action::Record || previous == Action::RecordAndSave;
     const bool recording = current == Action::Record || current == Action::RecordAndSave;
     if (previous == Action::RecordAndSave) {
@@ -352,6 +364,7 @@ class Profiler {
     if (was_recording && !recording) {  // Record -> None/Warmup: torch discards the window
       warn_incorrect_schedule(previous, current);
       stop_trace();
+      device_activity_.reset();
       return;
     }
     if (previous == Action::Warmup && current == Action::None) {
@@ -364,21 +377,39 @@ class Profiler {
 
   /// Arms collection ahead of recording: rings get the configured capacity, and the calling
   /// thread's ring is allocated and pre-faulted now rather than inside the first recorded step.
+  /// GPU collection is switched on here too, during warm-up when the schedule has one, so that
+  /// CUPTI's start-up cost falls outside the recorded steps.
   void prepare_trace() {
     detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
     if (detail::t_ring == nullptr || detail::t_ring->retired()) detail::attach_thread_ring();
+    if (gpu_backend_ != nullptr && !gpu_enabled_) {
+      gpu_enabled_ = gpu_backend_->enable(options_.profile_memory());
+      if (!gpu_enabled_) gpu_backend_ = nullptr;  // unavailable: warned once, CPU only from now on
+    }
   }
 
   void start_trace() {
+    std::uint32_t flags = detail::kRecording;
+    if (gpu_enabled_) {
+      gpu_backend_->begin_window();
+      flags |= detail::kCorrelating;
+    }
     window_start_ = detail::sample_clocks();
-    detail::g_active.fetch_or(detail::kRecording, std::memory_order_relaxed);
+    detail::g_active.fetch_or(flags, std::memory_order_relaxed);
   }
 
   void stop_trace() {
-    detail::g_active.fetch_and(~detail::kRecording, std::memory_order_relaxed);
+    detail::g_active.fetch_and(~(detail::kRecording | detail::kCorrelating), std::memory_order_relaxed);
     const detail::ClockSample window_end = detail::sample_clocks();
     drained_ = detail::drain_rings(window_start_.ticks, window_end.ticks);
     window_end_ = window_end;
+    if (gpu_enabled_) device_activity_ = gpu_backend_->end_window();
+  }
+
+  void disable_gpu() {
+    if (!gpu_enabled_) return;
+    gpu_backend_->disable();
+    gpu_enabled_ = false;
   }
 
   void trace_ready() {
@@ -386,6 +417,11 @@ class Profiler {
     auto trace = std::make_shared<Trace>(
         detail::build_trace(std::move(drained_), clock, window_start_.realtime_ns, window_end_.realtime_ns));
     drained_ = {};
+    const auto pushed_to_trace = detail::assign_external_ids(*trace);
+    if (device_activity_) {
+      detail::merge_device_activity(*trace, std::move(*device_activity_), clock, pushed_to_trace);
+      device_activity_.reset();
+    }
     trace->pid = static_cast<std::int64_t>(::getpid());
     trace->process_name = detail::process_name();
     trace->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
@@ -421,6 +457,8 @@ class Profiler {
     step_nvtx_pushed_ = (flags & detail::kNvtxAttached) != 0;
     if (step_nvtx_pushed_) detail::nvtx_push(fmt::format("ProfilerStep#{}", step_num_), Category::Step);
     step_recorded_ = (flags & detail::kRecording) != 0;
+    step_correlation_sequence_ =
+        step_recorded_ && (flags & detail::kCorrelating) != 0 ? detail::push_external_correlation() : 0;
     step_start_ticks_ = detail::now_ticks();
   }
 
@@ -432,7 +470,9 @@ class Profiler {
     if (!step_recorded_) return;
     step_recorded_ = false;
     detail::push_event(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {detail::now_ticks()},
-                                     EventKind::Step, Category::Step});
+                                     EventKind::Step, Category::Step, step_correlation_sequence_});
+    if (step_correlation_sequence_ != 0) detail::pop_external_correlation();
+    step_correlation_sequence_ = 0;
   }
 
   void warn_incorrect_schedule(Action previous, Action current) {
@@ -460,6 +500,10 @@ class Profiler {
   bool step_recorded_ = false;
   bool step_nvtx_pushed_ = false;  // ProfilerStep#N is an NVTX range too, whether recorded or not
   std::int64_t step_start_ticks_ = 0;
+  std::uint32_t step_correlation_sequence_ = 0;
+  detail::GpuBackend* gpu_backend_ = nullptr;  // set when CUDA activity is asked for and a backend is linked
+  bool gpu_enabled_ = false;
+  std::optional<detail::DeviceActivity> device_activity_;
   detail::ClockSample window_start_{};
   detail::ClockSample window_end_{};
   detail::DrainedEvents drained_;
@@ -506,3 +550,7 @@ inline TraceHandler tensorboard_trace_handler(std::string dir, std::string worke
 }
 
 DLPROF_END_NAMESPACE
+
+#if defined(DLPROF_WITH_CUPTI) && DLPROF_WITH_CUPTI
+#  include "dlprof/cupti.hpp"
+#endif

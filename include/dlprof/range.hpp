@@ -8,8 +8,10 @@
 //
 // Cost: while no Profiler window is open and no NVTX tool is attached, a range is one relaxed
 // load and a branch at each end. While recording, it reads the clock twice and writes one
-// 32-byte event to its thread's ring: no lock, no allocation, no system call. Ranges are also
-// NVTX ranges in the "dlprof" domain when an NVTX tool (Nsight Systems) is attached.
+// 32-byte event to its thread's ring: no lock, no allocation, no system call. While GPU activity
+// is recorded too, it also pushes an external correlation id so the kernels it launches link to
+// it (detail/correlation.hpp). Ranges are also NVTX ranges in the "dlprof" domain when an NVTX
+// tool (Nsight Systems) is attached.
 #pragma once
 
 #include <pthread.h>
@@ -27,6 +29,7 @@
 #include "dlprof/detail/active.hpp"
 #include "dlprof/detail/clock.hpp"
 #include "dlprof/detail/event.hpp"
+#include "dlprof/detail/correlation.hpp"
 #include "dlprof/detail/nvtx.hpp"
 #include "dlprof/detail/ring_buffer.hpp"
 #include "dlprof/detail/string_table.hpp"
@@ -48,6 +51,7 @@ class ScopedRange {
       if (flags_ & detail::kRecording) {
         name_ = detail::site_name_id(site);
         category_ = site.category;
+        if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
         begin_ = detail::now_ticks();
       }
     }
@@ -70,8 +74,11 @@ class ScopedRange {
 
   DLPROF_ALWAYS_INLINE ~ScopedRange() {
     if (DLPROF_UNLIKELY(flags_ != 0)) {
-      if (flags_ & detail::kRecording)
-        detail::push_event(detail::Event{name_, begin_, {detail::now_ticks()}, EventKind::Range, category_});
+      if (flags_ & detail::kRecording) {
+        detail::push_event(
+            detail::Event{name_, begin_, {detail::now_ticks()}, EventKind::Range, category_, correlation_sequence_});
+        if (correlation_sequence_ != 0) detail::pop_external_correlation();
+      }
       if (flags_ & detail::kNvtxAttached) detail::nvtx_pop();
     }
   }
@@ -113,11 +120,13 @@ class ScopedRange {
         return;
       }
       category_ = category;
+      if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
       begin_ = detail::now_ticks();
     }
   }
 
   std::uint32_t flags_;
+  std::uint32_t correlation_sequence_ = 0;  // non-zero: an external correlation id was pushed
   Category category_ = Category::User;
   detail::NameId name_ = 0;
   std::int64_t begin_ = 0;

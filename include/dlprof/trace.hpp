@@ -69,12 +69,116 @@ struct TraceEvent {
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;    ///< == start_ns for instants and counters
   double value = 0;           ///< counter sample
+  std::uint64_t external_id = 0;  ///< ranges and steps: the `External id` GPU work links to; 0 otherwise
   std::uint32_t name = 0;     ///< index into Trace::names
   std::uint32_t thread = 0;   ///< index into Trace::threads
   EventKind kind = EventKind::Range;
   Category category = Category::User;
 
   std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
+};
+
+/// What a GPU event is; each is written with its Kineto category (kernel, gpu_memcpy, ...).
+enum class GpuEventKind : std::uint8_t {
+  Kernel,
+  Memcpy,      ///< one device (HtoD, DtoH, DtoD on one GPU, ...)
+  MemcpyPeer,  ///< between two devices
+  Memset,
+  Sync,        ///< cuda_sync: stream, event or context synchronisation, stream wait
+  Annotation   ///< gpu_user_annotation: the GPU span of the work one range launched on a stream
+};
+
+/// Launch configuration and resources of a kernel, with Kineto's occupancy figures.
+struct KernelDetails {
+  std::uint32_t grid[3] = {1, 1, 1};
+  std::uint32_t block[3] = {1, 1, 1};
+  std::uint32_t registers_per_thread = 0;
+  std::uint32_t static_shared_memory = 0;   ///< bytes
+  std::uint32_t dynamic_shared_memory = 0;  ///< bytes
+  std::int64_t queued_ns = 0;               ///< CUPTI's queued timestamp; 0 when not collected
+  float blocks_per_sm = 0;
+  float warps_per_sm = 0;
+  int est_achieved_occupancy_percent = 0;
+};
+
+/// A copy or a fill: size and the kinds of memory at both ends (CUPTI's enum values).
+struct CopyDetails {
+  std::uint64_t bytes = 0;
+  std::uint8_t copy_kind = 0;    ///< CUpti_ActivityMemcpyKind (HtoD = 1, ...)
+  std::uint8_t source_kind = 0;  ///< CUpti_ActivityMemoryKind (Pageable = 1, Pinned = 2, Device = 3, ...)
+  std::uint8_t destination_kind = 0;
+  std::uint32_t source_device = 0;  ///< peer copies
+  std::uint32_t destination_device = 0;
+  std::uint32_t source_context = 0;
+  std::uint32_t destination_context = 0;
+};
+
+/// A synchronisation: CUpti_ActivitySynchronizationType and the CUDA event waited on.
+struct SyncDetails {
+  std::uint8_t type = 0;
+  std::uint32_t cuda_event_id = 0;
+};
+
+/// Work a GPU did, on the device's timeline (pid = device, tid = stream in the trace).
+struct GpuEvent {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint64_t external_id = 0;  ///< External id of the range that launched it; 0 if none
+  std::uint32_t name = 0;         ///< index into Trace::names
+  std::uint32_t device = 0;
+  std::uint32_t context = 0;
+  std::int64_t stream = 0;        ///< CUDA stream id; -1 for a context synchronisation
+  std::uint32_t correlation = 0;  ///< CUPTI correlation id shared with the API call; 0 if none
+  GpuEventKind kind = GpuEventKind::Kernel;
+  KernelDetails kernel;  ///< Kernel only
+  CopyDetails copy;      ///< Memcpy, MemcpyPeer, Memset (bytes and memory kind)
+  SyncDetails sync;      ///< Sync only
+
+  std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
+};
+
+/// A call into the CUDA runtime or driver API, on the calling thread's timeline.
+struct ApiEvent {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint64_t external_id = 0;  ///< External id of the innermost range around the call; 0 if none
+  std::uint32_t name = 0;         ///< index into Trace::names, e.g. "cudaLaunchKernel"
+  std::uint32_t thread = 0;       ///< index into Trace::threads
+  std::uint32_t cbid = 0;         ///< CUPTI callback id
+  std::uint32_t correlation = 0;
+  bool driver = false;            ///< cuda_driver rather than cuda_runtime
+
+  std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
+};
+
+/// A device allocation (bytes > 0) or release (bytes < 0), as a `[memory]` instant event.
+struct MemoryEvent {
+  std::int64_t time_ns = 0;
+  std::uint64_t address = 0;
+  std::int64_t bytes = 0;
+  std::int64_t total_allocated = 0;  ///< on the device after this event, counted from the window's start
+  std::uint32_t device = 0;
+  std::uint32_t thread = 0;  ///< index into Trace::threads
+};
+
+/// Time CUPTI itself spent (buffer flushes, instrumentation), on its own row.
+struct OverheadEvent {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t name = 0;
+};
+
+/// How GPU collection went in a window: what was lost and why.
+struct GpuCollectionStats {
+  bool enabled = false;                 ///< a GPU backend collected this window
+  std::uint64_t records = 0;            ///< activity records read from CUPTI's buffers
+  std::uint64_t dropped_records = 0;    ///< translated records lost to a full device buffer
+  std::uint64_t cupti_dropped_records = 0;  ///< records CUPTI itself dropped (no buffer available)
+  std::uint64_t unknown_records = 0;    ///< records of kinds dlprof does not translate, skipped
+  std::uint64_t late_records = 0;       ///< records of an earlier window that arrived after it closed
+  std::uint64_t clipped_annotations = 0;///< gpu_user_annotation spans shortened so slices nest
+  std::string cupti_version;            ///< e.g. "13.0"; empty if unknown
+  std::string driver_version;
 };
 
 /// What one recording window collected. Events are ordered by thread, then by start time,
@@ -93,6 +197,13 @@ struct Trace {
   std::string clock_source;          ///< "tsc" or "clock_monotonic"
   DistributedInfo distributed;
   std::vector<DeviceProperties> devices;
+  /// GPU side (empty without Activity::CUDA): device work sorted by device, stream and start; API
+  /// calls sorted by thread and start.
+  std::vector<GpuEvent> gpu_events;
+  std::vector<ApiEvent> api_events;
+  std::vector<MemoryEvent> memory_events;
+  std::vector<OverheadEvent> overhead_events;
+  GpuCollectionStats gpu;
   /// Extra top-level keys, written verbatim: the value must already be JSON text.
   std::vector<std::pair<std::string, std::string>> metadata;
 

@@ -11,6 +11,7 @@ namespace detail {
 
 inline constexpr std::uint32_t kRecording = 1u;    ///< a Profiler window is open: events go to the rings
 inline constexpr std::uint32_t kNvtxAttached = 2u; ///< an NVTX tool (e.g. Nsight Systems) is injected
+inline constexpr std::uint32_t kCorrelating = 4u;  ///< GPU activity is recorded: ranges push external correlation ids
 
 /// Constant-initialised, so the idle cost of a range is this one relaxed load and a branch.
 inline std::atomic<std::uint32_t> g_active{0};

@@ -14,6 +14,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/clock.hpp"
+#include "dlprof/detail/correlation.hpp"
 #include "dlprof/detail/event.hpp"
 #include "dlprof/detail/ring_buffer.hpp"
 #include "dlprof/detail/string_table.hpp"
@@ -26,6 +27,7 @@ namespace detail {
 struct DrainedEvents {
   struct Thread {
     std::int64_t os_tid;
+    std::uint32_t ordinal;  // high half of the external ids its ranges pushed
     std::string name;
     std::vector<Event> events;
   };
@@ -39,7 +41,7 @@ struct DrainedEvents {
 inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
   DrainedEvents drained;
   RingRegistry::instance().drain_all([&](ThreadRing& ring) {
-    DrainedEvents::Thread thread{ring.os_tid(), ring.thread_name(), {}};
+    DrainedEvents::Thread thread{ring.os_tid(), ring.thread_ordinal(), ring.thread_name(), {}};
     ring.drain([&](const Event& event) {
       if (event.start >= start_tick && event.start <= end_tick) thread.events.push_back(event);
     });
@@ -124,6 +126,8 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
             event.value = raw.value;
             break;
         }
+        // The pushed external id for now; assign_external_ids() replaces it.
+        if (raw.correlation_sequence != 0) event.external_id = make_external_id(thread.ordinal, raw.correlation_sequence);
         if (raw.kind == EventKind::Step) {
           event.name = index_of_step(raw.name);
         } else {
@@ -137,6 +141,20 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
     }
   });
   return trace;
+}
+
+/// Gives every range and step its trace `External id`, 1, 2, ... in trace order (as Kineto
+/// numbers ops), and returns the map from the ids ranges pushed to CUPTI to those.
+inline std::unordered_map<std::uint64_t, std::uint64_t> assign_external_ids(Trace& trace) {
+  std::unordered_map<std::uint64_t, std::uint64_t> pushed_to_trace;
+  std::uint64_t next = 0;
+  for (TraceEvent& event : trace.events) {
+    if (event.kind != EventKind::Range && event.kind != EventKind::Step) continue;
+    const std::uint64_t pushed = event.external_id;
+    event.external_id = ++next;
+    if (pushed != 0) pushed_to_trace.emplace(pushed, event.external_id);
+  }
+  return pushed_to_trace;
 }
 
 }  // namespace detail

@@ -25,6 +25,9 @@ struct Event {
   };
   EventKind kind;  // for Step events `name` holds the step number
   Category category;
+  /// Ranges and steps recorded while GPU activity was collected: the per-thread sequence number of
+  /// the external correlation id they pushed (gpu_activity.hpp); 0 otherwise.
+  std::uint32_t correlation_sequence = 0;
 };
 
 static_assert(std::is_trivially_copyable_v<Event>, "events are copied as raw bytes");

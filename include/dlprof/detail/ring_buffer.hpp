@@ -36,14 +36,26 @@ inline std::size_t round_up_to_power_of_two(std::size_t n) noexcept {
 
 inline std::int64_t current_os_tid() noexcept { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
 
+/// A number for the calling thread that no other thread of the process ever gets (OS thread ids
+/// are reused): the high half of the external correlation ids its ranges push.
+inline thread_local std::uint32_t t_thread_ordinal = 0;
+inline std::atomic<std::uint32_t> g_next_thread_ordinal{1};
+
+inline std::uint32_t thread_ordinal() noexcept {
+  if (DLPROF_UNLIKELY(t_thread_ordinal == 0))
+    t_thread_ordinal = g_next_thread_ordinal.fetch_add(1, std::memory_order_relaxed);
+  return t_thread_ordinal;
+}
+
 class ThreadRing {
  public:
-  ThreadRing(std::size_t capacity, std::int64_t os_tid, std::string thread_name)
+  ThreadRing(std::size_t capacity, std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0)
       : slots_(std::make_unique<Event[]>(round_up_to_power_of_two(capacity))),  // value-initialised: every page touched now
         capacity_(round_up_to_power_of_two(capacity)),
         mask_(capacity_ - 1),
         limit_(capacity_),
         os_tid_(os_tid),
+        thread_ordinal_(thread_ordinal),
         thread_name_(std::move(thread_name)) {}
 
   ThreadRing(const ThreadRing&) = delete;
@@ -106,6 +118,7 @@ class ThreadRing {
 
   std::size_t capacity() const noexcept { return capacity_; }
   std::int64_t os_tid() const noexcept { return os_tid_; }
+  std::uint32_t thread_ordinal() const noexcept { return thread_ordinal_; }
   /// Thread name; guarded by the registry's mutex.
   const std::string& thread_name() const noexcept { return thread_name_; }
   void set_thread_name(std::string name) { thread_name_ = std::move(name); }
@@ -125,6 +138,7 @@ class ThreadRing {
   std::uint64_t drops_reported_ = 0;
   std::atomic<bool> exited_{false};
   std::int64_t os_tid_;
+  std::uint32_t thread_ordinal_;
   std::string thread_name_;
 };
 
@@ -137,9 +151,9 @@ class RingRegistry {
     return registry;
   }
 
-  std::shared_ptr<ThreadRing> attach(std::int64_t os_tid, std::string thread_name) {
+  std::shared_ptr<ThreadRing> attach(std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name));
+    auto ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name), thread_ordinal);
     rings_.push_back(ring);
     return ring;
   }
@@ -214,7 +228,7 @@ DLPROF_NOINLINE inline ThreadRing* attach_thread_ring() {
   std::string name = t_ring_owner.ring             ? t_ring_owner.ring->thread_name()
                      : !t_pending_thread_name.empty() ? t_pending_thread_name
                                                       : native_thread_name();
-  t_ring_owner.ring = RingRegistry::instance().attach(current_os_tid(), std::move(name));
+  t_ring_owner.ring = RingRegistry::instance().attach(current_os_tid(), std::move(name), thread_ordinal());
   t_ring = t_ring_owner.ring.get();
   return t_ring;
 }

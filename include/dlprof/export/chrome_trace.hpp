@@ -27,6 +27,7 @@
 #include <string>
 #include <iterator>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -136,6 +137,349 @@ inline void write_device_properties(JsonWriter& json, const DeviceProperties& de
   json.character('}');
 }
 
+
+/// Kineto's spelling of CUPTI's copy and memory kinds, for "Memcpy HtoD (Pageable -> Device)".
+constexpr std::string_view memcpy_kind_name(std::uint8_t kind) noexcept {
+  constexpr std::string_view kNames[] = {"<unknown>", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                         "AtoD",      "DtoA", "DtoD", "HtoH", "PtoP"};
+  return kind < std::size(kNames) ? kNames[kind] : "<unknown>";
+}
+constexpr std::string_view memory_kind_name(std::uint8_t kind) noexcept {
+  constexpr std::string_view kNames[] = {"Unknown", "Pageable", "Pinned", "Device",
+                                         "Array",   "Managed",  "Device Static", "Managed Static"};
+  return kind < std::size(kNames) ? kNames[kind] : "Unrecognized";
+}
+/// CUpti_ActivitySynchronizationType as Kineto names it.
+constexpr std::string_view sync_kind_name(std::uint8_t type) noexcept {
+  switch (type) {
+    case 1: return "Event Sync";
+    case 2: return "Stream Wait Event";
+    case 3: return "Stream Sync";
+    case 4: return "Context Sync";
+    default: return "Unknown Sync";
+  }
+}
+
+/// Synchronisations get a row of their own next to their stream's ("stream 7 (sync)"): a CPU-side
+/// wait overlaps the kernels it waits for, and slices on one row must nest.
+inline constexpr std::int64_t kSyncRowOffset = 1'000'000;
+/// GPU processes sort after every CPU process (Kineto's kExceedMaxPid).
+inline constexpr std::int64_t kGpuSortIndexOffset = 5'000'000;
+
+inline void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stats) {
+  const std::pair<std::string_view, std::uint64_t> counters[] = {
+      {"dlprof_gpu_records", stats.records},
+      {"dlprof_gpu_dropped_records", stats.dropped_records},
+      {"dlprof_cupti_dropped_records", stats.cupti_dropped_records},
+      {"dlprof_gpu_unknown_records", stats.unknown_records},
+      {"dlprof_gpu_late_records", stats.late_records},
+      {"dlprof_gpu_clipped_annotations", stats.clipped_annotations},
+  };
+  for (const auto& [key, value] : counters) {
+    json.raw(",\n  \"");
+    json.raw(key);
+    json.raw("\": ");
+    json.integer(static_cast<std::int64_t>(value));
+  }
+  if (!stats.cupti_version.empty()) {
+    json.raw(",\n  \"cupti_version\": ");
+    json.string(stats.cupti_version);
+  }
+  if (!stats.driver_version.empty()) {
+    json.raw(",\n  \"cuda_driver_version\": ");
+    json.string(stats.driver_version);
+  }
+}
+
+/// Writes the GPU side of a trace: API calls on their threads, device work on (device, stream)
+/// rows, ac2g flows between them, allocations and CUPTI's overhead.
+template <class WriteName, class Relative>
+class GpuEventWriter {
+ public:
+  GpuEventWriter(const Trace& trace, JsonWriter& json, const WriteName& write_name, const Relative& relative)
+      : trace_(trace), json_(json), write_name_(write_name), relative_(relative) {}
+
+  void write_all(const std::function<void(std::string_view)>& flush, fmt::memory_buffer& out, std::size_t flush_bytes) {
+    if (trace_.api_events.empty() && trace_.gpu_events.empty() && trace_.memory_events.empty() &&
+        trace_.overhead_events.empty())
+      return;
+    // A flow is drawn only between two slices that are both in the trace.
+    for (const GpuEvent& work : trace_.gpu_events)
+      if (work.correlation != 0 && work.kind != GpuEventKind::Annotation) launched_.insert(work.correlation);
+    for (const ApiEvent& call : trace_.api_events) called_.insert(call.correlation);
+    const auto maybe_flush = [&] {
+      if (flush && out.size() >= flush_bytes) {
+        flush(std::string_view(out.data(), out.size()));
+        out.clear();
+      }
+    };
+    for (const ApiEvent& call : trace_.api_events) {
+      maybe_flush();
+      write_call(call);
+    }
+    write_gpu_metadata();
+    for (const GpuEvent& work : trace_.gpu_events) {
+      maybe_flush();
+      write_work(work);
+    }
+    for (const MemoryEvent& memory : trace_.memory_events) {
+      maybe_flush();
+      write_memory(memory);
+    }
+    for (const OverheadEvent& overhead : trace_.overhead_events) {
+      maybe_flush();
+      write_overhead(overhead);
+    }
+  }
+
+ private:
+  void key(std::string_view name) {
+    json_.raw(", \"");
+    json_.raw(name);
+    json_.raw("\": ");
+  }
+  void integer_arg(std::string_view name, std::int64_t value) {
+    key(name);
+    json_.integer(value);
+  }
+  void slice_opening(std::string_view category, std::uint32_t name, std::int64_t pid, std::int64_t tid,
+                     std::int64_t start_ns, std::int64_t duration_ns) {
+    json_.raw("  {\"ph\": \"X\", \"cat\": \"");
+    json_.raw(category);
+    json_.raw("\", \"name\": ");
+    write_name_(name);
+    json_.raw(", \"pid\": ");
+    json_.integer(pid);
+    json_.raw(", \"tid\": ");
+    json_.integer(tid);
+    json_.raw(", \"ts\": ");
+    json_.microseconds(relative_(start_ns));
+    json_.raw(", \"dur\": ");
+    json_.microseconds(duration_ns);
+  }
+  void flow(char phase, std::uint32_t correlation, std::int64_t pid, std::int64_t tid, std::int64_t ns) {
+    json_.raw("  {\"ph\": \"");
+    json_.character(phase);
+    json_.raw("\", \"id\": ");
+    json_.integer(correlation);
+    json_.raw(", \"pid\": ");
+    json_.integer(pid);
+    json_.raw(", \"tid\": ");
+    json_.integer(tid);
+    json_.raw(", \"ts\": ");
+    json_.microseconds(relative_(ns));
+    json_.raw(phase == 'f' ? ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"},\n"
+                           : ", \"cat\": \"ac2g\", \"name\": \"ac2g\"},\n");
+  }
+  /// Opens args with the External id when there is one (Kineto writes it first, and only then).
+  void args_opening(std::uint64_t external_id) {
+    json_.raw(", \"args\": {");
+    if (external_id != 0) {
+      json_.raw("\"External id\": ");
+      json_.integer(static_cast<std::int64_t>(external_id));
+      json_.raw(", ");
+    }
+  }
+  /// Kineto's "memory bandwidth (GB/s)": bytes per ns, the string "N/A" for an instant copy.
+  void bandwidth(std::uint64_t bytes, std::int64_t duration_ns) {
+    key("memory bandwidth (GB/s)");
+    if (duration_ns <= 0) {
+      json_.raw("\"N/A\"");
+      return;
+    }
+    json_.number(static_cast<double>(bytes) / static_cast<double>(duration_ns));
+  }
+  /// Kineto's floats, printed with six decimals.
+  void float_arg(std::string_view name, float value) {
+    key(name);
+    if (!std::isfinite(value)) {
+      json_.raw("\"inf\"");
+      return;
+    }
+    fmt::format_to(std::back_inserter(scratch_), "{:f}", value);
+    json_.raw(std::string_view(scratch_.data(), scratch_.size()));
+    scratch_.clear();
+  }
+
+  void write_call(const ApiEvent& call) {
+    const std::int64_t tid = trace_.threads[call.thread].os_tid;
+    slice_opening(call.driver ? "cuda_driver" : "cuda_runtime", call.name, trace_.pid, tid, call.start_ns,
+                  call.duration_ns());
+    args_opening(call.external_id);
+    json_.raw("\"cbid\": ");
+    json_.integer(call.cbid);
+    integer_arg("correlation", call.correlation);
+    json_.raw("}},\n");
+    if (launched_.count(call.correlation) != 0) flow('s', call.correlation, trace_.pid, tid, call.start_ns);
+  }
+
+  static std::int64_t row_of(const GpuEvent& work) noexcept {
+    if (work.kind == GpuEventKind::Sync) return std::max<std::int64_t>(work.stream, 0) + kSyncRowOffset;
+    return work.stream;
+  }
+
+  void write_work(const GpuEvent& work) {
+    const std::int64_t pid = work.device;
+    const std::int64_t tid = row_of(work);
+    switch (work.kind) {
+      case GpuEventKind::Kernel: {
+        const KernelDetails& kernel = work.kernel;
+        slice_opening("kernel", work.name, pid, tid, work.start_ns, work.duration_ns());
+        args_opening(work.external_id);
+        json_.raw("\"queued\": ");
+        json_.integer(kernel.queued_ns / 1000);  // Kineto writes µs, truncated
+        integer_arg("device", work.device);
+        integer_arg("context", work.context);
+        integer_arg("stream", work.stream);
+        integer_arg("correlation", work.correlation);
+        integer_arg("registers per thread", kernel.registers_per_thread);
+        integer_arg("shared memory", std::int64_t{kernel.static_shared_memory} + kernel.dynamic_shared_memory);
+        float_arg("blocks per SM", kernel.blocks_per_sm);
+        float_arg("warps per SM", kernel.warps_per_sm);
+        key("grid");
+        dims(kernel.grid);
+        key("block");
+        dims(kernel.block);
+        integer_arg("est. achieved occupancy %", kernel.est_achieved_occupancy_percent);
+        break;
+      }
+      case GpuEventKind::Memcpy:
+      case GpuEventKind::Memset: {
+        const CopyDetails& copy = work.copy;
+        slice_opening(work.kind == GpuEventKind::Memcpy ? "gpu_memcpy" : "gpu_memset", work.name, pid, tid,
+                      work.start_ns, work.duration_ns());
+        args_opening(work.external_id);
+        json_.raw("\"device\": ");
+        json_.integer(work.device);
+        integer_arg("context", work.context);
+        integer_arg("stream", work.stream);
+        integer_arg("correlation", work.correlation);
+        integer_arg("bytes", static_cast<std::int64_t>(copy.bytes));
+        bandwidth(copy.bytes, work.duration_ns());
+        break;
+      }
+      case GpuEventKind::MemcpyPeer: {
+        const CopyDetails& copy = work.copy;
+        slice_opening("gpu_memcpy", work.name, pid, tid, work.start_ns, work.duration_ns());
+        args_opening(work.external_id);
+        json_.raw("\"fromDevice\": ");
+        json_.integer(copy.source_device);
+        integer_arg("inDevice", work.device);
+        integer_arg("toDevice", copy.destination_device);
+        integer_arg("fromContext", copy.source_context);
+        integer_arg("inContext", work.context);
+        integer_arg("toContext", copy.destination_context);
+        integer_arg("stream", work.stream);
+        integer_arg("correlation", work.correlation);
+        integer_arg("bytes", static_cast<std::int64_t>(copy.bytes));
+        bandwidth(copy.bytes, work.duration_ns());
+        break;
+      }
+      case GpuEventKind::Sync: {
+        slice_opening("cuda_sync", work.name, pid, tid, work.start_ns, work.duration_ns());
+        args_opening(work.external_id);
+        json_.raw("\"cuda_sync_kind\": ");
+        json_.string(sync_kind_name(work.sync.type));
+        if (work.sync.type == 1 || work.sync.type == 2) integer_arg("wait_on_cuda_event_id", work.sync.cuda_event_id);
+        integer_arg("stream", work.stream);
+        integer_arg("correlation", work.correlation);
+        integer_arg("device", work.device);
+        integer_arg("context", work.context);
+        break;
+      }
+      case GpuEventKind::Annotation:
+        slice_opening("gpu_user_annotation", work.name, pid, tid, work.start_ns, work.duration_ns());
+        json_.raw(", \"args\": {\"External id\": ");
+        json_.integer(static_cast<std::int64_t>(work.external_id));
+        break;
+    }
+    json_.raw("}},\n");
+    if (work.kind != GpuEventKind::Annotation && work.correlation != 0 && work.kind != GpuEventKind::Sync &&
+        called_.count(work.correlation) != 0)
+      flow('f', work.correlation, pid, tid, work.start_ns);
+  }
+
+  void dims(const std::uint32_t (&xyz)[3]) {
+    json_.character('[');
+    json_.integer(xyz[0]);
+    json_.raw(", ");
+    json_.integer(xyz[1]);
+    json_.raw(", ");
+    json_.integer(xyz[2]);
+    json_.character(']');
+  }
+
+  void metadata(std::string_view name, std::int64_t pid, std::int64_t tid, std::string_view arg, std::string_view text,
+                std::int64_t number, bool is_text) {
+    json_.raw("  {\"name\": \"");
+    json_.raw(name);
+    json_.raw("\", \"ph\": \"M\", \"ts\": ");
+    json_.microseconds(relative_(trace_.window_start_ns));
+    json_.raw(", \"pid\": ");
+    json_.integer(pid);
+    json_.raw(", \"tid\": ");
+    json_.integer(tid);
+    json_.raw(", \"args\": {\"");
+    json_.raw(arg);
+    json_.raw("\": ");
+    if (is_text)
+      json_.string(text);
+    else
+      json_.integer(number);
+    json_.raw("}},\n");
+  }
+
+  /// Kineto's labels: one process per GPU ("GPU 0"), one thread per stream ("stream 7 ").
+  void write_gpu_metadata() {
+    std::vector<std::pair<std::uint32_t, std::int64_t>> rows;
+    for (const GpuEvent& work : trace_.gpu_events) rows.emplace_back(work.device, row_of(work));
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    std::int64_t last_device = -1;
+    for (const auto& [device, row] : rows) {
+      if (device != last_device) {
+        last_device = device;
+        metadata("process_name", device, 0, "name", trace_.process_name, 0, true);
+        metadata("process_labels", device, 0, "labels", fmt::format("GPU {}", device), 0, true);
+        metadata("process_sort_index", device, 0, "sort_index", {}, kGpuSortIndexOffset + device, false);
+      }
+      const std::string label = row >= kSyncRowOffset ? fmt::format("stream {} (sync)", row - kSyncRowOffset)
+                                                      : fmt::format("stream {} ", row);
+      metadata("thread_name", device, row, "name", label, 0, true);
+      metadata("thread_sort_index", device, row, "sort_index", {}, row, false);
+    }
+  }
+
+  void write_memory(const MemoryEvent& memory) {
+    json_.raw("  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": ");
+    json_.integer(trace_.pid);
+    json_.raw(", \"tid\": ");
+    json_.integer(trace_.threads[memory.thread].os_tid);
+    json_.raw(", \"ts\": ");
+    json_.microseconds(relative_(memory.time_ns));
+    json_.raw(", \"args\": {\"Device Type\": 1");  // c10::DeviceType::CUDA
+    integer_arg("Device Id", memory.device);
+    integer_arg("Addr", static_cast<std::int64_t>(memory.address));
+    integer_arg("Bytes", memory.bytes);
+    integer_arg("Total Allocated", memory.total_allocated);
+    integer_arg("Total Reserved", memory.total_allocated);  // no caching allocator: reserved is allocated
+    json_.raw("}},\n");
+  }
+
+  void write_overhead(const OverheadEvent& overhead) {
+    slice_opening("overhead", overhead.name, -1, 0, overhead.start_ns, overhead.end_ns - overhead.start_ns);
+    json_.raw("},\n");
+  }
+
+  const Trace& trace_;
+  JsonWriter& json_;
+  const WriteName& write_name_;
+  const Relative& relative_;
+  std::unordered_set<std::uint32_t> launched_;  // correlation ids with device work in the trace
+  std::unordered_set<std::uint32_t> called_;    // correlation ids with an API call in the trace
+  fmt::memory_buffer scratch_;
+};
+
 }  // namespace detail
 
 /// Appends the Chrome-trace JSON text of `trace` to `out`. `trace_name` is written as traceName
@@ -169,6 +513,7 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
   json.integer(static_cast<std::int64_t>(trace.overflowed_names));
   json.raw(",\n  \"dlprof_clock\": ");
   json.string(trace.clock_source);
+  if (trace.gpu.enabled) detail::write_gpu_collection_stats(json, trace.gpu);
   for (const auto& [key, value] : trace.metadata) {
     json.raw(",\n  ");
     json.string(key);
@@ -233,7 +578,6 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
     json.raw(std::string_view(escaped_names_buffer.data() + escaped_names[name].first, escaped_names[name].second));
   };
 
-  std::int64_t external_id = 0;
   std::int64_t event_index = 0;
   for (const TraceEvent& event : trace.events) {
     if (flush && out.size() >= kFlushBytes) {
@@ -255,7 +599,7 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
         json.raw(", \"dur\": ");
         json.microseconds(event.duration_ns());
         json.raw(", \"args\": {\"External id\": ");
-        json.integer(++external_id);
+        json.integer(static_cast<std::int64_t>(event.external_id));
         json.raw(", \"Record function id\": 0, \"Ev Idx\": ");
         json.integer(event_index);
         break;
@@ -271,6 +615,8 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
     json.raw("}},\n");
     ++event_index;
   }
+  detail::GpuEventWriter gpu_writer(trace, json, write_name, relative);
+  gpu_writer.write_all(flush, out, kFlushBytes);
   json.raw("  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
   json.microseconds(relative(trace.window_end_ns));
   json.raw("}\n  ],\n  \"traceName\": ");

@@ -1,0 +1,245 @@
+// dlprof/cupti.hpp: GPU activity through CUPTI. Link dlprof::cupti (profiler.hpp then includes
+// this header) or include it yourself, and `.activities({Activity::CPU, Activity::CUDA})` records
+// every kernel, copy, fill, synchronisation and CUDA API call of the recorded steps, linked to the
+// range that launched it:
+//
+//   dlprof::Profiler prof(dlprof::ProfilerOptions{}
+//       .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
+//       .schedule(dlprof::schedule(/*wait=*/1, /*warmup=*/1, /*active=*/3)));
+//
+// Start-up is probed in order: driver and devices, CUPTI library and version, subscription,
+// activity kinds. Any failure (no driver, no device, CUPTI missing, another profiler such as
+// Nsight Systems owning CUPTI, counters restricted to administrators) prints one warning naming
+// the cause and the CUDA/CUPTI error, and the program goes on recording CPU activity only.
+//
+// Kinds collected: CONCURRENT_KERNEL (never KIND_KERNEL, which serialises kernels), MEMCPY,
+// MEMCPY2, MEMSET, RUNTIME, DRIVER, SYNCHRONIZATION, EXTERNAL_CORRELATION, OVERHEAD, and MEMORY2
+// with profile_memory. CUPTI is enabled from the warm-up steps on, so its start-up cost falls
+// outside the recorded steps, and disabled when the schedule goes idle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/clock.hpp"
+#include "dlprof/detail/correlation.hpp"
+#include "dlprof/detail/cupti_library.hpp"
+#include "dlprof/detail/cupti_records.hpp"
+#include "dlprof/detail/gpu_activity.hpp"
+#include "dlprof/device_properties.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+/// The process's CUPTI activity session. CUPTI is process-wide, so there is one, never
+/// destroyed: CUPTI may still call back while static objects are being torn down at exit.
+class CuptiBackend final : public GpuBackend {
+ public:
+  /// Translated records one window may hold before it drops (and counts) more.
+  static constexpr std::size_t kMaxRecordsPerWindow = std::size_t{1} << 22;
+
+  static CuptiBackend& instance() {
+    static CuptiBackend* backend = new CuptiBackend();
+    return *backend;
+  }
+
+  bool enable(bool profile_memory) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!probed_) {
+      probed_ = true;
+      available_ = probe();
+    }
+    if (!available_) return false;
+    if (enabled_) return true;
+    kinds_ = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+              CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
+              CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER,
+              CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+              CUPTI_ACTIVITY_KIND_OVERHEAD};
+    if (profile_memory) kinds_.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
+    for (std::size_t i = 0; i < kinds_.size(); ++i) {
+      const CUptiResult result = cupti_.enable(kinds_[i]);
+      if (result == CUPTI_SUCCESS) continue;
+      for (std::size_t j = 0; j < i; ++j) cupti_.disable(kinds_[j]);
+      available_ = false;
+      warn_unavailable(fmt::format("cuptiActivityEnable(kind {}) failed: {}", static_cast<int>(kinds_[i]),
+                                   cupti_.describe(result)));
+      return false;
+    }
+    g_push_external_id.store(&push_external_id, std::memory_order_relaxed);
+    g_pop_external_id.store(&pop_external_id, std::memory_order_relaxed);
+    enabled_ = true;
+    return true;
+  }
+
+  void disable() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!enabled_) return;
+    for (const CUpti_ActivityKind kind : kinds_) cupti_.disable(kind);
+    cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // hand back buffers; nothing is collecting
+    enabled_ = false;
+  }
+
+  void begin_window() override {
+    cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // warm-up records: read and discarded
+    collector_->begin_window(clock(), devices_);
+  }
+
+  DeviceActivity end_window() override {
+    // Like torch.profiler, wait for the GPU work the window launched, so it is in this trace.
+    CUcontext context = nullptr;
+    if (driver_.ctx_get_current(&context) == CUDA_SUCCESS && context != nullptr) driver_.ctx_synchronize();
+    cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    DeviceActivity activity = collector_->end_window();
+    activity.stats.cupti_version = cupti_version_;
+    activity.stats.driver_version = driver_version_;
+    return activity;
+  }
+
+  /// Why GPU activity is not collected; empty while it is, or before the first attempt.
+  std::string unavailable_reason() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return unavailable_reason_;
+  }
+
+ private:
+  CuptiBackend() = default;
+
+  bool probe() {
+    std::string error;
+    if (!driver_.open(error)) return warn_unavailable(error);
+    if (const CUresult result = driver_.init(0); result != CUDA_SUCCESS)
+      return warn_unavailable(fmt::format("cuInit failed: {}", driver_.describe(result)));
+    int count = 0;
+    if (const CUresult result = driver_.device_get_count(&count); result != CUDA_SUCCESS)
+      return warn_unavailable(fmt::format("cuDeviceGetCount failed: {}", driver_.describe(result)));
+    if (count == 0) return warn_unavailable("no CUDA device is visible (check CUDA_VISIBLE_DEVICES)");
+    int driver_version = 0;
+    if (driver_.driver_get_version != nullptr && driver_.driver_get_version(&driver_version) == CUDA_SUCCESS)
+      driver_version_ = fmt::format("{}", driver_version);
+    for (int ordinal = 0; ordinal < count; ++ordinal) devices_.push_back(device_properties(ordinal));
+
+    if (!cupti_.open(error)) return warn_unavailable(error);
+    std::uint32_t version = 0;
+    if (const CUptiResult result = cupti_.get_version(&version); result != CUPTI_SUCCESS)
+      return warn_unavailable(fmt::format("cuptiGetVersion failed: {}", cupti_.describe(result)));
+    cupti_version_ = fmt::format("{}", version);
+    if (const CUptiResult result = cupti_.subscribe(&subscriber_, &ignore_callback, nullptr); result != CUPTI_SUCCESS)
+      return warn_unavailable(fmt::format("cuptiSubscribe failed: {}", cupti_.describe(result)));
+    // API records carry the OS thread id, the tid CPU events are written with.
+    if (cupti_.set_thread_id_type != nullptr) cupti_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    select_clock();
+    s_clock_ = BackendClock{true, sample_clocks(), process_ns_per_tick()};
+    if (cupti_.register_timestamp_callback == nullptr ||
+        cupti_.register_timestamp_callback(&timestamp) != CUPTI_SUCCESS)
+      s_clock_.ticks = false;  // CUPTI keeps CLOCK_REALTIME, which the collector takes as it is
+    collector_ = std::make_unique<RecordCollector>(cupti_, kMaxRecordsPerWindow);
+    pool_ = std::make_unique<BufferPool>(/*preallocated=*/8, /*max_buffers=*/64);
+    if (const CUptiResult result = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
+        result != CUPTI_SUCCESS)
+      return warn_unavailable(fmt::format("cuptiActivityRegisterCallbacks failed: {}", cupti_.describe(result)));
+    s_cupti_ = &cupti_;
+    return true;
+  }
+
+  DeviceProperties device_properties(int ordinal) const {
+    DeviceProperties properties;
+    properties.id = ordinal;
+    CUdevice device = 0;
+    if (driver_.device_get(&device, ordinal) != CUDA_SUCCESS) return properties;
+    char name[256] = {};
+    if (driver_.device_get_name(name, sizeof(name) - 1, device) == CUDA_SUCCESS) properties.name = name;
+    std::size_t memory = 0;
+    if (driver_.device_total_mem(&memory, device) == CUDA_SUCCESS)
+      properties.total_global_mem = static_cast<std::int64_t>(memory);
+    const auto attribute = [&](CUdevice_attribute which) {
+      int value = 0;
+      return driver_.device_get_attribute(&value, which, device) == CUDA_SUCCESS ? value : 0;
+    };
+    properties.compute_major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    properties.compute_minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    properties.max_threads_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    properties.max_threads_per_multiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+    properties.regs_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+    properties.regs_per_multiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    properties.warp_size = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+    properties.shared_mem_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    properties.shared_mem_per_block_optin = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    properties.shared_mem_per_multiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    properties.num_sms = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    return properties;
+  }
+
+  /// Prints the one warning of the process and returns false.
+  bool warn_unavailable(std::string reason) {
+    unavailable_reason_ = std::move(reason);
+    fmt::print(stderr, "dlprof: warning: GPU activity will not be recorded (CPU only): {}\n", unavailable_reason_);
+    return false;
+  }
+
+  static BackendClock clock() noexcept { return s_clock_; }
+
+  static std::uint64_t CUPTIAPI timestamp() {
+    return static_cast<std::uint64_t>(s_clock_.from_ticks(now_ticks()));
+  }
+
+  static void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+  static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+    *buffer = instance().pool_->acquire();
+    *size = *buffer != nullptr ? BufferPool::kBufferBytes : 0;  // no buffer: CUPTI drops and counts
+    *max_records = 0;                                            // as many as fit
+  }
+
+  static void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
+                                        std::size_t /*size*/, std::size_t valid_size) {
+    CuptiBackend& backend = instance();
+    if (buffer != nullptr) backend.collector_->buffer_completed(context, stream, buffer, valid_size);
+    backend.pool_->release(buffer);
+  }
+
+  static void push_external_id(std::uint64_t id) noexcept {
+    s_cupti_->push_external_correlation_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  }
+  static void pop_external_id() noexcept {
+    std::uint64_t popped = 0;
+    s_cupti_->pop_external_correlation_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
+  }
+
+  mutable std::mutex mutex_;  // guards probing and enabling
+  bool probed_ = false;
+  bool available_ = false;
+  bool enabled_ = false;
+  std::string unavailable_reason_;
+  CudaDriver driver_;
+  CuptiLibrary cupti_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  std::vector<CUpti_ActivityKind> kinds_;
+  std::vector<DeviceProperties> devices_;
+  std::string cupti_version_;
+  std::string driver_version_;
+  std::unique_ptr<BufferPool> pool_;  // 32 MiB lent to CUPTI, up to 256 MiB under load
+  std::unique_ptr<RecordCollector> collector_;
+  // Read by CUPTI's callbacks, which carry no user pointer; set once by probe().
+  static inline BackendClock s_clock_{};
+  static inline const CuptiLibrary* s_cupti_ = nullptr;
+};
+
+inline GpuBackend& cupti_backend() { return CuptiBackend::instance(); }
+
+/// Registers the backend when any translation unit of the program includes this header.
+inline const bool g_cupti_backend_registered = [] {
+  g_gpu_backend.store(&cupti_backend, std::memory_order_release);
+  return true;
+}();
+
+}  // namespace detail
+DLPROF_END_NAMESPACE

@@ -1,0 +1,92 @@
+// dlprof/detail/gpu_activity.hpp: what the Profiler knows of a GPU backend, with no CUDA header
+// in sight. The CUPTI backend (cupti.hpp) implements GpuBackend and registers itself here when a
+// program includes it; a program that does not gets CPU-only traces.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/clock.hpp"
+#include "dlprof/detail/correlation.hpp"
+#include "dlprof/device_properties.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+/// CUPTI's timestamps on dlprof's tick axis. When the backend hands CUPTI a timestamp callback
+/// built from now_ticks(), every GPU timestamp is `origin.realtime_ns + (ticks - origin.ticks) *
+/// ns_per_tick` and maps back to exact ticks, so GPU events go through the same window map as
+/// CPU events and a kernel can never appear before the call that launched it. Without the
+/// callback (older CUPTI), timestamps are CLOCK_REALTIME ns and are used as they are.
+struct BackendClock {
+  bool ticks = false;
+  ClockSample origin{};
+  double ns_per_tick = 1.0;
+
+  std::int64_t to_ticks(std::int64_t timestamp) const noexcept {
+    const double ticks_since = static_cast<double>(timestamp - origin.realtime_ns) / ns_per_tick;
+    return origin.ticks + static_cast<std::int64_t>(ticks_since < 0 ? ticks_since - 0.5 : ticks_since + 0.5);
+  }
+  std::int64_t from_ticks(std::int64_t tick) const noexcept {
+    const double ns_since = static_cast<double>(tick - origin.ticks) * ns_per_tick;
+    return origin.realtime_ns + static_cast<std::int64_t>(ns_since < 0 ? ns_since - 0.5 : ns_since + 0.5);
+  }
+};
+
+/// CUPTI's record of an API call made while an external id was on the stack.
+struct ExternalCorrelation {
+  std::uint32_t correlation = 0;
+  std::uint64_t external_id = 0;
+};
+
+/// A device allocation or release before its thread and running total are known.
+struct RawMemoryEvent {
+  std::int64_t timestamp = 0;
+  std::uint64_t address = 0;
+  std::int64_t bytes = 0;  ///< negative for a release
+  std::uint32_t device = 0;
+  std::uint32_t correlation = 0;
+};
+
+/// The records of one window as a backend hands them over: timestamps on the backend's clock,
+/// names as indices into `names`, ApiEvent::thread holding the OS thread id, external ids not
+/// yet resolved (`external_correlations` resolves them).
+struct DeviceActivity {
+  std::vector<GpuEvent> gpu;
+  std::vector<ApiEvent> api;
+  std::vector<RawMemoryEvent> memory;
+  std::vector<OverheadEvent> overhead;
+  std::vector<ExternalCorrelation> external_correlations;
+  std::vector<std::string> names;
+  std::vector<DeviceProperties> devices;
+  BackendClock clock;
+  GpuCollectionStats stats;
+};
+
+/// A source of GPU activity. The Profiler drives it from its state machine: enable() when a
+/// window is prepared (warm-up included, so CUPTI's start-up cost stays out of recorded steps),
+/// begin_window() when recording starts, end_window() when it stops, disable() when the schedule
+/// goes idle. Called from the thread driving the Profiler.
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  /// Turns collection on. False when it is unavailable: the backend has then warned once, naming
+  /// the cause, and the Profiler records CPU activity only.
+  virtual bool enable(bool profile_memory) = 0;
+  virtual void disable() = 0;
+  /// Discards the records collected so far (warm-up): the window starts now.
+  virtual void begin_window() = 0;
+  /// Waits for the GPU work launched so far, flushes CUPTI's buffers and hands over the window.
+  virtual DeviceActivity end_window() = 0;
+};
+
+/// The backend of this program, registered by cupti.hpp; null in a CPU-only program.
+using GpuBackendAccessor = GpuBackend& (*)();
+inline std::atomic<GpuBackendAccessor> g_gpu_backend{nullptr};
+
+}  // namespace detail
+DLPROF_END_NAMESPACE
