@@ -51,6 +51,13 @@ class CuptiBackend final : public GpuBackend {
     return *backend;
   }
 
+  /// A backend that opens libcuda.so.1 and libcupti itself (what instance() holds).
+  CuptiBackend() = default;
+  /// A backend over entry points given instead of opened: how the tests play a driver without a
+  /// device, CUPTI owned by another profiler, or counters restricted to administrators.
+  CuptiBackend(CudaDriver driver, CuptiLibrary cupti)
+      : libraries_given_(true), driver_(std::move(driver)), cupti_(std::move(cupti)) {}
+
   bool enable(bool profile_memory) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!probed_) {
@@ -111,11 +118,9 @@ class CuptiBackend final : public GpuBackend {
   }
 
  private:
-  CuptiBackend() = default;
-
   bool probe() {
     std::string error;
-    if (!driver_.open(error)) return warn_unavailable(error);
+    if (!libraries_given_ && !driver_.open(error)) return warn_unavailable(error);
     if (const CUresult result = driver_.init(0); result != CUDA_SUCCESS)
       return warn_unavailable(fmt::format("cuInit failed: {}", driver_.describe(result)));
     int count = 0;
@@ -127,7 +132,7 @@ class CuptiBackend final : public GpuBackend {
       driver_version_ = fmt::format("{}", driver_version);
     for (int ordinal = 0; ordinal < count; ++ordinal) devices_.push_back(device_properties(ordinal));
 
-    if (!cupti_.open(error)) return warn_unavailable(error);
+    if (!libraries_given_ && !cupti_.open(error)) return warn_unavailable(error);
     std::uint32_t version = 0;
     if (const CUptiResult result = cupti_.get_version(&version); result != CUPTI_SUCCESS)
       return warn_unavailable(fmt::format("cuptiGetVersion failed: {}", cupti_.describe(result)));
@@ -143,10 +148,10 @@ class CuptiBackend final : public GpuBackend {
       s_clock_.ticks = false;  // CUPTI keeps CLOCK_REALTIME, which the collector takes as it is
     collector_ = std::make_unique<RecordCollector>(cupti_, kMaxRecordsPerWindow);
     pool_ = std::make_unique<BufferPool>(/*preallocated=*/8, /*max_buffers=*/64);
+    s_active_ = this;  // CUPTI's callbacks carry no user pointer
     if (const CUptiResult result = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
         result != CUPTI_SUCCESS)
       return warn_unavailable(fmt::format("cuptiActivityRegisterCallbacks failed: {}", cupti_.describe(result)));
-    s_cupti_ = &cupti_;
     return true;
   }
 
@@ -194,27 +199,28 @@ class CuptiBackend final : public GpuBackend {
   static void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
   static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
-    *buffer = instance().pool_->acquire();
+    *buffer = s_active_->pool_->acquire();
     *size = *buffer != nullptr ? BufferPool::kBufferBytes : 0;  // no buffer: CUPTI drops and counts
     *max_records = 0;                                            // as many as fit
   }
 
   static void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
                                         std::size_t /*size*/, std::size_t valid_size) {
-    CuptiBackend& backend = instance();
+    CuptiBackend& backend = *s_active_;
     if (buffer != nullptr) backend.collector_->buffer_completed(context, stream, buffer, valid_size);
     backend.pool_->release(buffer);
   }
 
   static void push_external_id(std::uint64_t id) noexcept {
-    s_cupti_->push_external_correlation_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+    s_active_->cupti_.push_external_correlation_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
   }
   static void pop_external_id() noexcept {
     std::uint64_t popped = 0;
-    s_cupti_->pop_external_correlation_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
+    s_active_->cupti_.pop_external_correlation_id(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
   }
 
   mutable std::mutex mutex_;  // guards probing and enabling
+  bool libraries_given_ = false;
   bool probed_ = false;
   bool available_ = false;
   bool enabled_ = false;
@@ -228,9 +234,9 @@ class CuptiBackend final : public GpuBackend {
   std::string driver_version_;
   std::unique_ptr<BufferPool> pool_;  // 32 MiB lent to CUPTI, up to 256 MiB under load
   std::unique_ptr<RecordCollector> collector_;
-  // Read by CUPTI's callbacks, which carry no user pointer; set once by probe().
+  // Read by CUPTI's callbacks, which carry no user pointer; set by probe() before CUPTI can call.
   static inline BackendClock s_clock_{};
-  static inline const CuptiLibrary* s_cupti_ = nullptr;
+  static inline CuptiBackend* s_active_ = nullptr;
 };
 
 inline GpuBackend& cupti_backend() { return CuptiBackend::instance(); }
