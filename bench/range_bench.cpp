@@ -170,6 +170,7 @@ struct Recording {
   std::uint64_t windows = 0;
   std::uint64_t events = 0;
   std::uint64_t dropped = 0;
+  bool gpu_correlation = false;  // windows also raise kCorrelating (no GPU backend here to do it)
 };
 Recording g_recording;
 
@@ -195,6 +196,7 @@ void restart_window(benchmark::State& state) {
   if (state.thread_index() == 0) {
     g_recording.profiler->stop();
     g_recording.profiler->start();
+    if (g_recording.gpu_correlation) dlprof::detail::g_active.fetch_or(dlprof::detail::kCorrelating);
   }
   g_recording.barrier.arrive_and_wait(state.threads());
   state.ResumeTiming();
@@ -245,6 +247,40 @@ BENCHMARK(BM_dlprof_range_recording)
     ->Threads(2)
     ->Setup(start_recording)
     ->Teardown(end_recording);
+
+// While GPU activity is recorded, each range also pushes and pops an external correlation id so
+// the kernels it launches link to it. The hooks here keep the id on a thread-local stack, the
+// least CUPTI's own push/pop can do: this measures dlprof's share of the cost, not CUPTI's.
+thread_local std::uint64_t t_external_ids[64];
+thread_local int t_external_depth = 0;
+void push_external_id(std::uint64_t id) noexcept { t_external_ids[t_external_depth++ & 63] = id; }
+void pop_external_id() noexcept { --t_external_depth; }
+
+void start_recording_with_gpu_correlation(const benchmark::State& state) {
+  dlprof::detail::g_push_external_id.store(&push_external_id);
+  dlprof::detail::g_pop_external_id.store(&pop_external_id);
+  g_recording.gpu_correlation = true;
+  start_recording(state);
+  dlprof::detail::g_active.fetch_or(dlprof::detail::kCorrelating);
+}
+
+void end_recording_with_gpu_correlation(const benchmark::State& state) {
+  g_recording.gpu_correlation = false;
+  dlprof::detail::g_active.fetch_and(~dlprof::detail::kCorrelating);
+  end_recording(state);
+}
+
+void BM_dlprof_range_recording_gpu_correlation(benchmark::State& state) {
+  record_ranges(state, [](std::int64_t) {
+    DLPROF_RANGE("recorded");
+    if (DLPROF_UNLIKELY(t_external_depth != 1)) std::abort();  // the id is pushed for the range's lifetime
+  });
+}
+BENCHMARK(BM_dlprof_range_recording_gpu_correlation)
+    ->ArgName("events_per_thread")
+    ->Arg(1 << 16)
+    ->Setup(start_recording_with_gpu_correlation)
+    ->Teardown(end_recording_with_gpu_correlation);
 
 // 64 recurring names: formatting plus a hit in the per-thread intern cache (most of the time).
 void BM_dlprof_range_f_recording(benchmark::State& state) {

@@ -9,200 +9,21 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "played_cuda.hpp"
+
 namespace {
 
-using dlprof::detail::CudaDriver;
 using dlprof::detail::CuptiBackend;
 using dlprof::detail::CuptiLibrary;
+using dlprof_test::launch_kernel;
+using dlprof_test::played;
+using dlprof_test::played_cupti;
+using dlprof_test::played_driver;
+using dlprof_test::Played;
 using testing::HasSubstr;
-
-/// What the played driver and CUPTI session were asked, and what they answer.
-struct Played {
-  CUresult init_result = CUDA_SUCCESS;
-  int device_count = 1;
-  CUptiResult subscribe_result = CUPTI_SUCCESS;
-  CUpti_ActivityKind refused_kind = CUPTI_ACTIVITY_KIND_INVALID;
-  CUptiResult refusal = CUPTI_SUCCESS;
-  std::vector<CUpti_ActivityKind> enabled;
-  std::vector<CUpti_ActivityKind> disabled;
-  std::vector<std::uint32_t> flushes;
-  int synchronizations = 0;
-  CUpti_BuffersCallbackRequestFunc requested = nullptr;
-  CUpti_BuffersCallbackCompleteFunc completed = nullptr;
-  CUpti_TimestampCallbackFunc timestamp = nullptr;
-  std::vector<std::uint64_t> external_ids;  // CUPTI's external correlation stack
-  std::vector<std::uint8_t> pending;        // records completed at the next flush
-  std::uint32_t next_correlation = 100;
-};
-Played played;
-
-CudaDriver played_driver() {
-  CudaDriver driver;
-  driver.init = [](unsigned) { return played.init_result; };
-  driver.driver_get_version = [](int* version) {
-    *version = 13000;
-    return CUDA_SUCCESS;
-  };
-  driver.device_get_count = [](int* count) {
-    *count = played.device_count;
-    return CUDA_SUCCESS;
-  };
-  driver.device_get = [](CUdevice* device, int ordinal) {
-    *device = ordinal;
-    return CUDA_SUCCESS;
-  };
-  driver.device_get_attribute = [](int* value, CUdevice_attribute attribute, CUdevice) {
-    switch (attribute) {
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
-      case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-      case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-      case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *value = 2048; break;
-      case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *value = 65536; break;
-      case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *value = 65536; break;
-      case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 49152; break;
-      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = 232448; break;
-      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *value = 233472; break;
-      default: *value = 0;
-    }
-    return CUDA_SUCCESS;
-  };
-  driver.device_get_name = [](char* name, int length, CUdevice) {
-    std::strncpy(name, "NVIDIA H100 80GB HBM3", static_cast<std::size_t>(length));
-    return CUDA_SUCCESS;
-  };
-  driver.device_total_mem = [](std::size_t* bytes, CUdevice) {
-    *bytes = std::size_t{85} << 30;
-    return CUDA_SUCCESS;
-  };
-  driver.ctx_get_current = [](CUcontext* context) {
-    static int fake_context;
-    *context = reinterpret_cast<CUcontext>(&fake_context);
-    return CUDA_SUCCESS;
-  };
-  driver.ctx_synchronize = [] {
-    ++played.synchronizations;
-    return CUDA_SUCCESS;
-  };
-  driver.get_error_name = [](CUresult result, const char** name) {
-    *name = result == CUDA_ERROR_UNKNOWN ? "CUDA_ERROR_UNKNOWN" : "CUDA_ERROR_NO_DEVICE";
-    return CUDA_SUCCESS;
-  };
-  return driver;
-}
-
-/// The real libcupti (it reads buffers and names callbacks without a driver), with the calls that
-/// need a GPU played.
-CuptiLibrary played_cupti() {
-  CuptiLibrary cupti;
-  std::string error;
-  if (!cupti.open(error)) return cupti;
-  cupti.get_version = [](std::uint32_t* version) {
-    *version = 130001;
-    return CUPTI_SUCCESS;
-  };
-  cupti.subscribe = [](CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) { return played.subscribe_result; };
-  cupti.set_thread_id_type = [](CUpti_ActivityThreadIdType) { return CUPTI_SUCCESS; };
-  cupti.register_timestamp_callback = [](CUpti_TimestampCallbackFunc callback) {
-    played.timestamp = callback;
-    return CUPTI_SUCCESS;
-  };
-  cupti.register_callbacks = [](CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallbackCompleteFunc completed) {
-    played.requested = requested;
-    played.completed = completed;
-    return CUPTI_SUCCESS;
-  };
-  cupti.enable = [](CUpti_ActivityKind kind) {
-    if (kind == played.refused_kind) return played.refusal;
-    played.enabled.push_back(kind);
-    return CUPTI_SUCCESS;
-  };
-  cupti.disable = [](CUpti_ActivityKind kind) {
-    played.disabled.push_back(kind);
-    return CUPTI_SUCCESS;
-  };
-  cupti.flush_all = [](std::uint32_t flag) {
-    played.flushes.push_back(flag);
-    if (played.pending.empty()) return CUPTI_SUCCESS;
-    std::uint8_t* buffer = nullptr;
-    std::size_t size = 0;
-    std::size_t max_records = 0;
-    played.requested(&buffer, &size, &max_records);
-    EXPECT_GE(size, played.pending.size());
-    std::memcpy(buffer, played.pending.data(), played.pending.size());
-    const std::size_t valid = played.pending.size();
-    played.pending.clear();
-    played.completed(nullptr, 0, buffer, size, valid);
-    return CUPTI_SUCCESS;
-  };
-  cupti.get_num_dropped_records = [](CUcontext, std::uint32_t, std::size_t* dropped) {
-    *dropped = 0;
-    return CUPTI_SUCCESS;
-  };
-  cupti.push_external_correlation_id = [](CUpti_ExternalCorrelationKind kind, std::uint64_t id) {
-    EXPECT_EQ(kind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
-    played.external_ids.push_back(id);
-    return CUPTI_SUCCESS;
-  };
-  cupti.pop_external_correlation_id = [](CUpti_ExternalCorrelationKind, std::uint64_t* id) {
-    *id = played.external_ids.back();
-    played.external_ids.pop_back();
-    return CUPTI_SUCCESS;
-  };
-  return cupti;
-}
-
-template <class Record>
-void append_record(const Record& record) {
-  const auto* bytes = reinterpret_cast<const std::uint8_t*>(&record);
-  played.pending.insert(played.pending.end(), bytes, bytes + sizeof(Record));
-}
-
-/// What cudaLaunchKernel does under CUPTI with activity on: an API record on this thread, an external correlation
-/// record for the id on top of the stack, and the kernel record, with timestamps from the clock
-/// CUPTI was given.
-void launch_kernel(const char* mangled_name, std::uint32_t stream) {
-  const bool activity_on = played.timestamp != nullptr && played.enabled.size() > played.disabled.size();
-  if (!activity_on) return;  // CUPTI records nothing while its activity kinds are off
-  const std::uint32_t correlation = played.next_correlation++;
-  CUpti_ActivityAPI call{};
-  call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  call.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-  call.start = played.timestamp();
-  call.end = played.timestamp();
-  call.processId = static_cast<std::uint32_t>(::getpid());
-  call.threadId = static_cast<std::uint32_t>(dlprof::detail::current_os_tid());
-  call.correlationId = correlation;
-  append_record(call);
-  if (!played.external_ids.empty()) {
-    CUpti_ActivityExternalCorrelation link{};
-    link.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-    link.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-    link.externalId = played.external_ids.back();
-    link.correlationId = correlation;
-    append_record(link);
-  }
-  CUpti_ActivityKernel10 kernel{};
-  kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  kernel.start = call.end + 2000;  // the GPU picks it up 2 µs after the launch returns
-  kernel.end = kernel.start + 10000;
-  kernel.deviceId = 0;
-  kernel.contextId = 1;
-  kernel.streamId = stream;
-  kernel.gridX = 264;
-  kernel.gridY = kernel.gridZ = 1;
-  kernel.blockX = 256;
-  kernel.blockY = kernel.blockZ = 1;
-  kernel.registersPerThread = 32;
-  kernel.correlationId = correlation;
-  kernel.name = mangled_name;
-  append_record(kernel);
-}
 
 class CuptiBackendTest : public testing::Test {
  protected:

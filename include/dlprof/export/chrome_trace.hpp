@@ -204,8 +204,10 @@ class GpuEventWriter {
         trace_.overhead_events.empty())
       return;
     // A flow is drawn only between two slices that are both in the trace.
+    // Syncs are waits, not launched work: Kineto draws no flow to them either.
     for (const GpuEvent& work : trace_.gpu_events)
-      if (work.correlation != 0 && work.kind != GpuEventKind::Annotation) launched_.insert(work.correlation);
+      if (work.correlation != 0 && work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync)
+        launched_.insert(work.correlation);
     for (const ApiEvent& call : trace_.api_events) called_.insert(call.correlation);
     const auto maybe_flush = [&] {
       if (flush && out.size() >= flush_bytes) {
@@ -394,8 +396,7 @@ class GpuEventWriter {
         break;
     }
     json_.raw("}},\n");
-    if (work.kind != GpuEventKind::Annotation && work.correlation != 0 && work.kind != GpuEventKind::Sync &&
-        called_.count(work.correlation) != 0)
+    if (launched_.count(work.correlation) != 0 && called_.count(work.correlation) != 0)
       flow('f', work.correlation, pid, tid, work.start_ns);
   }
 
