@@ -40,8 +40,7 @@ inline std::int64_t clock_ns(clockid_t id) noexcept {
 inline bool has_invariant_tsc() noexcept {
 #if DLPROF_HAS_TSC_
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) < 0x80000007u) return false;
-  __cpuid(0x80000007u, eax, ebx, ecx, edx);
+  if (__get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx) == 0) return false;  // the CPU has no such leaf
   return (edx & (1u << 8)) != 0;
 #else
   return false;

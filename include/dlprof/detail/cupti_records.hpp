@@ -139,6 +139,15 @@ class RecordCollector {
   DeviceActivity end_window() {
     std::lock_guard<std::mutex> lock(mutex_);
     collecting_ = false;
+    activity_.stats.late_records += late_since_last_window_;  // arrived while this window was open
+    late_since_last_window_ = 0;
+    // Sync records name a context, not a device: resolved now, from every record seen so far,
+    // so the order records arrive in does not matter.
+    for (GpuEvent& event : activity_.gpu)
+      if (event.kind == GpuEventKind::Sync) {
+        const auto device = device_of_context_.find(event.context);
+        if (device != device_of_context_.end()) event.device = device->second;
+      }
     closed_correlation_ = std::max(closed_correlation_, window_max_correlation_);
     activity_.names = std::move(names_);
     forget_names();
@@ -250,9 +259,9 @@ class RecordCollector {
         const auto& sync = reinterpret_cast<const CUpti_ActivitySynchronization2&>(record);
         if (!keep(sync.correlationId)) return;
         const bool has_stream = sync.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+        // The device is filled in by end_window(), once the context's work has been seen.
         GpuEvent event = device_work(GpuEventKind::Sync, sync.start, sync.end, 0, sync.contextId, 0, sync.correlationId);
         event.stream = has_stream ? std::int64_t{sync.streamId} : -1;
-        event.device = device_of_context(sync.contextId);
         event.sync.type = static_cast<std::uint8_t>(sync.type);
         event.sync.cuda_event_id = sync.cudaEventId;
         event.name = intern(std::string(sync_kind_name(event.sync.type)));
@@ -319,8 +328,9 @@ class RecordCollector {
     records.push_back(record);
   }
 
-  static GpuEvent device_work(GpuEventKind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
-                              std::uint32_t context, std::uint32_t stream, std::uint32_t correlation) noexcept {
+  GpuEvent device_work(GpuEventKind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
+                       std::uint32_t context, std::uint32_t stream, std::uint32_t correlation) {
+    if (kind != GpuEventKind::Sync) device_of_context_[context] = device;
     GpuEvent event;
     event.kind = kind;
     event.start_ns = static_cast<std::int64_t>(start);
@@ -330,13 +340,6 @@ class RecordCollector {
     event.stream = stream;
     event.correlation = correlation;
     return event;
-  }
-
-  /// Sync records name a context, not a device: the device of the last work seen in that context.
-  std::uint32_t device_of_context(std::uint32_t context) const noexcept {
-    for (auto it = activity_.gpu.rbegin(); it != activity_.gpu.rend(); ++it)
-      if (it->context == context && it->kind != GpuEventKind::Sync) return it->device;
-    return 0;
   }
 
   std::uint32_t intern(std::string name) {
@@ -387,6 +390,7 @@ class RecordCollector {
   std::uint32_t window_max_correlation_ = 0;
   std::uint32_t closed_correlation_ = 0;  // calls up to this id belong to closed windows
   std::uint64_t late_since_last_window_ = 0;
+  std::unordered_map<std::uint32_t, std::uint32_t> device_of_context_;  // learnt from kernels, copies and fills
 };
 
 }  // namespace detail

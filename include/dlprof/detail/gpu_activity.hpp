@@ -19,8 +19,10 @@ namespace detail {
 
 /// CUPTI's timestamps on dlprof's tick axis. When the backend hands CUPTI a timestamp callback
 /// built from now_ticks(), every GPU timestamp is `origin.realtime_ns + (ticks - origin.ticks) *
-/// ns_per_tick` and maps back to exact ticks, so GPU events go through the same window map as
-/// CPU events and a kernel can never appear before the call that launched it. Without the
+/// ns_per_tick` and maps back to its ticks (to the nearest tick: a TSC tick is shorter than the
+/// nanosecond CUPTI keeps), so GPU events go through the same window map as CPU events, land
+/// within 1 ns of a CPU event read at the same tick, and a kernel can never appear before the
+/// call that launched it. Without the
 /// callback (older CUPTI), timestamps are CLOCK_REALTIME ns and are used as they are.
 struct BackendClock {
   bool ticks = false;

@@ -71,7 +71,7 @@ inline void fill_kernel_occupancy(GpuEvent& kernel, const std::vector<DeviceProp
 
 /// Builds the gpu_user_annotation spans of the window: for each (range, device, stream), the
 /// extent of the work the range launched there. Spans are widened by 1 ns on a side only where
-/// no other slice of the stream touches that side, and a span that would overlap another
+/// the stream's neighbouring work is at least 2 ns away, and a span that would overlap another
 /// partially (two threads launching into one stream) is shortened to nest, and counted.
 inline void add_gpu_annotations(Trace& trace, const std::unordered_map<std::uint64_t, std::uint32_t>& range_names) {
   struct Key {
@@ -144,7 +144,8 @@ inline void add_gpu_annotations(Trace& trace, const std::unordered_map<std::uint
   }
 
   // Widen by 1 ns where the neighbouring work on the stream leaves room, so the span strictly
-  // encloses its first and last kernel (Perfetto draws equal-start slices in file order).
+  // encloses its first and last kernel (Perfetto draws equal-start slices in file order). Room
+  // means the neighbour is at least 2 ns away: its own span may be widened towards this one too.
   std::vector<std::pair<std::int64_t, std::int64_t>> row_work;  // (start, end) of the row's work
   std::size_t work_index = 0;
   const auto& work = trace.gpu_events;  // sorted by device, stream, start
@@ -158,12 +159,12 @@ inline void add_gpu_annotations(Trace& trace, const std::unordered_map<std::uint
       if (work[w].kind != GpuEventKind::Sync) row_work.emplace_back(work[w].start_ns, work[w].end_ns);  // own row
     for (; i < nested.size() && nested[i].device == device && nested[i].stream == stream; ++i) {
       GpuEvent& span = nested[i];
-      // Work on one stream runs one piece at a time: only the piece just before the span can
-      // end at its start, and only the one just after can start at its end.
+      // Work on one stream runs one piece at a time: the nearest neighbours are the piece just
+      // before the span's first and the piece just after its last.
       const auto after = std::lower_bound(row_work.begin(), row_work.end(), std::make_pair(span.start_ns, INT64_MIN));
-      const bool room_before = after == row_work.begin() || std::prev(after)->second < span.start_ns;
+      const bool room_before = after == row_work.begin() || std::prev(after)->second <= span.start_ns - 2;
       const auto next = std::lower_bound(row_work.begin(), row_work.end(), std::make_pair(span.end_ns, INT64_MIN));
-      const bool room_after = next == row_work.end() || next->first > span.end_ns || next->second <= span.end_ns;
+      const bool room_after = next == row_work.end() || next->first >= span.end_ns + 2;
       if (room_before) span.start_ns -= 1;
       if (room_after) span.end_ns += 1;
     }

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Validates GPU collection end to end on a machine with an NVIDIA GPU and the CUDA toolkit:
+#  1. builds examples/cuda_training_loop (Release) into build/gpu-validate;
+#  2. runs it with --stats and checks its trace against what it measured itself
+#     (scripts/gpu_validate.py: kernel count, kernel-to-range links, kernel time against CUDA
+#     events, launch/kernel ordering, range names);
+#  3. runs it with the profiler off and on, alternately, and prints the step-time overhead of
+#     collecting CPU ranges and CUPTI activity.
+# Exits 1 when a check of step 2 fails (after step 3 has run), 0 otherwise.
+#
+# Environment:
+#   DLPROF_DEPS_PREFIX  an install prefix holding what the machine's packages lack: fmt's headers
+#                       and CMake package (include/fmt/, lib/cmake/fmt/), and zlib if it has no
+#                       zlib development package. Passed to CMake as CMAKE_PREFIX_PATH.
+#   GPU_VALIDATE_RUNS   profiler-off/profiler-on run pairs for the overhead figure (default 3)
+#   CUDAARCHS           GPU architectures to build for (CMake's variable; default 80;90)
+# Extra arguments go to every run of the example, e.g. `scripts/gpu-validate.sh --host-memory pageable`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build/gpu-validate
+runs=${GPU_VALIDATE_RUNS:-3}
+configure=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPROF_WITH_CUDA=ON -DDLPROF_BUILD_TESTS=OFF
+           -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=ON)
+if [[ -n ${DLPROF_DEPS_PREFIX:-} ]]; then
+  configure+=(-DCMAKE_PREFIX_PATH="$DLPROF_DEPS_PREFIX")
+fi
+if command -v ninja >/dev/null; then
+  configure+=(-G Ninja)
+fi
+
+echo "== build ($build)"
+cmake "${configure[@]}" >/dev/null
+cmake --build "$build" --target cuda_training_loop -j "$(nproc)"
+example=$build/examples/cuda_training_loop
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+
+echo "== trace checked against the program's own measurements"
+rm -rf "$build/log" "$build/stats.json"
+"$example" --steps 12 --log-dir "$build/log" --stats "$build/stats.json" "$@"
+validation=0
+python3 scripts/gpu_validate.py --trace "$build/log" --stats "$build/stats.json" || validation=$?
+if ((validation > 1)); then
+  exit "$validation"  # unreadable input: nothing else to learn
+fi
+
+echo "== step-time overhead of profiling ($runs run(s) each way, 20 steps recorded per run)"
+mean_step_ms() {  # the example's "Mean step wall time: X ms" line
+  local output ms
+  output=$("$example" --steps 22 --active 20 --log-dir "$build/overhead-log" "$@")
+  ms=$(sed -n 's/^Mean step wall time: \([0-9.]*\) ms.*/\1/p' <<<"$output")
+  if [[ -z $ms ]]; then
+    echo "gpu-validate: no 'Mean step wall time' line in the output of $example $*" >&2
+    exit 1
+  fi
+  echo "$ms"
+}
+off=()
+on=()
+for ((run = 1; run <= runs; ++run)); do
+  off+=("$(mean_step_ms --profile off "$@")")
+  on+=("$(mean_step_ms --profile on "$@")")
+  echo "run $run: profiler off ${off[-1]} ms, on ${on[-1]} ms per step"
+done
+rm -rf "$build/overhead-log"
+python3 - "${off[*]}" "${on[*]}" <<'EOF'
+import statistics, sys
+off = [float(x) for x in sys.argv[1].split()]
+on = [float(x) for x in sys.argv[2].split()]
+off_ms, on_ms = statistics.median(off), statistics.median(on)
+print(f"median step time: profiler off {off_ms:.3f} ms, on {on_ms:.3f} ms: "
+      f"overhead {on_ms - off_ms:+.3f} ms ({100 * (on_ms - off_ms) / off_ms:+.2f}%)")
+EOF
+
+if ((validation != 0)); then
+  echo "gpu-validate: the trace checks failed (see above)" >&2
+fi
+exit "$validation"
