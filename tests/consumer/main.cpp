@@ -1,4 +1,5 @@
 // Records one range with a Profiler, writes the trace under argv[1] and checks the file exists.
+// Built with dlprof::cupti it asks for CUDA activity too.
 #include <dlprof/profiler.hpp>
 
 #include <filesystem>
@@ -11,7 +12,13 @@ int main(int argc, char** argv) {
   const std::filesystem::path dir = argv[1];
   std::filesystem::remove_all(dir);
   {
-    dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(dlprof::tensorboard_trace_handler(dir.string())));
+#if defined(DLPROF_WITH_CUPTI)
+    const auto activities = {dlprof::Activity::CPU, dlprof::Activity::CUDA};
+#else
+    const auto activities = {dlprof::Activity::CPU};
+#endif
+    dlprof::Profiler profiler(dlprof::ProfilerOptions{}.activities(activities).on_trace_ready(
+        dlprof::tensorboard_trace_handler(dir.string())));
     dlprof::ProfilingScope scope(profiler);
     DLPROF_RANGE("consumer");
   }
