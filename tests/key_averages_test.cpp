@@ -45,6 +45,20 @@ class TraceBuilder {
     return range(thread, name, at_ns, at_ns, dlprof::Category::User, kind);
   }
 
+  /// The range just added gets `external_id`; GPU work of `duration_ns` links to it.
+  TraceBuilder& launched(std::uint64_t external_id, std::int64_t duration_ns,
+                         dlprof::GpuEventKind kind = dlprof::GpuEventKind::Kernel) {
+    trace_.events.back().external_id = external_id;
+    dlprof::GpuEvent work;
+    work.kind = kind;
+    work.start_ns = 0;
+    work.end_ns = duration_ns;
+    work.external_id = external_id;
+    trace_.gpu_events.push_back(work);
+    trace_.gpu.enabled = true;
+    return *this;
+  }
+
   TraceBuilder& dropped(std::uint64_t count) {
     trace_.dropped_events = count;
     return *this;
@@ -227,6 +241,41 @@ TEST(KeyAveragesTest, FormatDurationPicksAReadableUnit) {
   EXPECT_EQ(KeyAverages::format_duration(12'345'000), "12.345ms");
   EXPECT_EQ(KeyAverages::format_duration(1'234'000'000), "1.234s");
   EXPECT_EQ(KeyAverages::format_duration(-2'500), "-2.500us");
+}
+
+TEST(KeyAveragesTest, GpuTimeIsTheWorkEachRangeLaunchedDirectly) {
+  TraceBuilder builder;
+  builder.range(0, "train_step", 0, 900)
+      .launched(1, 30)
+      .range(0, "forward", 100, 400)
+      .launched(2, 200)
+      .range(0, "forward", 500, 800);
+  builder.launched(3, 50).launched(3, 7, dlprof::GpuEventKind::Memcpy);
+  dlprof::GpuEvent span;  // a range's own GPU span and CPU-side waits are not work
+  span.kind = dlprof::GpuEventKind::Annotation;
+  span.end_ns = 1000;
+  span.external_id = 2;
+  dlprof::Trace trace = builder.trace();
+  trace.gpu_events.push_back(span);
+  span.kind = dlprof::GpuEventKind::Sync;
+  trace.gpu_events.push_back(span);
+
+  dlprof::KeyAverages averages(trace);
+  EXPECT_EQ(averages.find("train_step")->gpu_ns, 30);  // not its children's kernels
+  EXPECT_EQ(averages.find("forward")->gpu_ns, 257);
+  averages.sort_by(dlprof::SortBy::GpuTime);
+  EXPECT_EQ(averages.rows().front().name, "forward");
+  const std::string table = averages.table();
+  EXPECT_THAT(table, HasSubstr("GPU\n"));
+  EXPECT_THAT(table, HasSubstr("257ns\n"));
+  EXPECT_THAT(table, HasSubstr("GPU records: 0  dropped: 0 (by CUPTI: 0)  unknown kinds: 0  late: 0"));
+}
+
+TEST(KeyAveragesTest, CpuOnlyTraceHasNoGpuColumn) {
+  TraceBuilder builder;
+  builder.range(0, "train_step", 0, 900);
+  const std::string table = dlprof::KeyAverages(builder.trace()).table();
+  EXPECT_THAT(table, Not(HasSubstr("GPU")));
 }
 
 TEST(KeyAveragesTest, EmptyBeforeAnyTrace) {

@@ -1,6 +1,7 @@
 // dlprof/key_averages.hpp: the per-name summary of a trace, like torch's
 // prof.key_averages().table(): calls, total, self, average, min and max time, and the share of
-// the recording window, for every range name. Printed with fmt:
+// the recording window, for every range name; with GPU activity, also the device time of the
+// work each range launched (torch's "CUDA total" of an op). Printed with fmt:
 //
 //   fmt::print("{}", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(10));
 #pragma once
@@ -28,11 +29,14 @@ struct KeyAverage {
   std::int64_t self_ns = 0;   ///< total minus the time of ranges nested directly inside
   std::int64_t min_ns = 0;
   std::int64_t max_ns = 0;
+  /// Device time of the kernels, copies and fills launched directly inside these ranges (not in
+  /// ranges nested in them): the work whose External id is theirs.
+  std::int64_t gpu_ns = 0;
 
   std::int64_t average_ns() const noexcept { return calls == 0 ? 0 : total_ns / static_cast<std::int64_t>(calls); }
 };
 
-enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, Name };
+enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, GpuTime, Name };
 
 class KeyAverages {
  public:
@@ -41,8 +45,9 @@ class KeyAverages {
   /// Aggregates the Range and Step events of `trace`. Self time subtracts, per thread, the
   /// duration of each range's direct children (ranges nest strictly on a thread).
   explicit KeyAverages(const Trace& trace)
-      : window_ns_(trace.window_ns()), dropped_events_(trace.dropped_events) {
+      : window_ns_(trace.window_ns()), dropped_events_(trace.dropped_events), gpu_(trace.gpu) {
     std::unordered_map<std::uint32_t, std::size_t> row_of_name;
+    std::unordered_map<std::uint64_t, std::size_t> row_of_external_id;
     std::vector<std::int64_t> child_ns(trace.events.size(), 0);
     std::vector<std::size_t> open;  // indices of enclosing ranges on the current thread
     std::uint32_t thread = UINT32_MAX;
@@ -78,6 +83,12 @@ class KeyAverages {
       row.self_ns += duration - child_ns[i];
       row.min_ns = std::min(row.min_ns, duration);
       row.max_ns = std::max(row.max_ns, duration);
+      if (event.external_id != 0) row_of_external_id.emplace(event.external_id, found->second);
+    }
+    for (const GpuEvent& work : trace.gpu_events) {
+      if (work.external_id == 0 || work.kind == GpuEventKind::Annotation || work.kind == GpuEventKind::Sync) continue;
+      const auto row = row_of_external_id.find(work.external_id);
+      if (row != row_of_external_id.end()) rows_[row->second].gpu_ns += work.duration_ns();
     }
     sort_by(SortBy::TotalTime);
   }
@@ -90,6 +101,7 @@ class KeyAverages {
         case SortBy::Calls: return a.calls > b.calls;
         case SortBy::AverageTime: return a.average_ns() > b.average_ns();
         case SortBy::MaxTime: return a.max_ns > b.max_ns;
+        case SortBy::GpuTime: return a.gpu_ns > b.gpu_ns;
         case SortBy::Name: return a.name < b.name;
       }
       return false;
@@ -101,6 +113,8 @@ class KeyAverages {
   const std::vector<KeyAverage>& rows() const noexcept { return rows_; }
   std::int64_t window_ns() const noexcept { return window_ns_; }
   std::uint64_t dropped_events() const noexcept { return dropped_events_; }
+  /// How GPU activity was collected; `enabled` is false for a CPU-only trace.
+  const GpuCollectionStats& gpu() const noexcept { return gpu_; }
 
   /// The row named `name`, or nullptr.
   const KeyAverage* find(std::string_view name) const noexcept {
@@ -109,29 +123,38 @@ class KeyAverages {
     return nullptr;
   }
 
-  /// A fixed-width text table of the first `row_limit` rows (0: all).
+  /// A fixed-width text table of the first `row_limit` rows (0: all). A GPU column appears when
+  /// the trace recorded GPU activity.
   std::string table(std::size_t row_limit = 0) const {
     const std::size_t shown = row_limit == 0 ? rows_.size() : std::min(row_limit, rows_.size());
+    const bool gpu = gpu_.enabled;
     std::size_t name_width = 4;
     for (std::size_t i = 0; i < shown; ++i) name_width = std::max(name_width, std::min<std::size_t>(rows_[i].name.size(), 60));
     fmt::memory_buffer out;
     auto line = std::back_inserter(out);
-    fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}\n", "Name", name_width,
+    fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}", "Name", name_width,
                    "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window");
-    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8;
+    if (gpu) fmt::format_to(line, "  {:>10}", "GPU");
+    fmt::format_to(line, "\n");
+    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 12 : 0);
     fmt::format_to(line, "{:-<{}}\n", "", rule);
     for (std::size_t i = 0; i < shown; ++i) {
       const KeyAverage& row = rows_[i];
       const std::string name = row.name.size() > 60 ? row.name.substr(0, 57) + "..." : row.name;
       const double share = window_ns_ > 0 ? 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(window_ns_) : 0.0;
-      fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7.2f}%\n", name, name_width,
+      fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7.2f}%", name, name_width,
                      to_string(row.category), row.calls, format_duration(row.total_ns), format_duration(row.self_ns),
                      format_duration(row.average_ns()), format_duration(row.min_ns), format_duration(row.max_ns), share);
+      if (gpu) fmt::format_to(line, "  {:>10}", format_duration(row.gpu_ns));
+      fmt::format_to(line, "\n");
     }
     fmt::format_to(line, "{:-<{}}\n", "", rule);
     fmt::format_to(line, "Window: {}  ({} names", format_duration(window_ns_), rows_.size());
     if (shown < rows_.size()) fmt::format_to(line, ", {} shown", shown);
     fmt::format_to(line, ")  Dropped events: {}\n", dropped_events_);
+    if (gpu)
+      fmt::format_to(line, "GPU records: {}  dropped: {} (by CUPTI: {})  unknown kinds: {}  late: {}\n", gpu_.records,
+                     gpu_.dropped_records, gpu_.cupti_dropped_records, gpu_.unknown_records, gpu_.late_records);
     return fmt::to_string(out);
   }
 
@@ -148,6 +171,7 @@ class KeyAverages {
   std::vector<KeyAverage> rows_;
   std::int64_t window_ns_ = 0;
   std::uint64_t dropped_events_ = 0;
+  GpuCollectionStats gpu_;
 };
 
 DLPROF_END_NAMESPACE
