@@ -47,8 +47,8 @@ TEST_F(CuptiBackendTest, ADriverWithoutADeviceGivesOneWarningNamingTheError) {
   played.init_result = CUDA_ERROR_UNKNOWN;
   CuptiBackend backend(played_driver(), played_cupti());
   testing::internal::CaptureStderr();
-  EXPECT_FALSE(backend.enable(false));
-  EXPECT_FALSE(backend.enable(false));  // asked again: still off, and no second warning
+  EXPECT_FALSE(backend.enable({}));
+  EXPECT_FALSE(backend.enable({}));  // asked again: still off, and no second warning
   const std::string printed = testing::internal::GetCapturedStderr();
   EXPECT_EQ(printed,
             "dlprof: warning: GPU activity will not be recorded (CPU only): cuInit failed: CUDA_ERROR_UNKNOWN (999)\n");
@@ -60,7 +60,7 @@ TEST_F(CuptiBackendTest, NoVisibleDeviceIsNamed) {
   played.device_count = 0;
   CuptiBackend backend(played_driver(), played_cupti());
   testing::internal::CaptureStderr();
-  EXPECT_FALSE(backend.enable(false));
+  EXPECT_FALSE(backend.enable({}));
   testing::internal::GetCapturedStderr();
   EXPECT_THAT(backend.unavailable_reason(), HasSubstr("no CUDA device is visible"));
 }
@@ -69,7 +69,7 @@ TEST_F(CuptiBackendTest, AnotherProfilerOwningCuptiIsNamed) {
   played.subscribe_result = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   CuptiBackend backend(played_driver(), played_cupti());
   testing::internal::CaptureStderr();
-  EXPECT_FALSE(backend.enable(false));
+  EXPECT_FALSE(backend.enable({}));
   EXPECT_THAT(testing::internal::GetCapturedStderr(),
               HasSubstr("cuptiSubscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39): another profiler "
                         "(Nsight Systems, nsys, or torch.profiler/Kineto) already owns CUPTI"));
@@ -80,8 +80,8 @@ TEST_F(CuptiBackendTest, RestrictedCountersAreNamedAndKindsAlreadyOnAreTurnedOff
   played.refusal = CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
   CuptiBackend backend(played_driver(), played_cupti());
   testing::internal::CaptureStderr();
-  EXPECT_FALSE(backend.enable(false));
-  EXPECT_FALSE(backend.enable(false));
+  EXPECT_FALSE(backend.enable({}));
+  EXPECT_FALSE(backend.enable({}));
   const std::string printed = testing::internal::GetCapturedStderr();
   EXPECT_THAT(printed, HasSubstr("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35): GPU performance counters are restricted "
                                  "to administrators"));
@@ -91,7 +91,7 @@ TEST_F(CuptiBackendTest, RestrictedCountersAreNamedAndKindsAlreadyOnAreTurnedOff
 
 TEST_F(CuptiBackendTest, EnablesConcurrentKernelsNeverTheSerialisingKind) {
   CuptiBackend backend(played_driver(), played_cupti());
-  ASSERT_TRUE(backend.enable(/*profile_memory=*/false));
+  ASSERT_TRUE(backend.enable({}));
   EXPECT_THAT(played.enabled,
               testing::ElementsAre(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                    CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
@@ -102,15 +102,31 @@ TEST_F(CuptiBackendTest, EnablesConcurrentKernelsNeverTheSerialisingKind) {
   ASSERT_FALSE(played.flushes.empty());
   EXPECT_EQ(played.flushes.back(), CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   played.enabled.clear();
-  ASSERT_TRUE(backend.enable(/*profile_memory=*/true));
+  ASSERT_TRUE(backend.enable({/*profile_memory=*/true}));
   EXPECT_THAT(played.enabled, testing::Contains(CUPTI_ACTIVITY_KIND_MEMORY2));
   EXPECT_THAT(played.enabled, testing::Not(testing::Contains(CUPTI_ACTIVITY_KIND_KERNEL)));
   backend.disable();
 }
 
+TEST_F(CuptiBackendTest, TheProfilersRecordLimitBoundsAWindow) {
+  CuptiBackend backend(played_driver(), played_cupti());
+  use(backend);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
+                                .gpu_records_per_window(4));
+  profiler.start();
+  for (int i = 0; i < 3; ++i) launch_kernel("_Z4stepv", 7);  // 3 calls, 3 kernels: 6 records
+  profiler.stop();
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(trace->gpu.records, 6u);
+  EXPECT_EQ(trace->gpu.dropped_records, 2u);
+  EXPECT_THROW(dlprof::ProfilerOptions{}.gpu_records_per_window(0), std::invalid_argument);
+}
+
 TEST_F(CuptiBackendTest, ReadsDevicePropertiesFromTheDriver) {
   CuptiBackend backend(played_driver(), played_cupti());
-  ASSERT_TRUE(backend.enable(false));
+  ASSERT_TRUE(backend.enable({}));
   backend.begin_window();
   const dlprof::detail::DeviceActivity activity = backend.end_window();
   ASSERT_EQ(activity.devices.size(), 1u);

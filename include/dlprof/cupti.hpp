@@ -43,9 +43,6 @@ namespace detail {
 /// destroyed: CUPTI may still call back while static objects are being torn down at exit.
 class CuptiBackend final : public GpuBackend {
  public:
-  /// Translated records one window may hold before it drops (and counts) more.
-  static constexpr std::size_t kMaxRecordsPerWindow = std::size_t{1} << 22;
-
   static CuptiBackend& instance() {
     static CuptiBackend* backend = new CuptiBackend();
     return *backend;
@@ -58,20 +55,21 @@ class CuptiBackend final : public GpuBackend {
   CuptiBackend(CudaDriver driver, CuptiLibrary cupti)
       : libraries_given_(true), driver_(std::move(driver)), cupti_(std::move(cupti)) {}
 
-  bool enable(bool profile_memory) override {
+  bool enable(const GpuCollectionOptions& options) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!probed_) {
       probed_ = true;
       available_ = probe();
     }
     if (!available_) return false;
+    collector_->set_max_records(options.max_records_per_window);
     if (enabled_) return true;
     kinds_ = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
               CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
               CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER,
               CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
               CUPTI_ACTIVITY_KIND_OVERHEAD};
-    if (profile_memory) kinds_.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
+    if (options.profile_memory) kinds_.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
     for (std::size_t i = 0; i < kinds_.size(); ++i) {
       const CUptiResult result = cupti_.enable(kinds_[i]);
       if (result == CUPTI_SUCCESS) continue;
@@ -146,7 +144,7 @@ class CuptiBackend final : public GpuBackend {
     if (cupti_.register_timestamp_callback == nullptr ||
         cupti_.register_timestamp_callback(&timestamp) != CUPTI_SUCCESS)
       s_clock_.ticks = false;  // CUPTI keeps CLOCK_REALTIME, which the collector takes as it is
-    collector_ = std::make_unique<RecordCollector>(cupti_, kMaxRecordsPerWindow);
+    collector_ = std::make_unique<RecordCollector>(cupti_, kDefaultGpuRecordsPerWindow);
     pool_ = std::make_unique<BufferPool>(/*preallocated=*/8, /*max_buffers=*/64);
     s_active_ = this;  // CUPTI's callbacks carry no user pointer
     if (const CUptiResult result = cupti_.register_callbacks(&buffer_requested, &buffer_completed);

@@ -103,6 +103,15 @@ class ProfilerOptions {
     events_per_thread_ = count;
     return *this;
   }
+  /// With Activity::CUDA: GPU records (kernels, copies, API calls, ...) one window may hold,
+  /// about 150 bytes each, allocated as they arrive. Further records are dropped and counted.
+  ProfilerOptions& gpu_records_per_window(std::size_t count) {
+    if (count < 1 || count > kMaxEventsPerThread)
+      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::gpu_records_per_window must be in [1, {}], got {}",
+                                              kMaxEventsPerThread, count));
+    gpu_records_per_window_ = count;
+    return *this;
+  }
   ProfilerOptions& record_shapes(bool on) {
     record_shapes_ = on;
     return *this;
@@ -125,6 +134,7 @@ class ProfilerOptions {
   const Schedule& schedule() const noexcept { return schedule_; }
   const std::vector<TraceHandler>& handlers() const noexcept { return handlers_; }
   std::size_t events_per_thread() const noexcept { return events_per_thread_; }
+  std::size_t gpu_records_per_window() const noexcept { return gpu_records_per_window_; }
   bool record_shapes() const noexcept { return record_shapes_; }
   bool profile_memory() const noexcept { return profile_memory_; }
   bool with_flops() const noexcept { return with_flops_; }
@@ -140,6 +150,7 @@ class ProfilerOptions {
   Schedule schedule_;
   std::vector<TraceHandler> handlers_;
   std::size_t events_per_thread_ = detail::kDefaultEventsPerThread;
+  std::size_t gpu_records_per_window_ = detail::kDefaultGpuRecordsPerWindow;
   bool record_shapes_ = false;
   bool profile_memory_ = false;
   bool with_flops_ = false;
@@ -383,7 +394,8 @@ class Profiler {
     detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
     if (detail::t_ring == nullptr || detail::t_ring->retired()) detail::attach_thread_ring();
     if (gpu_backend_ != nullptr && !gpu_enabled_) {
-      gpu_enabled_ = gpu_backend_->enable(options_.profile_memory());
+      gpu_enabled_ = gpu_backend_->enable(
+          detail::GpuCollectionOptions{options_.profile_memory(), options_.gpu_records_per_window()});
       if (!gpu_enabled_) gpu_backend_ = nullptr;  // unavailable: warned once, CPU only from now on
     }
   }

@@ -122,6 +122,12 @@ class RecordCollector {
   /// `max_records`: translated records a window may hold; more are dropped and counted.
   RecordCollector(const CuptiLibrary& cupti, std::size_t max_records) : cupti_(cupti), max_records_(max_records) {}
 
+  /// Takes effect from the next window.
+  void set_max_records(std::size_t max_records) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    max_records_ = max_records;
+  }
+
   /// Starts a window: records completed from now on are kept (until end_window()).
   void begin_window(BackendClock clock, std::vector<DeviceProperties> devices) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -378,7 +384,7 @@ class RecordCollector {
   }
 
   const CuptiLibrary& cupti_;
-  const std::size_t max_records_;
+  std::size_t max_records_;
   std::mutex mutex_;  // the completion thread translates while the profiler's thread opens and closes windows
   DeviceActivity activity_;
   std::vector<std::string> names_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,6 +70,16 @@ struct DeviceActivity {
   GpuCollectionStats stats;
 };
 
+/// Translated GPU records one window holds by default (about 150 bytes each, allocated as they
+/// arrive); more are dropped and counted.
+inline constexpr std::size_t kDefaultGpuRecordsPerWindow = std::size_t{1} << 20;
+
+/// What a backend is asked to collect.
+struct GpuCollectionOptions {
+  bool profile_memory = false;  ///< device allocations and releases too
+  std::size_t max_records_per_window = kDefaultGpuRecordsPerWindow;
+};
+
 /// A source of GPU activity. The Profiler drives it from its state machine: enable() when a
 /// window is prepared (warm-up included, so CUPTI's start-up cost stays out of recorded steps),
 /// begin_window() when recording starts, end_window() when it stops, disable() when the schedule
@@ -78,7 +89,7 @@ class GpuBackend {
   virtual ~GpuBackend() = default;
   /// Turns collection on. False when it is unavailable: the backend has then warned once, naming
   /// the cause, and the Profiler records CPU activity only.
-  virtual bool enable(bool profile_memory) = 0;
+  virtual bool enable(const GpuCollectionOptions& options) = 0;
   virtual void disable() = 0;
   /// Discards the records collected so far (warm-up): the window starts now.
   virtual void begin_window() = 0;
