@@ -205,28 +205,13 @@ class RecordCollector {
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto& copy = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
         if (!keep(copy.correlationId)) return;
-        GpuEvent event = device_work(GpuEventKind::Memcpy, copy.start, copy.end, copy.deviceId, copy.contextId,
-                                     copy.streamId, copy.correlationId);
-        event.name = intern(fmt::format("Memcpy {} ({} -> {})", memcpy_kind_name(copy.copyKind),
-                                        memory_kind_name(copy.srcKind), memory_kind_name(copy.dstKind)));
-        event.copy.bytes = copy.bytes;
-        event.copy.copy_kind = copy.copyKind;
-        event.copy.source_kind = copy.srcKind;
-        event.copy.destination_kind = copy.dstKind;
-        store(activity_.gpu, event);
+        store(activity_.gpu, copy_event(GpuEventKind::Memcpy, copy));
         return;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const auto& copy = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4&>(record);
         if (!keep(copy.correlationId)) return;
-        GpuEvent event = device_work(GpuEventKind::MemcpyPeer, copy.start, copy.end, copy.deviceId, copy.contextId,
-                                     copy.streamId, copy.correlationId);
-        event.name = intern(fmt::format("Memcpy {} ({} -> {})", memcpy_kind_name(copy.copyKind),
-                                        memory_kind_name(copy.srcKind), memory_kind_name(copy.dstKind)));
-        event.copy.bytes = copy.bytes;
-        event.copy.copy_kind = copy.copyKind;
-        event.copy.source_kind = copy.srcKind;
-        event.copy.destination_kind = copy.dstKind;
+        GpuEvent event = copy_event(GpuEventKind::MemcpyPeer, copy);
         event.copy.source_device = copy.srcDeviceId;
         event.copy.destination_device = copy.dstDeviceId;
         event.copy.source_context = copy.srcContextId;
@@ -311,6 +296,20 @@ class RecordCollector {
         }
         return;
     }
+  }
+
+  /// What a copy record and a peer-copy record have in common: "Memcpy HtoD (Pageable -> Device)".
+  template <class CopyRecord>
+  GpuEvent copy_event(GpuEventKind kind, const CopyRecord& copy) {
+    GpuEvent event = device_work(kind, copy.start, copy.end, copy.deviceId, copy.contextId, copy.streamId,
+                                 copy.correlationId);
+    event.name = intern(fmt::format("Memcpy {} ({} -> {})", memcpy_kind_name(copy.copyKind),
+                                    memory_kind_name(copy.srcKind), memory_kind_name(copy.dstKind)));
+    event.copy.bytes = copy.bytes;
+    event.copy.copy_kind = copy.copyKind;
+    event.copy.source_kind = copy.srcKind;
+    event.copy.destination_kind = copy.dstKind;
+    return event;
   }
 
   /// Whether a record is for the open window; counts it either way.
