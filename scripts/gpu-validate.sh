@@ -11,7 +11,8 @@
 # Environment:
 #   DLPROF_DEPS_PREFIX  an install prefix holding what the machine's packages lack: fmt's headers
 #                       and CMake package (include/fmt/, lib/cmake/fmt/), and zlib if it has no
-#                       zlib development package. Passed to CMake as CMAKE_PREFIX_PATH.
+#                       zlib development package. Passed to CMake as CMAKE_PREFIX_PATH. Defaults
+#                       to .carry/deps when scripts/gpu-carry.sh has filled it.
 #   GPU_VALIDATE_RUNS   profiler-off/profiler-on run pairs for the overhead figure (default 3)
 #   CUDAARCHS           GPU architectures to build for (CMake's variable; default 80;90)
 # Extra arguments go to every run of the example, e.g. `scripts/gpu-validate.sh --host-memory pageable`.
@@ -22,8 +23,11 @@ build=build/gpu-validate
 runs=${GPU_VALIDATE_RUNS:-3}
 configure=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPROF_WITH_CUDA=ON -DDLPROF_BUILD_TESTS=OFF
            -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=ON)
+if [[ -z ${DLPROF_DEPS_PREFIX:-} && -d .carry/deps ]]; then
+  DLPROF_DEPS_PREFIX=$PWD/.carry/deps
+fi
 if [[ -n ${DLPROF_DEPS_PREFIX:-} ]]; then
-  configure+=(-DCMAKE_PREFIX_PATH="$DLPROF_DEPS_PREFIX")
+  configure+=(-DCMAKE_PREFIX_PATH="$DLPROF_DEPS_PREFIX" -DZLIB_ROOT="$DLPROF_DEPS_PREFIX")
 fi
 if command -v ninja >/dev/null; then
   configure+=(-G Ninja)
