@@ -15,10 +15,12 @@
 // Run: build-bench/bench/writer_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -152,6 +154,8 @@ const dlprof::Trace& trace() {
   return built;
 }
 
+dlprof::Trace trace_copy() { return trace(); }
+
 void BM_collector_build_trace(benchmark::State& state) {
   const Window& w = window();
   for (auto _ : state) {
@@ -201,6 +205,111 @@ void BM_trace_save(benchmark::State& state) {
 // time (benchmark's default for items_per_second), which a busy machine disturbs less.
 BENCHMARK(BM_trace_save)->ArgName("gzip")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The GPU side of a window: 500,000 cudaLaunchKernel calls from the training thread, each linked
+// to one of its ranges, and their 500,000 kernels on four streams (CUPTI's record order: calls,
+// external correlations and kernels interleaved).
+constexpr std::size_t kLaunches = 500'000;
+
+dlprof::detail::DeviceActivity device_activity(const dlprof::Trace& cpu) {
+  dlprof::detail::DeviceActivity activity;
+  activity.names = {"cudaLaunchKernel", "void gemm_tiled<128, 128>(float const*, float const*, float*, int, int, int)",
+                    "bias_relu(float*, float const*, int)"};
+  dlprof::DeviceProperties h100;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  h100.compute_major = 9;
+  h100.num_sms = 132;
+  h100.max_threads_per_multiprocessor = 2048;
+  h100.regs_per_multiprocessor = 65536;
+  h100.shared_mem_per_multiprocessor = 233472;
+  activity.devices = {h100};
+  activity.clock = dlprof::detail::BackendClock{false, {}, 1.0};  // CLOCK_REALTIME ns, used as they are
+  const std::int64_t span = cpu.window_end_ns - cpu.window_start_ns;
+  const std::int64_t os_tid = cpu.threads[0].os_tid;
+  for (std::uint32_t i = 0; i < kLaunches; ++i) {
+    const std::int64_t at = cpu.window_start_ns + span * static_cast<std::int64_t>(i) / static_cast<std::int64_t>(kLaunches);
+    dlprof::ApiEvent call;
+    call.start_ns = at;
+    call.end_ns = at + 3'000;
+    call.name = 0;
+    call.thread = static_cast<std::uint32_t>(os_tid);
+    call.cbid = 211;
+    call.correlation = i + 1;
+    activity.api.push_back(call);
+    activity.external_correlations.push_back({i + 1, dlprof::detail::make_external_id(1, i % 50'000 + 1)});
+    dlprof::GpuEvent kernel;
+    kernel.start_ns = at + 5'000;
+    kernel.end_ns = at + 5'000 + (span / static_cast<std::int64_t>(kLaunches)) / 2;
+    kernel.name = 1 + i % 2;
+    kernel.stream = 7 + i % 4;
+    kernel.correlation = i + 1;
+    kernel.kernel.grid[0] = 264;
+    kernel.kernel.block[0] = 256;
+    kernel.kernel.registers_per_thread = 64;
+    activity.gpu.push_back(kernel);
+  }
+  return activity;
+}
+
+/// The CPU trace with its ranges' pushed ids, so the launches above link to them.
+std::unordered_map<std::uint64_t, std::uint64_t> pushed_ids(dlprof::Trace& trace) {
+  std::uint32_t sequence = 0;
+  for (dlprof::TraceEvent& event : trace.events)
+    if (event.kind == EventKind::Range && trace.threads[event.thread].os_tid == trace.threads[0].os_tid && sequence < 50'000)
+      event.external_id = dlprof::detail::make_external_id(1, ++sequence);
+  return dlprof::detail::assign_external_ids(trace);
+}
+
+const dlprof::Trace& gpu_trace() {
+  static const dlprof::Trace built = [] {
+    dlprof::Trace trace = trace_copy();
+    const auto ids = pushed_ids(trace);
+    dlprof::detail::merge_device_activity(trace, device_activity(trace), window().clock, ids);
+    return trace;
+  }();
+  return built;
+}
+
+void BM_merge_device_activity(benchmark::State& state) {
+  dlprof::Trace cpu = trace_copy();
+  const auto ids = pushed_ids(cpu);
+  const dlprof::detail::DeviceActivity activity = device_activity(cpu);
+  for (auto _ : state) {
+    state.PauseTiming();  // merging consumes both: copy them untimed
+    dlprof::Trace trace = cpu;
+    dlprof::detail::DeviceActivity input = activity;
+    state.ResumeTiming();
+    dlprof::detail::merge_device_activity(trace, std::move(input), window().clock, ids);
+    benchmark::DoNotOptimize(trace.gpu_events.data());
+    state.PauseTiming();
+    trace = dlprof::Trace{};
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(2 * kLaunches));
+}
+BENCHMARK(BM_merge_device_activity)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
+/// Writes only the GPU side (API calls, kernels, gpu_user_annotations and flows) of gpu_trace():
+/// the CPU events are the trace of BM_write_chrome_trace, measured there.
+void BM_write_chrome_trace_gpu(benchmark::State& state) {
+  dlprof::Trace input = gpu_trace();
+  input.events.clear();
+  fmt::memory_buffer buffer;
+  dlprof::write_chrome_trace(input, buffer, "bench.pt.trace.json");
+  const auto events = static_cast<std::int64_t>(input.api_events.size() + input.gpu_events.size());
+  for (auto _ : state) {
+    buffer.clear();
+    dlprof::write_chrome_trace(input, buffer, "bench.pt.trace.json");
+    benchmark::DoNotOptimize(buffer.data());
+  }
+  state.SetItemsProcessed(state.iterations() * events);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(buffer.size()));
+  state.counters["bytes_per_event"] = static_cast<double>(buffer.size()) / static_cast<double>(events);
+  state.counters["gpu_annotations"] = static_cast<double>(
+      std::count_if(input.gpu_events.begin(), input.gpu_events.end(),
+                    [](const dlprof::GpuEvent& e) { return e.kind == dlprof::GpuEventKind::Annotation; }));
+}
+BENCHMARK(BM_write_chrome_trace_gpu)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
 void print_summary(const dlprof_bench::SummaryReporter& results) {
   using dlprof_bench::print_ratio;
   const auto per_second = [&](const char* name) -> std::optional<double> {
@@ -219,6 +328,10 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
   print_ratio("build_trace + write_chrome_trace", pipeline);
   print_ratio("Trace::save, uncompressed, /tmp", per_second("BM_trace_save/gzip:0/real_time"));
   print_ratio("Trace::save, gzip, /tmp", per_second("BM_trace_save/gzip:1/real_time"));
+  fmt::print("GPU side ({} launches: calls + kernels, with annotations and flows):\n", kLaunches);
+  print_ratio("write_chrome_trace, GPU events", per_second("BM_write_chrome_trace_gpu/min_time:1.000"), 5.0,
+              /*at_most=*/false);
+  print_ratio("merge_device_activity (collector)", per_second("BM_merge_device_activity/min_time:1.000"));
 }
 
 }  // namespace

@@ -27,7 +27,6 @@
 #include <string>
 #include <iterator>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -50,12 +49,18 @@ class JsonWriter {
  public:
   explicit JsonWriter(fmt::memory_buffer& out) noexcept : out_(out) {}
 
-  void raw(std::string_view text) { out_.append(text.data(), text.data() + text.size()); }
+  /// Appends by growing the buffer and copying: inlined, a literal fragment becomes a few moves
+  /// of a known size (buffer::append copies in a loop through a capacity check).
+  DLPROF_ALWAYS_INLINE void raw(std::string_view text) {
+    const std::size_t size = out_.size();
+    out_.resize(size + text.size());
+    std::memcpy(out_.data() + size, text.data(), text.size());
+  }
   void character(char c) { out_.push_back(c); }
 
   void integer(std::int64_t value) {
     const fmt::format_int formatted(value);
-    out_.append(formatted.data(), formatted.data() + formatted.size());
+    raw(std::string_view(formatted.data(), formatted.size()));
   }
 
   /// Nanoseconds as microseconds with exactly three decimals (Kineto's fmtTs), clamped at 0.
@@ -65,7 +70,7 @@ class JsonWriter {
     const auto fraction = static_cast<int>(ns % 1000);
     const char digits[4] = {'.', static_cast<char>('0' + fraction / 100), static_cast<char>('0' + fraction / 10 % 10),
                             static_cast<char>('0' + fraction % 10)};
-    out_.append(digits, digits + 4);
+    raw(std::string_view(digits, 4));
   }
 
   /// A finite number in its shortest exact form; NaN and infinities become null (JSON has none).
@@ -191,6 +196,96 @@ inline void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStat
   }
 }
 
+/// Which correlation ids of a trace have an API call and which have device work, for the ac2g
+/// flows: a flow is drawn only between two slices that are both in the trace. CUPTI numbers calls
+/// consecutively, so a window's ids are dense and a byte per id beats a hash set by far; ids
+/// spread too thinly fall back to a sorted list.
+class CorrelationSet {
+ public:
+  void build(const Trace& trace) {
+    std::uint32_t low = UINT32_MAX;
+    std::uint32_t high = 0;
+    std::size_t count = 0;
+    const auto see = [&](std::uint32_t id) {
+      low = std::min(low, id);
+      high = std::max(high, id);
+      ++count;
+    };
+    for (const GpuEvent& work : trace.gpu_events)
+      if (is_launched_work(work)) see(work.correlation);
+    for (const ApiEvent& call : trace.api_events) see(call.correlation);
+    if (count == 0) return;
+    low_ = low;
+    dense_ = std::uint64_t{high} - low < 64 * std::uint64_t{count} + 4096;
+    if (dense_) flags_.assign(std::size_t{high} - low + 1, 0);
+    for (const GpuEvent& work : trace.gpu_events)
+      if (is_launched_work(work)) mark(work.correlation, kWork);
+    for (const ApiEvent& call : trace.api_events) mark(call.correlation, kCall);
+    if (!dense_) std::sort(sparse_.begin(), sparse_.end());
+  }
+
+  bool has_work(std::uint32_t id) const noexcept { return (flags_of(id) & kWork) != 0; }
+  bool has_call(std::uint32_t id) const noexcept { return (flags_of(id) & kCall) != 0; }
+
+  /// Syncs are waits, not launched work: Kineto draws no flow to them either.
+  static bool is_launched_work(const GpuEvent& work) noexcept {
+    return work.correlation != 0 && work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync;
+  }
+
+ private:
+  static constexpr std::uint8_t kWork = 1;
+  static constexpr std::uint8_t kCall = 2;
+
+  void mark(std::uint32_t id, std::uint8_t flag) {
+    if (dense_)
+      flags_[id - low_] |= flag;
+    else
+      sparse_.emplace_back(id, flag);
+  }
+
+  std::uint8_t flags_of(std::uint32_t id) const noexcept {
+    if (dense_) return id >= low_ && id - low_ < flags_.size() ? flags_[id - low_] : 0;
+    std::uint8_t flags = 0;
+    for (auto it = std::lower_bound(sparse_.begin(), sparse_.end(), std::make_pair(id, std::uint8_t{0}));
+         it != sparse_.end() && it->first == id; ++it)
+      flags |= it->second;
+    return flags;
+  }
+
+  bool dense_ = true;
+  std::uint32_t low_ = 0;
+  std::vector<std::uint8_t> flags_;
+  std::vector<std::pair<std::uint32_t, std::uint8_t>> sparse_;
+};
+
+/// Floats as Kineto prints them ("{:f}": six decimals), remembered by value: a window's kernels
+/// repeat a few launch configurations, and fixed-precision formatting is the slow path of fmt.
+class FixedFloatCache {
+ public:
+  std::string_view text(float value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(bits));
+    Entry& entry = entries_[(bits * 2654435761u) >> (32 - kIndexBits)];
+    if (!entry.used || entry.bits != bits) {
+      const auto end = fmt::format_to_n(entry.text, sizeof(entry.text), "{:f}", value);
+      entry.size = static_cast<std::uint8_t>(std::min(end.size, sizeof(entry.text)));
+      entry.bits = bits;
+      entry.used = true;
+    }
+    return std::string_view(entry.text, entry.size);
+  }
+
+ private:
+  static constexpr unsigned kIndexBits = 6;
+  struct Entry {
+    std::uint32_t bits = 0;
+    bool used = false;
+    std::uint8_t size = 0;
+    char text[54] = {};  // the largest finite float in "{:f}" takes 46 characters
+  };
+  Entry entries_[std::size_t{1} << kIndexBits];
+};
+
 /// Writes the GPU side of a trace: API calls on their threads, device work on (device, stream)
 /// rows, ac2g flows between them, allocations and CUPTI's overhead.
 template <class WriteName, class Relative>
@@ -204,11 +299,7 @@ class GpuEventWriter {
         trace_.overhead_events.empty())
       return;
     // A flow is drawn only between two slices that are both in the trace.
-    // Syncs are waits, not launched work: Kineto draws no flow to them either.
-    for (const GpuEvent& work : trace_.gpu_events)
-      if (work.correlation != 0 && work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync)
-        launched_.insert(work.correlation);
-    for (const ApiEvent& call : trace_.api_events) called_.insert(call.correlation);
+    correlations_.build(trace_);
     const auto maybe_flush = [&] {
       if (flush && out.size() >= flush_bytes) {
         flush(std::string_view(out.data(), out.size()));
@@ -235,13 +326,9 @@ class GpuEventWriter {
   }
 
  private:
-  void key(std::string_view name) {
-    json_.raw(", \"");
-    json_.raw(name);
-    json_.raw("\": ");
-  }
-  void integer_arg(std::string_view name, std::int64_t value) {
-    key(name);
+  /// `key` is the whole separator and key, `, "device": `: one copy instead of three.
+  void integer_arg(std::string_view key, std::int64_t value) {
+    json_.raw(key);
     json_.integer(value);
   }
   void slice_opening(std::string_view category, std::uint32_t name, std::int64_t pid, std::int64_t tid,
@@ -284,7 +371,7 @@ class GpuEventWriter {
   }
   /// Kineto's "memory bandwidth (GB/s)": bytes per ns, the string "N/A" for an instant copy.
   void bandwidth(std::uint64_t bytes, std::int64_t duration_ns) {
-    key("memory bandwidth (GB/s)");
+    json_.raw(", \"memory bandwidth (GB/s)\": ");
     if (duration_ns <= 0) {
       json_.raw("\"N/A\"");
       return;
@@ -292,15 +379,13 @@ class GpuEventWriter {
     json_.number(static_cast<double>(bytes) / static_cast<double>(duration_ns));
   }
   /// Kineto's floats, printed with six decimals.
-  void float_arg(std::string_view name, float value) {
-    key(name);
+  void float_arg(std::string_view key, float value) {
+    json_.raw(key);
     if (!std::isfinite(value)) {
       json_.raw("\"inf\"");
       return;
     }
-    fmt::format_to(std::back_inserter(scratch_), "{:f}", value);
-    json_.raw(std::string_view(scratch_.data(), scratch_.size()));
-    scratch_.clear();
+    json_.raw(floats_.text(value));
   }
 
   void write_call(const ApiEvent& call) {
@@ -310,9 +395,9 @@ class GpuEventWriter {
     args_opening(call.external_id);
     json_.raw("\"cbid\": ");
     json_.integer(call.cbid);
-    integer_arg("correlation", call.correlation);
+    integer_arg(", \"correlation\": ", call.correlation);
     json_.raw("}},\n");
-    if (launched_.count(call.correlation) != 0) flow('s', call.correlation, trace_.pid, tid, call.start_ns);
+    if (correlations_.has_work(call.correlation)) flow('s', call.correlation, trace_.pid, tid, call.start_ns);
   }
 
   static std::int64_t row_of(const GpuEvent& work) noexcept {
@@ -330,19 +415,19 @@ class GpuEventWriter {
         args_opening(work.external_id);
         json_.raw("\"queued\": ");
         json_.integer(kernel.queued_ns / 1000);  // Kineto writes µs, truncated
-        integer_arg("device", work.device);
-        integer_arg("context", work.context);
-        integer_arg("stream", work.stream);
-        integer_arg("correlation", work.correlation);
-        integer_arg("registers per thread", kernel.registers_per_thread);
-        integer_arg("shared memory", std::int64_t{kernel.static_shared_memory} + kernel.dynamic_shared_memory);
-        float_arg("blocks per SM", kernel.blocks_per_sm);
-        float_arg("warps per SM", kernel.warps_per_sm);
-        key("grid");
+        integer_arg(", \"device\": ", work.device);
+        integer_arg(", \"context\": ", work.context);
+        integer_arg(", \"stream\": ", work.stream);
+        integer_arg(", \"correlation\": ", work.correlation);
+        integer_arg(", \"registers per thread\": ", kernel.registers_per_thread);
+        integer_arg(", \"shared memory\": ", std::int64_t{kernel.static_shared_memory} + kernel.dynamic_shared_memory);
+        float_arg(", \"blocks per SM\": ", kernel.blocks_per_sm);
+        float_arg(", \"warps per SM\": ", kernel.warps_per_sm);
+        json_.raw(", \"grid\": ");
         dims(kernel.grid);
-        key("block");
+        json_.raw(", \"block\": ");
         dims(kernel.block);
-        integer_arg("est. achieved occupancy %", kernel.est_achieved_occupancy_percent);
+        integer_arg(", \"est. achieved occupancy %\": ", kernel.est_achieved_occupancy_percent);
         break;
       }
       case GpuEventKind::Memcpy:
@@ -353,10 +438,10 @@ class GpuEventWriter {
         args_opening(work.external_id);
         json_.raw("\"device\": ");
         json_.integer(work.device);
-        integer_arg("context", work.context);
-        integer_arg("stream", work.stream);
-        integer_arg("correlation", work.correlation);
-        integer_arg("bytes", static_cast<std::int64_t>(copy.bytes));
+        integer_arg(", \"context\": ", work.context);
+        integer_arg(", \"stream\": ", work.stream);
+        integer_arg(", \"correlation\": ", work.correlation);
+        integer_arg(", \"bytes\": ", static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
         break;
       }
@@ -366,14 +451,14 @@ class GpuEventWriter {
         args_opening(work.external_id);
         json_.raw("\"fromDevice\": ");
         json_.integer(copy.source_device);
-        integer_arg("inDevice", work.device);
-        integer_arg("toDevice", copy.destination_device);
-        integer_arg("fromContext", copy.source_context);
-        integer_arg("inContext", work.context);
-        integer_arg("toContext", copy.destination_context);
-        integer_arg("stream", work.stream);
-        integer_arg("correlation", work.correlation);
-        integer_arg("bytes", static_cast<std::int64_t>(copy.bytes));
+        integer_arg(", \"inDevice\": ", work.device);
+        integer_arg(", \"toDevice\": ", copy.destination_device);
+        integer_arg(", \"fromContext\": ", copy.source_context);
+        integer_arg(", \"inContext\": ", work.context);
+        integer_arg(", \"toContext\": ", copy.destination_context);
+        integer_arg(", \"stream\": ", work.stream);
+        integer_arg(", \"correlation\": ", work.correlation);
+        integer_arg(", \"bytes\": ", static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
         break;
       }
@@ -382,11 +467,11 @@ class GpuEventWriter {
         args_opening(work.external_id);
         json_.raw("\"cuda_sync_kind\": ");
         json_.string(sync_kind_name(work.sync.type));
-        if (work.sync.type == 1 || work.sync.type == 2) integer_arg("wait_on_cuda_event_id", work.sync.cuda_event_id);
-        integer_arg("stream", work.stream);
-        integer_arg("correlation", work.correlation);
-        integer_arg("device", work.device);
-        integer_arg("context", work.context);
+        if (work.sync.type == 1 || work.sync.type == 2) integer_arg(", \"wait_on_cuda_event_id\": ", work.sync.cuda_event_id);
+        integer_arg(", \"stream\": ", work.stream);
+        integer_arg(", \"correlation\": ", work.correlation);
+        integer_arg(", \"device\": ", work.device);
+        integer_arg(", \"context\": ", work.context);
         break;
       }
       case GpuEventKind::Annotation:
@@ -396,7 +481,7 @@ class GpuEventWriter {
         break;
     }
     json_.raw("}},\n");
-    if (launched_.count(work.correlation) != 0 && called_.count(work.correlation) != 0)
+    if (correlations_.has_work(work.correlation) && correlations_.has_call(work.correlation))
       flow('f', work.correlation, pid, tid, work.start_ns);
   }
 
@@ -459,11 +544,11 @@ class GpuEventWriter {
     json_.raw(", \"ts\": ");
     json_.microseconds(relative_(memory.time_ns));
     json_.raw(", \"args\": {\"Device Type\": 1");  // c10::DeviceType::CUDA
-    integer_arg("Device Id", memory.device);
-    integer_arg("Addr", static_cast<std::int64_t>(memory.address));
-    integer_arg("Bytes", memory.bytes);
-    integer_arg("Total Allocated", memory.total_allocated);
-    integer_arg("Total Reserved", memory.total_allocated);  // no caching allocator: reserved is allocated
+    integer_arg(", \"Device Id\": ", memory.device);
+    integer_arg(", \"Addr\": ", static_cast<std::int64_t>(memory.address));
+    integer_arg(", \"Bytes\": ", memory.bytes);
+    integer_arg(", \"Total Allocated\": ", memory.total_allocated);
+    integer_arg(", \"Total Reserved\": ", memory.total_allocated);  // no caching allocator: reserved is allocated
     json_.raw("}},\n");
   }
 
@@ -476,9 +561,8 @@ class GpuEventWriter {
   JsonWriter& json_;
   const WriteName& write_name_;
   const Relative& relative_;
-  std::unordered_set<std::uint32_t> launched_;  // correlation ids with device work in the trace
-  std::unordered_set<std::uint32_t> called_;    // correlation ids with an API call in the trace
-  fmt::memory_buffer scratch_;
+  CorrelationSet correlations_;
+  FixedFloatCache floats_;
 };
 
 }  // namespace detail
