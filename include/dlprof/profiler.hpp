@@ -40,6 +40,7 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/annotate.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/active.hpp"
 #include "dlprof/detail/clock.hpp"

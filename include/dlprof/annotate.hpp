@@ -1,0 +1,194 @@
+// dlprof/annotate.hpp: ranges around code you do not edit ("monkey-patch style"), named the way
+// torch.profiler names them so TensorBoard's and HTA's categories recognise them:
+//
+//   for (auto& batch : dlprof::annotate(*loader)) { ... }   // each fetch: "enumerate(DataLoader)#StatelessDataLoader.__next__"
+//   auto optimizer = dlprof::annotate(sgd);                  // "Optimizer.step#SGD.step", "Optimizer.zero_grad#SGD.zero_grad"
+//   optimizer.zero_grad(); ...; optimizer.step();
+//   auto forward = dlprof::wrap("forward", [&](auto& x) { return model->forward(x); });
+//   auto y = forward(x);                                     // same arguments, same result, inside a range
+//
+// `annotate` takes anything iterable (torch::data loaders, containers, generators with
+// begin()/end()) or anything with step() and zero_grad() (torch::optim optimizers). The proxies
+// hold a reference: the annotated object must outlive them. Names are computed once, when the
+// proxy is made; each range costs what a ScopedRange with a run-time name costs (an intern-cache
+// lookup while recording, one relaxed load otherwise).
+#pragma once
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+#include "dlprof/config.hpp"
+#include "dlprof/event.hpp"
+#include "dlprof/range.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+/// The unqualified name of a type without its template arguments, as Python prints a class:
+/// torch::data::StatelessDataLoader<...> -> "StatelessDataLoader", torch::optim::SGD -> "SGD".
+inline std::string short_type_name(const std::type_info& type) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
+                                                   std::free);
+  std::string name = status == 0 && demangled ? std::string(demangled.get()) : std::string(type.name());
+  // Cut the template arguments: everything from the first '<' at nesting depth 0.
+  if (const std::size_t open = name.find('<'); open != std::string::npos) name.erase(open);
+  if (const std::size_t scope = name.rfind("::"); scope != std::string::npos) name.erase(0, scope + 2);
+  return name;
+}
+
+template <class T, class = void>
+struct is_iterable : std::false_type {};
+template <class T>
+struct is_iterable<T, std::void_t<decltype(std::begin(std::declval<T&>())), decltype(std::end(std::declval<T&>()))>>
+    : std::true_type {};
+
+template <class T, class = void>
+struct is_optimizer : std::false_type {};
+template <class T>
+struct is_optimizer<T, std::void_t<decltype(std::declval<T&>().step()), decltype(std::declval<T&>().zero_grad())>>
+    : std::true_type {};
+
+}  // namespace detail
+
+/// A callable that runs another inside a range. Arguments are forwarded and the result returned
+/// exactly as the wrapped callable gives them (references stay references).
+template <class Callable>
+class Wrapped {
+ public:
+  Wrapped(std::string name, Callable callable, Category category)
+      : name_(std::move(name)), callable_(std::move(callable)), category_(category) {}
+
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    const ScopedRange range(name_, category_);
+    return std::invoke(callable_, std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    const ScopedRange range(name_, category_);
+    return std::invoke(callable_, std::forward<Args>(args)...);
+  }
+
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  std::string name_;
+  Callable callable_;
+  Category category_;
+};
+
+/// `callable` inside a range named `name` at every call.
+template <class Callable>
+Wrapped<std::decay_t<Callable>> wrap(std::string name, Callable&& callable, Category category = Category::User) {
+  return Wrapped<std::decay_t<Callable>>(std::move(name), std::forward<Callable>(callable), category);
+}
+
+/// An iterable whose every fetch (begin() and each ++) is a DataLoader range named
+/// "enumerate(DataLoader)#<Loader>.__next__", the name TensorBoard's plugin counts as DataLoader.
+/// torch::data loaders fetch their first batch in begin() and the next ones in ++.
+template <class Loader>
+class AnnotatedLoader {
+  using UnderlyingIterator = decltype(std::begin(std::declval<Loader&>()));
+  using UnderlyingSentinel = decltype(std::end(std::declval<Loader&>()));
+
+ public:
+  class iterator {
+   public:
+    using difference_type = std::ptrdiff_t;
+    using value_type = typename std::iterator_traits<UnderlyingIterator>::value_type;
+    using reference = decltype(*std::declval<UnderlyingIterator&>());
+    using pointer = void;
+    using iterator_category = std::input_iterator_tag;
+
+    iterator(UnderlyingIterator position, const std::string* range_name)
+        : position_(std::move(position)), range_name_(range_name) {}
+
+    reference operator*() const { return *position_; }
+    iterator& operator++() {
+      const ScopedRange range(*range_name_, Category::DataLoader);
+      ++position_;
+      return *this;
+    }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.position_ == b.position_; }
+    friend bool operator!=(const iterator& a, const iterator& b) { return !(a == b); }
+    friend bool operator==(const iterator& a, const UnderlyingSentinel& end) { return a.position_ == end; }
+    friend bool operator!=(const iterator& a, const UnderlyingSentinel& end) { return !(a.position_ == end); }
+
+   private:
+    UnderlyingIterator position_;
+    const std::string* range_name_;
+  };
+
+  AnnotatedLoader(Loader& loader, std::string loader_name)
+      : loader_(loader), range_name_("enumerate(DataLoader)#" + std::move(loader_name) + ".__next__") {}
+
+  iterator begin() {
+    const ScopedRange range(range_name_, Category::DataLoader);
+    return iterator(std::begin(loader_), &range_name_);
+  }
+  UnderlyingSentinel end() { return std::end(loader_); }
+
+  const std::string& range_name() const noexcept { return range_name_; }
+
+ private:
+  Loader& loader_;
+  std::string range_name_;
+};
+
+/// An optimizer whose step() and zero_grad() are Optimizer ranges named as torch.profiler names
+/// them ("Optimizer.step#SGD.step"). Everything else is reached through -> or get().
+template <class Optimizer>
+class AnnotatedOptimizer {
+ public:
+  AnnotatedOptimizer(Optimizer& optimizer, const std::string& optimizer_name)
+      : optimizer_(optimizer),
+        step_name_("Optimizer.step#" + optimizer_name + ".step"),
+        zero_grad_name_("Optimizer.zero_grad#" + optimizer_name + ".zero_grad") {}
+
+  template <class... Args>
+  decltype(auto) step(Args&&... args) {
+    const ScopedRange range(step_name_, Category::Optimizer);
+    return optimizer_.step(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  decltype(auto) zero_grad(Args&&... args) {
+    const ScopedRange range(zero_grad_name_, Category::Optimizer);
+    return optimizer_.zero_grad(std::forward<Args>(args)...);
+  }
+
+  Optimizer* operator->() const noexcept { return &optimizer_; }
+  Optimizer& get() const noexcept { return optimizer_; }
+  const std::string& step_range_name() const noexcept { return step_name_; }
+  const std::string& zero_grad_range_name() const noexcept { return zero_grad_name_; }
+
+ private:
+  Optimizer& optimizer_;
+  std::string step_name_;
+  std::string zero_grad_name_;
+};
+
+/// Annotates a data loader (anything iterable) or an optimizer (anything with step() and
+/// zero_grad()), named after its type; `name` overrides the type's name.
+template <class Annotated>
+auto annotate(Annotated& annotated, std::string name = {}) {
+  static_assert(detail::is_iterable<Annotated>::value || detail::is_optimizer<Annotated>::value,
+                "dlprof::annotate takes a data loader (begin()/end()) or an optimizer (step() and zero_grad()); "
+                "wrap other callables with dlprof::wrap(name, callable)");
+  if (name.empty()) name = detail::short_type_name(typeid(Annotated));
+  if constexpr (detail::is_iterable<Annotated>::value)
+    return AnnotatedLoader<Annotated>(annotated, std::move(name));
+  else
+    return AnnotatedOptimizer<Annotated>(annotated, name);
+}
+
+DLPROF_END_NAMESPACE
