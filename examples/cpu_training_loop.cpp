@@ -32,6 +32,8 @@
 
 #include <dlprof/profiler.hpp>
 
+#include "trace_files.hpp"
+
 namespace {
 
 using dlprof::Category;
@@ -416,24 +418,6 @@ void print_dataloader_share(const dlprof::Trace& trace) {
   fmt::print("DataLoader: {:.1f}% of step time\n\n", percent(all_dataloader_ns, all_steps_ns));
 }
 
-std::optional<std::filesystem::path> newest_trace_file(const std::filesystem::path& dir) {
-  constexpr std::string_view kSuffix = ".pt.trace.json";
-  std::optional<std::filesystem::path> newest;
-  std::filesystem::file_time_type newest_time{};
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    const bool is_trace =
-        name.size() > kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
-    if (!is_trace || !entry.is_regular_file(error)) continue;
-    const auto time = entry.last_write_time(error);
-    if (error || (newest && time <= newest_time)) continue;
-    newest = entry.path();
-    newest_time = time;
-  }
-  return newest;
-}
-
 struct Options {
   int num_workers = 0;
   int steps = 12;
@@ -559,7 +543,7 @@ int main(int argc, char** argv) {
 
   fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {}\n\n", first_loss, last_loss, options.steps - 1);
   fmt::print("{}\n", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(15));
-  const std::optional<std::filesystem::path> trace = newest_trace_file(options.log_dir);
+  const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);
   if (!trace || !prof.errors().empty()) {  // dlprof has already printed why on stderr
     fmt::print(stderr, "cpu_training_loop: no trace was written to {}\n", options.log_dir);
     return 1;

@@ -39,6 +39,8 @@
 #include <dlprof/cuda.hpp>
 #include <dlprof/profiler.hpp>
 
+#include "trace_files.hpp"
+
 namespace {
 
 using dlprof::Category;
@@ -540,24 +542,6 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-std::optional<std::filesystem::path> newest_trace_file(const std::filesystem::path& dir) {
-  constexpr std::string_view kSuffix = ".pt.trace.json";
-  std::optional<std::filesystem::path> newest;
-  std::filesystem::file_time_type newest_time{};
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    const bool is_trace =
-        name.size() > kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
-    if (!is_trace || !entry.is_regular_file(error)) continue;
-    const auto time = entry.last_write_time(error);
-    if (error || (newest && time <= newest_time)) continue;
-    newest = entry.path();
-    newest_time = time;
-  }
-  return newest;
-}
-
 std::string json_string(std::string_view text) {
   std::string quoted = "\"";
   for (const char c : text) {
@@ -721,7 +705,7 @@ int main(int argc, char** argv) {
     }
     if (options.profile) {
       fmt::print("\n{}\n", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(20));
-      const std::optional<std::filesystem::path> trace = newest_trace_file(options.log_dir);
+      const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);
       if (!trace || !prof.errors().empty()) {  // dlprof has already printed why on stderr
         fmt::print(stderr, "cuda_training_loop: no trace was written to {}\n", options.log_dir);
         return 1;
