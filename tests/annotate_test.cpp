@@ -115,6 +115,35 @@ TEST(AnnotateTest, EveryFetchOfALoaderIsADataLoaderRangeNamedLikeTorch) {
   EXPECT_EQ(fetch_ranges, 4u);
 }
 
+/// torch::data::Iterator compares through a non-const operator==.
+class NonConstComparisonLoader {
+ public:
+  struct iterator {
+    using difference_type = std::ptrdiff_t;
+    using value_type = int;
+    using reference = int;
+    using pointer = void;
+    using iterator_category = std::input_iterator_tag;
+    int operator*() { return position; }
+    iterator& operator++() {
+      ++position;
+      return *this;
+    }
+    bool operator==(const iterator& other) { return position == other.position; }
+    bool operator!=(const iterator& other) { return position != other.position; }
+    int position;
+  };
+  iterator begin() { return iterator{0}; }
+  iterator end() { return iterator{2}; }
+};
+
+TEST(AnnotateTest, LoadersWhoseIteratorsCompareThroughNonConstMembersWork) {
+  NonConstComparisonLoader loader;
+  int sum = 0;
+  for (const int batch : dlprof::annotate(loader)) sum += batch + 1;
+  EXPECT_EQ(sum, 3);
+}
+
 TEST(AnnotateTest, AnyIterableCanBeAnnotatedAndNamed) {
   std::vector<std::string> samples = {"a", "b"};
   std::string joined;

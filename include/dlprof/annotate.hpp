@@ -125,7 +125,8 @@ class AnnotatedLoader {
     friend bool operator!=(const iterator& a, const UnderlyingSentinel& end) { return !(a.position_ == end); }
 
    private:
-    UnderlyingIterator position_;
+    // Mutable: torch::data::Iterator's operator== is a non-const member.
+    mutable UnderlyingIterator position_;
     const std::string* range_name_;
   };
 
