@@ -30,12 +30,14 @@ configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_TRACE_TOOLS_
 ctest --test-dir build/main -j "$jobs" --output-on-failure
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
-configure_and_build asan -DCMAKE_BUILD_TYPE=Debug -DDLPROF_SANITIZE=address,undefined -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF
+configure_and_build asan -DCMAKE_BUILD_TYPE=Debug -DDLPROF_SANITIZE=address,undefined -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF \
+  -DDLPROF_WITH_TORCH=OFF  # LibTorch is not built with the sanitizers
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan -j "$jobs" --output-on-failure -L dlprof
 
 echo "== ThreadSanitizer"
-configure_and_build tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_SANITIZE=thread -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF
+configure_and_build tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_SANITIZE=thread -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF \
+  -DDLPROF_WITH_TORCH=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build/tsan -j "$jobs" --output-on-failure -L dlprof
 

@@ -55,6 +55,15 @@ enum class EventKind : std::uint8_t {
   Instant = 1,  ///< dlprof::mark
   Counter = 2,  ///< dlprof::counter sample
   Step = 3,     ///< ProfilerStep#N, emitted by the Profiler on the thread that calls step()
+  Op = 4,       ///< an operator of a framework (LibTorch's ATen ops and autograd nodes): a cpu_op slice
+  /// Internal to the rings, never in a Trace: the sequence number and forward thread of the Op
+  /// event that follows it on the same thread.
+  OpDetails = 5,
 };
+
+/// Kinds written as slices ("X" events) that nest on their thread.
+constexpr bool is_slice(EventKind kind) noexcept {
+  return kind == EventKind::Range || kind == EventKind::Step || kind == EventKind::Op;
+}
 
 DLPROF_END_NAMESPACE

@@ -53,7 +53,7 @@ class KeyAverages {
     std::uint32_t thread = UINT32_MAX;
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
-      if (event.kind != EventKind::Range && event.kind != EventKind::Step) continue;
+      if (!is_slice(event.kind)) continue;
       if (event.thread != thread) {
         open.clear();
         thread = event.thread;
@@ -67,7 +67,7 @@ class KeyAverages {
     }
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
-      if (event.kind != EventKind::Range && event.kind != EventKind::Step) continue;
+      if (!is_slice(event.kind)) continue;
       auto [found, inserted] = row_of_name.try_emplace(event.name, rows_.size());
       if (inserted) {
         KeyAverage row;

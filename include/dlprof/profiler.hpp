@@ -47,6 +47,7 @@
 #include "dlprof/detail/collector.hpp"
 #include "dlprof/detail/gpu_activity.hpp"
 #include "dlprof/detail/gpu_collector.hpp"
+#include "dlprof/detail/op_observer.hpp"
 #include "dlprof/detail/ring_buffer.hpp"
 #include "dlprof/detail/string_table.hpp"
 #include "dlprof/export/chrome_trace.hpp"
@@ -263,6 +264,9 @@ class Profiler {
   explicit Profiler(ProfilerOptions options) : options_(std::move(options)) {
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
+    if (options_.wants(Activity::CPU))
+      if (const detail::OpObserverAccessor observer = detail::g_op_observer.load(std::memory_order_acquire))
+        op_observer_ = &observer();
     if (options_.wants(Activity::CUDA)) {
       if (const detail::GpuBackendAccessor backend = detail::g_gpu_backend.load(std::memory_order_acquire)) {
         gpu_backend_ = &backend();
@@ -326,7 +330,7 @@ class Profiler {
         trace_ready();
         break;
     }
-    disable_gpu();
+    disable_collectors();
     started_ = false;
     detail::g_started_profiler.store(nullptr);
     if (writer_) writer_->wait_idle();
@@ -360,7 +364,7 @@ class Profiler {
  private:
   void transit(Action previous, Action current) {
     transit_cpu(previous, current);
-    if (current == Action::None) disable_gpu();  // idle steps pay nothing for CUPTI
+    if (current == Action::None) disable_collectors();  // idle steps pay nothing for CUPTI or op observers
   }
 
   void transit_cpu(Action previous, Action current) {
@@ -394,6 +398,10 @@ class Profiler {
   void prepare_trace() {
     detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
     if (detail::t_ring == nullptr || detail::t_ring->retired()) detail::attach_thread_ring();
+    if (op_observer_ != nullptr && !op_observer_enabled_) {
+      op_observer_->enable(detail::OpObserverOptions{options_.record_shapes(), options_.with_flops()});
+      op_observer_enabled_ = true;
+    }
     if (gpu_backend_ != nullptr && !gpu_enabled_) {
       gpu_enabled_ = gpu_backend_->enable(
           detail::GpuCollectionOptions{options_.profile_memory(), options_.gpu_records_per_window()});
@@ -419,10 +427,15 @@ class Profiler {
     if (gpu_enabled_) device_activity_ = gpu_backend_->end_window();
   }
 
-  void disable_gpu() {
-    if (!gpu_enabled_) return;
-    gpu_backend_->disable();
-    gpu_enabled_ = false;
+  void disable_collectors() {
+    if (op_observer_enabled_) {
+      op_observer_->disable();
+      op_observer_enabled_ = false;
+    }
+    if (gpu_enabled_) {
+      gpu_backend_->disable();
+      gpu_enabled_ = false;
+    }
   }
 
   void trace_ready() {
@@ -516,6 +529,8 @@ class Profiler {
   std::uint32_t step_correlation_sequence_ = 0;
   detail::GpuBackend* gpu_backend_ = nullptr;  // set when CUDA activity is asked for and a backend is linked
   bool gpu_enabled_ = false;
+  detail::OpObserver* op_observer_ = nullptr;  // set when CPU activity is asked for and an observer is linked
+  bool op_observer_enabled_ = false;
   std::optional<detail::DeviceActivity> device_activity_;
   detail::ClockSample window_start_{};
   detail::ClockSample window_end_{};
@@ -566,4 +581,7 @@ DLPROF_END_NAMESPACE
 
 #if defined(DLPROF_WITH_CUPTI) && DLPROF_WITH_CUPTI
 #  include "dlprof/cupti.hpp"
+#endif
+#if defined(DLPROF_WITH_TORCH) && DLPROF_WITH_TORCH
+#  include "dlprof/torch.hpp"
 #endif

@@ -69,7 +69,9 @@ struct TraceEvent {
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;    ///< == start_ns for instants and counters
   double value = 0;           ///< counter sample
-  std::uint64_t external_id = 0;  ///< ranges and steps: the `External id` GPU work links to; 0 otherwise
+  std::uint64_t external_id = 0;  ///< slices: the `External id` GPU work links to; 0 otherwise
+  std::int64_t sequence_number = -1;  ///< ops: autograd's sequence number linking forward and backward; -1 if none
+  std::uint64_t forward_thread_id = 0;  ///< ops with a sequence number: the thread that ran the forward op
   std::uint32_t name = 0;     ///< index into Trace::names
   std::uint32_t thread = 0;   ///< index into Trace::threads
   EventKind kind = EventKind::Range;

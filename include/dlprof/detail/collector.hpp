@@ -66,7 +66,7 @@ inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t
   std::uint64_t clipped = 0;
   std::vector<std::int64_t> open_ends;
   for (auto it = first; it != last; ++it) {
-    if (it->kind != EventKind::Range && it->kind != EventKind::Step) continue;
+    if (!is_slice(it->kind)) continue;
     while (!open_ends.empty() && open_ends.back() <= it->start_ns) open_ends.pop_back();
     if (!open_ends.empty() && it->end_ns > open_ends.back()) {
       it->end_ns = open_ends.back();
@@ -108,7 +108,12 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
       auto& thread = drained.threads[t];
       trace.threads.push_back(ThreadInfo{thread.os_tid, std::move(thread.name)});
       const std::size_t begin = trace.events.size();
+      const Event* details = nullptr;  // the OpDetails just before an Op
       for (const Event& raw : thread.events) {
+        if (raw.kind == EventKind::OpDetails) {
+          details = &raw;
+          continue;
+        }
         TraceEvent event;
         event.kind = raw.kind;
         event.category = raw.category;
@@ -119,13 +124,20 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
         event.start_ns = std::clamp(clock.to_realtime_ns(raw.start), window_start_ns, window_end_ns);
         switch (raw.kind) {
           case EventKind::Range:
-          case EventKind::Step: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
+          case EventKind::Step:
+          case EventKind::Op: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
+          case EventKind::OpDetails: break;  // consumed above
           case EventKind::Instant: event.end_ns = event.start_ns; break;
           case EventKind::Counter:
             event.end_ns = event.start_ns;
             event.value = raw.value;
             break;
         }
+        if (raw.kind == EventKind::Op && details != nullptr && details->start == raw.start) {
+          event.sequence_number = static_cast<std::int64_t>(details->name);
+          event.forward_thread_id = static_cast<std::uint64_t>(details->end);
+        }
+        details = nullptr;
         // The pushed external id for now; assign_external_ids() replaces it.
         if (raw.correlation_sequence != 0) event.external_id = make_external_id(thread.ordinal, raw.correlation_sequence);
         if (raw.kind == EventKind::Step) {
@@ -143,13 +155,13 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
   return trace;
 }
 
-/// Gives every range and step its trace `External id`, 1, 2, ... in trace order (as Kineto
+/// Gives every slice (range, step, op) its trace `External id`, 1, 2, ... in trace order (as Kineto
 /// numbers ops), and returns the map from the ids ranges pushed to CUPTI to those.
 inline std::unordered_map<std::uint64_t, std::uint64_t> assign_external_ids(Trace& trace) {
   std::unordered_map<std::uint64_t, std::uint64_t> pushed_to_trace;
   std::uint64_t next = 0;
   for (TraceEvent& event : trace.events) {
-    if (event.kind != EventKind::Range && event.kind != EventKind::Step) continue;
+    if (!is_slice(event.kind)) continue;
     const std::uint64_t pushed = event.external_id;
     event.external_id = ++next;
     if (pushed != 0) pushed_to_trace.emplace(pushed, event.external_id);

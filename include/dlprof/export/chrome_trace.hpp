@@ -27,6 +27,7 @@
 #include <string>
 #include <iterator>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -108,8 +109,10 @@ constexpr std::string_view event_opening(EventKind kind) noexcept {
   switch (kind) {
     case EventKind::Range:
     case EventKind::Step: return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
+    case EventKind::Op: return "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
     case EventKind::Instant: return "  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": ";
     case EventKind::Counter: return "  {\"ph\": \"C\", \"cat\": \"counter\", \"name\": ";
+    case EventKind::OpDetails: break;  // never in a Trace
   }
   return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
 }
@@ -285,6 +288,41 @@ class FixedFloatCache {
   };
   Entry entries_[std::size_t{1} << kIndexBits];
 };
+
+/// The fwdbwd flow of each event, by index (0: none): a backward op (category Backward) with a
+/// sequence number ends a flow that starts at the forward op with the same (forward thread,
+/// sequence number), the latest-starting one when several match, as torch's collection.cpp
+/// links them. Ids count up from 1; empty when the trace has no op with a sequence number.
+inline std::vector<std::uint32_t> forward_backward_flows(const Trace& trace) {
+  struct Key {
+    std::uint64_t thread;
+    std::int64_t sequence;
+    bool operator==(const Key& other) const noexcept { return thread == other.thread && sequence == other.sequence; }
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& key) const noexcept {
+      return std::hash<std::uint64_t>()(key.thread * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(key.sequence));
+    }
+  };
+  std::unordered_map<Key, std::size_t, KeyHash> forward_of;
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& event = trace.events[i];
+    if (event.kind != EventKind::Op || event.sequence_number < 0 || event.category == Category::Backward) continue;
+    auto [found, inserted] = forward_of.try_emplace(Key{event.forward_thread_id, event.sequence_number}, i);
+    if (!inserted && trace.events[found->second].start_ns <= event.start_ns) found->second = i;
+  }
+  if (forward_of.empty()) return {};
+  std::vector<std::uint32_t> flows(trace.events.size(), 0);
+  std::uint32_t next_id = 0;
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& event = trace.events[i];
+    if (event.kind != EventKind::Op || event.sequence_number < 0 || event.category != Category::Backward) continue;
+    const auto forward = forward_of.find(Key{event.forward_thread_id, event.sequence_number});
+    if (forward == forward_of.end() || flows[forward->second] != 0) continue;
+    flows[forward->second] = flows[i] = ++next_id;
+  }
+  return flows;
+}
 
 /// Writes the GPU side of a trace: API calls on their threads, device work on (device, stream)
 /// rows, ac2g flows between them, allocations and CUPTI's overhead.
@@ -663,6 +701,7 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
     json.raw(std::string_view(escaped_names_buffer.data() + escaped_names[name].first, escaped_names[name].second));
   };
 
+  const std::vector<std::uint32_t> fwdbwd = detail::forward_backward_flows(trace);
   std::int64_t event_index = 0;
   for (const TraceEvent& event : trace.events) {
     if (flush && out.size() >= kFlushBytes) {
@@ -681,13 +720,21 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
     switch (event.kind) {
       case EventKind::Range:
       case EventKind::Step:
+      case EventKind::Op:
         json.raw(", \"dur\": ");
         json.microseconds(event.duration_ns());
         json.raw(", \"args\": {\"External id\": ");
         json.integer(static_cast<std::int64_t>(event.external_id));
         json.raw(", \"Record function id\": 0, \"Ev Idx\": ");
         json.integer(event_index);
+        if (event.sequence_number >= 0) {
+          json.raw(", \"Fwd thread id\": ");
+          json.integer(static_cast<std::int64_t>(event.forward_thread_id));
+          json.raw(", \"Sequence number\": ");
+          json.integer(event.sequence_number);
+        }
         break;
+      case EventKind::OpDetails: break;  // never in a Trace
       case EventKind::Instant:
         json.raw(", \"s\": \"t\", \"args\": {\"Ev Idx\": ");
         json.integer(event_index);
@@ -698,6 +745,20 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
         break;
     }
     json.raw("}},\n");
+    if (!fwdbwd.empty() && fwdbwd[static_cast<std::size_t>(event_index)] != 0) {
+      // Flows follow their slice; only the end binds to its enclosing slice.
+      const bool backward = event.category == Category::Backward;
+      json.raw(backward ? "  {\"ph\": \"f\", \"id\": " : "  {\"ph\": \"s\", \"id\": ");
+      json.integer(fwdbwd[static_cast<std::size_t>(event_index)]);
+      json.raw(", \"pid\": ");
+      json.integer(trace.pid);
+      json.raw(", \"tid\": ");
+      json.integer(trace.threads[event.thread].os_tid);
+      json.raw(", \"ts\": ");
+      json.microseconds(relative(event.start_ns));
+      json.raw(backward ? ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"bp\": \"e\"},\n"
+                        : ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"},\n");
+    }
     ++event_index;
   }
   detail::GpuEventWriter gpu_writer(trace, json, write_name, relative);

@@ -1,0 +1,162 @@
+// dlprof/torch.hpp: LibTorch's operators in the trace. Link dlprof::torch (profiler.hpp then
+// includes this header) or include it yourself, and every ATen op and autograd node of the
+// recorded steps becomes a `cpu_op` slice on its thread, as torch.profiler records them:
+//
+//   dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 3)));
+//   prof.start();
+//   for (auto& batch : dlprof::annotate(*loader)) { ...model, loss.backward(), optimizer.step()...; prof.step(); }
+//
+// Each op carries `External id` (kernels it launches link to it when CUDA activity is recorded),
+// and ops that autograd numbers carry `Sequence number` and `Fwd thread id`; backward nodes, and
+// every op run inside one, are in the Backward category, and a `fwdbwd` flow links each backward
+// node to the forward op it differentiates.
+//
+// Cost: the observer is a global RecordFunction callback installed only while the schedule is
+// warming up or recording and removed when it goes idle, so an idle step pays LibTorch's own
+// RecordFunction cost and nothing of dlprof's. While installed it keeps no per-op allocation: a
+// per-thread stack of open ops and two 32-byte events per numbered op (one otherwise).
+#pragma once
+
+#include <ATen/record_function.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/active.hpp"
+#include "dlprof/detail/clock.hpp"
+#include "dlprof/detail/correlation.hpp"
+#include "dlprof/detail/event.hpp"
+#include "dlprof/detail/op_observer.hpp"
+#include "dlprof/detail/ring_buffer.hpp"
+#include "dlprof/detail/string_table.hpp"
+#include "dlprof/event.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+/// LibTorch's RecordFunction callbacks turned into Op events.
+class TorchOpObserver final : public OpObserver {
+ public:
+  static TorchOpObserver& instance() {
+    static TorchOpObserver* observer = new TorchOpObserver();  // callbacks may run during exit
+    return *observer;
+  }
+
+  void enable(const OpObserverOptions&) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (handle_ != 0) return;
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&on_enter, &on_exit)
+                                        .needsIds(true)
+                                        .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                                                 at::RecordScope::USER_SCOPE}));
+  }
+
+  void disable() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (handle_ == 0) return;
+    at::removeCallback(handle_);
+    handle_ = 0;
+  }
+
+  /// Whether the callback is installed now.
+  bool installed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handle_ != 0;
+  }
+
+ private:
+  /// An op entered on this thread and not yet left.
+  struct OpenOp {
+    std::uint64_t handle;
+    std::int64_t start;
+    NameId name;
+    std::int64_t sequence_number;
+    std::uint64_t forward_thread_id;
+    std::uint32_t correlation_sequence;
+    bool backward;
+    bool opens_backward;  // a backward node, or the engine's evaluate_function around one
+  };
+
+  /// The ops open on a thread. Fixed depth, so entering an op never allocates; deeper nesting
+  /// than this is not recorded.
+  struct OpenOps {
+    static constexpr std::size_t kMaxDepth = 128;
+    std::array<OpenOp, kMaxDepth> ops;
+    std::size_t depth = 0;
+    std::uint32_t backward_depth = 0;  // open ops that make what they contain backward
+  };
+  static OpenOps& open_ops() {
+    thread_local OpenOps ops;
+    return ops;
+  }
+
+  static bool starts_backward(const at::RecordFunction& fn, std::string_view name) noexcept {
+    constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
+    return fn.scope() == at::RecordScope::BACKWARD_FUNCTION || name.substr(0, kEngine.size()) == kEngine;
+  }
+
+  static std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+    const std::uint32_t flags = active_flags();
+    if ((flags & kRecording) == 0) return nullptr;  // installed for the warm-up, not recording yet
+    OpenOps& open = open_ops();
+    if (open.depth == OpenOps::kMaxDepth) return nullptr;
+    const char* name = fn.name();
+    const std::string_view view = name != nullptr ? std::string_view(name) : std::string_view("<unnamed op>");
+    OpenOp& op = open.ops[open.depth];
+    try {
+      op.name = intern(view);
+    } catch (...) {  // no memory to intern the name: this op is not recorded
+      return nullptr;
+    }
+    ++open.depth;
+    op.handle = fn.handle();
+    op.opens_backward = starts_backward(fn, view);
+    op.backward = op.opens_backward || open.backward_depth > 0;
+    if (op.opens_backward) ++open.backward_depth;
+    op.sequence_number = fn.seqNr();
+    op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
+    op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
+    op.start = now_ticks();
+    return nullptr;
+  }
+
+  static void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
+    const std::int64_t end = now_ticks();
+    OpenOps& open = open_ops();
+    // Ops leave in the order they entered; one entered before recording began is not there.
+    std::size_t index = open.depth;
+    while (index > 0 && open.ops[index - 1].handle != fn.handle()) --index;
+    if (index == 0) return;
+    while (open.depth >= index) {  // ops above the one leaving never reported their end: drop them
+      const OpenOp& op = open.ops[--open.depth];
+      if (op.opens_backward) --open.backward_depth;
+      if (op.correlation_sequence != 0) pop_external_correlation();
+      if (open.depth + 1 != index) continue;
+      if (op.sequence_number >= 0)
+        push_event(Event{static_cast<NameId>(op.sequence_number), op.start,
+                         {static_cast<std::int64_t>(op.forward_thread_id)}, EventKind::OpDetails, Category::User});
+      push_event(Event{op.name, op.start, {end}, EventKind::Op, op.backward ? Category::Backward : Category::User,
+                       op.correlation_sequence});
+    }
+  }
+
+  TorchOpObserver() = default;
+
+  mutable std::mutex mutex_;  // guards handle_
+  at::CallbackHandle handle_ = 0;
+};
+
+inline OpObserver& torch_op_observer() { return TorchOpObserver::instance(); }
+
+/// Registers the observer when any translation unit of the program includes this header.
+inline const bool g_torch_op_observer_registered = [] {
+  g_op_observer.store(&torch_op_observer, std::memory_order_release);
+  return true;
+}();
+
+}  // namespace detail
+DLPROF_END_NAMESPACE

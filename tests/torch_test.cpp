@@ -1,0 +1,147 @@
+// LibTorch's operators recorded by the observer of torch.hpp: names, nesting, forward/backward
+// links and when the observer is installed.
+#include <dlprof/profiler.hpp>
+#include <torch/torch.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using testing::Contains;
+using testing::IsSupersetOf;
+
+static_assert(DLPROF_WITH_TORCH, "this test checks a program linked with dlprof::torch");
+
+/// A matmul, a sum and its backward: the smallest step with numbered ops and autograd nodes.
+void tiny_step() {
+  torch::manual_seed(0);
+  auto a = torch::randn({4, 8}, torch::requires_grad());
+  auto b = torch::randn({8, 8});
+  auto loss = torch::mm(a, b).sum();
+  loss.backward();
+}
+
+nlohmann::json write(const dlprof::Trace& trace) {
+  fmt::memory_buffer out;
+  dlprof::write_chrome_trace(trace, out, "torch.json");
+  return nlohmann::json::parse(std::string_view(out.data(), out.size()));
+}
+
+std::vector<std::string> op_names(const nlohmann::json& trace) {
+  std::vector<std::string> names;
+  for (const auto& event : trace["traceEvents"])
+    if (event.value("cat", "") == "cpu_op") names.push_back(event["name"]);
+  return names;
+}
+
+TEST(TorchTest, EveryOpOfAStepIsACpuOpSliceInsideTheRangeAroundIt) {
+  dlprof::Profiler profiler;
+  profiler.start();
+  {
+    DLPROF_RANGE("train_step");
+    tiny_step();
+  }
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  EXPECT_THAT(op_names(trace),
+              IsSupersetOf({"aten::randn", "aten::mm", "aten::sum", "aten::ones_like",
+                            "autograd::engine::evaluate_function: MmBackward0", "MmBackward0",
+                            "autograd::engine::evaluate_function: SumBackward0", "SumBackward0"}));
+  double step_start = 0, step_end = 0;
+  for (const auto& event : trace["traceEvents"])
+    if (event.value("name", "") == "train_step") {
+      step_start = event["ts"];
+      step_end = step_start + event["dur"].get<double>();
+    }
+  int forward_mms = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event.value("cat", "") != "cpu_op") continue;
+    EXPECT_GT(event["args"]["External id"].get<int>(), 0);
+    if (event["name"] == "aten::mm" && event["args"].contains("Sequence number")) {  // the forward one
+      ++forward_mms;
+      EXPECT_GE(event["ts"].get<double>(), step_start);
+      EXPECT_LE(event["ts"].get<double>() + event["dur"].get<double>(), step_end);
+    }
+  }
+  EXPECT_EQ(forward_mms, 1);
+}
+
+TEST(TorchTest, BackwardNodesLinkToTheirForwardOpsAndWhatRunsInsideThemIsBackward) {
+  dlprof::Profiler profiler;
+  profiler.start();
+  tiny_step();
+  profiler.stop();
+  const dlprof::Trace& trace = *profiler.last_trace();
+  const nlohmann::json json = write(trace);
+
+  std::map<std::string, std::vector<const dlprof::TraceEvent*>> by_name;
+  for (const dlprof::TraceEvent& event : trace.events)
+    if (event.kind == dlprof::EventKind::Op) by_name[std::string(trace.name_of(event))].push_back(&event);
+  ASSERT_EQ(by_name["MmBackward0"].size(), 1u);
+  const dlprof::TraceEvent& mm_backward = *by_name["MmBackward0"][0];
+  EXPECT_EQ(mm_backward.category, dlprof::Category::Backward);
+  ASSERT_GE(mm_backward.sequence_number, 0);
+  // The forward aten::mm carries the node's sequence number; the aten::mm run by the node is backward.
+  const dlprof::TraceEvent* forward_mm = nullptr;
+  int backward_mms = 0;
+  for (const dlprof::TraceEvent* mm : by_name["aten::mm"]) {
+    if (mm->category == dlprof::Category::Backward) {
+      ++backward_mms;
+      EXPECT_GE(mm->start_ns, mm_backward.start_ns);
+      EXPECT_LE(mm->end_ns, mm_backward.end_ns);
+    } else if (mm->sequence_number == mm_backward.sequence_number) {
+      forward_mm = mm;
+    }
+  }
+  EXPECT_EQ(backward_mms, 1);  // a does not need the gradient of b: one mm in MmBackward0
+  ASSERT_NE(forward_mm, nullptr);
+  EXPECT_EQ(forward_mm->forward_thread_id, mm_backward.forward_thread_id);
+
+  // In the file: one fwdbwd pair per numbered node, from aten::mm to MmBackward0.
+  std::map<int, std::vector<nlohmann::json>> flows;
+  for (const auto& event : json["traceEvents"])
+    if (event.value("cat", "") == "fwdbwd") flows[event["id"].get<int>()].push_back(event);
+  bool mm_linked = false;
+  for (const auto& [id, pair] : flows) {
+    ASSERT_EQ(pair.size(), 2u) << id;
+    EXPECT_EQ(pair[0]["ph"], "s");
+    EXPECT_EQ(pair[1]["ph"], "f");
+    EXPECT_EQ(pair[1]["bp"], "e");
+    const std::int64_t forward_ts_ns = forward_mm->start_ns - static_cast<std::int64_t>(json["baseTimeNanoseconds"].get<double>());
+    if (std::abs(pair[0]["ts"].get<double>() * 1000 - static_cast<double>(forward_ts_ns)) < 1.5) mm_linked = true;
+  }
+  EXPECT_TRUE(mm_linked);
+  EXPECT_GE(flows.size(), 2u);  // MmBackward0 and SumBackward0 at least
+}
+
+TEST(TorchTest, TheObserverIsInstalledOnlyWhileTheScheduleWarmsUpOrRecords) {
+  auto& observer = dlprof::detail::TorchOpObserver::instance();
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(/*wait=*/1, /*warmup=*/1, /*active=*/1, /*repeat=*/1)));
+  EXPECT_FALSE(observer.installed());
+  profiler.start();
+  std::vector<bool> installed;
+  for (int step = 0; step < 4; ++step) {
+    installed.push_back(observer.installed());
+    tiny_step();
+    profiler.step();
+  }
+  installed.push_back(observer.installed());
+  profiler.stop();
+  // Step 0 waits, 1 warms up, 2 records, 3 and later are idle.
+  EXPECT_THAT(installed, testing::ElementsAre(false, true, true, false, false));
+  EXPECT_FALSE(observer.installed());
+  EXPECT_FALSE(at::hasGlobalCallbacks()) << "an idle step runs no dlprof callback";
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  std::size_t ops = 0;
+  for (const dlprof::TraceEvent& event : trace->events) ops += event.kind == dlprof::EventKind::Op;
+  EXPECT_GT(ops, 10u);  // step 2's ops, and none of the warm-up's
+}
+
+}  // namespace
