@@ -120,6 +120,37 @@ TEST(TorchTest, BackwardNodesLinkToTheirForwardOpsAndWhatRunsInsideThemIsBackwar
   EXPECT_GE(flows.size(), 2u);  // MmBackward0 and SumBackward0 at least
 }
 
+TEST(TorchTest, RecordShapesGivesInputDimsAndTypesAsTorchWritesThem) {
+  static_assert(dlprof::detail::TorchOpObserver::kCanReadInputs, "this file is built with NDEBUG");
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.record_shapes(true));
+  profiler.start();
+  tiny_step();
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  EXPECT_EQ(trace["record_shapes"], 1);
+  int forward_mms = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event.value("name", "") != "aten::mm" || !event["args"].contains("Sequence number")) continue;
+    ++forward_mms;
+    EXPECT_EQ(event["args"]["Input Dims"], nlohmann::json::parse("[[4, 8], [8, 8]]"));
+    EXPECT_EQ(event["args"]["Input type"], nlohmann::json::parse(R"(["float", "float"])"));
+  }
+  EXPECT_EQ(forward_mms, 1);
+  for (const auto& event : trace["traceEvents"])
+    if (event.value("name", "") == "aten::sum" && event["args"].contains("Sequence number")) {
+      EXPECT_EQ(event["args"]["Input Dims"], nlohmann::json::parse("[[4, 8], []]"));  // the tensor and its dtype option
+    }
+}
+
+TEST(TorchTest, WithoutRecordShapesOpsCarryNoInputs) {
+  dlprof::Profiler profiler;
+  profiler.start();
+  tiny_step();
+  profiler.stop();
+  for (const dlprof::TraceEvent& event : profiler.last_trace()->events)
+    EXPECT_EQ(event.input_dims, dlprof::TraceEvent::kNoInputs);
+}
+
 TEST(TorchTest, TheObserverIsInstalledOnlyWhileTheScheduleWarmsUpOrRecords) {
   auto& observer = dlprof::detail::TorchOpObserver::instance();
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(/*wait=*/1, /*warmup=*/1, /*active=*/1, /*repeat=*/1)));

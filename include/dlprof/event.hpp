@@ -59,6 +59,9 @@ enum class EventKind : std::uint8_t {
   /// Internal to the rings, never in a Trace: the sequence number and forward thread of the Op
   /// event that follows it on the same thread.
   OpDetails = 5,
+  /// Internal to the rings, never in a Trace: the interned input dims and types of the Op event
+  /// that follows it on the same thread (record_shapes).
+  OpInputs = 6,
 };
 
 /// Kinds written as slices ("X" events) that nest on their thread.

@@ -11,15 +11,24 @@
 // every op run inside one, are in the Backward category, and a `fwdbwd` flow links each backward
 // node to the forward op it differentiates.
 //
+// With record_shapes, ops also carry `Input Dims` ([[4, 8], [8, 8]]) and `Input type`
+// (["float", "float"]; "Scalar" for scalars, "TensorList" for lists, "" otherwise). LibTorch's
+// RecordFunction::inputs() asserts in a translation unit built without NDEBUG, so there shapes
+// are left out, with one warning; build the file that includes this header with NDEBUG.
+//
 // Cost: the observer is a global RecordFunction callback installed only while the schedule is
 // warming up or recording and removed when it goes idle, so an idle step pays LibTorch's own
 // RecordFunction cost and nothing of dlprof's. While installed it keeps no per-op allocation: a
 // per-thread stack of open ops and two 32-byte events per numbered op (one otherwise).
 #pragma once
 
+#include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -46,10 +55,29 @@ class TorchOpObserver final : public OpObserver {
     return *observer;
   }
 
-  void enable(const OpObserverOptions&) override {
+  /// Whether this translation unit can read op inputs (see the header comment).
+#if defined(NDEBUG)
+  static constexpr bool kCanReadInputs = true;
+#else
+  static constexpr bool kCanReadInputs = false;
+#endif
+
+  void enable(const OpObserverOptions& options) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (handle_ != 0) return;
+    bool shapes = options.record_shapes;
+    if (shapes && !kCanReadInputs) {
+      shapes = false;
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        fmt::print(stderr,
+                   "dlprof: warning: record_shapes needs NDEBUG where dlprof/torch.hpp is included (LibTorch's "
+                   "RecordFunction::inputs() asserts otherwise): recording ops without input shapes\n");
+      });
+    }
+    record_shapes_.store(shapes, std::memory_order_relaxed);
     handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&on_enter, &on_exit)
+                                        .needsInputs(shapes)
                                         .needsIds(true)
                                         .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                                                  at::RecordScope::USER_SCOPE}));
@@ -77,6 +105,8 @@ class TorchOpObserver final : public OpObserver {
     std::int64_t sequence_number;
     std::uint64_t forward_thread_id;
     std::uint32_t correlation_sequence;
+    NameId input_dims;   // 0: no inputs recorded
+    NameId input_types;
     bool backward;
     bool opens_backward;  // a backward node, or the engine's evaluate_function around one
   };
@@ -119,9 +149,48 @@ class TorchOpObserver final : public OpObserver {
     if (op.opens_backward) ++open.backward_depth;
     op.sequence_number = fn.seqNr();
     op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
+    op.input_dims = op.input_types = 0;
+    if (kCanReadInputs && fn.needsInputs() && record_shapes_.load(std::memory_order_relaxed)) record_inputs(fn, op);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     op.start = now_ticks();
     return nullptr;
+  }
+
+  /// Interns the op's input dims and types as the JSON text torch.profiler writes for them.
+  static void record_inputs(const at::RecordFunction& fn, OpenOp& op) {
+    thread_local fmt::memory_buffer dims;
+    thread_local fmt::memory_buffer types;
+    dims.clear();
+    types.clear();
+    auto dims_out = std::back_inserter(dims);
+    auto types_out = std::back_inserter(types);
+    dims.push_back('[');
+    types.push_back('[');
+    bool first = true;
+    for (const c10::IValue& input : fn.inputs()) {
+      if (!first) {
+        fmt::format_to(dims_out, ", ");
+        fmt::format_to(types_out, ", ");
+      }
+      first = false;
+      if (input.isTensor() && input.toTensor().defined()) {
+        const at::Tensor& tensor = input.toTensor();
+        fmt::format_to(dims_out, "[{}]", fmt::join(tensor.sizes().begin(), tensor.sizes().end(), ", "));
+        const auto dtype = tensor.dtype().name();
+        fmt::format_to(types_out, "\"{}\"", std::string_view(dtype.data(), dtype.size()));
+      } else {
+        fmt::format_to(dims_out, "[]");
+        fmt::format_to(types_out, "\"{}\"", input.isScalar() ? "Scalar" : input.isTensorList() ? "TensorList" : "");
+      }
+    }
+    dims.push_back(']');
+    types.push_back(']');
+    try {
+      op.input_dims = intern(std::string_view(dims.data(), dims.size()));
+      op.input_types = intern(std::string_view(types.data(), types.size()));
+    } catch (...) {  // no memory to intern them: the op is recorded without its inputs
+      op.input_dims = op.input_types = 0;
+    }
   }
 
   static void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
@@ -136,6 +205,9 @@ class TorchOpObserver final : public OpObserver {
       if (op.opens_backward) --open.backward_depth;
       if (op.correlation_sequence != 0) pop_external_correlation();
       if (open.depth + 1 != index) continue;
+      if (op.input_dims != 0)
+        push_event(Event{op.input_dims, op.start, {static_cast<std::int64_t>(op.input_types)}, EventKind::OpInputs,
+                         Category::User});
       if (op.sequence_number >= 0)
         push_event(Event{static_cast<NameId>(op.sequence_number), op.start,
                          {static_cast<std::int64_t>(op.forward_thread_id)}, EventKind::OpDetails, Category::User});
@@ -148,6 +220,7 @@ class TorchOpObserver final : public OpObserver {
 
   mutable std::mutex mutex_;  // guards handle_
   at::CallbackHandle handle_ = 0;
+  static inline std::atomic<bool> record_shapes_{false};  // read by the callbacks on every thread
 };
 
 inline OpObserver& torch_op_observer() { return TorchOpObserver::instance(); }

@@ -72,6 +72,10 @@ struct TraceEvent {
   std::uint64_t external_id = 0;  ///< slices: the `External id` GPU work links to; 0 otherwise
   std::int64_t sequence_number = -1;  ///< ops: autograd's sequence number linking forward and backward; -1 if none
   std::uint64_t forward_thread_id = 0;  ///< ops with a sequence number: the thread that ran the forward op
+  std::uint32_t input_dims = kNoInputs;   ///< ops with record_shapes: index into names, e.g. "[[4, 8], [8, 8]]"
+  std::uint32_t input_types = kNoInputs;  ///< and e.g. "[\"float\", \"float\"]"
+
+  static constexpr std::uint32_t kNoInputs = UINT32_MAX;
   std::uint32_t name = 0;     ///< index into Trace::names
   std::uint32_t thread = 0;   ///< index into Trace::threads
   EventKind kind = EventKind::Range;

@@ -99,6 +99,12 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
     return found->second;
   };
 
+  const auto index_of_name = [&](NameId id) {  // call with the intern table's lock held
+    auto [found, inserted] = name_index.try_emplace(id, static_cast<std::uint32_t>(trace.names.size()));
+    if (inserted) trace.names.emplace_back(name_of_unlocked(id));
+    return found->second;
+  };
+
   std::size_t total = 0;
   for (const auto& thread : drained.threads) total += thread.events.size();
   trace.events.reserve(total);
@@ -108,10 +114,15 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
       auto& thread = drained.threads[t];
       trace.threads.push_back(ThreadInfo{thread.os_tid, std::move(thread.name)});
       const std::size_t begin = trace.events.size();
-      const Event* details = nullptr;  // the OpDetails just before an Op
+      const Event* details = nullptr;  // the OpDetails and OpInputs just before an Op
+      const Event* inputs = nullptr;
       for (const Event& raw : thread.events) {
         if (raw.kind == EventKind::OpDetails) {
           details = &raw;
+          continue;
+        }
+        if (raw.kind == EventKind::OpInputs) {
+          inputs = &raw;
           continue;
         }
         TraceEvent event;
@@ -126,7 +137,8 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
           case EventKind::Range:
           case EventKind::Step:
           case EventKind::Op: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
-          case EventKind::OpDetails: break;  // consumed above
+          case EventKind::OpDetails:
+          case EventKind::OpInputs: break;  // consumed above
           case EventKind::Instant: event.end_ns = event.start_ns; break;
           case EventKind::Counter:
             event.end_ns = event.start_ns;
@@ -137,16 +149,15 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
           event.sequence_number = static_cast<std::int64_t>(details->name);
           event.forward_thread_id = static_cast<std::uint64_t>(details->end);
         }
+        if (raw.kind == EventKind::Op && inputs != nullptr && inputs->start == raw.start) {
+          event.input_dims = index_of_name(inputs->name);
+          event.input_types = index_of_name(static_cast<NameId>(inputs->end));
+        }
         details = nullptr;
+        inputs = nullptr;
         // The pushed external id for now; assign_external_ids() replaces it.
         if (raw.correlation_sequence != 0) event.external_id = make_external_id(thread.ordinal, raw.correlation_sequence);
-        if (raw.kind == EventKind::Step) {
-          event.name = index_of_step(raw.name);
-        } else {
-          auto [found, inserted] = name_index.try_emplace(raw.name, static_cast<std::uint32_t>(trace.names.size()));
-          if (inserted) trace.names.emplace_back(name_of_unlocked(raw.name));
-          event.name = found->second;
-        }
+        event.name = raw.kind == EventKind::Step ? index_of_step(raw.name) : index_of_name(raw.name);
         trace.events.push_back(event);
       }
       trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size());

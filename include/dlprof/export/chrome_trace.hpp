@@ -112,7 +112,8 @@ constexpr std::string_view event_opening(EventKind kind) noexcept {
     case EventKind::Op: return "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
     case EventKind::Instant: return "  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": ";
     case EventKind::Counter: return "  {\"ph\": \"C\", \"cat\": \"counter\", \"name\": ";
-    case EventKind::OpDetails: break;  // never in a Trace
+    case EventKind::OpDetails:
+    case EventKind::OpInputs: break;  // never in a Trace
   }
   return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
 }
@@ -733,8 +734,15 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
           json.raw(", \"Sequence number\": ");
           json.integer(event.sequence_number);
         }
+        if (event.input_dims != TraceEvent::kNoInputs) {  // JSON text already: written as it is
+          json.raw(", \"Input Dims\": ");
+          json.raw(trace.names[event.input_dims]);
+          json.raw(", \"Input type\": ");
+          json.raw(trace.names[event.input_types]);
+        }
         break;
-      case EventKind::OpDetails: break;  // never in a Trace
+      case EventKind::OpDetails:
+      case EventKind::OpInputs: break;  // never in a Trace
       case EventKind::Instant:
         json.raw(", \"s\": \"t\", \"args\": {\"Ev Idx\": ");
         json.integer(event_index);
