@@ -32,11 +32,14 @@
 
 #include <dlprof/profiler.hpp>
 
+#include "random.hpp"
 #include "trace_files.hpp"
 
 namespace {
 
 using dlprof::Category;
+using dlprof_examples::mix64;
+using dlprof_examples::Rng;
 
 constexpr int kClasses = 10;
 constexpr int kImageSide = 28;                    // what the model sees, as in MNIST
@@ -50,31 +53,6 @@ constexpr int kPrefetchFactor = 2;            // batches in flight per worker, t
 constexpr float kLearningRate = 0.1f;
 constexpr std::uint64_t kDatasetSeed = 20240401;
 constexpr std::uint64_t kModelSeed = 7;
-
-// SplitMix64's finaliser: every input bit affects every output bit, so nearby seeds give
-// unrelated streams.
-constexpr std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// SplitMix64. Unlike <random>'s distributions it gives the same numbers with every standard
-// library, so the dataset and the loss curve are reproducible everywhere.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() { return mix64(state_ += 0x9E3779B97F4A7C15ull); }
-  float uniform() { return static_cast<float>(next() >> 40) * 0x1p-24f; }  // [0, 1)
-  float uniform(float low, float high) { return low + (high - low) * uniform(); }
-  float normal() {  // Box-Muller; 1 - uniform() is in (0, 1], so the log is finite
-    return std::sqrt(-2.0f * std::log(1.0f - uniform())) * std::cos(6.2831853f * uniform());
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-
- private:
-  std::uint64_t state_;
-};
 
 // kDatasetSize 28x28 "handwritten" digits, generated on demand: each class is a few thick
 // strokes, jittered per sample. Sample i is the same in every run; its augmentation also depends

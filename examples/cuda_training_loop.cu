@@ -39,6 +39,7 @@
 #include <dlprof/cuda.hpp>
 #include <dlprof/profiler.hpp>
 
+#include "random.hpp"
 #include "trace_files.hpp"
 
 namespace {
@@ -245,25 +246,7 @@ class HostArray {
 // ---------------------------------------------------------------------------------------------
 // Data.
 
-// SplitMix64: the same numbers with every standard library, so runs are reproducible.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return static_cast<float>(next() >> 40) * 0x1p-24f; }  // [0, 1)
-  float normal() {  // Box-Muller; 1 - uniform() is in (0, 1], so the log is finite
-    return std::sqrt(-2.0f * std::log(1.0f - uniform())) * std::cos(6.2831853f * uniform());
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-
- private:
-  std::uint64_t state_;
-};
+using dlprof_examples::Rng;
 
 // kDatasetBatches batches of MNIST-shaped samples in host memory: each class is a random
 // prototype image, each sample its class's prototype plus noise (learnable, not trivially).
