@@ -175,4 +175,40 @@ TEST(TorchTest, TheObserverIsInstalledOnlyWhileTheScheduleWarmsUpOrRecords) {
   EXPECT_GT(ops, 10u);  // step 2's ops, and none of the warm-up's
 }
 
+#if DLPROF_WITH_CUPTI
+// On a GPU: the kernels LibTorch launches link to the op that launched them, through the External
+// id each op pushes to CUPTI.
+TEST(TorchCudaTest, KernelsLinkToTheInnermostOpThatLaunchedThem) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device and a LibTorch built with CUDA";
+  auto a = torch::randn({256, 512}, torch::device(torch::kCUDA).requires_grad(true));
+  auto b = torch::randn({512, 128}, torch::device(torch::kCUDA));
+  torch::mm(a, b).sum().backward();  // first launches load modules and pick algorithms
+  torch::cuda::synchronize();
+
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.activities({dlprof::Activity::CPU, dlprof::Activity::CUDA}));
+  profiler.start();
+  torch::mm(a, b).sum().backward();
+  profiler.stop();
+  const dlprof::Trace& trace = *profiler.last_trace();
+
+  std::map<std::uint64_t, std::string> op_by_external_id;
+  for (const dlprof::TraceEvent& event : trace.events)
+    if (event.kind == dlprof::EventKind::Op) op_by_external_id[event.external_id] = std::string(trace.name_of(event));
+  std::vector<std::string> launching_ops;
+  int kernels = 0;
+  for (const dlprof::GpuEvent& event : trace.gpu_events) {
+    if (event.kind != dlprof::GpuEventKind::Kernel) continue;
+    ++kernels;
+    ASSERT_TRUE(op_by_external_id.count(event.external_id)) << trace.names[event.name] << " links to no op";
+    launching_ops.push_back(op_by_external_id[event.external_id]);
+  }
+  EXPECT_GE(kernels, 3);  // the forward mm, the sum, the backward mm (and fills)
+  EXPECT_THAT(launching_ops, IsSupersetOf({"aten::mm", "aten::sum"}));
+  for (const dlprof::ApiEvent& call : trace.api_events)
+    if (trace.names[call.name] == "cudaLaunchKernel") {
+      EXPECT_TRUE(op_by_external_id.count(call.external_id));
+    }
+}
+#endif
+
 }  // namespace
