@@ -120,6 +120,8 @@ def main():
         event_ms = float(timing["sum_ms"])
         timed = int(timing["count"])
         timed_by_kernel = timing.get("by_kernel", {})
+        # Kernels the program launched only to time the others (not its own work, not counted).
+        helper_kernels = set(stats.get("timing_helper_kernels", []))
     except (KeyError, TypeError, ValueError) as error:
         fail_input(f"missing or malformed field: {error!r}")
 
@@ -145,7 +147,8 @@ def main():
         ts = call["ts"] if call else kernel["ts"]
         return any(contains(step, ts) for step in steps)
 
-    all_kernels = [e for e in slices if e.get("cat") == "kernel"]
+    all_kernels = [e for e in slices
+                   if e.get("cat") == "kernel" and display_name(e.get("name", "")) not in helper_kernels]
     kernels = [k for k in all_kernels if in_recorded_steps(k)]
     report = Report()
     print(f"gpu_validate: {trace_path}")
