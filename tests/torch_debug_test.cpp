@@ -25,12 +25,12 @@ TEST(TorchDebugTest, ShapesAreLeftOutWithOneWarningAndOpsAreStillRecorded) {
     profiler.stop();
     for (const dlprof::TraceEvent& event : profiler.last_trace()->events) {
       ops += event.kind == dlprof::EventKind::Op;
-      EXPECT_EQ(event.input_dims, dlprof::TraceEvent::kNoInputs);
+      EXPECT_EQ(event.inputs, dlprof::TraceEvent::kNoInputs);
     }
   }
   const std::string printed = testing::internal::GetCapturedStderr();
   EXPECT_GT(ops, 20u);
-  EXPECT_THAT(printed, testing::HasSubstr("record_shapes needs NDEBUG"));
+  EXPECT_THAT(printed, testing::HasSubstr("record_shapes and with_flops need NDEBUG"));
   EXPECT_EQ(printed.find("dlprof: warning", printed.find("dlprof: warning") + 1), std::string::npos) << printed;
 }
 

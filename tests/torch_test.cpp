@@ -139,7 +139,38 @@ TEST(TorchTest, RecordShapesGivesInputDimsAndTypesAsTorchWritesThem) {
   for (const auto& event : trace["traceEvents"])
     if (event.value("name", "") == "aten::sum" && event["args"].contains("Sequence number")) {
       EXPECT_EQ(event["args"]["Input Dims"], nlohmann::json::parse("[[4, 8], []]"));  // the tensor and its dtype option
+      EXPECT_EQ(event["args"]["Concrete Inputs"], nlohmann::json::parse(R"(["", ""])"));
     }
+}
+
+TEST(TorchTest, RecordShapesGivesTheValuesOfScalarAndListInputs) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.record_shapes(true));
+  const auto images = torch::randn({2, 3, 8, 8});
+  const auto weight = torch::randn({8, 3, 3, 3});
+  profiler.start();
+  // Lists as passed: C++'s default dilation is the one-element list {1} (torch broadcasts it).
+  torch::conv2d(images, weight, {}, /*stride=*/{2, 2}, /*padding=*/{1, 1});
+  torch::dropout(images, /*p=*/0.25, /*train=*/false);
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  int conv2d = 0, dropout = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    const nlohmann::json& args = event.value("args", nlohmann::json::object());
+    if (event.value("name", "") == "aten::conv2d") {
+      ++conv2d;
+      EXPECT_EQ(args["Input Dims"], nlohmann::json::parse("[[2, 3, 8, 8], [8, 3, 3, 3], [], [], [], [], []]"));
+      EXPECT_EQ(args["Input type"],
+                nlohmann::json::parse(R"(["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"])"));
+      EXPECT_EQ(args["Concrete Inputs"], nlohmann::json::parse(R"(["", "", "", "[2, 2]", "[1, 1]", "[1]", "1"])"));
+    }
+    if (event.value("name", "") == "aten::dropout") {
+      ++dropout;
+      EXPECT_EQ(args["Concrete Inputs"], nlohmann::json::parse(R"(["", "0.25", "False"])"));
+      EXPECT_EQ(args["Input type"], nlohmann::json::parse(R"(["float", "Scalar", "Scalar"])"));
+    }
+  }
+  EXPECT_EQ(conv2d, 1);
+  EXPECT_EQ(dropout, 1);
 }
 
 TEST(TorchTest, WithoutRecordShapesOpsCarryNoInputs) {
@@ -148,7 +179,7 @@ TEST(TorchTest, WithoutRecordShapesOpsCarryNoInputs) {
   tiny_step();
   profiler.stop();
   for (const dlprof::TraceEvent& event : profiler.last_trace()->events)
-    EXPECT_EQ(event.input_dims, dlprof::TraceEvent::kNoInputs);
+    EXPECT_EQ(event.inputs, dlprof::TraceEvent::kNoInputs);
 }
 
 TEST(TorchTest, TheObserverIsInstalledOnlyWhileTheScheduleWarmsUpOrRecords) {

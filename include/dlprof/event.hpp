@@ -59,8 +59,8 @@ enum class EventKind : std::uint8_t {
   /// Internal to the rings, never in a Trace: the sequence number and forward thread of the Op
   /// event that follows it on the same thread.
   OpDetails = 5,
-  /// Internal to the rings, never in a Trace: the interned input dims and types of the Op event
-  /// that follows it on the same thread (record_shapes).
+  /// Internal to the rings, never in a Trace: the interned input dims, types and concrete values
+  /// of the Op event that follows it on the same thread (record_shapes, with_flops).
   OpInputs = 6,
 };
 

@@ -11,10 +11,13 @@
 // every op run inside one, are in the Backward category, and a `fwdbwd` flow links each backward
 // node to the forward op it differentiates.
 //
-// With record_shapes, ops also carry `Input Dims` ([[4, 8], [8, 8]]) and `Input type`
-// (["float", "float"]; "Scalar" for scalars, "TensorList" for lists, "" otherwise). LibTorch's
-// RecordFunction::inputs() asserts in a translation unit built without NDEBUG, so there shapes
-// are left out, with one warning; build the file that includes this header with NDEBUG.
+// With record_shapes (or with_flops), ops also carry `Input Dims` ([[4, 8], [8, 8]]), `Input
+// type` (["float", "float"]; "Scalar" for scalars, "ScalarList" for int, float and bool lists,
+// "TensorList" for tensor lists, "" otherwise) and `Concrete Inputs` (the values of scalars and
+// lists as strings, ["", "", "[2, 2]", "1", "False"]), as torch.profiler 2.x writes them; with
+// with_flops, ops with a formula (flops.hpp) carry `flops`. LibTorch's RecordFunction::inputs()
+// asserts in a translation unit built without NDEBUG, so there inputs are left out, with one
+// warning; build the file that includes this header with NDEBUG.
 //
 // Cost: the observer is a global RecordFunction callback installed only while the schedule is
 // warming up or recording and removed when it goes idle, so an idle step pays LibTorch's own
@@ -65,17 +68,18 @@ class TorchOpObserver final : public OpObserver {
   void enable(const OpObserverOptions& options) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (handle_ != 0) return;
-    bool shapes = options.record_shapes;
+    bool shapes = options.record_shapes || options.with_flops;
     if (shapes && !kCanReadInputs) {
       shapes = false;
       static std::once_flag warned;
       std::call_once(warned, [] {
         fmt::print(stderr,
-                   "dlprof: warning: record_shapes needs NDEBUG where dlprof/torch.hpp is included (LibTorch's "
-                   "RecordFunction::inputs() asserts otherwise): recording ops without input shapes\n");
+                   "dlprof: warning: record_shapes and with_flops need NDEBUG where dlprof/torch.hpp is included "
+                   "(LibTorch's RecordFunction::inputs() asserts otherwise): recording ops without input shapes "
+                   "or FLOPs\n");
       });
     }
-    record_shapes_.store(shapes, std::memory_order_relaxed);
+    record_inputs_.store(shapes, std::memory_order_relaxed);
     handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&on_enter, &on_exit)
                                         .needsInputs(shapes)
                                         .needsIds(true)
@@ -106,7 +110,7 @@ class TorchOpObserver final : public OpObserver {
     std::uint64_t forward_thread_id;
     std::uint32_t correlation_sequence;
     NameId input_dims;   // 0: no inputs recorded
-    NameId input_types;
+    std::int64_t input_types_and_concrete;  // pack_op_input_names()
     bool backward;
     bool opens_backward;  // a backward node, or the engine's evaluate_function around one
   };
@@ -149,47 +153,85 @@ class TorchOpObserver final : public OpObserver {
     if (op.opens_backward) ++open.backward_depth;
     op.sequence_number = fn.seqNr();
     op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
-    op.input_dims = op.input_types = 0;
-    if (kCanReadInputs && fn.needsInputs() && record_shapes_.load(std::memory_order_relaxed)) record_inputs(fn, op);
+    op.input_dims = 0;
+    if (kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed)) record_inputs(fn, op);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     op.start = now_ticks();
     return nullptr;
   }
 
-  /// Interns the op's input dims and types as the JSON text torch.profiler writes for them.
+  /// Interns the op's input dims, types and concrete values as the JSON texts torch.profiler
+  /// writes for them.
   static void record_inputs(const at::RecordFunction& fn, OpenOp& op) {
     thread_local fmt::memory_buffer dims;
     thread_local fmt::memory_buffer types;
+    thread_local fmt::memory_buffer concrete;
     dims.clear();
     types.clear();
+    concrete.clear();
     auto dims_out = std::back_inserter(dims);
     auto types_out = std::back_inserter(types);
-    dims.push_back('[');
-    types.push_back('[');
+    auto concrete_out = std::back_inserter(concrete);
     bool first = true;
     for (const c10::IValue& input : fn.inputs()) {
-      if (!first) {
-        fmt::format_to(dims_out, ", ");
-        fmt::format_to(types_out, ", ");
-      }
+      const char* separator = first ? "[" : ", ";
       first = false;
       if (input.isTensor() && input.toTensor().defined()) {
         const at::Tensor& tensor = input.toTensor();
-        fmt::format_to(dims_out, "[{}]", fmt::join(tensor.sizes().begin(), tensor.sizes().end(), ", "));
+        fmt::format_to(dims_out, "{}[{}]", separator, fmt::join(tensor.sizes().begin(), tensor.sizes().end(), ", "));
         const auto dtype = tensor.dtype().name();
-        fmt::format_to(types_out, "\"{}\"", std::string_view(dtype.data(), dtype.size()));
+        fmt::format_to(types_out, "{}\"{}\"", separator, std::string_view(dtype.data(), dtype.size()));
+        fmt::format_to(concrete_out, "{}\"\"", separator);
       } else {
-        fmt::format_to(dims_out, "[]");
-        fmt::format_to(types_out, "\"{}\"", input.isScalar() ? "Scalar" : input.isTensorList() ? "TensorList" : "");
+        fmt::format_to(dims_out, "{}[]", separator);
+        fmt::format_to(types_out, "{}\"{}\"", separator, type_of_non_tensor(input));
+        fmt::format_to(concrete_out, "{}\"", separator);
+        write_concrete_value(input, concrete);
+        concrete.push_back('"');
       }
     }
-    dims.push_back(']');
-    types.push_back(']');
+    const std::string_view close = first ? "[]" : "]";  // no inputs at all: empty lists
+    dims.append(close);
+    types.append(close);
+    concrete.append(close);
     try {
       op.input_dims = intern(std::string_view(dims.data(), dims.size()));
-      op.input_types = intern(std::string_view(types.data(), types.size()));
+      op.input_types_and_concrete = pack_op_input_names(intern(std::string_view(types.data(), types.size())),
+                                                        intern(std::string_view(concrete.data(), concrete.size())));
     } catch (...) {  // no memory to intern them: the op is recorded without its inputs
-      op.input_dims = op.input_types = 0;
+      op.input_dims = 0;
+    }
+  }
+
+  static const char* type_of_non_tensor(const c10::IValue& input) noexcept {
+    if (input.isScalar() || input.isBool()) return "Scalar";
+    if (input.isIntList() || input.isDoubleList() || input.isBoolList()) return "ScalarList";
+    if (input.isTensorList()) return "TensorList";
+    return "";
+  }
+
+  /// A scalar's or a list's value as torch.profiler writes it in `Concrete Inputs` (Python's
+  /// spelling of booleans); nothing for other values.
+  static void write_concrete_value(const c10::IValue& input, fmt::memory_buffer& out) {
+    auto it = std::back_inserter(out);
+    const auto boolean = [](bool value) { return value ? "True" : "False"; };
+    if (input.isBool()) {
+      fmt::format_to(it, "{}", boolean(input.toBool()));
+    } else if (input.isInt()) {
+      fmt::format_to(it, "{}", input.toInt());
+    } else if (input.isDouble()) {
+      fmt::format_to(it, "{}", input.toDouble());
+    } else if (input.isIntList()) {
+      const auto values = input.toIntList();
+      fmt::format_to(it, "[{}]", fmt::join(values.begin(), values.end(), ", "));
+    } else if (input.isDoubleList()) {
+      const auto values = input.toDoubleList();
+      fmt::format_to(it, "[{}]", fmt::join(values.begin(), values.end(), ", "));
+    } else if (input.isBoolList()) {
+      const auto values = input.toBoolList();
+      out.push_back('[');
+      for (std::size_t i = 0; i < values.size(); ++i) fmt::format_to(it, "{}{}", i == 0 ? "" : ", ", boolean(values.get(i)));
+      out.push_back(']');
     }
   }
 
@@ -206,8 +248,7 @@ class TorchOpObserver final : public OpObserver {
       if (op.correlation_sequence != 0) pop_external_correlation();
       if (open.depth + 1 != index) continue;
       if (op.input_dims != 0)
-        push_event(Event{op.input_dims, op.start, {static_cast<std::int64_t>(op.input_types)}, EventKind::OpInputs,
-                         Category::User});
+        push_event(Event{op.input_dims, op.start, {op.input_types_and_concrete}, EventKind::OpInputs, Category::User});
       if (op.sequence_number >= 0)
         push_event(Event{static_cast<NameId>(op.sequence_number), op.start,
                          {static_cast<std::int64_t>(op.forward_thread_id)}, EventKind::OpDetails, Category::User});
@@ -220,7 +261,7 @@ class TorchOpObserver final : public OpObserver {
 
   mutable std::mutex mutex_;  // guards handle_
   at::CallbackHandle handle_ = 0;
-  static inline std::atomic<bool> record_shapes_{false};  // read by the callbacks on every thread
+  static inline std::atomic<bool> record_inputs_{false};  // read by the callbacks on every thread
 };
 
 inline OpObserver& torch_op_observer() { return TorchOpObserver::instance(); }

@@ -72,8 +72,7 @@ struct TraceEvent {
   std::uint64_t external_id = 0;  ///< slices: the `External id` GPU work links to; 0 otherwise
   std::int64_t sequence_number = -1;  ///< ops: autograd's sequence number linking forward and backward; -1 if none
   std::uint64_t forward_thread_id = 0;  ///< ops with a sequence number: the thread that ran the forward op
-  std::uint32_t input_dims = kNoInputs;   ///< ops with record_shapes: index into names, e.g. "[[4, 8], [8, 8]]"
-  std::uint32_t input_types = kNoInputs;  ///< and e.g. "[\"float\", \"float\"]"
+  std::uint32_t inputs = kNoInputs;  ///< ops with record_shapes or with_flops: index into Trace::op_inputs
 
   static constexpr std::uint32_t kNoInputs = UINT32_MAX;
   std::uint32_t name = 0;     ///< index into Trace::names
@@ -82,6 +81,17 @@ struct TraceEvent {
   Category category = Category::User;
 
   std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
+};
+
+/// What an op was called with, as torch.profiler writes it (record_shapes), and what that costs
+/// (with_flops). Ops of one name called with the same inputs share one.
+struct OpInputs {
+  std::uint32_t dims = 0;      ///< index into Trace::names: JSON text, e.g. "[[4, 8], [8, 8]]"
+  std::uint32_t types = 0;     ///< e.g. "[\"float\", \"float\"]"
+  std::uint32_t concrete = 0;  ///< scalar and list values, e.g. "[\"\", \"\", \"[2, 2]\", \"1\"]"
+  std::uint32_t op = 0;        ///< the op's name, index into Trace::names
+  std::uint64_t flops = 0;     ///< with_flops and a formula for the op (flops.hpp); 0 otherwise
+  std::uint64_t bytes = 0;     ///< bytes its tensors read and write, where flops are estimated
 };
 
 /// What a GPU event is; each is written with its Kineto category (kernel, gpu_memcpy, ...).
@@ -193,6 +203,7 @@ struct Trace {
   std::vector<TraceEvent> events;
   std::vector<std::string> names;
   std::vector<ThreadInfo> threads;
+  std::vector<OpInputs> op_inputs;  ///< what ops were called with; TraceEvent::inputs indexes it
   std::int64_t pid = 0;
   std::string process_name;
   std::int64_t window_start_ns = 0;  ///< CLOCK_REALTIME ns when recording started

@@ -105,6 +105,33 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
     return found->second;
   };
 
+  // Ops of one name called with the same inputs share an OpInputs (and later its cost estimate).
+  struct InputsKey {
+    NameId op, dims;
+    std::int64_t types_and_concrete;
+    bool operator==(const InputsKey& other) const noexcept {
+      return op == other.op && dims == other.dims && types_and_concrete == other.types_and_concrete;
+    }
+  };
+  struct InputsKeyHash {
+    std::size_t operator()(const InputsKey& key) const noexcept {
+      std::uint64_t hash = key.op * 0x9E3779B97F4A7C15ull;
+      hash = (hash ^ key.dims) * 0x9E3779B97F4A7C15ull;
+      return static_cast<std::size_t>((hash ^ static_cast<std::uint64_t>(key.types_and_concrete)) * 0x9E3779B97F4A7C15ull);
+    }
+  };
+  std::unordered_map<InputsKey, std::uint32_t, InputsKeyHash> inputs_index;
+  const auto index_of_inputs = [&](NameId op, const Event& inputs) {  // call with the intern table's lock held
+    auto [found, inserted] = inputs_index.try_emplace(InputsKey{op, inputs.name, inputs.end},
+                                                      static_cast<std::uint32_t>(trace.op_inputs.size()));
+    if (inserted) {
+      const auto [types, concrete] = unpack_op_input_names(inputs.end);
+      trace.op_inputs.push_back(
+          OpInputs{index_of_name(inputs.name), index_of_name(types), index_of_name(concrete), index_of_name(op)});
+    }
+    return found->second;
+  };
+
   std::size_t total = 0;
   for (const auto& thread : drained.threads) total += thread.events.size();
   trace.events.reserve(total);
@@ -149,10 +176,8 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
           event.sequence_number = static_cast<std::int64_t>(details->name);
           event.forward_thread_id = static_cast<std::uint64_t>(details->end);
         }
-        if (raw.kind == EventKind::Op && inputs != nullptr && inputs->start == raw.start) {
-          event.input_dims = index_of_name(inputs->name);
-          event.input_types = index_of_name(static_cast<NameId>(inputs->end));
-        }
+        if (raw.kind == EventKind::Op && inputs != nullptr && inputs->start == raw.start)
+          event.inputs = index_of_inputs(raw.name, *inputs);
         details = nullptr;
         inputs = nullptr;
         // The pushed external id for now; assign_external_ids() replaces it.

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 
 #include "dlprof/event.hpp"
 #include "dlprof/config.hpp"
@@ -58,6 +59,17 @@ inline const Site& site_of(NameId id) noexcept { return *reinterpret_cast<const 
 
 inline constexpr std::size_t kMaxInternedBytes = std::size_t{64} << 20;
 inline constexpr std::string_view kOverflowName = "<dlprof: name table full>";
+
+/// Interned ids fit in 32 bits: every distinct string but one empty string holds a byte of the
+/// bounded table. An OpInputs event carries two of them (types and concrete values) in one word.
+static_assert(((kMaxInternedBytes + 2) << 1) < (std::uint64_t{1} << 32), "interned ids must fit in 32 bits");
+inline std::int64_t pack_op_input_names(NameId types, NameId concrete) noexcept {
+  return static_cast<std::int64_t>((types & 0xFFFFFFFFu) | (concrete << 32));
+}
+inline std::pair<NameId, NameId> unpack_op_input_names(std::int64_t packed) noexcept {
+  const auto bits = static_cast<std::uint64_t>(packed);
+  return {bits & 0xFFFFFFFFu, bits >> 32};
+}
 
 class InternTable {
  public:

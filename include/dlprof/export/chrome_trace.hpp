@@ -734,11 +734,18 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
           json.raw(", \"Sequence number\": ");
           json.integer(event.sequence_number);
         }
-        if (event.input_dims != TraceEvent::kNoInputs) {  // JSON text already: written as it is
+        if (event.inputs != TraceEvent::kNoInputs) {  // JSON texts already: written as they are
+          const OpInputs& inputs = trace.op_inputs[event.inputs];
           json.raw(", \"Input Dims\": ");
-          json.raw(trace.names[event.input_dims]);
+          json.raw(trace.names[inputs.dims]);
           json.raw(", \"Input type\": ");
-          json.raw(trace.names[event.input_types]);
+          json.raw(trace.names[inputs.types]);
+          json.raw(", \"Concrete Inputs\": ");
+          json.raw(trace.names[inputs.concrete]);
+          if (inputs.flops != 0) {
+            json.raw(", \"flops\": ");
+            json.integer(static_cast<std::int64_t>(inputs.flops));
+          }
         }
         break;
       case EventKind::OpDetails:
