@@ -206,6 +206,75 @@ TEST(TorchTest, TheObserverIsInstalledOnlyWhileTheScheduleWarmsUpOrRecords) {
   EXPECT_GT(ops, 10u);  // step 2's ops, and none of the warm-up's
 }
 
+TEST(TorchTest, WithFlopsOpsCarryTheirFlopsAndTheSummaryCountsEachOpOnce) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.with_flops(true));
+  const auto input = torch::randn({4, 8});
+  const auto weight = torch::randn({16, 8}), bias = torch::randn({16});
+  profiler.start();
+  torch::mm(input, torch::randn({8, 8}));  // 2·4·8·8 = 512
+  torch::linear(input, weight, bias);        // aten::linear around aten::addmm: 2·4·8·16 = 1024
+  profiler.stop();
+  const dlprof::Trace& trace = *profiler.last_trace();
+  const nlohmann::json json = write(trace);
+  EXPECT_EQ(json["with_flops"], 1);
+  std::map<std::string, std::uint64_t> flops_by_op;
+  for (const auto& event : json["traceEvents"])
+    if (event.value("cat", "") == "cpu_op" && event["args"].contains("flops"))
+      flops_by_op[event["name"]] += event["args"]["flops"].get<std::uint64_t>();
+  EXPECT_EQ(flops_by_op["aten::mm"] + flops_by_op["aten::addmm"], 512u + 1024u);
+  EXPECT_EQ(flops_by_op["aten::linear"], 1024u);
+  const dlprof::KeyAverages averages(trace);
+  EXPECT_EQ(averages.total_flops(), 512u + 1024u) << "aten::linear's inner product counted once";
+  ASSERT_NE(averages.find("aten::linear"), nullptr);
+  EXPECT_EQ(averages.find("aten::linear")->flops, 1024u);
+  EXPECT_THAT(averages.table(), testing::HasSubstr("FLOPs: 1.536K in the window"));
+}
+
+TEST(TorchTest, ProfileMemoryRecordsLibTorchAllocationsAndThePeak) {
+  dlprof::Profiler profiler(
+      dlprof::ProfilerOptions{}.profile_memory(true).schedule(dlprof::schedule(/*wait=*/0, /*warmup=*/1, /*active=*/1, /*repeat=*/1)));
+  constexpr std::int64_t kBytes = 1024 * 1024 * 4;  // 1 Mi floats
+  profiler.start();
+  torch::empty({1024, 1024});  // warm-up: not recorded
+  profiler.step();
+  const void* address = nullptr;
+  {
+    const torch::Tensor recorded = torch::empty({1024, 1024});
+    address = recorded.data_ptr();
+  }
+  profiler.step();
+  EXPECT_EQ(c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE), nullptr)
+      << "the reporter is removed when the schedule goes idle";
+  profiler.stop();
+  const dlprof::Trace& trace = *profiler.last_trace();
+  std::vector<std::int64_t> sizes;
+  for (const dlprof::MemoryEvent& event : trace.memory_events)
+    if (event.address == reinterpret_cast<std::uintptr_t>(address)) {
+      sizes.push_back(event.bytes);
+      EXPECT_EQ(event.device_type, dlprof::MemoryDeviceType::CPU);
+      EXPECT_EQ(event.device, -1);
+      EXPECT_GE(event.total_allocated, event.bytes > 0 ? kBytes : 0);
+    }
+  EXPECT_THAT(sizes, testing::ElementsAre(kBytes, -kBytes));  // one allocation, one release, the warm-up's absent
+  const nlohmann::json json = write(trace);
+  EXPECT_EQ(json["profile_memory"], 1);
+  int memory_events = 0;
+  for (const auto& event : json["traceEvents"])
+    if (event.value("name", "") == "[memory]" && event["args"]["Addr"] == reinterpret_cast<std::uintptr_t>(address)) {
+      ++memory_events;
+      EXPECT_EQ(event["cat"], "cpu_instant_event");
+      EXPECT_EQ(event["args"]["Device Type"], 0);
+      EXPECT_EQ(event["args"]["Device Id"], -1);
+      EXPECT_TRUE(event["args"].contains("Total Allocated"));
+      EXPECT_TRUE(event["args"].contains("Total Reserved"));
+    }
+  EXPECT_EQ(memory_events, 2);
+  const dlprof::KeyAverages averages(trace);
+  ASSERT_EQ(averages.peak_memory().size(), 1u);
+  EXPECT_GE(averages.peak_memory()[0].allocated_bytes, kBytes);
+  EXPECT_THAT(averages.table(), testing::HasSubstr("Peak memory:  CPU "));
+}
+
 #if DLPROF_WITH_CUPTI
 // On a GPU: the kernels LibTorch launches link to the op that launched them, through the External
 // id each op pushes to CUPTI.

@@ -62,7 +62,17 @@ enum class EventKind : std::uint8_t {
   /// Internal to the rings, never in a Trace: the interned input dims, types and concrete values
   /// of the Op event that follows it on the same thread (record_shapes, with_flops).
   OpInputs = 6,
+  /// Internal to the rings, never a Trace event (they become Trace::memory_events): an
+  /// allocation (bytes > 0) or release reported by a framework's allocator; name holds the
+  /// address, end the bytes, correlation_sequence the device (pack_memory_device()).
+  Memory = 7,
+  /// Internal to the rings: the allocator's totals after the Memory event that follows it (name
+  /// holds the bytes allocated, end the bytes reserved).
+  MemoryTotals = 8,
 };
+
+/// Where memory was allocated: c10::DeviceType's values, as `[memory]` events write them.
+enum class MemoryDeviceType : std::int8_t { CPU = 0, CUDA = 1 };
 
 /// Kinds written as slices ("X" events) that nest on their thread.
 constexpr bool is_slice(EventKind kind) noexcept {

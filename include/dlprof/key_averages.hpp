@@ -1,7 +1,8 @@
 // dlprof/key_averages.hpp: the per-name summary of a trace, like torch's
 // prof.key_averages().table(): calls, total, self, average, min and max time, and the share of
 // the recording window, for every range name; with GPU activity, also the device time of the
-// work each range launched (torch's "CUDA total" of an op). Printed with fmt:
+// work each range launched (torch's "CUDA total" of an op); with with_flops, the FLOPs of ops
+// (torch's "Total MFLOPs"); with profile_memory, the peak memory of every device. Printed with fmt:
 //
 //   fmt::print("{}", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(10));
 #pragma once
@@ -32,11 +33,21 @@ struct KeyAverage {
   /// Device time of the kernels, copies and fills launched directly inside these ranges (not in
   /// ranges nested in them): the work whose External id is theirs.
   std::int64_t gpu_ns = 0;
+  /// Estimated floating-point operations of these ops (with_flops; flops.hpp), their own only.
+  std::uint64_t flops = 0;
 
   std::int64_t average_ns() const noexcept { return calls == 0 ? 0 : total_ns / static_cast<std::int64_t>(calls); }
 };
 
-enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, GpuTime, Name };
+enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, GpuTime, Flops, Name };
+
+/// The most memory a device held during the window, from its `[memory]` events (profile_memory).
+struct PeakMemory {
+  MemoryDeviceType device_type = MemoryDeviceType::CPU;
+  std::int32_t device = -1;
+  std::int64_t allocated_bytes = 0;
+  std::int64_t reserved_bytes = 0;
+};
 
 class KeyAverages {
  public:
@@ -50,20 +61,38 @@ class KeyAverages {
     std::unordered_map<std::uint64_t, std::size_t> row_of_external_id;
     std::vector<std::int64_t> child_ns(trace.events.size(), 0);
     std::vector<std::size_t> open;  // indices of enclosing ranges on the current thread
+    std::size_t open_with_flops = 0;  // how many of them have FLOPs (an op inside one is part of it)
     std::uint32_t thread = UINT32_MAX;
+    const auto flops_of = [&trace](const TraceEvent& event) -> std::uint64_t {
+      return event.inputs == TraceEvent::kNoInputs ? 0 : trace.op_inputs[event.inputs].flops;
+    };
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
       if (!is_slice(event.kind)) continue;
       if (event.thread != thread) {
         open.clear();
+        open_with_flops = 0;
         thread = event.thread;
       }
       // Sorted by start, enclosing first, and nesting strictly: the innermost open range that
       // ends no earlier than this one encloses it.
-      while (!open.empty() && trace.events[open.back()].end_ns < event.end_ns)
+      while (!open.empty() && trace.events[open.back()].end_ns < event.end_ns) {
+        open_with_flops -= flops_of(trace.events[open.back()]) != 0;
         open.pop_back();
+      }
       if (!open.empty()) child_ns[open.back()] += event.duration_ns();
+      const std::uint64_t flops = flops_of(event);
+      if (flops != 0 && open_with_flops == 0) total_flops_ += flops;  // aten::linear, not also its aten::addmm
+      open_with_flops += flops != 0;
       open.push_back(i);
+    }
+    for (const MemoryEvent& memory : trace.memory_events) {
+      auto peak = std::find_if(peak_memory_.begin(), peak_memory_.end(), [&](const PeakMemory& p) {
+        return p.device_type == memory.device_type && p.device == memory.device;
+      });
+      if (peak == peak_memory_.end()) peak = peak_memory_.insert(peak_memory_.end(), PeakMemory{memory.device_type, memory.device, 0, 0});
+      peak->allocated_bytes = std::max(peak->allocated_bytes, memory.total_allocated);
+      peak->reserved_bytes = std::max(peak->reserved_bytes, memory.total_reserved);
     }
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
@@ -83,6 +112,7 @@ class KeyAverages {
       row.self_ns += duration - child_ns[i];
       row.min_ns = std::min(row.min_ns, duration);
       row.max_ns = std::max(row.max_ns, duration);
+      row.flops += flops_of(event);
       if (event.external_id != 0) row_of_external_id.emplace(event.external_id, found->second);
     }
     for (const GpuEvent& work : trace.gpu_events) {
@@ -102,6 +132,7 @@ class KeyAverages {
         case SortBy::AverageTime: return a.average_ns() > b.average_ns();
         case SortBy::MaxTime: return a.max_ns > b.max_ns;
         case SortBy::GpuTime: return a.gpu_ns > b.gpu_ns;
+        case SortBy::Flops: return a.flops > b.flops;
         case SortBy::Name: return a.name < b.name;
       }
       return false;
@@ -115,6 +146,11 @@ class KeyAverages {
   std::uint64_t dropped_events() const noexcept { return dropped_events_; }
   /// How GPU activity was collected; `enabled` is false for a CPU-only trace.
   const GpuCollectionStats& gpu() const noexcept { return gpu_; }
+  /// FLOPs of the window's ops, each op counted once: an op inside another op with FLOPs (the
+  /// aten::addmm of an aten::linear) is part of it.
+  std::uint64_t total_flops() const noexcept { return total_flops_; }
+  /// Per device, in the order first seen; empty without profile_memory.
+  const std::vector<PeakMemory>& peak_memory() const noexcept { return peak_memory_; }
 
   /// The row named `name`, or nullptr.
   const KeyAverage* find(std::string_view name) const noexcept {
@@ -124,10 +160,11 @@ class KeyAverages {
   }
 
   /// A fixed-width text table of the first `row_limit` rows (0: all). A GPU column appears when
-  /// the trace recorded GPU activity.
+  /// the trace recorded GPU activity, a FLOPs column when ops have FLOPs.
   std::string table(std::size_t row_limit = 0) const {
     const std::size_t shown = row_limit == 0 ? rows_.size() : std::min(row_limit, rows_.size());
     const bool gpu = gpu_.enabled;
+    const bool flops = total_flops_ != 0;
     std::size_t name_width = 4;
     for (std::size_t i = 0; i < shown; ++i) name_width = std::max(name_width, std::min<std::size_t>(rows_[i].name.size(), 60));
     fmt::memory_buffer out;
@@ -135,8 +172,9 @@ class KeyAverages {
     fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}", "Name", name_width,
                    "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window");
     if (gpu) fmt::format_to(line, "  {:>10}", "GPU");
+    if (flops) fmt::format_to(line, "  {:>10}", "FLOPs");
     fmt::format_to(line, "\n");
-    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 12 : 0);
+    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 12 : 0) + (flops ? 12 : 0);
     fmt::format_to(line, "{:-<{}}\n", "", rule);
     for (std::size_t i = 0; i < shown; ++i) {
       const KeyAverage& row = rows_[i];
@@ -146,6 +184,7 @@ class KeyAverages {
                      to_string(row.category), row.calls, format_duration(row.total_ns), format_duration(row.self_ns),
                      format_duration(row.average_ns()), format_duration(row.min_ns), format_duration(row.max_ns), share);
       if (gpu) fmt::format_to(line, "  {:>10}", format_duration(row.gpu_ns));
+      if (flops) fmt::format_to(line, "  {:>10}", row.flops == 0 ? std::string("--") : format_count(row.flops));
       fmt::format_to(line, "\n");
     }
     fmt::format_to(line, "{:-<{}}\n", "", rule);
@@ -155,7 +194,43 @@ class KeyAverages {
     if (gpu)
       fmt::format_to(line, "GPU records: {}  dropped: {} (by CUPTI: {})  unknown kinds: {}  late: {}\n", gpu_.records,
                      gpu_.dropped_records, gpu_.cupti_dropped_records, gpu_.unknown_records, gpu_.late_records);
+    if (flops) {
+      const double seconds = static_cast<double>(window_ns_) / 1e9;
+      fmt::format_to(line, "FLOPs: {} in the window ({}FLOP/s)\n", format_count(total_flops_),
+                     seconds > 0 ? format_count(static_cast<std::uint64_t>(static_cast<double>(total_flops_) / seconds)) : "0 ");
+    }
+    if (!peak_memory_.empty()) {
+      fmt::format_to(line, "Peak memory:");
+      for (const PeakMemory& peak : peak_memory_) {
+        if (peak.device_type == MemoryDeviceType::CPU) {
+          fmt::format_to(line, "  CPU {} allocated", format_bytes(peak.allocated_bytes));
+        } else {
+          fmt::format_to(line, "  CUDA:{} {} allocated, {} reserved", peak.device, format_bytes(peak.allocated_bytes),
+                         format_bytes(peak.reserved_bytes));
+        }
+      }
+      fmt::format_to(line, "\n");
+    }
     return fmt::to_string(out);
+  }
+
+  /// "1.234G", "56.700M", "999": three decimals in the largest SI unit below the count.
+  static std::string format_count(std::uint64_t count) {
+    const double value = static_cast<double>(count);
+    if (count >= 1'000'000'000'000ull) return fmt::format("{:.3f}T", value / 1e12);
+    if (count >= 1'000'000'000ull) return fmt::format("{:.3f}G", value / 1e9);
+    if (count >= 1'000'000ull) return fmt::format("{:.3f}M", value / 1e6);
+    if (count >= 1'000ull) return fmt::format("{:.3f}K", value / 1e3);
+    return fmt::format("{}", count);
+  }
+
+  /// "12.50 MiB": binary units, as torch's memory columns.
+  static std::string format_bytes(std::int64_t bytes) {
+    const double value = static_cast<double>(bytes);
+    if (bytes >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", value / (1 << 30));
+    if (bytes >= (std::int64_t{1} << 20)) return fmt::format("{:.2f} MiB", value / (1 << 20));
+    if (bytes >= (std::int64_t{1} << 10)) return fmt::format("{:.2f} KiB", value / (1 << 10));
+    return fmt::format("{} B", bytes);
   }
 
   /// "12.345ms", "678.900us", "42ns", "1.234s": three significant decimals in a readable unit.
@@ -172,6 +247,8 @@ class KeyAverages {
   std::int64_t window_ns_ = 0;
   std::uint64_t dropped_events_ = 0;
   GpuCollectionStats gpu_;
+  std::uint64_t total_flops_ = 0;
+  std::vector<PeakMemory> peak_memory_;
 };
 
 DLPROF_END_NAMESPACE

@@ -399,12 +399,16 @@ class Profiler {
     detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
     if (detail::t_ring == nullptr || detail::t_ring->retired()) detail::attach_thread_ring();
     if (op_observer_ != nullptr && !op_observer_enabled_) {
-      op_observer_->enable(detail::OpObserverOptions{options_.record_shapes(), options_.with_flops()});
+      op_observer_->enable(
+          detail::OpObserverOptions{options_.record_shapes(), options_.with_flops(), options_.profile_memory()});
       op_observer_enabled_ = true;
     }
     if (gpu_backend_ != nullptr && !gpu_enabled_) {
       gpu_enabled_ = gpu_backend_->enable(
-          detail::GpuCollectionOptions{options_.profile_memory(), options_.gpu_records_per_window()});
+          // A framework's allocator reports its own allocations (a caching allocator's tensors rather
+          // than its cudaMalloc blocks): CUPTI's memory records would count them twice.
+          detail::GpuCollectionOptions{options_.profile_memory() && op_observer_ == nullptr,
+                                       options_.gpu_records_per_window()});
       if (!gpu_enabled_) gpu_backend_ = nullptr;  // unavailable: warned once, CPU only from now on
     }
   }
@@ -443,6 +447,7 @@ class Profiler {
     auto trace = std::make_shared<Trace>(
         detail::build_trace(std::move(drained_), clock, window_start_.realtime_ns, window_end_.realtime_ns));
     drained_ = {};
+    if (options_.with_flops()) detail::estimate_op_costs(*trace);
     const auto pushed_to_trace = detail::assign_external_ids(*trace);
     if (device_activity_) {
       detail::merge_device_activity(*trace, std::move(*device_activity_), clock, pushed_to_trace);

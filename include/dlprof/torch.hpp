@@ -27,6 +27,8 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -34,8 +36,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string_view>
+#include <thread>
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/active.hpp"
@@ -49,6 +53,39 @@
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
+
+/// LibTorch's allocator reports (c10's memory-reporting hook) turned into Memory events. LibTorch
+/// looks the reporter up in the thread's PROFILER_STATE debug info, which it hands on to the
+/// threads that run work for this one (autograd's device threads, at::launch).
+class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
+  // LibTorch 1.x passes the totals as int64_t, 2.x as size_t.
+  template <class>
+  struct TotalsOf;
+  template <class Class, class Pointer, class Size, class Total, class Device>
+  struct TotalsOf<void (Class::*)(Pointer, Size, Total, Total, Device)> {
+    using type = Total;
+  };
+  using Total = typename TotalsOf<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
+
+ public:
+  void reportMemoryUsage(void* address, std::int64_t bytes, Total total_allocated, Total total_reserved,
+                         c10::Device device) override {
+    if (!reporting_.load(std::memory_order_relaxed) || (active_flags() & kRecording) == 0) return;
+    const std::int64_t now = now_ticks();
+    push_event(Event{static_cast<NameId>(total_allocated), now, {static_cast<std::int64_t>(total_reserved)},
+                     EventKind::MemoryTotals, Category::User});
+    const MemoryDeviceType type = device.is_cuda() ? MemoryDeviceType::CUDA : MemoryDeviceType::CPU;
+    push_event(Event{reinterpret_cast<NameId>(address), now, {bytes}, EventKind::Memory, Category::User,
+                     pack_memory_device(type, device.is_cpu() ? -1 : device.index())});
+  }
+  bool memoryProfilingEnabled() const override { return reporting_.load(std::memory_order_relaxed); }
+
+  /// Off for good: LibTorch may still hold this reporter on threads it handed it to.
+  void stop() noexcept { reporting_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> reporting_{true};
+};
 
 /// LibTorch's RecordFunction callbacks turned into Op events.
 class TorchOpObserver final : public OpObserver {
@@ -80,6 +117,7 @@ class TorchOpObserver final : public OpObserver {
       });
     }
     record_inputs_.store(shapes, std::memory_order_relaxed);
+    if (options.profile_memory) start_memory_reports();
     handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&on_enter, &on_exit)
                                         .needsInputs(shapes)
                                         .needsIds(true)
@@ -89,6 +127,7 @@ class TorchOpObserver final : public OpObserver {
 
   void disable() override {
     std::lock_guard<std::mutex> lock(mutex_);
+    stop_memory_reports();
     if (handle_ == 0) return;
     at::removeCallback(handle_);
     handle_ = 0;
@@ -101,6 +140,24 @@ class TorchOpObserver final : public OpObserver {
   }
 
  private:
+  /// Installs a memory reporter on the calling thread (the one driving the Profiler).
+  void start_memory_reports() {
+    memory_reporter_ = std::make_shared<TorchMemoryReporter>();
+    memory_reporter_thread_ = std::this_thread::get_id();
+    c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, memory_reporter_);
+  }
+
+  void stop_memory_reports() {
+    if (memory_reporter_ == nullptr) return;
+    memory_reporter_->stop();
+    // Debug info is a per-thread stack: only the thread that pushed it can pop it, and only
+    // while it is still on top.
+    if (memory_reporter_thread_ == std::this_thread::get_id() &&
+        c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) == memory_reporter_.get())
+      c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    memory_reporter_.reset();
+  }
+
   /// An op entered on this thread and not yet left.
   struct OpenOp {
     std::uint64_t handle;
@@ -259,8 +316,10 @@ class TorchOpObserver final : public OpObserver {
 
   TorchOpObserver() = default;
 
-  mutable std::mutex mutex_;  // guards handle_
+  mutable std::mutex mutex_;  // guards handle_ and the memory reporter
   at::CallbackHandle handle_ = 0;
+  std::shared_ptr<TorchMemoryReporter> memory_reporter_;
+  std::thread::id memory_reporter_thread_;
   static inline std::atomic<bool> record_inputs_{false};  // read by the callbacks on every thread
 };
 

@@ -167,13 +167,18 @@ struct ApiEvent {
   std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
 };
 
-/// A device allocation (bytes > 0) or release (bytes < 0), as a `[memory]` instant event.
+/// An allocation (bytes > 0) or release (bytes < 0), as a `[memory]` instant event: from a
+/// framework's allocator (LibTorch's, with profile_memory) or from CUPTI (cudaMalloc, cudaFree).
 struct MemoryEvent {
   std::int64_t time_ns = 0;
   std::uint64_t address = 0;
   std::int64_t bytes = 0;
-  std::int64_t total_allocated = 0;  ///< on the device after this event, counted from the window's start
-  std::uint32_t device = 0;
+  /// On the device after this event: the allocator's own count, or, from CUPTI, counted from the
+  /// window's start.
+  std::int64_t total_allocated = 0;
+  std::int64_t total_reserved = 0;  ///< held by a caching allocator, used or not (== allocated without one)
+  MemoryDeviceType device_type = MemoryDeviceType::CUDA;
+  std::int32_t device = 0;   ///< device index; -1 for the CPU
   std::uint32_t thread = 0;  ///< index into Trace::threads
 };
 

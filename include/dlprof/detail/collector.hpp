@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "dlprof/detail/event.hpp"
 #include "dlprof/detail/ring_buffer.hpp"
 #include "dlprof/detail/string_table.hpp"
+#include "dlprof/flops.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -84,6 +86,23 @@ inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t
 }
 
 /// Builds the trace of a window from drained events and the clock map measured around it.
+/// A framework allocator's Memory event (and the MemoryTotals before it) as a Trace memory event.
+inline MemoryEvent memory_event(const Event& raw, const Event* totals, const ClockMap& clock, std::uint32_t thread) {
+  MemoryEvent event;
+  event.time_ns = clock.to_realtime_ns(raw.start);
+  event.address = raw.name;
+  event.bytes = raw.end;
+  const auto [device_type, device] = unpack_memory_device(raw.correlation_sequence);
+  event.device_type = device_type;
+  event.device = device;
+  if (totals != nullptr && totals->start == raw.start) {
+    event.total_allocated = static_cast<std::int64_t>(totals->name);
+    event.total_reserved = totals->end;
+  }
+  event.thread = thread;
+  return event;
+}
+
 inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
                          std::int64_t window_end_ns) {
   Trace trace;
@@ -143,9 +162,19 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
       const std::size_t begin = trace.events.size();
       const Event* details = nullptr;  // the OpDetails and OpInputs just before an Op
       const Event* inputs = nullptr;
+      const Event* memory_totals = nullptr;  // the MemoryTotals just before a Memory event
       for (const Event& raw : thread.events) {
         if (raw.kind == EventKind::OpDetails) {
           details = &raw;
+          continue;
+        }
+        if (raw.kind == EventKind::MemoryTotals) {
+          memory_totals = &raw;
+          continue;
+        }
+        if (raw.kind == EventKind::Memory) {
+          trace.memory_events.push_back(memory_event(raw, memory_totals, clock, static_cast<std::uint32_t>(t)));
+          memory_totals = nullptr;
           continue;
         }
         if (raw.kind == EventKind::OpInputs) {
@@ -165,7 +194,9 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
           case EventKind::Step:
           case EventKind::Op: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
           case EventKind::OpDetails:
-          case EventKind::OpInputs: break;  // consumed above
+          case EventKind::OpInputs:
+          case EventKind::Memory:
+          case EventKind::MemoryTotals: break;  // consumed above
           case EventKind::Instant: event.end_ns = event.start_ns; break;
           case EventKind::Counter:
             event.end_ns = event.start_ns;
@@ -189,6 +220,17 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
     }
   });
   return trace;
+}
+
+/// with_flops: the estimated FLOPs and bytes of every distinct (op, inputs) of the trace.
+inline void estimate_op_costs(Trace& trace) {
+  for (OpInputs& inputs : trace.op_inputs) {
+    const std::optional<OpCost> cost = estimate_op_cost(trace.names[inputs.op], trace.names[inputs.dims],
+                                                        trace.names[inputs.types], trace.names[inputs.concrete]);
+    if (!cost) continue;
+    inputs.flops = cost->flops;
+    inputs.bytes = cost->bytes;
+  }
 }
 
 /// Gives every slice (range, step, op) its trace `External id`, 1, 2, ... in trace order (as Kineto

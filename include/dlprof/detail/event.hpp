@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "dlprof/event.hpp"
 #include "dlprof/config.hpp"
@@ -31,6 +32,16 @@ struct Event {
 };
 
 static_assert(std::is_trivially_copyable_v<Event>, "events are copied as raw bytes");
+
+/// A Memory event's device in its correlation_sequence: type in the high byte, index + 1 (the
+/// CPU's index is -1) in the low 24 bits.
+constexpr std::uint32_t pack_memory_device(MemoryDeviceType type, std::int32_t index) noexcept {
+  return (static_cast<std::uint32_t>(static_cast<std::uint8_t>(type)) << 24) |
+         (static_cast<std::uint32_t>(index + 1) & 0xFFFFFFu);
+}
+constexpr std::pair<MemoryDeviceType, std::int32_t> unpack_memory_device(std::uint32_t packed) noexcept {
+  return {static_cast<MemoryDeviceType>(static_cast<std::int8_t>(packed >> 24)), static_cast<std::int32_t>(packed & 0xFFFFFFu) - 1};
+}
 static_assert(sizeof(Event) == 32, "two events per cache line");
 
 }  // namespace detail

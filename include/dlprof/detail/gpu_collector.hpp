@@ -281,8 +281,8 @@ inline void merge_device_activity(Trace& trace, DeviceActivity&& activity, const
     if (!belongs(raw.correlation, event.time_ns)) continue;
     event.address = raw.address;
     event.bytes = raw.bytes;
-    event.device = raw.device;
-    event.total_allocated = allocated[raw.device] += raw.bytes;
+    event.device = static_cast<std::int32_t>(raw.device);
+    event.total_allocated = event.total_reserved = allocated[raw.device] += raw.bytes;  // no caching allocator
     const auto call = kept_call_thread.find(raw.correlation);
     event.thread = call != kept_call_thread.end() ? call->second : thread_of(static_cast<std::int64_t>(::getpid()));
     trace.memory_events.push_back(event);

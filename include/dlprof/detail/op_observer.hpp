@@ -14,6 +14,7 @@ namespace detail {
 struct OpObserverOptions {
   bool record_shapes = false;
   bool with_flops = false;
+  bool profile_memory = false;  ///< the framework's allocator events, reported on the calling thread and those it hands work to
 };
 
 /// Records every operator of a framework as an Op event on its thread. Installed when a window

@@ -113,7 +113,9 @@ constexpr std::string_view event_opening(EventKind kind) noexcept {
     case EventKind::Instant: return "  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": ";
     case EventKind::Counter: return "  {\"ph\": \"C\", \"cat\": \"counter\", \"name\": ";
     case EventKind::OpDetails:
-    case EventKind::OpInputs: break;  // never in a Trace
+    case EventKind::OpInputs:
+    case EventKind::Memory:
+    case EventKind::MemoryTotals: break;  // never in a Trace
   }
   return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
 }
@@ -582,12 +584,12 @@ class GpuEventWriter {
     json_.integer(trace_.threads[memory.thread].os_tid);
     json_.raw(", \"ts\": ");
     json_.microseconds(relative_(memory.time_ns));
-    json_.raw(", \"args\": {\"Device Type\": 1");  // c10::DeviceType::CUDA
+    integer_arg(", \"args\": {\"Device Type\": ", static_cast<std::int64_t>(memory.device_type));
     integer_arg(", \"Device Id\": ", memory.device);
     integer_arg(", \"Addr\": ", static_cast<std::int64_t>(memory.address));
     integer_arg(", \"Bytes\": ", memory.bytes);
     integer_arg(", \"Total Allocated\": ", memory.total_allocated);
-    integer_arg(", \"Total Reserved\": ", memory.total_allocated);  // no caching allocator: reserved is allocated
+    integer_arg(", \"Total Reserved\": ", memory.total_reserved);
     json_.raw("}},\n");
   }
 
@@ -749,7 +751,9 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
         }
         break;
       case EventKind::OpDetails:
-      case EventKind::OpInputs: break;  // never in a Trace
+      case EventKind::OpInputs:
+      case EventKind::Memory:
+      case EventKind::MemoryTotals: break;  // never in a Trace
       case EventKind::Instant:
         json.raw(", \"s\": \"t\", \"args\": {\"Ev Idx\": ");
         json.integer(event_index);
