@@ -3,6 +3,7 @@
 // classifier head. Shared by examples/libtorch_training.cpp and bench/torch_bench.cpp.
 #pragma once
 
+#include <dlprof/profiler.hpp>
 #include <torch/torch.h>
 
 namespace dlprof_examples {
@@ -19,7 +20,10 @@ struct MnistCnnImpl : torch::nn::Module {
                                                                         torch::nn::Linear(32 * 7 * 7, 128),
                                                                         torch::nn::ReLU(), torch::nn::Linear(128, 10)))) {}
 
-  torch::Tensor forward(torch::Tensor images) { return classifier->forward(features->forward(images)); }
+  torch::Tensor forward(torch::Tensor images) {
+    DLPROF_MODULE(this);  // the model's own range; annotate_modules() gives the layers theirs
+    return classifier->forward(features->forward(images));
+  }
 
   torch::nn::Sequential features;
   torch::nn::Sequential classifier;

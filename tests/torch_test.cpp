@@ -227,6 +227,9 @@ TEST(TorchTest, WithFlopsOpsCarryTheirFlopsAndTheSummaryCountsEachOpOnce) {
   EXPECT_EQ(averages.total_flops(), 512u + 1024u) << "aten::linear's inner product counted once";
   ASSERT_NE(averages.find("aten::linear"), nullptr);
   EXPECT_EQ(averages.find("aten::linear")->flops, 1024u);
+  ASSERT_NE(averages.find("aten::addmm"), nullptr);
+  EXPECT_EQ(averages.find("aten::addmm")->flops, 0u) << "part of aten::linear's";
+  EXPECT_EQ(averages.find("aten::mm")->flops, 512u);
   EXPECT_THAT(averages.table(), testing::HasSubstr("FLOPs: 1.536K in the window"));
 }
 

@@ -33,7 +33,9 @@ struct KeyAverage {
   /// Device time of the kernels, copies and fills launched directly inside these ranges (not in
   /// ranges nested in them): the work whose External id is theirs.
   std::int64_t gpu_ns = 0;
-  /// Estimated floating-point operations of these ops (with_flops; flops.hpp), their own only.
+  /// Estimated floating-point operations of these ops (with_flops; flops.hpp), where they are not
+  /// part of an enclosing op's (the aten::convolution inside an aten::conv2d adds nothing), so
+  /// that the column adds up to KeyAverages::total_flops().
   std::uint64_t flops = 0;
 
   std::int64_t average_ns() const noexcept { return calls == 0 ? 0 : total_ns / static_cast<std::int64_t>(calls); }
@@ -60,6 +62,7 @@ class KeyAverages {
     std::unordered_map<std::uint32_t, std::size_t> row_of_name;
     std::unordered_map<std::uint64_t, std::size_t> row_of_external_id;
     std::vector<std::int64_t> child_ns(trace.events.size(), 0);
+    std::vector<std::uint64_t> counted_flops(trace.events.size(), 0);
     std::vector<std::size_t> open;  // indices of enclosing ranges on the current thread
     std::size_t open_with_flops = 0;  // how many of them have FLOPs (an op inside one is part of it)
     std::uint32_t thread = UINT32_MAX;
@@ -82,7 +85,8 @@ class KeyAverages {
       }
       if (!open.empty()) child_ns[open.back()] += event.duration_ns();
       const std::uint64_t flops = flops_of(event);
-      if (flops != 0 && open_with_flops == 0) total_flops_ += flops;  // aten::linear, not also its aten::addmm
+      if (open_with_flops == 0) counted_flops[i] = flops;  // aten::linear, not also its aten::addmm
+      total_flops_ += counted_flops[i];
       open_with_flops += flops != 0;
       open.push_back(i);
     }
@@ -112,7 +116,7 @@ class KeyAverages {
       row.self_ns += duration - child_ns[i];
       row.min_ns = std::min(row.min_ns, duration);
       row.max_ns = std::max(row.max_ns, duration);
-      row.flops += flops_of(event);
+      row.flops += counted_flops[i];
       if (event.external_id != 0) row_of_external_id.emplace(event.external_id, found->second);
     }
     for (const GpuEvent& work : trace.gpu_events) {

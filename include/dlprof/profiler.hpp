@@ -86,6 +86,11 @@ class ProfilerOptions {
     activities_.assign(kinds.begin(), kinds.end());
     return *this;
   }
+  /// The same, chosen at run time (e.g. CUDA only when a device is present).
+  ProfilerOptions& activities(std::vector<Activity> kinds) {
+    activities_ = std::move(kinds);
+    return *this;
+  }
   ProfilerOptions& schedule(Schedule value) {
     schedule_ = value;
     return *this;

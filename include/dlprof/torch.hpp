@@ -333,3 +333,4 @@ inline const bool g_torch_op_observer_registered = [] {
 
 }  // namespace detail
 DLPROF_END_NAMESPACE
+#include "dlprof/torch_modules.hpp"

@@ -1,6 +1,6 @@
 """Opens dlprof traces with the tools users open them with and checks what those tools see.
 
-Usage: check_trace_tools.py TRACE_DIR [--expect-steps 2,3,4] [--gpu]
+Usage: check_trace_tools.py TRACE_DIR [--expect-steps 2,3,4] [--gpu] [--torch-ops aten::conv2d,...]
 
 * Holistic Trace Analysis (pip: HolisticTraceAnalysis): TraceAnalysis(trace_dir) loads every
   file, finds rank 0 through its `"rank": N` regex, and assigns events to ProfilerStep iterations.
@@ -12,6 +12,9 @@ Usage: check_trace_tools.py TRACE_DIR [--expect-steps 2,3,4] [--gpu]
 With --gpu, the trace's GPU side too: HTA's five analyses (temporal breakdown, kernel-type
 breakdown, idle-time breakdown, communication/computation overlap, kernel launch statistics) and
 the plugin's GPU overview (kernel time, GPU summary from deviceProperties and kernel args).
+With --torch-ops (a LibTorch trainer's trace with record_shapes and profile_memory), the plugin's
+Operator view must list those ops with their calls and host times, and its Memory view must show
+a CPU peak.
 Exits non-zero with a message naming what a tool could not see.
 """
 import argparse
@@ -106,16 +109,40 @@ def check_tensorboard(trace_dir, expected_steps):
     print(f"TensorBoard plugin: steps {steps}, average step breakdown (us) {roles}")
 
 
+def check_tensorboard_torch(trace_dir, expected_ops):
+    from torch_tb_profiler import io
+    from torch_tb_profiler.profiler.loader import RunLoader
+
+    profile = list(RunLoader("dlprof", trace_dir, io.Cache()).load().profiles.values())[0]
+    views = [getattr(view, "display_name", str(view)) for view in profile.views]
+    if "Operator" not in views or "Memory" not in views:
+        fail(f"TensorBoard plugin: expected Operator and Memory views, found {views}")
+    operators = {row["name"]: row for row in profile.operation_table_by_name["data"]}
+    missing = [op for op in expected_ops if op not in operators]
+    if missing:
+        fail(f"TensorBoard plugin: Operator view lacks {missing}")
+    for op in expected_ops:
+        if operators[op]["calls"] <= 0 or operators[op]["host_total_duration"] <= 0:
+            fail(f"TensorBoard plugin: Operator view row {operators[op]}")
+    peaks = profile.get_memory_curve()["metadata"]["peaks"]
+    if "CPU" not in peaks:
+        fail(f"TensorBoard plugin: Memory view has no CPU peak: {peaks}")
+    print(f"TensorBoard plugin: {len(operators)} operators, memory {peaks}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("trace_dir")
     parser.add_argument("--expect-steps", default="")
     parser.add_argument("--gpu", action="store_true", help="also check the GPU analyses")
+    parser.add_argument("--torch-ops", default="", help="ops the Operator view must list (comma-separated)")
     args = parser.parse_args()
     expected_steps = [int(s) for s in args.expect_steps.split(",") if s]
     logging.disable(logging.WARNING)
     check_hta(args.trace_dir, expected_steps)
     check_tensorboard(args.trace_dir, expected_steps)
+    if args.torch_ops:
+        check_tensorboard_torch(args.trace_dir, args.torch_ops.split(","))
     if args.gpu:
         check_hta_gpu(args.trace_dir)
         check_tensorboard_gpu(args.trace_dir)
