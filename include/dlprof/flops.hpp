@@ -309,7 +309,7 @@ inline bool is_tensor_type(std::string_view type) noexcept {
 }
 
 /// The inputs of one op, parsed from the three recorded texts.
-class OpInputs {
+class ParsedInputs {
  public:
   /// Parses the texts; false when any is malformed, they disagree on the number of inputs, or
   /// there are more than kMaxInputs.
@@ -420,7 +420,7 @@ inline std::optional<Work> bmm_work(const Shape* a, const Shape* b) noexcept {
 }
 
 /// aten::linear(input [..., in], weight [out, in], bias?): one [in] x [in, out] product per row.
-inline std::optional<Work> linear_work(const OpInputs& inputs) noexcept {
+inline std::optional<Work> linear_work(const ParsedInputs& inputs) noexcept {
   const Shape* input = inputs.tensor(0);
   const Shape* weight = inputs.tensor(1);
   if (input == nullptr || weight == nullptr || input->rank == 0 || weight->rank != 2) return std::nullopt;
@@ -489,7 +489,7 @@ struct ConvParams {
 
 /// One argument of a convolution: its concrete value, or `fallback` when the layout has no such
 /// argument or the op omitted a trailing one that has a default.
-inline std::optional<std::string_view> conv_argument(const OpInputs& inputs, const ConvLayout& layout, int index,
+inline std::optional<std::string_view> conv_argument(const ParsedInputs& inputs, const ConvLayout& layout, int index,
                                                      std::string_view fallback) noexcept {
   if (index == ConvLayout::kAbsent) return fallback;
   if (static_cast<std::size_t>(index) >= inputs.size())
@@ -514,7 +514,7 @@ inline std::optional<IntList> spatial_list(std::optional<std::string_view> text,
   return list;
 }
 
-inline std::optional<ConvParams> conv_params(const OpInputs& inputs, const ConvLayout& layout,
+inline std::optional<ConvParams> conv_params(const ParsedInputs& inputs, const ConvLayout& layout,
                                              std::size_t spatial_dims) noexcept {
   const auto stride = spatial_list(conv_argument(inputs, layout, layout.stride, "[1]"), spatial_dims, 1);
   const auto padding = spatial_list(conv_argument(inputs, layout, layout.padding, "[0]"), spatial_dims, 0);
@@ -618,7 +618,7 @@ inline std::optional<std::size_t> conv_spatial_dims(const ConvLayout& layout, co
 }
 
 /// A forward (or transposed) convolution op: FLOPs of the product, its output written.
-inline std::optional<Work> conv_work(const OpInputs& inputs, const ConvLayout& layout) noexcept {
+inline std::optional<Work> conv_work(const ParsedInputs& inputs, const ConvLayout& layout) noexcept {
   const Shape* input = inputs.tensor(static_cast<std::size_t>(layout.input));
   const Shape* weight = inputs.tensor(static_cast<std::size_t>(layout.weight));
   if (input == nullptr || weight == nullptr) return std::nullopt;
@@ -634,7 +634,7 @@ inline std::optional<Work> conv_work(const OpInputs& inputs, const ConvLayout& l
 /// aten::convolution_backward: the gradient of the input and the gradient of the weight each
 /// cost one forward convolution (each is a convolution of the same sizes); the bias gradient,
 /// a sum, is not counted. It writes the gradients its output_mask asks for.
-inline std::optional<Work> conv_backward_work(const OpInputs& inputs, const ConvLayout& layout) noexcept {
+inline std::optional<Work> conv_backward_work(const ParsedInputs& inputs, const ConvLayout& layout) noexcept {
   constexpr std::size_t kGradOutput = 0;
   constexpr std::size_t kOutputMask = 10;
   const Shape* grad_output = inputs.tensor(kGradOutput);
@@ -678,7 +678,7 @@ inline constexpr std::string_view kElementwiseOps[] = {
 };
 
 /// One FLOP per element of the broadcast of the tensor inputs.
-inline std::optional<Work> elementwise_work(const OpInputs& inputs) noexcept {
+inline std::optional<Work> elementwise_work(const ParsedInputs& inputs) noexcept {
   std::optional<Shape> output;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Shape* shape = inputs.tensor(i);
@@ -711,7 +711,7 @@ inline bool has_formula(std::string_view op) noexcept {
          op == "aten::matmul" || op == "aten::linear" || conv_layout(op) != nullptr || is_elementwise(op);
 }
 
-inline std::optional<Work> op_work(std::string_view op, const OpInputs& inputs) noexcept {
+inline std::optional<Work> op_work(std::string_view op, const ParsedInputs& inputs) noexcept {
   if (op == "aten::mm") return mm_work(inputs.tensor(0), inputs.tensor(1));
   if (op == "aten::addmm") return mm_work(inputs.tensor(1), inputs.tensor(2));
   if (op == "aten::bmm") return bmm_work(inputs.tensor(0), inputs.tensor(1));
@@ -730,7 +730,7 @@ inline std::optional<Work> op_work(std::string_view op, const OpInputs& inputs) 
 
 /// Every tensor input read once and `output_numel` elements of the first tensor input's dtype
 /// written; 0 when a tensor's dtype is unknown.
-inline Count bytes_moved(const OpInputs& inputs, Count output_numel) noexcept {
+inline Count bytes_moved(const ParsedInputs& inputs, Count output_numel) noexcept {
   Count bytes = 0;
   std::uint64_t output_element_size = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -763,7 +763,7 @@ inline std::optional<OpCost> estimate_op_cost(std::string_view op_name, std::str
                                               std::string_view concrete_inputs) noexcept {
   using namespace detail::flops;
   if (!has_formula(op_name)) return std::nullopt;
-  OpInputs inputs;
+  ParsedInputs inputs;
   if (!inputs.parse(input_dims, input_types, concrete_inputs)) return std::nullopt;
   const std::optional<Work> work = op_work(op_name, inputs);
   if (!work) return std::nullopt;
