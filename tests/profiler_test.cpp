@@ -330,6 +330,16 @@ TEST(ProfilerTest, CudaWithoutCuptiWarnsOnceAndRecordsCpu) {
   EXPECT_NE(second.key_averages().find("cpu_still_recorded"), nullptr);
 }
 
+TEST(ProfilerTest, ActivitiesMayBeChosenAtRunTime) {
+  std::vector<dlprof::Activity> kinds{dlprof::Activity::CPU};
+  const bool device_present = true;  // e.g. torch::cuda::is_available()
+  if (device_present) kinds.push_back(dlprof::Activity::CUDA);
+  const dlprof::ProfilerOptions options = dlprof::ProfilerOptions{}.activities(kinds);
+  EXPECT_THAT(options.activities(), ElementsAre(dlprof::Activity::CPU, dlprof::Activity::CUDA));
+  EXPECT_THAT(dlprof::ProfilerOptions{}.activities({dlprof::Activity::CUDA}).activities(),
+              ElementsAre(dlprof::Activity::CUDA));
+}
+
 TEST(ProfilerTest, RangesOutsideAnyWindowAreNotRecorded) {
   { DLPROF_RANGE("before_start_range"); }
   dlprof::Profiler prof;
