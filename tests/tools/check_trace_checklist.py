@@ -11,6 +11,7 @@ naming; (8) `[memory]` args; (9) modern categories only. Prints one line per ite
 naming every item that fails.
 """
 import argparse
+import decimal
 import gzip
 import json
 import os
@@ -38,14 +39,15 @@ def trace_file(path):
 
 
 def three_decimals(value):
-    return abs(value * 1000 - round(value * 1000)) < 1e-6
+    return (value * 1000) == int(value * 1000)
 
 
 def check(path, expected_steps):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         text = f.read()
-    trace = json.loads(text)
+    # Exact decimals: µs since the base time take 16 significant digits, more than a double holds.
+    trace = json.loads(text, parse_float=decimal.Decimal)
     events = trace.get("traceEvents", [])
     slices = [e for e in events if e.get("ph") == "X"]
     results = []
@@ -59,20 +61,25 @@ def check(path, expected_steps):
 
     times_ok = all(three_decimals(e["ts"]) and three_decimals(e.get("dur", 0)) for e in events if "ts" in e)
     overlaps = 0
+    first_overlap = ""
     rows = {}
     for e in slices:
         rows.setdefault((e["pid"], e["tid"]), []).append(e)
     for row in rows.values():
         row.sort(key=lambda e: (e["ts"], -e["dur"]))
-        open_ends = []
+        open_slices = []
         for e in row:
             end = e["ts"] + e["dur"]
-            while open_ends and open_ends[-1] <= e["ts"] + 1e-9:
-                open_ends.pop()
-            if open_ends and end > open_ends[-1] + 1e-9:
+            while open_slices and open_slices[-1]["ts"] + open_slices[-1]["dur"] <= e["ts"]:
+                open_slices.pop()
+            if open_slices and end > open_slices[-1]["ts"] + open_slices[-1]["dur"]:
                 overlaps += 1
-            open_ends.append(end)
-    results.append(("3 time and nesting", times_ok and overlaps == 0, f"{overlaps} partial overlaps"))
+                outer = open_slices[-1]
+                first_overlap = first_overlap or (f", first: {e['name']!r} [{e['ts']}, {end}] in {e['cat']} row "
+                                                  f"({e['pid']}, {e['tid']}) crosses {outer['name']!r} "
+                                                  f"[{outer['ts']}, {outer['ts'] + outer['dur']}]")
+            open_slices.append(e)
+    results.append(("3 time and nesting", times_ok and overlaps == 0, f"{overlaps} partial overlaps{first_overlap}"))
 
     steps = sorted(int(e["name"].split("#")[1]) for e in slices
                    if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
