@@ -13,7 +13,6 @@
 // DataLoader share falls further but forward and backward slow down (compare fc1 in the tables).
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -32,6 +31,7 @@
 
 #include <dlprof/profiler.hpp>
 
+#include "command_line.hpp"
 #include "random.hpp"
 #include "trace_files.hpp"
 
@@ -405,9 +405,6 @@ struct Options {
   bool help = false;
 };
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 void print_usage(int min_steps) {
   fmt::print(R"(Usage: cpu_training_loop [options]
@@ -423,40 +420,21 @@ Trains a small MLP on synthetic MNIST-shaped data on the CPU, profiled by dlprof
              min_steps);
 }
 
-int parse_int(std::string_view flag, std::string_view text, int min, int max) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max)
-    throw UsageError(fmt::format("{} expects an integer from {} to {}, got '{}'", flag, min, max, text));
-  return value;
-}
-
 // Accepts `--flag value` and `--flag=value`.
 Options parse_options(int argc, char** argv, int min_steps) {
+  using dlprof_examples::parse_int;
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-      continue;
-    }
-    const std::size_t equals = arg.find('=');
-    const std::string_view flag = arg.substr(0, equals);
-    if (flag != "--num-workers" && flag != "--steps" && flag != "--batch-size" && flag != "--log-dir" &&
-        flag != "--profile")
-      throw UsageError(fmt::format("unknown option '{}'", arg));
-    std::string_view value;
-    if (equals != std::string_view::npos) value = arg.substr(equals + 1);
-    else if (i + 1 < argc) value = argv[++i];
-    else throw UsageError(fmt::format("{} needs a value", flag));
-    if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
-    else if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
-    else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
-    else if (flag == "--profile" && (value == "on" || value == "off")) options.profile = value == "on";
-    else if (flag == "--profile") throw UsageError(fmt::format("--profile expects on or off, got '{}'", value));
-    else if (value.empty()) throw UsageError("--log-dir needs a non-empty value");
-    else options.log_dir = std::string(value);
-  }
+  dlprof_examples::for_each_flag(
+      argc, argv, {"--num-workers", "--steps", "--batch-size", "--log-dir", "--profile"}, options.help,
+      [&](std::string_view flag, std::string_view value) {
+        if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
+        else if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
+        else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
+        else if (flag == "--profile" && (value == "on" || value == "off")) options.profile = value == "on";
+        else if (flag == "--profile") throw dlprof_examples::UsageError(fmt::format("--profile expects on or off, got '{}'", value));
+        else if (value.empty()) throw dlprof_examples::UsageError("--log-dir needs a non-empty value");
+        else options.log_dir = std::string(value);
+      });
   return options;
 }
 
@@ -471,7 +449,7 @@ int main(int argc, char** argv) {
   Options options;
   try {
     options = parse_options(argc, argv, min_steps);
-  } catch (const UsageError& error) {
+  } catch (const dlprof_examples::UsageError& error) {
     fmt::print(stderr, "cpu_training_loop: {}\nTry 'cpu_training_loop --help'.\n", error.what());
     return 2;
   }

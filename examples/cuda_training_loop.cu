@@ -16,7 +16,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -39,6 +38,7 @@
 #include <dlprof/cuda.hpp>
 #include <dlprof/profiler.hpp>
 
+#include "command_line.hpp"
 #include "random.hpp"
 #include "trace_files.hpp"
 
@@ -471,9 +471,6 @@ struct Options {
   bool help = false;
 };
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 void print_usage() {
   fmt::print(R"(Usage: cuda_training_loop [options]
@@ -493,46 +490,28 @@ and GPU activity in one trace). The profiler waits 1 step, warms up 1, records -
 )");
 }
 
-int parse_int(std::string_view flag, std::string_view text, int min, int max) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max)
-    throw UsageError(fmt::format("{} expects an integer from {} to {}, got '{}'", flag, min, max, text));
-  return value;
-}
-
 // Accepts `--flag value` and `--flag=value`.
 Options parse_options(int argc, char** argv) {
+  using dlprof_examples::parse_int;
+  using dlprof_examples::UsageError;
   Options options;
   bool steps_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-      continue;
-    }
-    const std::size_t equals = arg.find('=');
-    const std::string_view flag = arg.substr(0, equals);
-    if (flag != "--steps" && flag != "--active" && flag != "--batch-size" && flag != "--host-memory" &&
-        flag != "--log-dir" && flag != "--profile" && flag != "--stats")
-      throw UsageError(fmt::format("unknown option '{}'", arg));
-    std::string_view value;
-    if (equals != std::string_view::npos) value = arg.substr(equals + 1);
-    else if (i + 1 < argc) value = argv[++i];
-    else throw UsageError(fmt::format("{} needs a value", flag));
-    if (flag == "--steps") {
-      options.steps = parse_int(flag, value, 1, 1'000'000);
-      steps_given = true;
-    } else if (flag == "--active") options.active = parse_int(flag, value, 1, 100'000);
-    else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 16384);
-    else if (flag == "--host-memory" && (value == "pageable" || value == "pinned")) options.pinned = value == "pinned";
-    else if (flag == "--host-memory") throw UsageError(fmt::format("--host-memory expects pageable or pinned, got '{}'", value));
-    else if (flag == "--profile" && (value == "on" || value == "off")) options.profile = value == "on";
-    else if (flag == "--profile") throw UsageError(fmt::format("--profile expects on or off, got '{}'", value));
-    else if (value.empty()) throw UsageError(fmt::format("{} needs a non-empty value", flag));
-    else if (flag == "--log-dir") options.log_dir = std::string(value);
-    else options.stats_path = std::string(value);
-  }
+  dlprof_examples::for_each_flag(
+      argc, argv, {"--steps", "--active", "--batch-size", "--host-memory", "--log-dir", "--profile", "--stats"},
+      options.help, [&](std::string_view flag, std::string_view value) {
+        if (flag == "--steps") {
+          options.steps = parse_int(flag, value, 1, 1'000'000);
+          steps_given = true;
+        } else if (flag == "--active") options.active = parse_int(flag, value, 1, 100'000);
+        else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 16384);
+        else if (flag == "--host-memory" && (value == "pageable" || value == "pinned")) options.pinned = value == "pinned";
+        else if (flag == "--host-memory") throw UsageError(fmt::format("--host-memory expects pageable or pinned, got '{}'", value));
+        else if (flag == "--profile" && (value == "on" || value == "off")) options.profile = value == "on";
+        else if (flag == "--profile") throw UsageError(fmt::format("--profile expects on or off, got '{}'", value));
+        else if (value.empty()) throw UsageError(fmt::format("{} needs a non-empty value", flag));
+        else if (flag == "--log-dir") options.log_dir = std::string(value);
+        else options.stats_path = std::string(value);
+      });
   const int min_steps = 2 + options.active;  // wait + warmup + active: the trace is saved when the last one ends
   if (!steps_given) options.steps = std::max(options.steps, min_steps);
   if (options.steps < min_steps)
@@ -591,7 +570,7 @@ int main(int argc, char** argv) {
   Options options;
   try {
     options = parse_options(argc, argv);
-  } catch (const UsageError& error) {
+  } catch (const dlprof_examples::UsageError& error) {
     fmt::print(stderr, "cuda_training_loop: {}\nTry 'cuda_training_loop --help'.\n", error.what());
     return 2;
   }

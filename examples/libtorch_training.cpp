@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -26,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "command_line.hpp"
 #include "mnist_cnn.hpp"
 #include "trace_files.hpp"
 
@@ -56,10 +56,6 @@ class SyntheticMnist : public torch::data::datasets::Dataset<SyntheticMnist> {
   std::size_t examples_;
 };
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct Options {
   int steps = 12;
   int batch_size = 64;
@@ -81,40 +77,21 @@ void print_usage(int min_steps) {
       min_steps);
 }
 
-int parse_int(std::string_view flag, std::string_view text, int min, int max) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max)
-    throw UsageError(fmt::format("{} expects an integer from {} to {}, got '{}'", flag, min, max, text));
-  return value;
-}
-
 // Accepts `--flag value` and `--flag=value`.
 Options parse_options(int argc, char** argv, int min_steps) {
+  using dlprof_examples::parse_int;
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-      continue;
-    }
-    const std::size_t equals = arg.find('=');
-    const std::string_view flag = arg.substr(0, equals);
-    if (flag != "--steps" && flag != "--batch-size" && flag != "--num-workers" && flag != "--device" &&
-        flag != "--log-dir")
-      throw UsageError(fmt::format("unknown option '{}'", arg));
-    std::string_view value;
-    if (equals != std::string_view::npos) value = arg.substr(equals + 1);
-    else if (i + 1 < argc) value = argv[++i];
-    else throw UsageError(fmt::format("{} needs a value", flag));
-    if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
-    else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
-    else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
-    else if (flag == "--device" && (value == "cpu" || value == "cuda")) options.device = std::string(value);
-    else if (flag == "--device") throw UsageError(fmt::format("--device expects cpu or cuda, got '{}'", value));
-    else if (value.empty()) throw UsageError("--log-dir needs a non-empty value");
-    else options.log_dir = std::string(value);
-  }
+  dlprof_examples::for_each_flag(
+      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir"}, options.help,
+      [&](std::string_view flag, std::string_view value) {
+        if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
+        else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
+        else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
+        else if (flag == "--device" && (value == "cpu" || value == "cuda")) options.device = std::string(value);
+        else if (flag == "--device") throw dlprof_examples::UsageError(fmt::format("--device expects cpu or cuda, got '{}'", value));
+        else if (value.empty()) throw dlprof_examples::UsageError("--log-dir needs a non-empty value");
+        else options.log_dir = std::string(value);
+      });
   return options;
 }
 
@@ -127,7 +104,7 @@ int main(int argc, char** argv) {
   Options options;
   try {
     options = parse_options(argc, argv, min_steps);
-  } catch (const UsageError& error) {
+  } catch (const dlprof_examples::UsageError& error) {
     fmt::print(stderr, "libtorch_training: {}\nTry 'libtorch_training --help'.\n", error.what());
     return 2;
   }
