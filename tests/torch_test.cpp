@@ -173,6 +173,30 @@ TEST(TorchTest, RecordShapesGivesTheValuesOfScalarAndListInputs) {
   EXPECT_EQ(dropout, 1);
 }
 
+// Input texts come from a per-thread cache keyed by the raw inputs: repeated calls reuse them,
+// and any difference in shape, dtype or value gives new ones.
+TEST(TorchTest, RepeatedAndChangedInputsGiveTheirOwnTexts) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.record_shapes(true));
+  const auto x = torch::randn({2, 3}), wide = torch::randn({2, 5}), as_double = torch::randn({2, 3}, torch::kFloat64);
+  profiler.start();
+  for (int i = 0; i < 3; ++i) torch::dropout(x, 0.25, false);
+  torch::dropout(x, 0.5, false);
+  torch::dropout(wide, 0.25, false);
+  torch::dropout(as_double, 0.25, false);
+  torch::dropout(x, 0.25, false);
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  std::vector<std::string> texts;
+  for (const auto& event : trace["traceEvents"])
+    if (event.value("name", "") == "aten::dropout")
+      texts.push_back(event["args"]["Input Dims"].dump() + " " + event["args"]["Input type"].dump() + " " +
+                      event["args"]["Concrete Inputs"].dump());
+  const std::string first = R"([[2,3],[],[]] ["float","Scalar","Scalar"] ["","0.25","False"])";
+  EXPECT_THAT(texts, testing::ElementsAre(first, first, first, R"([[2,3],[],[]] ["float","Scalar","Scalar"] ["","0.5","False"])",
+                                          R"([[2,5],[],[]] ["float","Scalar","Scalar"] ["","0.25","False"])",
+                                          R"([[2,3],[],[]] ["double","Scalar","Scalar"] ["","0.25","False"])", first));
+}
+
 TEST(TorchTest, WithoutRecordShapesOpsCarryNoInputs) {
   dlprof::Profiler profiler;
   profiler.start();

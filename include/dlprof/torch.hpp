@@ -87,6 +87,122 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
   std::atomic<bool> reporting_{true};
 };
 
+/// The interned texts of an op's inputs (dims, types, concrete values), cached per thread by the
+/// raw values they are made of: a training step calls the same ops on the same shapes again and
+/// again, and formatting three texts with fmt and interning them cost more than the rest of the
+/// observer together (bench/RESULTS.md). A hit walks the inputs, hashes a few integers and
+/// compares them; a miss formats and interns. 4-way set-associative: a direct-mapped table missed
+/// 7 % of a small model's lookups through conflicts.
+class InputTextCache {
+ public:
+  /// Inputs whose key would take more words are formatted every time.
+  static constexpr std::size_t kMaxWords = 48;
+
+  /// The ids of `fn`'s input texts, formatted by `format(fn, dims, types_and_concrete)` on a miss.
+  template <class Format>
+  void texts(const at::RecordFunction& fn, NameId& dims, std::int64_t& types_and_concrete, Format&& format) {
+    Key key;
+    if (!make_key(fn, key)) {
+      format(fn, dims, types_and_concrete);
+      return;
+    }
+    Entry* set = &entries_[(key.hash & (kSets - 1)) * kWays];
+    for (std::size_t way = 0; way < kWays; ++way) {
+      const Entry& entry = set[way];
+      if (entry.dims != 0 && entry.key.hash == key.hash && entry.key.length == key.length &&
+          std::memcmp(entry.key.words, key.words, key.length * sizeof(std::int64_t)) == 0) {
+        dims = entry.dims;
+        types_and_concrete = entry.types_and_concrete;
+        return;
+      }
+    }
+    format(fn, dims, types_and_concrete);
+    Entry& victim = set[next_victim_[key.hash & (kSets - 1)]++ % kWays];  // round robin within the set
+    victim.key = key;
+    victim.dims = dims;  // 0 (nothing interned) leaves the entry empty
+    victim.types_and_concrete = types_and_concrete;
+  }
+
+ private:
+  static constexpr std::size_t kSets = 128;
+  static constexpr std::size_t kWays = 4;
+  struct Key {
+    std::uint64_t hash;
+    std::uint32_t length;
+    std::int64_t words[kMaxWords];
+  };
+  struct Entry {
+    Key key;
+    NameId dims = 0;
+    std::int64_t types_and_concrete = 0;
+  };
+  enum Tag : std::int64_t {
+    kTensor = 1, kBool, kInt, kDouble, kOtherScalar, kIntList, kDoubleList, kBoolList, kTensorList, kOther
+  };
+
+  /// Everything the three texts depend on, in words: a tag per input (a defined tensor's holds its
+  /// dtype), then a tensor's rank and sizes, a scalar's value (a double's bits) or a list's length
+  /// and values. False when it does not fit.
+  static bool make_key(const at::RecordFunction& fn, Key& key) noexcept {
+    std::uint32_t n = 0;
+    const auto room = [&](std::size_t words) { return n + words <= kMaxWords; };
+    const auto list = [&](std::int64_t tag, const auto& values, auto&& word) {
+      if (!room(2 + values.size())) return false;
+      key.words[n++] = tag;
+      key.words[n++] = static_cast<std::int64_t>(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) key.words[n++] = word(values, i);
+      return true;
+    };
+    for (const c10::IValue& input : fn.inputs()) {
+      if (input.isTensor() && input.toTensor().defined()) {
+        const at::Tensor& tensor = input.toTensor();
+        const c10::IntArrayRef sizes = tensor.sizes();
+        if (!room(2 + sizes.size())) return false;
+        key.words[n++] = kTensor | (static_cast<std::int64_t>(tensor.scalar_type()) << 8);
+        key.words[n++] = static_cast<std::int64_t>(sizes.size());
+        for (const std::int64_t size : sizes) key.words[n++] = size;
+      } else if (input.isBool() || input.isInt() || input.isDouble()) {
+        if (!room(2)) return false;
+        key.words[n++] = input.isBool() ? kBool : input.isInt() ? kInt : kDouble;
+        key.words[n++] = input.isBool() ? input.toBool() : input.isInt() ? input.toInt() : double_bits(input.toDouble());
+      } else if (input.isIntList()) {
+        if (!list(kIntList, input.toIntList(), [](const auto& v, std::size_t i) { return static_cast<std::int64_t>(v.get(i)); }))
+          return false;
+      } else if (input.isDoubleList()) {
+        if (!list(kDoubleList, input.toDoubleList(), [](const auto& v, std::size_t i) { return double_bits(v.get(i)); }))
+          return false;
+      } else if (input.isBoolList()) {
+        if (!list(kBoolList, input.toBoolList(), [](const auto& v, std::size_t i) { return static_cast<std::int64_t>(v.get(i)); }))
+          return false;
+      } else {
+        if (!room(1)) return false;
+        key.words[n++] = input.isScalar() ? kOtherScalar : input.isTensorList() ? kTensorList : kOther;
+      }
+    }
+    std::uint64_t hash = 0x9E3779B97F4A7C15ull ^ n;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      hash ^= static_cast<std::uint64_t>(key.words[i]);
+      hash *= 0xFF51AFD7ED558CCDull;
+      hash ^= hash >> 32;
+    }
+    hash ^= hash >> 33;  // murmur3's finaliser: the set index takes the low bits
+    hash *= 0xC4CEB9FE1A85EC53ull;
+    hash ^= hash >> 33;
+    key.hash = hash;
+    key.length = n;
+    return true;
+  }
+
+  static std::int64_t double_bits(double value) noexcept {
+    std::int64_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    return bits;
+  }
+
+  Entry entries_[kSets * kWays];
+  std::uint8_t next_victim_[kSets] = {};
+};
+
 /// LibTorch's RecordFunction callbacks turned into Op events.
 class TorchOpObserver final : public OpObserver {
  public:
@@ -217,9 +333,24 @@ class TorchOpObserver final : public OpObserver {
     return nullptr;
   }
 
-  /// Interns the op's input dims, types and concrete values as the JSON texts torch.profiler
-  /// writes for them.
+  /// The op's input dims, types and concrete values as interned JSON texts, from this thread's
+  /// cache (allocated on first use: 200 KiB, too much for static TLS) or formatted.
   static void record_inputs(const at::RecordFunction& fn, OpenOp& op) {
+    thread_local std::unique_ptr<InputTextCache> cache;
+    if (cache == nullptr) {
+      try {
+        cache = std::make_unique<InputTextCache>();
+      } catch (...) {  // no memory for it: format every time
+        format_inputs(fn, op.input_dims, op.input_types_and_concrete);
+        return;
+      }
+    }
+    cache->texts(fn, op.input_dims, op.input_types_and_concrete, &format_inputs);
+  }
+
+  /// Formats and interns the op's input dims, types and concrete values as the JSON texts
+  /// torch.profiler writes for them; dims 0 when they cannot be interned.
+  static void format_inputs(const at::RecordFunction& fn, NameId& dims_id, std::int64_t& types_and_concrete) {
     thread_local fmt::memory_buffer dims;
     thread_local fmt::memory_buffer types;
     thread_local fmt::memory_buffer concrete;
@@ -252,11 +383,11 @@ class TorchOpObserver final : public OpObserver {
     types.append(close);
     concrete.append(close);
     try {
-      op.input_dims = intern(std::string_view(dims.data(), dims.size()));
-      op.input_types_and_concrete = pack_op_input_names(intern(std::string_view(types.data(), types.size())),
-                                                        intern(std::string_view(concrete.data(), concrete.size())));
+      dims_id = intern(std::string_view(dims.data(), dims.size()));
+      types_and_concrete = pack_op_input_names(intern(std::string_view(types.data(), types.size())),
+                                               intern(std::string_view(concrete.data(), concrete.size())));
     } catch (...) {  // no memory to intern them: the op is recorded without its inputs
-      op.input_dims = 0;
+      dims_id = 0;
     }
   }
 
