@@ -37,9 +37,13 @@
 // events_per_step (what the collector kept). Per-op overhead = (mode - no_profiler) /
 // ops_per_step: printed after the table from the medians, and by bench/torch_overhead.py from JSON.
 //
-// --prototypes adds tiny_mlp/proto_*: LibTorch's floor (an empty global callback, without and
-// with inputs) and copies of the observer's hot path with one part changed, for the proposals
-// in bench/RESULTS.md. The real observer is never modified.
+// paired_<mode> (the five recording modes, both workloads): the same overhead measured inside one
+// benchmark, W recorded steps alternating with W bare steps (see "Paired"), for mnist_cnn whose
+// step drifts between repetitions by more than any profiler costs.
+//
+// --prototypes adds tiny_mlp/proto_* and mnist_cnn/paired_proto_*: LibTorch's floor (an empty
+// callback: global, global with inputs, thread-local) and copies of the observer's hot path with
+// one part changed, for the proposals in bench/RESULTS.md. The real observer is never modified.
 //
 // Run: build-bench/bench/torch_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //      (add --benchmark_out=torch.json --benchmark_out_format=json for bench/torch_overhead.py)
@@ -54,6 +58,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -100,8 +105,8 @@ struct TinyMlp {
 
 struct MnistCnnStep {
   static constexpr const char* kName = "mnist_cnn";
-  // ~16 ms a step, of which the ops' overhead is ~1 %: more steps per repetition for the median.
-  static constexpr double kMinTime = 2.0;
+  // ~16 ms a step, of which the ops' overhead is ~1 %: more steps per repetition than the default.
+  static constexpr double kMinTime = 1.0;
   dlprof_examples::MnistCnn model;
   torch::optim::SGD optimizer{model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9)};
   torch::Tensor images = torch::randn({32, 1, 28, 28});
@@ -132,7 +137,6 @@ std::unique_ptr<Workload> make_workload() {
 struct OpCount {
   double ops_per_step = 0;               // Op events in a dlprof trace, per step
   double record_functions_per_step = 0;  // RecordFunction calls of any scope, per step
-  double dlprof_scope_functions_per_step = 0;  // ... of the scopes dlprof observes
   std::int64_t window = 1;               // steps per recording window (dlprof, RecordProfile, KINETO)
 };
 
@@ -166,11 +170,7 @@ const OpCount& op_count() {
       at::removeCallback(handle);
       std::int64_t all = 0;
       for (auto& calls : g_scope_calls) all += calls.load();
-      const std::int64_t observed = g_scope_calls[static_cast<std::size_t>(at::RecordScope::FUNCTION)] +
-                                    g_scope_calls[static_cast<std::size_t>(at::RecordScope::BACKWARD_FUNCTION)] +
-                                    g_scope_calls[static_cast<std::size_t>(at::RecordScope::USER_SCOPE)];
       result.record_functions_per_step = static_cast<double>(all) / kSteps;
-      result.dlprof_scope_functions_per_step = static_cast<double>(observed) / kSteps;
     }
     // A window holds at most ~24k ops' events (up to 3 events each with shapes): well inside
     // the default 2^16-event ring, and the same length for every recording mode.
@@ -369,6 +369,176 @@ void BM_kineto_state_collector_shapes(benchmark::State& state) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Paired: each recording mode against the bare step in the same benchmark, window by window.
+// On this VM a mnist_cnn step drifts by 3-5 % from one repetition to the next (no_profiler alone:
+// 15.5 to 18.1 ms), more than the whole per-op cost of any profiler, so separate benchmarks cannot
+// resolve it. Here W recorded steps alternate with W bare steps; each step is timed on the
+// thread's CPU clock and the benchmark's (manual) time is that of the recorded steps:
+//   paired_overhead_ns_per_op = (mean recorded step - mean bare step) / ops_per_step.
+// The first bare step after each window is not counted (it runs in caches the window's close left).
+// dlprof: schedule(W, 0, W), so the bare steps are the wait phase (observer removed) and the
+// recorded steps include prof.step(), the trace built at each window's end included; LibTorch's
+// profilers are enabled and disabled (their results built) between windows, untimed.
+
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct PairedTimes {
+  std::int64_t recorded_ns = 0, recorded_steps = 0, bare_ns = 0, bare_steps = 0;
+
+  void set_counters(benchmark::State& state, const OpCount& count) const {
+    set_common_counters(state, count);
+    if (recorded_steps == 0 || bare_steps == 0) return;
+    const double recorded = static_cast<double>(recorded_ns) / static_cast<double>(recorded_steps);
+    const double bare = static_cast<double>(bare_ns) / static_cast<double>(bare_steps);
+    state.counters["paired_bare_us"] = bare / 1e3;
+    state.counters["paired_overhead_ns_per_op"] = (recorded - bare) / count.ops_per_step;
+  }
+};
+
+template <class Workload>
+void paired_dlprof(benchmark::State& state, bool shapes) {
+  const OpCount& count = op_count<Workload>();
+  auto workload = make_workload<Workload>();
+  dlprof::Profiler profiler(
+      dlprof::ProfilerOptions{}.schedule(dlprof::schedule(count.window, 0, count.window)).record_shapes(shapes));
+  profiler.start();
+  PairedTimes times;
+  std::int64_t dropped = 0;
+  bool after_window = true;
+  const auto recording = [&] {
+    const dlprof::Action action = profiler.current_action();
+    return action == dlprof::Action::Record || action == dlprof::Action::RecordAndSave;
+  };
+  for (auto _ : state) {
+    while (!recording()) {  // the wait phase: bare steps
+      const std::int64_t begin = thread_cpu_ns();
+      workload->step();
+      profiler.step();
+      const std::int64_t elapsed = thread_cpu_ns() - begin;
+      if (!after_window) {
+        times.bare_ns += elapsed;
+        ++times.bare_steps;
+      }
+      after_window = false;
+    }
+    if (at::hasGlobalCallbacks() == false) {
+      state.SkipWithError("the observer is not installed while recording");
+      break;
+    }
+    const bool closes = profiler.current_action() == dlprof::Action::RecordAndSave;
+    const std::int64_t begin = thread_cpu_ns();
+    workload->step();
+    profiler.step();
+    const std::int64_t elapsed = thread_cpu_ns() - begin;
+    state.SetIterationTime(static_cast<double>(elapsed) * 1e-9);
+    times.recorded_ns += elapsed;
+    ++times.recorded_steps;
+    if (closes) {
+      dropped += static_cast<std::int64_t>(profiler.last_trace()->dropped_events);
+      after_window = true;
+    }
+  }
+  profiler.stop();
+  times.set_counters(state, count);
+  state.counters["dropped"] = static_cast<double>(dropped);
+  if (dropped != 0) state.SkipWithError("dlprof dropped events: the ring filled");
+}
+
+template <class Workload, class Open, class Close>
+void paired_torch(benchmark::State& state, Open open, Close close) {
+  const OpCount& count = op_count<Workload>();
+  auto workload = make_workload<Workload>();
+  PairedTimes times;
+  std::int64_t in_window = 0;
+  open();
+  for (auto _ : state) {
+    const std::int64_t begin = thread_cpu_ns();
+    workload->step();
+    const std::int64_t elapsed = thread_cpu_ns() - begin;
+    state.SetIterationTime(static_cast<double>(elapsed) * 1e-9);
+    times.recorded_ns += elapsed;
+    ++times.recorded_steps;
+    if (++in_window < count.window) continue;
+    close();
+    for (std::int64_t i = 0; i < count.window; ++i) {
+      const std::int64_t bare_begin = thread_cpu_ns();
+      workload->step();
+      if (i == 0) continue;
+      times.bare_ns += thread_cpu_ns() - bare_begin;
+      ++times.bare_steps;
+    }
+    open();
+    in_window = 0;
+  }
+  close();
+  times.set_counters(state, count);
+}
+
+template <class Workload>
+void BM_paired_dlprof_ops(benchmark::State& state) {
+  paired_dlprof<Workload>(state, false);
+}
+
+template <class Workload>
+void BM_paired_dlprof_ops_shapes(benchmark::State& state) {
+  paired_dlprof<Workload>(state, true);
+}
+
+template <class Workload>
+void BM_paired_record_profile(benchmark::State& state) {
+  std::ostringstream out;
+  std::optional<torch::autograd::profiler::RecordProfile> guard;
+  paired_torch<Workload>(
+      state, [&] { guard.emplace(out); },
+      [&] {
+        guard.reset();
+        out.str("");
+      });
+}
+
+template <class Workload>
+void paired_kineto(benchmark::State& state, bool shapes) {
+  namespace profiler = torch::autograd::profiler;
+  const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/shapes);
+  const std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
+  paired_torch<Workload>(
+      state,
+      [&] {
+        profiler::prepareProfiler(config, activities);
+        profiler::enableProfiler(config, activities);
+      },
+      [&] { profiler::disableProfiler(); });
+}
+
+template <class Workload>
+void BM_paired_kineto_state_collector(benchmark::State& state) {
+  paired_kineto<Workload>(state, false);
+}
+
+template <class Workload>
+void BM_paired_kineto_state_collector_shapes(benchmark::State& state) {
+  paired_kineto<Workload>(state, true);
+}
+
+/// Set when --benchmark_min_time is given: it then applies to every benchmark.
+bool g_min_time_from_flag = false;
+
+/// Each workload's own MinTime, unless --benchmark_min_time is given.
+benchmark::internal::Benchmark* with_min_time(benchmark::internal::Benchmark* bench, double seconds) {
+  return g_min_time_from_flag ? bench : bench->MinTime(seconds);
+}
+
+/// Benchmarks registered with MinTime carry it in their names: "tiny_mlp/no_profiler/min_time:0.500".
+std::string run_name(const char* workload, double min_time, const std::string& mode) {
+  if (g_min_time_from_flag) return fmt::format("{}/{}", workload, mode);
+  return fmt::format("{}/{}/min_time:{:.3f}", workload, mode, min_time);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Prototypes (run with --prototypes): a copy of detail::TorchOpObserver's hot path with parts
 // changed or left out, plugged into the Profiler in place of the real observer, and LibTorch's
 // floor (an empty global callback). They measure where the observer's per-op time goes and what
@@ -379,23 +549,60 @@ struct ProtoVariant {
   bool read_inputs = false;    // record_shapes
   bool cached_shapes = false;  // input dims/types looked up in a per-thread cache keyed by the raw
                                // sizes and dtypes; formatted and interned only on a miss
+  bool pointer_names = false;  // names looked up by the address fn.name() returns, checked against
+                               // a copy of the text: no strlen, no string hash
+};
+
+/// Op names by the address of their text. Dispatcher ops name themselves with the schema's
+/// string (one address per op for the life of the process); names built per call (autograd
+/// nodes) miss and go to the interning cache. A hit compares the text with the entry's own copy,
+/// so an address reused for another name can never return the wrong id.
+class NamePointerCache {
+ public:
+  dlprof::detail::NameId intern(const char* name) {
+    const auto address = reinterpret_cast<std::uintptr_t>(name);
+    Entry& entry = entries_[((address >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kBits)];
+    if (entry.name == name && std::memcmp(name, entry.text, entry.length) == 0 && name[entry.length] == '\0')
+      return entry.id;
+    const std::string_view view(name);
+    const dlprof::detail::NameId id = dlprof::detail::intern(view);
+    if (view.size() <= sizeof(entry.text)) {
+      entry.name = name;
+      entry.id = id;
+      entry.length = static_cast<std::uint32_t>(view.size());
+      std::memcpy(entry.text, view.data(), view.size());
+    }
+    return id;
+  }
+
+ private:
+  static constexpr int kBits = 8;
+  struct Entry {
+    const char* name = nullptr;
+    dlprof::detail::NameId id = 0;
+    std::uint32_t length = 0;
+    char text[60];
+  };
+  Entry entries_[std::size_t{1} << kBits];
 };
 
 /// The floor: a global callback on the same scopes, doing nothing.
 std::unique_ptr<at::ObserverContext> empty_enter(const at::RecordFunction&) { return nullptr; }
 void empty_exit(const at::RecordFunction&, at::ObserverContext*) {}
 
-template <bool kInputs>
+/// kThreadLocal: a thread-local callback, as LibTorch's own profilers install (it sees only this
+/// thread and the threads LibTorch hands its state to; dlprof's must see every thread).
+template <bool kInputs, bool kThreadLocal = false>
 void BM_floor_callback(benchmark::State& state) {
   using Workload = TinyMlp;
   const OpCount& count = op_count<Workload>();
   auto workload = make_workload<Workload>();
+  auto callback = at::RecordFunctionCallback(&empty_enter, &empty_exit)
+                      .needsInputs(kInputs)
+                      .needsIds(true)
+                      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
   const at::CallbackHandle handle =
-      at::addGlobalCallback(at::RecordFunctionCallback(&empty_enter, &empty_exit)
-                                .needsInputs(kInputs)
-                                .needsIds(true)
-                                .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                                         at::RecordScope::USER_SCOPE}));
+      kThreadLocal ? at::addThreadLocalCallback(std::move(callback)) : at::addGlobalCallback(std::move(callback));
   for (auto _ : state) workload->step();
   at::removeCallback(handle);
   set_common_counters(state, count);
@@ -599,6 +806,22 @@ class ShapeCache {
   std::uint8_t victims_[kSets] = {};
 };
 
+/// The floor, paired: the empty callback installed for each recorded window only.
+template <bool kInputs>
+void BM_paired_floor_callback_mnist(benchmark::State& state) {
+  at::CallbackHandle handle = 0;
+  paired_torch<MnistCnnStep>(
+      state,
+      [&] {
+        handle = at::addGlobalCallback(at::RecordFunctionCallback(&empty_enter, &empty_exit)
+                                           .needsInputs(kInputs)
+                                           .needsIds(true)
+                                           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                                                    at::RecordScope::USER_SCOPE}));
+      },
+      [&] { at::removeCallback(handle); });
+}
+
 /// detail::TorchOpObserver's callbacks (the header of 2026-11-23 04:41), changed as `kVariant` says.
 template <const ProtoVariant& kVariant>
 class ProtoObserver final : public dlprof::detail::OpObserver {
@@ -653,6 +876,10 @@ class ProtoObserver final : public dlprof::detail::OpObserver {
     thread_local ShapeCache cache;
     return cache;
   }
+  static NamePointerCache& name_cache() {
+    thread_local NamePointerCache cache;
+    return cache;
+  }
 
  private:
 
@@ -663,11 +890,11 @@ class ProtoObserver final : public dlprof::detail::OpObserver {
     OpenOps& open = open_ops();
     if (open.depth == OpenOps::kMaxDepth) return nullptr;
     const char* name = fn.name();
-    const std::string_view view = name != nullptr ? std::string_view(name) : std::string_view("<unnamed op>");
+    if (name == nullptr) name = "<unnamed op>";
     OpenOp& op = open.ops[open.depth];
     if (kVariant.intern_names) {
       try {
-        op.name = intern(view);
+        op.name = kVariant.pointer_names ? name_cache().intern(name) : intern(std::string_view(name));
       } catch (...) {
         return nullptr;
       }
@@ -678,7 +905,7 @@ class ProtoObserver final : public dlprof::detail::OpObserver {
     ++open.depth;
     op.handle = fn.handle();
     constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
-    op.opens_backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION || view.substr(0, kEngine.size()) == kEngine;
+    op.opens_backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION || std::strncmp(name, kEngine.data(), kEngine.size()) == 0;
     op.backward = op.opens_backward || open.backward_depth > 0;
     if (op.opens_backward) ++open.backward_depth;
     op.sequence_number = fn.seqNr();
@@ -724,15 +951,22 @@ constexpr ProtoVariant kProtoCopy{};
 constexpr ProtoVariant kProtoNoIntern{false, false, false};
 constexpr ProtoVariant kProtoShapes{true, true, false};
 constexpr ProtoVariant kProtoCachedShapes{true, true, true};
+constexpr ProtoVariant kProtoPointerNames{true, false, false, true};
+constexpr ProtoVariant kProtoCachedShapesPointerNames{true, true, true, true};
 
-/// Records as dlprof_ops(_shapes) does, with the prototype observer in place of the real one.
-template <const ProtoVariant& kVariant>
+/// Records as dlprof_ops(_shapes) (or, kPaired, paired_dlprof_ops(_shapes)) does, with the
+/// prototype observer in place of the real one.
+template <const ProtoVariant& kVariant, class Workload, bool kPaired>
 void BM_proto(benchmark::State& state) {
-  op_count<TinyMlp>();  // counted with the real observer
+  op_count<Workload>();  // counted with the real observer
   const auto real = dlprof::detail::g_op_observer.exchange(&ProtoObserver<kVariant>::accessor);
   ShapeCache& cache = ProtoObserver<kVariant>::shape_cache();
   const std::uint64_t lookups = cache.lookups, misses = cache.misses, unkeyed = cache.unkeyed;
-  dlprof_recording<TinyMlp>(state, kVariant.read_inputs);
+  if (kPaired) {
+    paired_dlprof<Workload>(state, kVariant.read_inputs);
+  } else {
+    dlprof_recording<Workload>(state, kVariant.read_inputs);
+  }
   dlprof::detail::g_op_observer.store(real);
   if (kVariant.cached_shapes && cache.lookups > lookups) {
     state.counters["shape_cache_miss_rate"] =
@@ -743,7 +977,6 @@ void BM_proto(benchmark::State& state) {
 
 /// The cached shapes give the text the formatting gives, op for op: checked once, untimed.
 bool cached_shapes_match() {
-  static std::vector<std::pair<std::string, std::string>> formatted;
   static std::size_t mismatches = 0, compared = 0;
   static ShapeCache* cache = new ShapeCache();
   const at::CallbackHandle handle = at::addGlobalCallback(
@@ -774,17 +1007,30 @@ void register_prototypes() {
     fmt::print(stderr, "prototype shape cache gives other text than the formatting: prototypes not run\n");
     return;
   }
-  const auto add = [](const char* name, void (*fn)(benchmark::State&)) {
-    benchmark::RegisterBenchmark(fmt::format("{}/{}", TinyMlp::kName, name).c_str(), fn)
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(TinyMlp::kMinTime);
+  const auto add = [](const char* workload, double min_time, const char* name, void (*fn)(benchmark::State&),
+                      bool paired = false) {
+    auto* bench = benchmark::RegisterBenchmark(fmt::format("{}/{}", workload, name).c_str(), fn)->Unit(benchmark::kMicrosecond);
+    if (paired) bench->UseManualTime();
+    with_min_time(bench, min_time);
   };
-  add("proto_floor_callback", &BM_floor_callback<false>);
-  add("proto_floor_callback_inputs", &BM_floor_callback<true>);
-  add("proto_copy_ops", &BM_proto<kProtoCopy>);
-  add("proto_no_intern_ops", &BM_proto<kProtoNoIntern>);
-  add("proto_copy_ops_shapes", &BM_proto<kProtoShapes>);
-  add("proto_cached_ops_shapes", &BM_proto<kProtoCachedShapes>);
+  const char* tiny = TinyMlp::kName;
+  const double tiny_time = TinyMlp::kMinTime;
+  add(tiny, tiny_time, "proto_floor_callback", &BM_floor_callback<false>);
+  add(tiny, tiny_time, "proto_floor_callback_inputs", &BM_floor_callback<true>);
+  add(tiny, tiny_time, "proto_floor_thread_local_callback", &BM_floor_callback<false, true>);
+  add(tiny, tiny_time, "proto_copy_ops", &BM_proto<kProtoCopy, TinyMlp, false>);
+  add(tiny, tiny_time, "proto_no_intern_ops", &BM_proto<kProtoNoIntern, TinyMlp, false>);
+  add(tiny, tiny_time, "proto_copy_ops_shapes", &BM_proto<kProtoShapes, TinyMlp, false>);
+  add(tiny, tiny_time, "proto_cached_ops_shapes", &BM_proto<kProtoCachedShapes, TinyMlp, false>);
+  add(tiny, tiny_time, "proto_pointer_names_ops", &BM_proto<kProtoPointerNames, TinyMlp, false>);
+  add(tiny, tiny_time, "proto_cached_pointer_names_ops_shapes", &BM_proto<kProtoCachedShapesPointerNames, TinyMlp, false>);
+  // mnist_cnn: paired only (see "Paired"); the real observer's paired figures are the reference.
+  const char* mnist = MnistCnnStep::kName;
+  const double mnist_time = MnistCnnStep::kMinTime;
+  add(mnist, mnist_time, "paired_proto_floor_callback", &BM_paired_floor_callback_mnist<false>, true);
+  add(mnist, mnist_time, "paired_proto_floor_callback_inputs", &BM_paired_floor_callback_mnist<true>, true);
+  add(mnist, mnist_time, "paired_proto_copy_ops_shapes", &BM_proto<kProtoShapes, MnistCnnStep, true>, true);
+  add(mnist, mnist_time, "paired_proto_cached_ops_shapes", &BM_proto<kProtoCachedShapes, MnistCnnStep, true>, true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -802,15 +1048,23 @@ void register_workload() {
                                      &BM_record_profile<Workload>,     &BM_kineto_state_collector<Workload>,
                                      &BM_kineto_state_collector_shapes<Workload>};
   for (std::size_t i = 0; i < kModes.size(); ++i)
-    benchmark::RegisterBenchmark(fmt::format("{}/{}", Workload::kName, kModes[i]).c_str(), functions[i])
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(Workload::kMinTime);
+    with_min_time(benchmark::RegisterBenchmark(fmt::format("{}/{}", Workload::kName, kModes[i]).c_str(), functions[i])
+                      ->Unit(benchmark::kMicrosecond),
+                  Workload::kMinTime);
+  const std::vector<std::pair<const char*, Fn>> paired = {
+      {"paired_dlprof_ops", &BM_paired_dlprof_ops<Workload>},
+      {"paired_dlprof_ops_shapes", &BM_paired_dlprof_ops_shapes<Workload>},
+      {"paired_record_profile", &BM_paired_record_profile<Workload>},
+      {"paired_kineto_state_collector", &BM_paired_kineto_state_collector<Workload>},
+      {"paired_kineto_state_collector_shapes", &BM_paired_kineto_state_collector_shapes<Workload>}};
+  for (const auto& [name, fn] : paired)
+    with_min_time(benchmark::RegisterBenchmark(fmt::format("{}/{}", Workload::kName, name).c_str(), fn)
+                      ->Unit(benchmark::kMicrosecond)
+                      ->UseManualTime(),
+                  Workload::kMinTime);
 }
 
-/// Benchmarks registered with MinTime carry it in their names: "tiny_mlp/no_profiler/min_time:0.500".
-std::string run_name(const char* workload, double min_time, const std::string& mode) {
-  return fmt::format("{}/{}/min_time:{:.3f}", workload, mode, min_time);
-}
+
 
 void print_summary(const dlprof_bench::SummaryReporter& results) {
   for (const auto& [workload, min_time] :
@@ -831,8 +1085,9 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
                workload, *ops);
     fmt::print("  {:<32} {:>12} {:>16}\n", "mode", "step (us)", "overhead/op (ns)");
     std::vector<std::string> modes = kModes;
-    for (const char* proto : {"proto_floor_callback", "proto_floor_callback_inputs", "proto_copy_ops", "proto_no_intern_ops",
-                              "proto_copy_ops_shapes", "proto_cached_ops_shapes"})
+    for (const char* proto : {"proto_floor_callback", "proto_floor_callback_inputs", "proto_floor_thread_local_callback",
+                              "proto_copy_ops", "proto_no_intern_ops", "proto_pointer_names_ops", "proto_copy_ops_shapes",
+                              "proto_cached_ops_shapes", "proto_cached_pointer_names_ops_shapes"})
       modes.emplace_back(proto);
     for (const std::string& mode : modes) {
       const auto t = cpu(mode);
@@ -852,6 +1107,25 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
                 ratio(overhead("dlprof_ops"), overhead("record_profile")));
     print_ratio("dlprof_ops / kineto_state_collector (per-op overhead)",
                 ratio(overhead("dlprof_ops"), overhead("kineto_state_collector")));
+
+    // The paired benchmarks: recorded and bare steps alternating within one benchmark.
+    const auto paired = [&, workload = workload, min_time = min_time](const std::string& mode) {
+      const std::string name = g_min_time_from_flag
+                                   ? fmt::format("{}/paired_{}/manual_time", workload, mode)
+                                   : fmt::format("{}/paired_{}/min_time:{:.3f}/manual_time", workload, mode, min_time);
+      return results.counter(name, "paired_overhead_ns_per_op");
+    };
+    if (!paired("dlprof_ops")) continue;
+    std::cout.flush();
+    fmt::print("  paired (W recorded steps alternating with W bare ones), overhead per op (ns):\n");
+    for (const char* mode : {"dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
+                             "kineto_state_collector_shapes"}) {
+      if (const auto value = paired(mode)) fmt::print("    {:<30} {:>12.1f}\n", mode, *value);
+    }
+    print_ratio("paired: dlprof_ops_shapes / record_profile", ratio(paired("dlprof_ops_shapes"), paired("record_profile")),
+                0.5);
+    print_ratio("paired: dlprof_ops_shapes / kineto_state_collector",
+                ratio(paired("dlprof_ops_shapes"), paired("kineto_state_collector")), 1.0);
   }
 }
 
@@ -869,6 +1143,7 @@ int main(int argc, char** argv) {
     }
     if (std::strncmp(argv[i], "--benchmark_format=", 19) == 0 && std::strcmp(argv[i] + 19, "console") != 0)
       plain_format = true;
+    if (std::strncmp(argv[i], "--benchmark_min_time=", 21) == 0) g_min_time_from_flag = true;
     argv[kept++] = argv[i];
   }
   argc = kept;
