@@ -44,6 +44,7 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
   DrainedEvents drained;
   RingRegistry::instance().drain_all([&](ThreadRing& ring) {
     DrainedEvents::Thread thread{ring.os_tid(), ring.thread_ordinal(), ring.thread_name(), {}};
+    thread.events.reserve(ring.pending());  // one allocation instead of a growth per doubling
     ring.drain([&](const Event& event) {
       if (event.start >= start_tick && event.start <= end_tick) thread.events.push_back(event);
     });

@@ -80,6 +80,11 @@ class ThreadRing {
     return PushResult::Stored;
   }
 
+  /// Consumer side: how many events are published and not yet drained (more may follow).
+  std::size_t pending() const noexcept {
+    return static_cast<std::size_t>(head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_relaxed));
+  }
+
   /// Consumer side: hands every published event to `sink` and frees their slots.
   template <class Sink>
   std::size_t drain(Sink&& sink) {
