@@ -41,9 +41,9 @@
 // benchmark, W recorded steps alternating with W bare steps (see "Paired"), for mnist_cnn whose
 // step drifts between repetitions by more than any profiler costs.
 //
-// --prototypes adds tiny_mlp/proto_* and mnist_cnn/paired_proto_*: LibTorch's floor (an empty
-// callback: global, global with inputs, thread-local) and copies of the observer's hot path with
-// one part changed, for the proposals in bench/RESULTS.md. The real observer is never modified.
+// --floor adds tiny_mlp/floor_* and mnist_cnn/paired_floor_*: LibTorch's own floor, an empty
+// RecordFunction callback on the observer's scopes (global, global with inputs, thread-local):
+// what any observer pays before doing anything.
 //
 // Run: build-bench/bench/torch_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //      (add --benchmark_out=torch.json --benchmark_out_format=json for bench/torch_overhead.py)
@@ -539,52 +539,7 @@ std::string run_name(const char* workload, double min_time, const std::string& m
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prototypes (run with --prototypes): a copy of detail::TorchOpObserver's hot path with parts
-// changed or left out, plugged into the Profiler in place of the real observer, and LibTorch's
-// floor (an empty global callback). They measure where the observer's per-op time goes and what
-// a change to include/dlprof/torch.hpp would win; the real observer is not touched.
-
-struct ProtoVariant {
-  bool intern_names = true;    // false: every op named by one constant id (the cost of interning)
-  bool read_inputs = false;    // record_shapes
-  bool cached_shapes = false;  // input dims/types looked up in a per-thread cache keyed by the raw
-                               // sizes and dtypes; formatted and interned only on a miss
-  bool pointer_names = false;  // names looked up by the address fn.name() returns, checked against
-                               // a copy of the text: no strlen, no string hash
-};
-
-/// Op names by the address of their text. Dispatcher ops name themselves with the schema's
-/// string (one address per op for the life of the process); names built per call (autograd
-/// nodes) miss and go to the interning cache. A hit compares the text with the entry's own copy,
-/// so an address reused for another name can never return the wrong id.
-class NamePointerCache {
- public:
-  dlprof::detail::NameId intern(const char* name) {
-    const auto address = reinterpret_cast<std::uintptr_t>(name);
-    Entry& entry = entries_[((address >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kBits)];
-    if (entry.name == name && std::memcmp(name, entry.text, entry.length) == 0 && name[entry.length] == '\0')
-      return entry.id;
-    const std::string_view view(name);
-    const dlprof::detail::NameId id = dlprof::detail::intern(view);
-    if (view.size() <= sizeof(entry.text)) {
-      entry.name = name;
-      entry.id = id;
-      entry.length = static_cast<std::uint32_t>(view.size());
-      std::memcpy(entry.text, view.data(), view.size());
-    }
-    return id;
-  }
-
- private:
-  static constexpr int kBits = 8;
-  struct Entry {
-    const char* name = nullptr;
-    dlprof::detail::NameId id = 0;
-    std::uint32_t length = 0;
-    char text[60];
-  };
-  Entry entries_[std::size_t{1} << kBits];
-};
+// LibTorch's floor (run with --floor): an empty callback on the scopes the observer uses.
 
 /// The floor: a global callback on the same scopes, doing nothing.
 std::unique_ptr<at::ObserverContext> empty_enter(const at::RecordFunction&) { return nullptr; }
@@ -608,204 +563,6 @@ void BM_floor_callback(benchmark::State& state) {
   set_common_counters(state, count);
 }
 
-/// The formatted dims, types and concrete values of an op's inputs (torch.hpp's record_inputs),
-/// cached per thread by the raw values they are made of (4-way set-associative: a direct-mapped
-/// cache of 512 entries missed 7 % of lookups on tiny_mlp's ~60 keys through conflicts): a hit
-/// costs a walk over the inputs, a hash of a few integers and a compare; no fmt, no string
-/// hashing, no interning.
-class ShapeCache {
- public:
-  static constexpr std::size_t kMaxWords = 48;
-  std::uint64_t lookups = 0, misses = 0, unkeyed = 0;  // misses include the first sight of each key
-
-  /// Returns false when the key does not fit (more than kMaxWords words): format it uncached.
-  bool lookup(const at::RecordFunction& fn, dlprof::detail::NameId& dims, std::int64_t& types_and_concrete) {
-    Key key;
-    ++lookups;
-    if (!make_key(fn, key)) {
-      ++unkeyed;
-      return false;
-    }
-    Entry* set = &entries_[(key.hash & (kSets - 1)) * kWays];
-    for (std::size_t way = 0; way < kWays; ++way) {
-      const Entry& entry = set[way];
-      if (entry.valid && entry.key.hash == key.hash && entry.key.length == key.length &&
-          std::memcmp(entry.key.words, key.words, key.length * sizeof(std::int64_t)) == 0) {
-        dims = entry.dims;
-        types_and_concrete = entry.types_and_concrete;
-        return true;
-      }
-    }
-    ++misses;
-    format_inputs(fn, dims, types_and_concrete);
-    Entry& victim = set[victims_[key.hash & (kSets - 1)]++ % kWays];  // round robin within the set
-    victim.key = key;
-    victim.dims = dims;
-    victim.types_and_concrete = types_and_concrete;
-    victim.valid = dims != 0;
-    return true;
-  }
-
-  /// torch.hpp's record_inputs (2026-11-23 04:41), verbatim but for where the ids go.
-  static void format_inputs(const at::RecordFunction& fn, dlprof::detail::NameId& dims_id,
-                            std::int64_t& types_and_concrete) {
-    using namespace dlprof::detail;
-    thread_local fmt::memory_buffer dims;
-    thread_local fmt::memory_buffer types;
-    thread_local fmt::memory_buffer concrete;
-    dims.clear();
-    types.clear();
-    concrete.clear();
-    auto dims_out = std::back_inserter(dims);
-    auto types_out = std::back_inserter(types);
-    auto concrete_out = std::back_inserter(concrete);
-    bool first = true;
-    for (const c10::IValue& input : fn.inputs()) {
-      const char* separator = first ? "[" : ", ";
-      first = false;
-      if (input.isTensor() && input.toTensor().defined()) {
-        const at::Tensor& tensor = input.toTensor();
-        fmt::format_to(dims_out, "{}[{}]", separator, fmt::join(tensor.sizes().begin(), tensor.sizes().end(), ", "));
-        const auto dtype = tensor.dtype().name();
-        fmt::format_to(types_out, "{}\"{}\"", separator, std::string_view(dtype.data(), dtype.size()));
-        fmt::format_to(concrete_out, "{}\"\"", separator);
-      } else {
-        fmt::format_to(dims_out, "{}[]", separator);
-        fmt::format_to(types_out, "{}\"{}\"", separator, type_of_non_tensor(input));
-        fmt::format_to(concrete_out, "{}\"", separator);
-        write_concrete_value(input, concrete);
-        concrete.push_back('"');
-      }
-    }
-    const std::string_view close = first ? "[]" : "]";
-    dims.append(close);
-    types.append(close);
-    concrete.append(close);
-    try {
-      dims_id = intern(std::string_view(dims.data(), dims.size()));
-      types_and_concrete = pack_op_input_names(intern(std::string_view(types.data(), types.size())),
-                                               intern(std::string_view(concrete.data(), concrete.size())));
-    } catch (...) {
-      dims_id = 0;
-    }
-  }
-
- private:
-  static const char* type_of_non_tensor(const c10::IValue& input) noexcept {
-    if (input.isScalar() || input.isBool()) return "Scalar";
-    if (input.isIntList() || input.isDoubleList() || input.isBoolList()) return "ScalarList";
-    if (input.isTensorList()) return "TensorList";
-    return "";
-  }
-
-  static void write_concrete_value(const c10::IValue& input, fmt::memory_buffer& out) {
-    auto it = std::back_inserter(out);
-    const auto boolean = [](bool value) { return value ? "True" : "False"; };
-    if (input.isBool()) {
-      fmt::format_to(it, "{}", boolean(input.toBool()));
-    } else if (input.isInt()) {
-      fmt::format_to(it, "{}", input.toInt());
-    } else if (input.isDouble()) {
-      fmt::format_to(it, "{}", input.toDouble());
-    } else if (input.isIntList()) {
-      const auto values = input.toIntList();
-      fmt::format_to(it, "[{}]", fmt::join(values.begin(), values.end(), ", "));
-    } else if (input.isDoubleList()) {
-      const auto values = input.toDoubleList();
-      fmt::format_to(it, "[{}]", fmt::join(values.begin(), values.end(), ", "));
-    } else if (input.isBoolList()) {
-      const auto values = input.toBoolList();
-      out.push_back('[');
-      for (std::size_t i = 0; i < values.size(); ++i) fmt::format_to(it, "{}{}", i == 0 ? "" : ", ", boolean(values.get(i)));
-      out.push_back(']');
-    }
-  }
-
-  static constexpr std::size_t kSets = 128;
-  static constexpr std::size_t kWays = 4;
-  struct Key {
-    std::uint64_t hash;
-    std::uint32_t length;
-    std::int64_t words[kMaxWords];
-  };
-  struct Entry {
-    Key key;
-    dlprof::detail::NameId dims;
-    std::int64_t types_and_concrete;
-    bool valid = false;
-  };
-
-  enum Tag : std::int64_t { kTensor = 1, kBool, kInt, kDouble, kOtherScalar, kIntList, kDoubleList, kBoolList, kTensorList, kOther };
-
-  /// Everything the three texts depend on, in words: a tag per input (a defined tensor's holds
-  /// its dtype) followed by a tensor's rank and sizes, a scalar's value (a double's bits) or a
-  /// scalar list's length and values.
-  static bool make_key(const at::RecordFunction& fn, Key& key) {
-    std::uint32_t n = 0;
-    const auto room = [&](std::size_t words) { return n + words <= kMaxWords; };
-    for (const c10::IValue& input : fn.inputs()) {
-      if (input.isTensor() && input.toTensor().defined()) {
-        const at::Tensor& tensor = input.toTensor();
-        const c10::IntArrayRef sizes = tensor.sizes();
-        if (!room(2 + sizes.size())) return false;
-        key.words[n++] = kTensor | (static_cast<std::int64_t>(tensor.scalar_type()) << 8);
-        key.words[n++] = static_cast<std::int64_t>(sizes.size());
-        for (const std::int64_t size : sizes) key.words[n++] = size;
-      } else if (input.isBool() || input.isInt() || input.isDouble()) {
-        if (!room(2)) return false;
-        key.words[n++] = input.isBool() ? kBool : input.isInt() ? kInt : kDouble;
-        if (input.isBool()) {
-          key.words[n++] = input.toBool();
-        } else if (input.isInt()) {
-          key.words[n++] = input.toInt();
-        } else {
-          const double value = input.toDouble();
-          std::memcpy(&key.words[n++], &value, sizeof(value));
-        }
-      } else if (input.isIntList() || input.isDoubleList() || input.isBoolList()) {
-        const std::int64_t tag = input.isIntList() ? kIntList : input.isDoubleList() ? kDoubleList : kBoolList;
-        if (tag == kIntList) {
-          const auto values = input.toIntList();
-          if (!room(2 + values.size())) return false;
-          key.words[n++] = tag;
-          key.words[n++] = static_cast<std::int64_t>(values.size());
-          for (const std::int64_t value : values) key.words[n++] = value;
-        } else if (tag == kDoubleList) {
-          const auto values = input.toDoubleList();
-          if (!room(2 + values.size())) return false;
-          key.words[n++] = tag;
-          key.words[n++] = static_cast<std::int64_t>(values.size());
-          for (const double value : values) std::memcpy(&key.words[n++], &value, sizeof(value));
-        } else {
-          const auto values = input.toBoolList();
-          if (!room(2 + values.size())) return false;
-          key.words[n++] = tag;
-          key.words[n++] = static_cast<std::int64_t>(values.size());
-          for (std::size_t i = 0; i < values.size(); ++i) key.words[n++] = values.get(i);
-        }
-      } else {
-        if (!room(1)) return false;
-        key.words[n++] = input.isScalar() ? kOtherScalar : input.isTensorList() ? kTensorList : kOther;
-      }
-    }
-    std::uint64_t hash = 0x9E3779B97F4A7C15ull ^ n;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      hash ^= static_cast<std::uint64_t>(key.words[i]);
-      hash *= 0xFF51AFD7ED558CCDull;
-      hash ^= hash >> 32;
-    }
-    hash ^= hash >> 33;  // murmur3's finaliser: the set index takes the low bits
-    hash *= 0xC4CEB9FE1A85EC53ull;
-    hash ^= hash >> 33;
-    key.hash = hash;
-    key.length = n;
-    return true;
-  }
-
-  Entry entries_[kSets * kWays];
-  std::uint8_t victims_[kSets] = {};
-};
-
 /// The floor, paired: the empty callback installed for each recorded window only.
 template <bool kInputs>
 void BM_paired_floor_callback_mnist(benchmark::State& state) {
@@ -822,191 +579,7 @@ void BM_paired_floor_callback_mnist(benchmark::State& state) {
       [&] { at::removeCallback(handle); });
 }
 
-/// detail::TorchOpObserver's callbacks (the header of 2026-11-23 04:41), changed as `kVariant` says.
-template <const ProtoVariant& kVariant>
-class ProtoObserver final : public dlprof::detail::OpObserver {
- public:
-  static ProtoObserver& instance() {
-    static ProtoObserver* observer = new ProtoObserver();
-    return *observer;
-  }
-  static dlprof::detail::OpObserver& accessor() { return instance(); }
-
-  void enable(const dlprof::detail::OpObserverOptions&) override {
-    if (handle_ != 0) return;
-    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&on_enter, &on_exit)
-                                        .needsInputs(kVariant.read_inputs)
-                                        .needsIds(true)
-                                        .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                                                 at::RecordScope::USER_SCOPE}));
-  }
-  void disable() override {
-    if (handle_ == 0) return;
-    at::removeCallback(handle_);
-    handle_ = 0;
-  }
-
- private:
-  using NameId = dlprof::detail::NameId;
-  struct OpenOp {
-    std::uint64_t handle;
-    std::int64_t start;
-    NameId name;
-    std::int64_t sequence_number;
-    std::uint64_t forward_thread_id;
-    std::uint32_t correlation_sequence;
-    NameId input_dims;
-    std::int64_t input_types_and_concrete;
-    bool backward;
-    bool opens_backward;
-  };
-  struct OpenOps {
-    static constexpr std::size_t kMaxDepth = 128;
-    std::array<OpenOp, kMaxDepth> ops;
-    std::size_t depth = 0;
-    std::uint32_t backward_depth = 0;
-  };
-  static OpenOps& open_ops() {
-    thread_local OpenOps ops;
-    return ops;
-  }
-
- public:
-  static ShapeCache& shape_cache() {
-    thread_local ShapeCache cache;
-    return cache;
-  }
-  static NamePointerCache& name_cache() {
-    thread_local NamePointerCache cache;
-    return cache;
-  }
-
- private:
-
-  static std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-    using namespace dlprof::detail;
-    const std::uint32_t flags = active_flags();
-    if ((flags & kRecording) == 0) return nullptr;
-    OpenOps& open = open_ops();
-    if (open.depth == OpenOps::kMaxDepth) return nullptr;
-    const char* name = fn.name();
-    if (name == nullptr) name = "<unnamed op>";
-    OpenOp& op = open.ops[open.depth];
-    if (kVariant.intern_names) {
-      try {
-        op.name = kVariant.pointer_names ? name_cache().intern(name) : intern(std::string_view(name));
-      } catch (...) {
-        return nullptr;
-      }
-    } else {
-      static const NameId constant = intern("proto op");
-      op.name = constant;
-    }
-    ++open.depth;
-    op.handle = fn.handle();
-    constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
-    op.opens_backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION || std::strncmp(name, kEngine.data(), kEngine.size()) == 0;
-    op.backward = op.opens_backward || open.backward_depth > 0;
-    if (op.opens_backward) ++open.backward_depth;
-    op.sequence_number = fn.seqNr();
-    op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
-    op.input_dims = 0;
-    if (kVariant.read_inputs) {
-      if (!kVariant.cached_shapes || !shape_cache().lookup(fn, op.input_dims, op.input_types_and_concrete))
-        ShapeCache::format_inputs(fn, op.input_dims, op.input_types_and_concrete);
-    }
-    op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
-    op.start = now_ticks();
-    return nullptr;
-  }
-
-  static void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
-    using namespace dlprof::detail;
-    const std::int64_t end = now_ticks();
-    OpenOps& open = open_ops();
-    std::size_t index = open.depth;
-    while (index > 0 && open.ops[index - 1].handle != fn.handle()) --index;
-    if (index == 0) return;
-    while (open.depth >= index) {
-      const OpenOp& op = open.ops[--open.depth];
-      if (op.opens_backward) --open.backward_depth;
-      if (op.correlation_sequence != 0) pop_external_correlation();
-      if (open.depth + 1 != index) continue;
-      if (op.input_dims != 0)
-        push_event(Event{op.input_dims, op.start, {op.input_types_and_concrete}, dlprof::EventKind::OpInputs,
-                         dlprof::Category::User});
-      if (op.sequence_number >= 0)
-        push_event(Event{static_cast<NameId>(op.sequence_number), op.start,
-                         {static_cast<std::int64_t>(op.forward_thread_id)}, dlprof::EventKind::OpDetails,
-                         dlprof::Category::User});
-      push_event(Event{op.name, op.start, {end}, dlprof::EventKind::Op,
-                       op.backward ? dlprof::Category::Backward : dlprof::Category::User, op.correlation_sequence});
-    }
-  }
-
-  at::CallbackHandle handle_ = 0;
-};
-
-constexpr ProtoVariant kProtoCopy{};
-constexpr ProtoVariant kProtoNoIntern{false, false, false};
-constexpr ProtoVariant kProtoShapes{true, true, false};
-constexpr ProtoVariant kProtoCachedShapes{true, true, true};
-constexpr ProtoVariant kProtoPointerNames{true, false, false, true};
-constexpr ProtoVariant kProtoCachedShapesPointerNames{true, true, true, true};
-
-/// Records as dlprof_ops(_shapes) (or, kPaired, paired_dlprof_ops(_shapes)) does, with the
-/// prototype observer in place of the real one.
-template <const ProtoVariant& kVariant, class Workload, bool kPaired>
-void BM_proto(benchmark::State& state) {
-  op_count<Workload>();  // counted with the real observer
-  const auto real = dlprof::detail::g_op_observer.exchange(&ProtoObserver<kVariant>::accessor);
-  ShapeCache& cache = ProtoObserver<kVariant>::shape_cache();
-  const std::uint64_t lookups = cache.lookups, misses = cache.misses, unkeyed = cache.unkeyed;
-  if (kPaired) {
-    paired_dlprof<Workload>(state, kVariant.read_inputs);
-  } else {
-    dlprof_recording<Workload>(state, kVariant.read_inputs);
-  }
-  dlprof::detail::g_op_observer.store(real);
-  if (kVariant.cached_shapes && cache.lookups > lookups) {
-    state.counters["shape_cache_miss_rate"] =
-        static_cast<double>(cache.misses - misses) / static_cast<double>(cache.lookups - lookups);
-    state.counters["shape_cache_unkeyed"] = static_cast<double>(cache.unkeyed - unkeyed);
-  }
-}
-
-/// The cached shapes give the text the formatting gives, op for op: checked once, untimed.
-bool cached_shapes_match() {
-  static std::size_t mismatches = 0, compared = 0;
-  static ShapeCache* cache = new ShapeCache();
-  const at::CallbackHandle handle = at::addGlobalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        for (int pass = 0; pass < 2; ++pass) {  // the second pass hits the cache
-          dlprof::detail::NameId dims = 0, cached_dims = 0;
-          std::int64_t types = 0, cached_types = 0;
-          ShapeCache::format_inputs(fn, dims, types);
-          if (!cache->lookup(fn, cached_dims, cached_types)) continue;
-          ++compared;
-          if (dims != cached_dims || types != cached_types) ++mismatches;
-        }
-        return nullptr;
-      }).needsInputs(true));
-  auto tiny = make_workload<TinyMlp>();
-  auto mnist = make_workload<MnistCnnStep>();
-  for (int i = 0; i < 3; ++i) {
-    tiny->step();
-    mnist->step();
-  }
-  at::removeCallback(handle);
-  fmt::print(stderr, "prototype shape cache: {} lookups compared, {} mismatches\n", compared, mismatches);
-  return mismatches == 0 && compared > 0;
-}
-
-void register_prototypes() {
-  if (!cached_shapes_match()) {
-    fmt::print(stderr, "prototype shape cache gives other text than the formatting: prototypes not run\n");
-    return;
-  }
+void register_floor() {
   const auto add = [](const char* workload, double min_time, const char* name, void (*fn)(benchmark::State&),
                       bool paired = false) {
     auto* bench = benchmark::RegisterBenchmark(fmt::format("{}/{}", workload, name).c_str(), fn)->Unit(benchmark::kMicrosecond);
@@ -1015,22 +588,14 @@ void register_prototypes() {
   };
   const char* tiny = TinyMlp::kName;
   const double tiny_time = TinyMlp::kMinTime;
-  add(tiny, tiny_time, "proto_floor_callback", &BM_floor_callback<false>);
-  add(tiny, tiny_time, "proto_floor_callback_inputs", &BM_floor_callback<true>);
-  add(tiny, tiny_time, "proto_floor_thread_local_callback", &BM_floor_callback<false, true>);
-  add(tiny, tiny_time, "proto_copy_ops", &BM_proto<kProtoCopy, TinyMlp, false>);
-  add(tiny, tiny_time, "proto_no_intern_ops", &BM_proto<kProtoNoIntern, TinyMlp, false>);
-  add(tiny, tiny_time, "proto_copy_ops_shapes", &BM_proto<kProtoShapes, TinyMlp, false>);
-  add(tiny, tiny_time, "proto_cached_ops_shapes", &BM_proto<kProtoCachedShapes, TinyMlp, false>);
-  add(tiny, tiny_time, "proto_pointer_names_ops", &BM_proto<kProtoPointerNames, TinyMlp, false>);
-  add(tiny, tiny_time, "proto_cached_pointer_names_ops_shapes", &BM_proto<kProtoCachedShapesPointerNames, TinyMlp, false>);
-  // mnist_cnn: paired only (see "Paired"); the real observer's paired figures are the reference.
+  add(tiny, tiny_time, "floor_callback", &BM_floor_callback<false>);
+  add(tiny, tiny_time, "floor_callback_inputs", &BM_floor_callback<true>);
+  add(tiny, tiny_time, "floor_thread_local_callback", &BM_floor_callback<false, true>);
+  // mnist_cnn: paired only (see "Paired").
   const char* mnist = MnistCnnStep::kName;
   const double mnist_time = MnistCnnStep::kMinTime;
-  add(mnist, mnist_time, "paired_proto_floor_callback", &BM_paired_floor_callback_mnist<false>, true);
-  add(mnist, mnist_time, "paired_proto_floor_callback_inputs", &BM_paired_floor_callback_mnist<true>, true);
-  add(mnist, mnist_time, "paired_proto_copy_ops_shapes", &BM_proto<kProtoShapes, MnistCnnStep, true>, true);
-  add(mnist, mnist_time, "paired_proto_cached_ops_shapes", &BM_proto<kProtoCachedShapes, MnistCnnStep, true>, true);
+  add(mnist, mnist_time, "paired_floor_callback", &BM_paired_floor_callback_mnist<false>, true);
+  add(mnist, mnist_time, "paired_floor_callback_inputs", &BM_paired_floor_callback_mnist<true>, true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1085,10 +650,8 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
                workload, *ops);
     fmt::print("  {:<32} {:>12} {:>16}\n", "mode", "step (us)", "overhead/op (ns)");
     std::vector<std::string> modes = kModes;
-    for (const char* proto : {"proto_floor_callback", "proto_floor_callback_inputs", "proto_floor_thread_local_callback",
-                              "proto_copy_ops", "proto_no_intern_ops", "proto_pointer_names_ops", "proto_copy_ops_shapes",
-                              "proto_cached_ops_shapes", "proto_cached_pointer_names_ops_shapes"})
-      modes.emplace_back(proto);
+    for (const char* floor : {"floor_callback", "floor_callback_inputs", "floor_thread_local_callback"})
+      modes.emplace_back(floor);
     for (const std::string& mode : modes) {
       const auto t = cpu(mode);
       if (!t) continue;
@@ -1133,12 +696,12 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
 
 int main(int argc, char** argv) {
   // --benchmark_format=json|csv on stdout: the library's own reporter, no summary.
-  // --prototypes: also the prototype observers (tiny_mlp only).
-  bool plain_format = false, prototypes = false;
+  // --floor: also LibTorch's floor (an empty callback).
+  bool plain_format = false, floor = false;
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--prototypes") == 0) {
-      prototypes = true;
+    if (std::strcmp(argv[i], "--floor") == 0) {
+      floor = true;
       continue;
     }
     if (std::strncmp(argv[i], "--benchmark_format=", 19) == 0 && std::strcmp(argv[i] + 19, "console") != 0)
@@ -1153,7 +716,7 @@ int main(int argc, char** argv) {
   { const dlprof::Profiler selects_clock; }
   register_workload<TinyMlp>();
   register_workload<MnistCnnStep>();
-  if (prototypes) register_prototypes();
+  if (floor) register_floor();
   benchmark::AddCustomContext("libtorch", TORCH_VERSION);
   benchmark::AddCustomContext("torch_threads", std::to_string(torch::get_num_threads()));
   benchmark::AddCustomContext("dlprof_clock", dlprof::detail::g_use_tsc.load() ? "tsc" : "clock_monotonic");

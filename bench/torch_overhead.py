@@ -106,7 +106,7 @@ def print_separate(workload, results, real):
         t = step_ns(entry, real)
         overhead = (t - base_ns) / ops
         close = entry.get("close_ns_per_op")
-        if mode in DLPROF_RECORDING or mode.startswith("proto_") and close is not None:
+        if mode in DLPROF_RECORDING:
             collect, complete = (overhead - close if close is not None else None), overhead
         elif close is not None:
             collect, complete = overhead, overhead + close
@@ -125,7 +125,7 @@ def print_separate(workload, results, real):
                          enumerate(header.split("|")[1:-1])) + "|")
     for mode in modes:
         t, overhead, close, collect, complete = rows[mode]
-        recording = mode not in ("no_profiler", "dlprof_idle") and not mode.startswith("proto_floor")
+        recording = mode not in ("no_profiler", "dlprof_idle") and not mode.startswith("floor_")
         vs_rp = ratio(overhead, col("record_profile", 1)) if recording else None
         vs_k = ratio(overhead, col("kineto_state_collector", 1)) if recording else None
         print(f"| {mode:<38} | {t / 1e3:>10.2f} | {overhead:>16.1f} | {fmt(close, '>13.1f')} | "
