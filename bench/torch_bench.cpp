@@ -14,8 +14,9 @@
 //                            observer is removed (checked: at::hasGlobalCallbacks() is false), and
 //                            prof.step() is called every step as a training loop would;
 //   dlprof_ops               dlprof recording ops, schedule(0, 0, W) repeating: prof.step() every
-//                            step, a trace built every W steps inside the timed loop, no handler
-//                            (no file written);
+//                            step, the rings drained every W steps inside the timed loop and the
+//                            trace built on the Profiler's writer thread, where a handler tallies
+//                            it (no file written);
 //   dlprof_ops_shapes        the same with record_shapes (this file is built with NDEBUG);
 //   record_profile           torch::autograd::profiler::RecordProfile (the legacy profiler, CPU
 //                            state), restarted every W steps with timing paused: its JSON is
@@ -33,7 +34,8 @@
 // record_functions_per_step (every RecordFunction of any scope, counted by a callback),
 // time_per_op (step time / ops_per_step; seconds in the JSON, "381ns" on the console),
 // close_ns_per_op (time spent closing windows, per recorded op: for dlprof inside the timed loop,
-// for LibTorch's profilers untimed), dropped (dlprof events lost to a full ring: must be 0),
+// for LibTorch's profilers untimed), writer_ns_per_op (dlprof: CPU time of the writer thread that
+// builds the traces, per recorded op, off the training thread), dropped (dlprof events lost to a full ring: must be 0),
 // events_per_step (what the collector kept). Per-op overhead = (mode - no_profiler) /
 // ops_per_step: printed after the table from the medians, and by bench/torch_overhead.py from JSON.
 //
@@ -238,18 +240,47 @@ void BM_dlprof_idle(benchmark::State& state) {
   set_common_counters(state, count);
 }
 
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// What dlprof's traces held, tallied by a background handler: the trace of each window is built
+/// on the Profiler's writer thread, as it is for a training loop whose handlers all run there
+/// (tensorboard_trace_handler does), so reading it on the training thread would wait for it.
+struct TraceTally {
+  std::atomic<std::int64_t> steps{0}, events{0}, dropped{0};
+  std::atomic<std::int64_t> writer_cpu_ns{0};  // CPU time of the writer thread, which builds the traces
+
+  dlprof::TraceHandler handler() {
+    return dlprof::TraceHandler(
+        [this](const dlprof::Trace& trace) {
+          for (const dlprof::TraceEvent& event : trace.events)
+            if (event.kind == dlprof::EventKind::Step) steps.fetch_add(1, std::memory_order_relaxed);
+          events.fetch_add(static_cast<std::int64_t>(trace.events.size()), std::memory_order_relaxed);
+          dropped.fetch_add(static_cast<std::int64_t>(trace.dropped_events), std::memory_order_relaxed);
+          writer_cpu_ns.store(thread_cpu_ns(), std::memory_order_relaxed);  // the builds so far, and this
+        },
+        /*run_in_background=*/true);
+  }
+};
+
 template <class Workload>
 void dlprof_recording(benchmark::State& state, bool shapes) {
   const OpCount& count = op_count<Workload>();
   auto workload = make_workload<Workload>();
-  dlprof::Profiler profiler(
-      dlprof::ProfilerOptions{}.schedule(dlprof::schedule(0, 0, count.window)).record_shapes(shapes));
+  TraceTally tally;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .schedule(dlprof::schedule(0, 0, count.window))
+                                .record_shapes(shapes)
+                                .on_trace_ready(tally.handler()));
   profiler.start();
   if (!at::hasGlobalCallbacks()) {
     state.SkipWithError("the observer is not installed while recording");
     return;
   }
-  std::int64_t windows = 0, events = 0, dropped = 0, recorded_steps = 0;
+  std::int64_t windows = 0;
   Clock::duration closing{};
   for (auto _ : state) {
     workload->step();
@@ -259,24 +290,25 @@ void dlprof_recording(benchmark::State& state, bool shapes) {
       continue;
     }
     const Clock::time_point begin = Clock::now();
-    profiler.step();  // builds the window's trace: no handler, nothing written
+    profiler.step();  // drains the rings; the trace is built on the writer thread
     closing += Clock::now() - begin;
-    const auto trace = profiler.last_trace();
     ++windows;
-    events += static_cast<std::int64_t>(trace->events.size());
-    dropped += static_cast<std::int64_t>(trace->dropped_events);
-    recorded_steps += count.window;
   }
-  profiler.stop();
+  profiler.stop();  // waits for the traces
   set_common_counters(state, count);
+  const std::int64_t recorded_steps = windows * count.window;
   state.counters["windows"] = static_cast<double>(windows);
-  state.counters["dropped"] = static_cast<double>(dropped);
+  state.counters["dropped"] = static_cast<double>(tally.dropped.load());
+  if (tally.steps.load() < recorded_steps) state.SkipWithError("steps are missing from the traces");
+  if (tally.steps.load() > 0)
+    state.counters["events_per_step"] = static_cast<double>(tally.events.load()) / static_cast<double>(tally.steps.load());
   if (recorded_steps > 0) {
-    state.counters["events_per_step"] = static_cast<double>(events) / static_cast<double>(recorded_steps);
+    state.counters["writer_ns_per_op"] =
+        static_cast<double>(tally.writer_cpu_ns.load()) / (static_cast<double>(tally.steps.load()) * count.ops_per_step);
     state.counters["close_ns_per_op"] =
         std::chrono::duration<double, std::nano>(closing).count() / (static_cast<double>(recorded_steps) * count.ops_per_step);
   }
-  if (dropped != 0) state.SkipWithError("dlprof dropped events: the ring filled");
+  if (tally.dropped.load() != 0) state.SkipWithError("dlprof dropped events: the ring filled");
 }
 
 template <class Workload>
@@ -377,14 +409,8 @@ void BM_kineto_state_collector_shapes(benchmark::State& state) {
 //   paired_overhead_ns_per_op = (mean recorded step - mean bare step) / ops_per_step.
 // The first bare step after each window is not counted (it runs in caches the window's close left).
 // dlprof: schedule(W, 0, W), so the bare steps are the wait phase (observer removed) and the
-// recorded steps include prof.step(), the trace built at each window's end included; LibTorch's
+// recorded steps include prof.step(), the rings drained at each window's end included; LibTorch's
 // profilers are enabled and disabled (their results built) between windows, untimed.
-
-std::int64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 struct PairedTimes {
   std::int64_t recorded_ns = 0, recorded_steps = 0, bare_ns = 0, bare_steps = 0;
@@ -403,11 +429,13 @@ template <class Workload>
 void paired_dlprof(benchmark::State& state, bool shapes) {
   const OpCount& count = op_count<Workload>();
   auto workload = make_workload<Workload>();
-  dlprof::Profiler profiler(
-      dlprof::ProfilerOptions{}.schedule(dlprof::schedule(count.window, 0, count.window)).record_shapes(shapes));
+  TraceTally tally;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .schedule(dlprof::schedule(count.window, 0, count.window))
+                                .record_shapes(shapes)
+                                .on_trace_ready(tally.handler()));
   profiler.start();
   PairedTimes times;
-  std::int64_t dropped = 0;
   bool after_window = true;
   const auto recording = [&] {
     const dlprof::Action action = profiler.current_action();
@@ -437,15 +465,12 @@ void paired_dlprof(benchmark::State& state, bool shapes) {
     state.SetIterationTime(static_cast<double>(elapsed) * 1e-9);
     times.recorded_ns += elapsed;
     ++times.recorded_steps;
-    if (closes) {
-      dropped += static_cast<std::int64_t>(profiler.last_trace()->dropped_events);
-      after_window = true;
-    }
+    if (closes) after_window = true;
   }
   profiler.stop();
   times.set_counters(state, count);
-  state.counters["dropped"] = static_cast<double>(dropped);
-  if (dropped != 0) state.SkipWithError("dlprof dropped events: the ring filled");
+  state.counters["dropped"] = static_cast<double>(tally.dropped.load());
+  if (tally.dropped.load() != 0) state.SkipWithError("dlprof dropped events: the ring filled");
 }
 
 template <class Workload, class Open, class Close>

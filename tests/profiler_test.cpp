@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -399,6 +400,38 @@ TEST(ProfilerTest, ThrowingHandlerIsRecordedAndTrainingContinues) {
   EXPECT_THAT(prof.errors(), ElementsAre(HasSubstr("handler failure #1"), HasSubstr("handler failure #2")));
 }
 
+
+// With every handler in the background, windows become traces on the writer thread: step() only
+// drains the rings. last_trace() waits for the trace of the window just closed, and a background
+// handler asking for it gets its own trace rather than waiting for a later one queued behind it.
+TEST(ProfilerTest, TracesBuiltInTheBackgroundAreWaitedForByLastTrace) {
+  dlprof::Profiler* profiler = nullptr;
+  std::vector<std::string> handled_steps;
+  std::vector<bool> handler_saw_its_trace;
+  dlprof::Profiler prof(
+      dlprof::ProfilerOptions{}
+          .schedule(dlprof::schedule(/*wait=*/0, /*warmup=*/0, /*active=*/1, /*repeat=*/2))
+          .on_trace_ready(dlprof::TraceHandler(
+              [&](const dlprof::Trace& trace) {
+                // Slow enough that the next window closes while this one is still being handled.
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                handler_saw_its_trace.push_back(profiler->last_trace().get() == &trace);
+                for (const dlprof::TraceEvent& event : trace.events)
+                  if (event.kind == dlprof::EventKind::Step) handled_steps.emplace_back(trace.name_of(event));
+              },
+              /*run_in_background=*/true)));
+  profiler = &prof;
+  prof.start();
+  prof.step();
+  prof.step();
+  const std::shared_ptr<const dlprof::Trace> second = prof.last_trace();
+  ASSERT_NE(second, nullptr);
+  EXPECT_THAT(step_names(*second), ElementsAre("ProfilerStep#1"))
+      << "last_trace() right after step() is the window that step closed, built or waited for";
+  prof.stop();
+  EXPECT_THAT(handled_steps, ElementsAre("ProfilerStep#0", "ProfilerStep#1"));
+  EXPECT_THAT(handler_saw_its_trace, ElementsAre(true, true));
+}
 // --- threads ------------------------------------------------------------------------------------
 
 TEST(ProfilerTest, ProfilerStepsAreOnTheThreadCallingStep) {

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -168,13 +169,14 @@ namespace detail {
 
 inline void warn(std::string_view message) { fmt::print(stderr, "dlprof: warning: {}\n", message); }
 
-/// Runs background handlers in order on one thread. The queue is bounded: when it is full the
-/// submitting thread waits, so a slow disk slows training instead of growing memory.
+/// Runs jobs (building traces, background handlers) in order on one thread. The queue is bounded:
+/// when it is full the submitting thread waits, so a slow disk slows training instead of growing
+/// memory.
 class BackgroundWriter {
  public:
-  using ErrorSink = std::function<void(std::string)>;
+  using Job = std::function<void()>;
 
-  explicit BackgroundWriter(ErrorSink on_error) : on_error_(std::move(on_error)), thread_([this] { run(); }) {}
+  BackgroundWriter() : thread_([this] { run(); }) {}
 
   ~BackgroundWriter() {
     {
@@ -188,10 +190,11 @@ class BackgroundWriter {
   BackgroundWriter(const BackgroundWriter&) = delete;
   BackgroundWriter& operator=(const BackgroundWriter&) = delete;
 
-  void submit(std::shared_ptr<const Trace> trace, std::function<void(const Trace&)> callback) {
+  /// Queues `job`, which must not throw: it reports its own failures.
+  void submit(Job job) {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [this] { return jobs_.size() < kQueueCapacity; });
-    jobs_.push_back(Job{std::move(trace), std::move(callback)});
+    jobs_.push_back(std::move(job));
     changed_.notify_all();
   }
 
@@ -201,12 +204,10 @@ class BackgroundWriter {
     changed_.wait(lock, [this] { return jobs_.empty() && !busy_; });
   }
 
+  bool on_writer_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
+
  private:
   static constexpr std::size_t kQueueCapacity = 4;
-  struct Job {
-    std::shared_ptr<const Trace> trace;
-    std::function<void(const Trace&)> callback;
-  };
 
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -218,26 +219,31 @@ class BackgroundWriter {
       busy_ = true;
       changed_.notify_all();
       lock.unlock();
-      try {
-        job.callback(*job.trace);
-      } catch (const std::exception& error) {
-        on_error_(error.what());
-      } catch (...) {
-        on_error_("unknown exception");
-      }
+      job();
       lock.lock();
       busy_ = false;
       changed_.notify_all();
     }
   }
 
-  ErrorSink on_error_;
   std::mutex mutex_;  // guards jobs_, busy_ and stopping_
   std::condition_variable changed_;
   std::deque<Job> jobs_;
   bool busy_ = false;
   bool stopping_ = false;
   std::thread thread_;  // last: starts after everything it reads is constructed
+};
+
+/// A closed window's events and what turning them into a Trace needs, taken on the training
+/// thread so the trace can be built on another.
+struct ClosedWindow {
+  DrainedEvents drained;
+  std::optional<DeviceActivity> device_activity;
+  ClockMap clock;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint64_t overflowed_names = 0;
+  std::string clock_source;
 };
 
 /// The Profiler that currently owns the recording flag; only one may be started at a time.
@@ -347,9 +353,12 @@ class Profiler {
   Action current_action() const noexcept { return action_; }
   const ProfilerOptions& options() const noexcept { return options_; }
 
-  /// The most recent trace handed to on_trace_ready (or collected at stop()), or null.
+  /// The trace of the most recently closed window, or null. A trace still being built on the
+  /// writer thread is waited for (except from a background handler, which is handed its trace).
   std::shared_ptr<const Trace> last_trace() const {
-    std::lock_guard<std::mutex> lock(results_mutex_);
+    std::unique_lock<std::mutex> lock(results_mutex_);
+    if (writer_ == nullptr || !writer_->on_writer_thread())
+      trace_published_.wait(lock, [this] { return traces_in_progress_ == 0; });
     return last_trace_;
   }
 
@@ -447,43 +456,90 @@ class Profiler {
     }
   }
 
+  /// The window just closed becomes a Trace for last_trace() and the handlers. Built on the
+  /// writer thread unless a handler must run on this one, so that prof.step() only drains the
+  /// rings: building costs as much again per recorded op (bench/RESULTS.md).
   void trace_ready() {
-    const auto clock = detail::ClockMap::through(window_start_, window_end_, detail::process_ns_per_tick());
-    auto trace = std::make_shared<Trace>(
-        detail::build_trace(std::move(drained_), clock, window_start_.realtime_ns, window_end_.realtime_ns));
+    auto window = std::make_shared<detail::ClosedWindow>();
+    window->drained = std::move(drained_);
     drained_ = {};
+    window->device_activity = std::move(device_activity_);
+    device_activity_.reset();
+    window->clock = detail::ClockMap::through(window_start_, window_end_, detail::process_ns_per_tick());
+    window->start_ns = window_start_.realtime_ns;
+    window->end_ns = window_end_.realtime_ns;
+    window->overflowed_names = detail::InternTable::instance().overflowed();
+    window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
+
+    const auto& handlers = options_.handlers();
+    const bool runs_here = std::any_of(handlers.begin(), handlers.end(), [](const TraceHandler& h) { return !h.background; });
+    if (!runs_here) {
+      {
+        std::lock_guard<std::mutex> lock(results_mutex_);
+        ++traces_in_progress_;
+      }
+      background_writer().submit([this, window] {
+        std::shared_ptr<const Trace> finished;
+        try {
+          finished = build(std::move(*window));
+        } catch (const std::exception& error) {
+          record_error(fmt::format("building the trace failed: {}", error.what()));
+        } catch (...) {
+          record_error("building the trace failed: unknown exception");
+        }
+        publish(finished, /*was_in_progress=*/true);
+        if (finished != nullptr)
+          for (const TraceHandler& handler : options_.handlers()) run_handler(handler, *finished);
+      });
+      return;
+    }
+    const std::shared_ptr<const Trace> finished = build(std::move(*window));
+    publish(finished, /*was_in_progress=*/false);
+    for (const TraceHandler& handler : handlers) {
+      if (handler.background)
+        background_writer().submit([this, finished, &handler] { run_handler(handler, *finished); });
+      else
+        run_handler(handler, *finished);
+    }
+  }
+
+  std::shared_ptr<const Trace> build(detail::ClosedWindow&& window) const {
+    auto trace = std::make_shared<Trace>(
+        detail::build_trace(std::move(window.drained), window.clock, window.start_ns, window.end_ns));
     if (options_.with_flops()) detail::estimate_op_costs(*trace);
     const auto pushed_to_trace = detail::assign_external_ids(*trace);
-    if (device_activity_) {
-      detail::merge_device_activity(*trace, std::move(*device_activity_), clock, pushed_to_trace);
-      device_activity_.reset();
-    }
+    if (window.device_activity)
+      detail::merge_device_activity(*trace, std::move(*window.device_activity), window.clock, pushed_to_trace);
     trace->pid = static_cast<std::int64_t>(::getpid());
     trace->process_name = detail::process_name();
-    trace->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
-    trace->overflowed_names = detail::InternTable::instance().overflowed();
+    trace->clock_source = std::move(window.clock_source);
+    trace->overflowed_names = window.overflowed_names;
     trace->distributed = DistributedInfo::from_environment();
     trace->distributed.backend = options_.distributed_backend();
     if (options_.record_shapes()) trace->metadata.emplace_back("record_shapes", "1");
     if (options_.profile_memory()) trace->metadata.emplace_back("profile_memory", "1");
     if (options_.with_flops()) trace->metadata.emplace_back("with_flops", "1");
-    std::shared_ptr<const Trace> finished = std::move(trace);
+    return trace;
+  }
+
+  /// Makes `trace` the last one (null: its build failed, the previous one stays).
+  void publish(std::shared_ptr<const Trace> trace, bool was_in_progress) {
     {
       std::lock_guard<std::mutex> lock(results_mutex_);
-      last_trace_ = finished;
+      if (trace != nullptr) last_trace_ = std::move(trace);
+      if (was_in_progress) --traces_in_progress_;
     }
-    for (const TraceHandler& handler : options_.handlers()) {
-      if (handler.background) {
-        background_writer().submit(finished, handler.callback);
-        continue;
-      }
-      try {
-        handler.callback(*finished);
-      } catch (const std::exception& error) {
-        record_error(error.what());
-      } catch (...) {
-        record_error("unknown exception");
-      }
+    trace_published_.notify_all();
+  }
+
+  /// Runs one handler; a failure is recorded and training goes on.
+  void run_handler(const TraceHandler& handler, const Trace& trace) {
+    try {
+      handler.callback(trace);
+    } catch (const std::exception& error) {
+      record_error(fmt::format("on_trace_ready handler failed: {}", error.what()));
+    } catch (...) {
+      record_error("on_trace_ready handler failed: unknown exception");
     }
   }
 
@@ -517,15 +573,13 @@ class Profiler {
   }
 
   void record_error(std::string message) {
-    message = fmt::format("on_trace_ready handler failed: {}", message);
     detail::warn(message);
     std::lock_guard<std::mutex> lock(results_mutex_);
     errors_.push_back(std::move(message));
   }
 
   detail::BackgroundWriter& background_writer() {
-    if (!writer_)
-      writer_ = std::make_unique<detail::BackgroundWriter>([this](std::string message) { record_error(std::move(message)); });
+    if (!writer_) writer_ = std::make_unique<detail::BackgroundWriter>();
     return *writer_;
   }
 
@@ -545,8 +599,10 @@ class Profiler {
   detail::ClockSample window_start_{};
   detail::ClockSample window_end_{};
   detail::DrainedEvents drained_;
-  mutable std::mutex results_mutex_;  // guards last_trace_ and errors_ (the writer thread records errors)
+  mutable std::mutex results_mutex_;  // guards last_trace_, traces_in_progress_ and errors_ (the writer thread sets them)
+  mutable std::condition_variable trace_published_;
   std::shared_ptr<const Trace> last_trace_;
+  int traces_in_progress_ = 0;  // windows closed whose trace is not yet last_trace_
   std::vector<std::string> errors_;
   std::unique_ptr<detail::BackgroundWriter> writer_;  // last: joined before the members it uses die
 };
