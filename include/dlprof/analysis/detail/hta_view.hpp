@@ -1,0 +1,181 @@
+// dlprof/analysis/detail/hta_view.hpp: the GPU work and CUDA API calls of a trace as HTA's
+// analyses see them once HTA has loaded the trace (hta/common/trace.py, trace_parser.py):
+// filtered to the analysed steps and, in HTA-compatible mode, rounded to whole µs.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "dlprof/analysis/detail/intervals.hpp"
+#include "dlprof/analysis/kernel_type.hpp"
+#include "dlprof/analysis/options.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace analysis::detail {
+
+/// A GPU event (kernel, copy, fill or sync; never a gpu_user_annotation, which HTA sees as a CPU
+/// event without a stream) with the times the analyses use.
+struct GpuWork {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  const GpuEvent* event = nullptr;
+
+  std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
+  /// HTA's `stream != -1`: what most of its analyses take as the GPU's work.
+  bool on_stream() const noexcept { return event->stream != -1; }
+};
+
+struct ApiCall {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  const ApiEvent* event = nullptr;
+
+  std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
+};
+
+struct HtaView {
+  std::vector<GpuWork> gpu;  ///< in the Trace's order (device, stream, start)
+  std::vector<ApiCall> api;  ///< in the Trace's order (thread, start)
+};
+
+/// HTA's rounding of fractional µs timestamps: start = ceil(ts), end = floor(ts + dur), computed
+/// in doubles as pandas does, so that the few ends that fall on a whole µs round as HTA's do.
+/// Kineto writes µs relative to baseTimeNanoseconds, a multiple of 7,889,238 s; HTA rounds those
+/// relative values, which the subtraction below recovers (times past 2^53 ns, i.e. epoch times,
+/// are otherwise out of a double's exact range).
+class RoundInward {
+ public:
+  explicit RoundInward(const Trace& trace) {
+    constexpr std::int64_t kExactInDouble = std::int64_t{1} << 53;
+    constexpr std::int64_t kKinetoBaseInterval = std::int64_t{7'889'238} * 1'000'000'000;
+    std::int64_t earliest = INT64_MAX;
+    for (const TraceEvent& event : trace.events) earliest = std::min(earliest, event.start_ns);
+    for (const GpuEvent& work : trace.gpu_events) earliest = std::min(earliest, work.start_ns);
+    if (earliest != INT64_MAX && earliest >= kExactInDouble) base_ns_ = earliest / kKinetoBaseInterval * kKinetoBaseInterval;
+  }
+
+  std::int64_t start(std::int64_t start_ns) const noexcept {
+    return static_cast<std::int64_t>(std::ceil(us(start_ns - base_ns_))) * 1000 + base_ns_;
+  }
+  std::int64_t end(std::int64_t start_ns, std::int64_t end_ns) const noexcept {
+    const double end_us = us(start_ns - base_ns_) + us(end_ns - start_ns);
+    return static_cast<std::int64_t>(std::floor(end_us)) * 1000 + base_ns_;
+  }
+
+ private:
+  static double us(std::int64_t ns) noexcept { return static_cast<double>(ns) / 1000.0; }
+  std::int64_t base_ns_ = 0;
+};
+
+inline bool is_profiler_step_name(std::string_view name) noexcept {
+  return name.find("ProfilerStep") != std::string_view::npos;
+}
+
+/// The analysed events: when the trace names two or more ProfilerSteps (HTA counts the distinct
+/// names containing "ProfilerStep"), only CPU events starting before the last step's start
+/// (hta_compat) or no later than its end (default) are kept, with the GPU work whose correlation
+/// id is one of theirs (HTA's _filter_irrelevant_gpu_kernels). With hta_compat, times are rounded
+/// inward first, as HTA's parser does.
+inline HtaView hta_view(const Trace& trace, const AnalysisOptions& options) {
+  const RoundInward round(trace);
+  const auto start_of = [&](std::int64_t start_ns) { return options.hta_compat ? round.start(start_ns) : start_ns; };
+  const auto end_of = [&](std::int64_t start_ns, std::int64_t end_ns) {
+    return options.hta_compat ? round.end(start_ns, end_ns) : end_ns;
+  };
+
+  // HTA sees gpu_user_annotation spans as CPU events: a GPU-side ProfilerStep#N counts too.
+  std::vector<std::int8_t> step_name(trace.names.size(), -1);  // -1: not looked at yet
+  std::vector<std::string_view> used_step_names;
+  std::int64_t last_step_start = INT64_MIN;
+  std::int64_t last_step_end = INT64_MIN;
+  const auto note_step = [&](std::uint32_t name, std::int64_t start_ns, std::int64_t end_ns) {
+    if (step_name[name] < 0) step_name[name] = is_profiler_step_name(trace.names[name]);
+    if (step_name[name] == 0) return;
+    used_step_names.push_back(trace.names[name]);
+    last_step_start = std::max(last_step_start, start_of(start_ns));
+    last_step_end = std::max(last_step_end, end_of(start_ns, end_ns));
+  };
+  for (const TraceEvent& event : trace.events)
+    if (is_slice(event.kind)) note_step(event.name, event.start_ns, event.end_ns);
+  for (const GpuEvent& work : trace.gpu_events)
+    if (work.kind == GpuEventKind::Annotation) note_step(work.name, work.start_ns, work.end_ns);
+  std::sort(used_step_names.begin(), used_step_names.end());
+  used_step_names.erase(std::unique(used_step_names.begin(), used_step_names.end()), used_step_names.end());
+  const bool filter = used_step_names.size() >= 2;
+  const auto cpu_kept = [&](std::int64_t start) {
+    return !filter || (options.hta_compat ? start < last_step_start : start <= last_step_end);
+  };
+
+  HtaView view;
+  view.api.reserve(trace.api_events.size());
+  std::vector<std::uint32_t> kept_correlations;
+  for (const ApiEvent& call : trace.api_events) {
+    const std::int64_t start = start_of(call.start_ns);
+    if (!cpu_kept(start)) continue;
+    view.api.push_back({start, end_of(call.start_ns, call.end_ns), &call});
+    if (filter && call.correlation != 0) kept_correlations.push_back(call.correlation);
+  }
+  std::sort(kept_correlations.begin(), kept_correlations.end());
+  view.gpu.reserve(trace.gpu_events.size());
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind == GpuEventKind::Annotation) continue;
+    if (filter && (work.correlation == 0 ||
+                   !std::binary_search(kept_correlations.begin(), kept_correlations.end(), work.correlation)))
+      continue;
+    view.gpu.push_back({start_of(work.start_ns), end_of(work.start_ns, work.end_ns), &work});
+  }
+  return view;
+}
+
+/// kernel_type() of each name of a trace, computed once per name.
+class KernelTypes {
+ public:
+  explicit KernelTypes(const Trace& trace) : trace_(trace), types_(trace.names.size(), kUnknown) {}
+
+  KernelType of(const GpuEvent& work) {
+    std::uint8_t& type = types_[work.name];
+    if (type == kUnknown) type = static_cast<std::uint8_t>(kernel_type(trace_.names[work.name]));
+    return static_cast<KernelType>(type);
+  }
+
+ private:
+  static constexpr std::uint8_t kUnknown = 0xFF;
+  const Trace& trace_;
+  std::vector<std::uint8_t> types_;
+};
+
+/// Walks the boundaries of several merged interval lists in time order, as HTA's
+/// cumulative-status tables do: list i adds `1 << i` to a running status while it is busy.
+/// `segment(status, duration)` is called for every stretch between two boundaries where the
+/// status is positive.
+template <class Segment>
+void sweep(const std::vector<const std::vector<Interval>*>& lists, Segment&& segment) {
+  struct Boundary {
+    std::int64_t time;
+    std::int64_t delta;
+  };
+  std::vector<Boundary> boundaries;
+  for (std::size_t i = 0; i < lists.size(); ++i) {
+    const std::int64_t bit = std::int64_t{1} << i;
+    for (const Interval& interval : *lists[i]) {
+      boundaries.push_back({interval.start, bit});
+      boundaries.push_back({interval.end, -bit});
+    }
+  }
+  std::sort(boundaries.begin(), boundaries.end(), [](const Boundary& a, const Boundary& b) {
+    return a.time != b.time ? a.time < b.time : a.delta < b.delta;
+  });
+  std::int64_t status = 0;
+  for (std::size_t i = 0; i + 1 < boundaries.size(); ++i) {
+    status += boundaries[i].delta;
+    if (status > 0) segment(status, boundaries[i + 1].time - boundaries[i].time);
+  }
+}
+
+}  // namespace analysis::detail
+DLPROF_END_NAMESPACE

@@ -1,0 +1,195 @@
+// Builds dlprof::Trace values by hand for the analysis tests: CPU slices, CUDA API calls and GPU
+// work with their links (External id, correlation id), put in the order the Trace documents
+// (events by thread then start, enclosing first; GPU work by device, stream, start; calls by
+// thread, start) whatever order the test adds them in. Times are in ns.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include <dlprof/trace.hpp>
+
+namespace dlprof_test {
+
+class AnalysisTraceBuilder {
+ public:
+  AnalysisTraceBuilder() {
+    trace_.threads = {dlprof::ThreadInfo{100, "main"}, dlprof::ThreadInfo{101, "backward"}};
+    trace_.gpu.enabled = true;
+  }
+
+  /// A cpu_op; returns *this so that ops chain. `external_id` 0 gives none.
+  AnalysisTraceBuilder& op(std::string_view name, std::int64_t start, std::int64_t end, std::uint64_t external_id = 0,
+                           dlprof::Category category = dlprof::Category::User, std::uint32_t thread = 0) {
+    return slice(dlprof::EventKind::Op, name, start, end, external_id, category, thread);
+  }
+  AnalysisTraceBuilder& range(std::string_view name, std::int64_t start, std::int64_t end,
+                              dlprof::Category category = dlprof::Category::User, std::uint32_t thread = 0,
+                              std::uint64_t external_id = 0) {
+    return slice(dlprof::EventKind::Range, name, start, end, external_id, category, thread);
+  }
+  AnalysisTraceBuilder& step(std::int64_t number, std::int64_t start, std::int64_t end, std::uint32_t thread = 0) {
+    return slice(dlprof::EventKind::Step, "ProfilerStep#" + std::to_string(number), start, end, 0, dlprof::Category::Step,
+                 thread);
+  }
+  /// The last slice added gets record_shapes inputs and a cost.
+  AnalysisTraceBuilder& inputs(std::string_view dims, std::string_view types, std::uint64_t flops = 0,
+                               std::uint64_t bytes = 0) {
+    dlprof::OpInputs recorded;
+    recorded.dims = name_index(dims);
+    recorded.types = name_index(types);
+    recorded.concrete = name_index("[]");
+    recorded.op = trace_.events.back().name;
+    recorded.flops = flops;
+    recorded.bytes = bytes;
+    trace_.events.back().inputs = static_cast<std::uint32_t>(trace_.op_inputs.size());
+    trace_.op_inputs.push_back(recorded);
+    return *this;
+  }
+  /// The last slice added is an autograd-numbered op: forward, or the backward node run for it.
+  AnalysisTraceBuilder& sequence(std::int64_t sequence_number, std::uint64_t forward_thread_os_tid = 100) {
+    trace_.events.back().sequence_number = sequence_number;
+    trace_.events.back().forward_thread_id = forward_thread_os_tid;
+    return *this;
+  }
+
+  AnalysisTraceBuilder& call(std::string_view name, std::int64_t start, std::int64_t end, std::uint32_t correlation,
+                             std::uint64_t external_id = 0, std::uint32_t thread = 0, bool driver = false) {
+    dlprof::ApiEvent event;
+    event.name = name_index(name);
+    event.start_ns = start;
+    event.end_ns = end;
+    event.correlation = correlation;
+    event.external_id = external_id;
+    event.thread = thread;
+    event.driver = driver;
+    trace_.api_events.push_back(event);
+    return *this;
+  }
+
+  AnalysisTraceBuilder& kernel(std::string_view name, std::int64_t start, std::int64_t end, std::uint32_t correlation,
+                               std::uint64_t external_id = 0, std::int64_t stream = 7, std::uint32_t device = 0) {
+    return work(dlprof::GpuEventKind::Kernel, name, start, end, correlation, external_id, stream, device);
+  }
+  /// Kineto's names: "Memcpy HtoD (Pageable -> Device)"; kind and memory kinds are CUPTI's values.
+  AnalysisTraceBuilder& memcpy(std::uint8_t copy_kind, std::int64_t start, std::int64_t end, std::uint32_t correlation,
+                               std::uint64_t bytes = 0, std::uint64_t external_id = 0, std::int64_t stream = 7,
+                               std::uint8_t source_kind = 1, std::uint8_t destination_kind = 3) {
+    static constexpr std::string_view kKinds[] = {"<unknown>", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                                  "AtoD",      "DtoA", "DtoD", "HtoH", "PtoP"};
+    static constexpr std::string_view kMemory[] = {"Unknown", "Pageable", "Pinned", "Device"};
+    const std::string name = "Memcpy " + std::string(kKinds[copy_kind]) + " (" + std::string(kMemory[source_kind]) +
+                             " -> " + std::string(kMemory[destination_kind]) + ")";
+    work(copy_kind == 10 ? dlprof::GpuEventKind::MemcpyPeer : dlprof::GpuEventKind::Memcpy, name, start, end,
+         correlation, external_id, stream, 0);
+    dlprof::CopyDetails& copy = trace_.gpu_events.back().copy;
+    copy.bytes = bytes;
+    copy.copy_kind = copy_kind;
+    copy.source_kind = source_kind;
+    copy.destination_kind = destination_kind;
+    return *this;
+  }
+  AnalysisTraceBuilder& memset(std::int64_t start, std::int64_t end, std::uint32_t correlation, std::uint64_t bytes = 0,
+                               std::uint64_t external_id = 0, std::int64_t stream = 7) {
+    work(dlprof::GpuEventKind::Memset, "Memset (Device)", start, end, correlation, external_id, stream, 0);
+    trace_.gpu_events.back().copy.bytes = bytes;
+    return *this;
+  }
+  AnalysisTraceBuilder& sync(std::string_view name, std::int64_t start, std::int64_t end, std::uint32_t correlation,
+                             std::int64_t stream = 7) {
+    return work(dlprof::GpuEventKind::Sync, name, start, end, correlation, 0, stream, 0);
+  }
+  AnalysisTraceBuilder& annotation(std::string_view name, std::int64_t start, std::int64_t end,
+                                   std::uint64_t external_id, std::int64_t stream = 7) {
+    return work(dlprof::GpuEventKind::Annotation, name, start, end, 0, external_id, stream, 0);
+  }
+  /// Launch configuration and Kineto's occupancy figures of the last kernel added.
+  AnalysisTraceBuilder& launch(std::uint32_t grid_x, std::uint32_t block_x, float blocks_per_sm,
+                               int achieved_occupancy_percent) {
+    dlprof::KernelDetails& details = trace_.gpu_events.back().kernel;
+    details.grid[0] = grid_x;
+    details.block[0] = block_x;
+    details.blocks_per_sm = blocks_per_sm;
+    details.est_achieved_occupancy_percent = achieved_occupancy_percent;
+    return *this;
+  }
+
+  AnalysisTraceBuilder& device(int id, std::string_view name, int compute_major) {
+    dlprof::DeviceProperties properties;
+    properties.id = id;
+    properties.name = std::string(name);
+    properties.compute_major = compute_major;
+    trace_.devices.push_back(properties);
+    return *this;
+  }
+  AnalysisTraceBuilder& rank(std::int64_t rank, std::int64_t world_size) {
+    trace_.distributed.rank = rank;
+    trace_.distributed.world_size = world_size;
+    return *this;
+  }
+
+  dlprof::Trace trace() const {
+    dlprof::Trace out = trace_;
+    std::stable_sort(out.events.begin(), out.events.end(), [](const dlprof::TraceEvent& a, const dlprof::TraceEvent& b) {
+      return std::make_tuple(a.thread, a.start_ns, -a.end_ns) < std::make_tuple(b.thread, b.start_ns, -b.end_ns);
+    });
+    std::stable_sort(out.gpu_events.begin(), out.gpu_events.end(), [](const dlprof::GpuEvent& a, const dlprof::GpuEvent& b) {
+      return std::make_tuple(a.device, a.stream, a.start_ns) < std::make_tuple(b.device, b.stream, b.start_ns);
+    });
+    std::stable_sort(out.api_events.begin(), out.api_events.end(), [](const dlprof::ApiEvent& a, const dlprof::ApiEvent& b) {
+      return std::make_tuple(a.thread, a.start_ns) < std::make_tuple(b.thread, b.start_ns);
+    });
+    std::int64_t first = INT64_MAX;
+    std::int64_t last = INT64_MIN;
+    for (const dlprof::TraceEvent& event : out.events) {
+      first = std::min(first, event.start_ns);
+      last = std::max(last, event.end_ns);
+    }
+    out.window_start_ns = first == INT64_MAX ? 0 : first;
+    out.window_end_ns = last == INT64_MIN ? 0 : last;
+    return out;
+  }
+
+ private:
+  AnalysisTraceBuilder& slice(dlprof::EventKind kind, std::string_view name, std::int64_t start, std::int64_t end,
+                              std::uint64_t external_id, dlprof::Category category, std::uint32_t thread) {
+    dlprof::TraceEvent event;
+    event.kind = kind;
+    event.name = name_index(name);
+    event.start_ns = start;
+    event.end_ns = end;
+    event.external_id = external_id;
+    event.category = category;
+    event.thread = thread;
+    trace_.events.push_back(event);
+    return *this;
+  }
+  AnalysisTraceBuilder& work(dlprof::GpuEventKind kind, std::string_view name, std::int64_t start, std::int64_t end,
+                             std::uint32_t correlation, std::uint64_t external_id, std::int64_t stream,
+                             std::uint32_t device) {
+    dlprof::GpuEvent event;
+    event.kind = kind;
+    event.name = name_index(name);
+    event.start_ns = start;
+    event.end_ns = end;
+    event.correlation = correlation;
+    event.external_id = external_id;
+    event.stream = stream;
+    event.device = device;
+    trace_.gpu_events.push_back(event);
+    return *this;
+  }
+  std::uint32_t name_index(std::string_view name) {
+    for (std::uint32_t i = 0; i < trace_.names.size(); ++i)
+      if (trace_.names[i] == name) return i;
+    trace_.names.emplace_back(name);
+    return static_cast<std::uint32_t>(trace_.names.size() - 1);
+  }
+
+  dlprof::Trace trace_;
+};
+
+}  // namespace dlprof_test
