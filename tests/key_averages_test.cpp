@@ -271,6 +271,35 @@ TEST(KeyAveragesTest, GpuTimeIsTheWorkEachRangeLaunchedDirectly) {
   EXPECT_THAT(table, HasSubstr("GPU records: 0  dropped: 0 (by CUPTI: 0)  unknown kinds: 0  late: 0"));
 }
 
+TEST(KeyAveragesTest, GpuTotalAddsTheWorkOfNestedRangesAtAnyDepth) {
+  // step > forward > aten::linear > aten::addmm, and backward, on thread 0; a range on thread 1
+  // overlapping them in time is no child of theirs.
+  TraceBuilder builder(2000);
+  builder.range(0, "step", 0, 1000)
+      .launched(1, 10)
+      .range(0, "forward", 100, 500)
+      .launched(2, 100)
+      .range(0, "aten::linear", 150, 400)
+      .launched(3, 40)
+      .range(0, "aten::addmm", 200, 300)
+      .launched(4, 60)
+      .range(0, "backward", 600, 900)
+      .launched(5, 5)
+      .range(1, "loader", 0, 1000)
+      .launched(6, 1000);
+  dlprof::KeyAverages averages(builder.trace());
+  EXPECT_EQ(averages.find("aten::addmm")->gpu_total_ns, 60);
+  EXPECT_EQ(averages.find("aten::linear")->gpu_ns, 40);
+  EXPECT_EQ(averages.find("aten::linear")->gpu_total_ns, 40 + 60);
+  EXPECT_EQ(averages.find("forward")->gpu_total_ns, 100 + 40 + 60);
+  EXPECT_EQ(averages.find("step")->gpu_ns, 10);
+  EXPECT_EQ(averages.find("step")->gpu_total_ns, 10 + 200 + 5);
+  EXPECT_EQ(averages.find("loader")->gpu_total_ns, 1000);
+  averages.sort_by(dlprof::SortBy::GpuTotalTime);
+  EXPECT_THAT(row_names(averages), ElementsAre("loader", "step", "forward", "aten::linear", "aten::addmm", "backward"));
+  EXPECT_THAT(averages.table(), HasSubstr("GPU total"));
+}
+
 TEST(KeyAveragesTest, CpuOnlyTraceHasNoGpuColumn) {
   TraceBuilder builder;
   builder.range(0, "train_step", 0, 900);

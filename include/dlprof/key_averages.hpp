@@ -1,7 +1,8 @@
 // dlprof/key_averages.hpp: the per-name summary of a trace, like torch's
 // prof.key_averages().table(): calls, total, self, average, min and max time, and the share of
 // the recording window, for every range name; with GPU activity, also the device time of the
-// work each range launched (torch's "CUDA total" of an op); with with_flops, the FLOPs of ops
+// work each range launched itself (torch's "Self CUDA" of an op) and of the work launched inside it
+// as well (torch's "CUDA total"); with with_flops, the FLOPs of ops
 // (torch's "Total MFLOPs"); with profile_memory, the peak memory of every device. Printed with fmt:
 //
 //   fmt::print("{}", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(10));
@@ -33,6 +34,9 @@ struct KeyAverage {
   /// Device time of the kernels, copies and fills launched directly inside these ranges (not in
   /// ranges nested in them): the work whose External id is theirs.
   std::int64_t gpu_ns = 0;
+  /// gpu_ns plus the device time of the work launched by the ranges nested in these ones, at any
+  /// depth: everything the ranges caused on the GPU.
+  std::int64_t gpu_total_ns = 0;
   /// Estimated floating-point operations of these ops (with_flops; flops.hpp), where they are not
   /// part of an enclosing op's (the aten::convolution inside an aten::conv2d adds nothing), so
   /// that the column adds up to KeyAverages::total_flops().
@@ -41,7 +45,7 @@ struct KeyAverage {
   std::int64_t average_ns() const noexcept { return calls == 0 ? 0 : total_ns / static_cast<std::int64_t>(calls); }
 };
 
-enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, GpuTime, Flops, Name };
+enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, GpuTime, Flops, Name, GpuTotalTime };
 
 /// The most memory a device held during the window, from its `[memory]` events (profile_memory).
 struct PeakMemory {
@@ -55,13 +59,25 @@ class KeyAverages {
  public:
   KeyAverages() = default;
 
-  /// Aggregates the Range and Step events of `trace`. Self time subtracts, per thread, the
+  /// Aggregates the Range, Step and Op events of `trace`. Self time subtracts, per thread, the
   /// duration of each range's direct children (ranges nest strictly on a thread).
   explicit KeyAverages(const Trace& trace)
       : window_ns_(trace.window_ns()), dropped_events_(trace.dropped_events), gpu_(trace.gpu) {
     std::unordered_map<std::uint32_t, std::size_t> row_of_name;
-    std::unordered_map<std::uint64_t, std::size_t> row_of_external_id;
     std::vector<std::int64_t> child_ns(trace.events.size(), 0);
+    // GPU work counts for the range whose External id it carries (the first, should two share
+    // one), and for every range around that one.
+    std::unordered_map<std::uint64_t, std::size_t> event_of_external_id;
+    for (std::size_t i = 0; i < trace.events.size(); ++i)
+      if (is_slice(trace.events[i].kind) && trace.events[i].external_id != 0)
+        event_of_external_id.emplace(trace.events[i].external_id, i);
+    std::vector<std::int64_t> gpu_self_ns(trace.events.size(), 0);
+    for (const GpuEvent& work : trace.gpu_events) {
+      if (work.external_id == 0 || work.kind == GpuEventKind::Annotation || work.kind == GpuEventKind::Sync) continue;
+      const auto event = event_of_external_id.find(work.external_id);
+      if (event != event_of_external_id.end()) gpu_self_ns[event->second] += work.duration_ns();
+    }
+    std::vector<std::int64_t> gpu_total_ns = gpu_self_ns;
     std::vector<std::uint64_t> counted_flops(trace.events.size(), 0);
     std::vector<std::size_t> open;  // indices of enclosing ranges on the current thread
     std::size_t open_with_flops = 0;  // how many of them have FLOPs (an op inside one is part of it)
@@ -69,20 +85,23 @@ class KeyAverages {
     const auto flops_of = [&trace](const TraceEvent& event) -> std::uint64_t {
       return event.inputs == TraceEvent::kNoInputs ? 0 : trace.op_inputs[event.inputs].flops;
     };
+    // A closed range's GPU total is complete (its children closed before it): its parent gets it.
+    const auto close_innermost = [&] {
+      const std::size_t closed = open.back();
+      open_with_flops -= flops_of(trace.events[closed]) != 0;
+      open.pop_back();
+      if (!open.empty()) gpu_total_ns[open.back()] += gpu_total_ns[closed];
+    };
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
       if (!is_slice(event.kind)) continue;
       if (event.thread != thread) {
-        open.clear();
-        open_with_flops = 0;
+        while (!open.empty()) close_innermost();
         thread = event.thread;
       }
       // Sorted by start, enclosing first, and nesting strictly: the innermost open range that
       // ends no earlier than this one encloses it.
-      while (!open.empty() && trace.events[open.back()].end_ns < event.end_ns) {
-        open_with_flops -= flops_of(trace.events[open.back()]) != 0;
-        open.pop_back();
-      }
+      while (!open.empty() && trace.events[open.back()].end_ns < event.end_ns) close_innermost();
       if (!open.empty()) child_ns[open.back()] += event.duration_ns();
       const std::uint64_t flops = flops_of(event);
       if (open_with_flops == 0) counted_flops[i] = flops;  // aten::linear, not also its aten::addmm
@@ -90,6 +109,7 @@ class KeyAverages {
       open_with_flops += flops != 0;
       open.push_back(i);
     }
+    while (!open.empty()) close_innermost();
     for (const MemoryEvent& memory : trace.memory_events) {
       auto peak = std::find_if(peak_memory_.begin(), peak_memory_.end(), [&](const PeakMemory& p) {
         return p.device_type == memory.device_type && p.device == memory.device;
@@ -117,12 +137,8 @@ class KeyAverages {
       row.min_ns = std::min(row.min_ns, duration);
       row.max_ns = std::max(row.max_ns, duration);
       row.flops += counted_flops[i];
-      if (event.external_id != 0) row_of_external_id.emplace(event.external_id, found->second);
-    }
-    for (const GpuEvent& work : trace.gpu_events) {
-      if (work.external_id == 0 || work.kind == GpuEventKind::Annotation || work.kind == GpuEventKind::Sync) continue;
-      const auto row = row_of_external_id.find(work.external_id);
-      if (row != row_of_external_id.end()) rows_[row->second].gpu_ns += work.duration_ns();
+      row.gpu_ns += gpu_self_ns[i];
+      row.gpu_total_ns += gpu_total_ns[i];
     }
     sort_by(SortBy::TotalTime);
   }
@@ -136,6 +152,7 @@ class KeyAverages {
         case SortBy::AverageTime: return a.average_ns() > b.average_ns();
         case SortBy::MaxTime: return a.max_ns > b.max_ns;
         case SortBy::GpuTime: return a.gpu_ns > b.gpu_ns;
+        case SortBy::GpuTotalTime: return a.gpu_total_ns > b.gpu_total_ns;
         case SortBy::Flops: return a.flops > b.flops;
         case SortBy::Name: return a.name < b.name;
       }
@@ -163,8 +180,8 @@ class KeyAverages {
     return nullptr;
   }
 
-  /// A fixed-width text table of the first `row_limit` rows (0: all). A GPU column appears when
-  /// the trace recorded GPU activity, a FLOPs column when ops have FLOPs.
+  /// A fixed-width text table of the first `row_limit` rows (0: all). "GPU total" and "GPU" (self)
+  /// columns appear when the trace recorded GPU activity, a FLOPs column when ops have FLOPs.
   std::string table(std::size_t row_limit = 0) const {
     const std::size_t shown = row_limit == 0 ? rows_.size() : std::min(row_limit, rows_.size());
     const bool gpu = gpu_.enabled;
@@ -175,10 +192,10 @@ class KeyAverages {
     auto line = std::back_inserter(out);
     fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}", "Name", name_width,
                    "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window");
-    if (gpu) fmt::format_to(line, "  {:>10}", "GPU");
+    if (gpu) fmt::format_to(line, "  {:>10}  {:>10}", "GPU total", "GPU");
     if (flops) fmt::format_to(line, "  {:>10}", "FLOPs");
     fmt::format_to(line, "\n");
-    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 12 : 0) + (flops ? 12 : 0);
+    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 24 : 0) + (flops ? 12 : 0);
     fmt::format_to(line, "{:-<{}}\n", "", rule);
     for (std::size_t i = 0; i < shown; ++i) {
       const KeyAverage& row = rows_[i];
@@ -187,7 +204,7 @@ class KeyAverages {
       fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7.2f}%", name, name_width,
                      to_string(row.category), row.calls, format_duration(row.total_ns), format_duration(row.self_ns),
                      format_duration(row.average_ns()), format_duration(row.min_ns), format_duration(row.max_ns), share);
-      if (gpu) fmt::format_to(line, "  {:>10}", format_duration(row.gpu_ns));
+      if (gpu) fmt::format_to(line, "  {:>10}  {:>10}", format_duration(row.gpu_total_ns), format_duration(row.gpu_ns));
       if (flops) fmt::format_to(line, "  {:>10}", row.flops == 0 ? std::string("--") : format_count(row.flops));
       fmt::format_to(line, "\n");
     }
