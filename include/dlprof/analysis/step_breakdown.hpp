@@ -55,6 +55,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/analysis/detail/intervals.hpp"
+#include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/trace.hpp"
@@ -170,18 +171,6 @@ inline SliceRole slice_role(const TraceEvent& event, std::string_view name) noex
     return SliceRole::DataLoader;
   if (starts_with("nccl:") || starts_with("gloo:")) return SliceRole::Communication;
   return SliceRole::CpuExec;
-}
-
-inline std::int64_t step_number(std::string_view name) noexcept {
-  const std::size_t hash = name.find('#');
-  if (hash == std::string_view::npos) return -1;
-  std::int64_t number = 0;
-  bool digits = false;
-  for (std::size_t i = hash + 1; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) {
-    number = number * 10 + (name[i] - '0');
-    digits = true;
-  }
-  return digits ? number : -1;
 }
 
 constexpr bool is_device_work(GpuEventKind kind) noexcept {

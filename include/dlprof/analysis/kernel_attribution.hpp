@@ -1,0 +1,203 @@
+// dlprof/analysis/kernel_attribution.hpp: every kernel, copy and fill of a trace tied to the step,
+// layer and op it ran for, with PyProf2's columns: step, layer, op, direction, input shapes and
+// types, kernel, silicon time, Tensor Cores, grid, block, stream, FLOPs, bytes, achieved TFLOP/s.
+//
+// How each piece of GPU work is tied:
+// - op: the Op whose External id it carries (Kineto and dlprof give work the External id of the
+//   innermost op around its launch); failing that, the innermost Op around its launch call
+//   (matched by correlation id).
+// - layer: the innermost Forward range (module ranges: `nn.Module: Conv2d_features.0`, dlprof's
+//   annotate_modules) around the op, else the innermost range around it. Backward ops run outside
+//   any module range, on autograd's thread: they take the layer of their forward op, found as
+//   the fwdbwd flow finds it (the autograd node's forward thread and sequence number; the latest
+//   forward op with both).
+// - step: the ProfilerStep#N whose span holds the launch call's start (any thread: autograd's
+//   threads launch too).
+// - direction: backward when the op or anything around it is in the Backward category.
+// - FLOPs and bytes: those of the op (with_flops), or of the nearest op around it that has them,
+//   shared among that op's pieces of work by duration; so the TFLOP/s of each piece is the op's
+//   FLOPs over the op's GPU time, and the column adds up to the ops' FLOPs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/analysis/detail/slice_tree.hpp"
+#include "dlprof/analysis/tensor_cores.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/key_averages.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace analysis {
+
+enum class Direction : std::uint8_t { Forward, Backward };
+
+constexpr std::string_view to_string(Direction direction) noexcept {
+  return direction == Direction::Backward ? "bwd" : "fwd";
+}
+
+/// One piece of GPU work and what it ran for.
+struct AttributedKernel {
+  const GpuEvent* work = nullptr;   ///< the kernel, copy or fill
+  std::string_view name;
+  std::int64_t step = -1;           ///< N of the ProfilerStep#N holding the launch; -1 if none
+  std::string_view layer;           ///< empty when no range is around the op
+  std::string_view op;              ///< empty when no op launched it
+  Direction direction = Direction::Forward;
+  std::string_view input_dims;      ///< the op's record_shapes texts; empty without them
+  std::string_view input_types;
+  std::int64_t duration_ns = 0;     ///< silicon time
+  bool tensor_cores = false;
+  std::uint64_t flops = 0;          ///< this work's share of the op's FLOPs
+  std::uint64_t bytes = 0;          ///< this work's share of the op's bytes
+
+  /// Achieved TFLOP/s: FLOPs per ps.
+  double tflops_per_second() const noexcept {
+    return duration_ns > 0 ? static_cast<double>(flops) / static_cast<double>(duration_ns) / 1e3 : 0.0;
+  }
+};
+
+struct KernelAttribution {
+  std::vector<AttributedKernel> kernels;  ///< by start time
+
+  /// The first `row_limit` rows (0: all), long texts cut to `text_width`.
+  std::string table(std::size_t row_limit = 0, std::size_t text_width = 40) const {
+    const auto cut = [text_width](std::string_view text) {
+      return text.size() > text_width ? text.substr(0, text_width) : text;
+    };
+    fmt::memory_buffer out;
+    auto line = std::back_inserter(out);
+    fmt::format_to(line, "{:>5}  {:<{}}  {:<{}}  {:<3}  {:<{}}  {:>10}  {:<2}  {:>14}  {:>14}  {:>6}  {:>10}  {:>8}  {}\n",
+                   "Step", "Layer", text_width, "Op", text_width, "Dir", "Kernel", text_width, "Time", "TC", "Grid",
+                   "Block", "Stream", "FLOPs", "TFLOP/s", "Input dims / types");
+    const std::size_t shown = row_limit == 0 ? kernels.size() : std::min(row_limit, kernels.size());
+    for (std::size_t i = 0; i < shown; ++i) {
+      const AttributedKernel& kernel = kernels[i];
+      const KernelDetails& launch = kernel.work->kernel;
+      const bool is_kernel = kernel.work->kind == GpuEventKind::Kernel;
+      fmt::format_to(line, "{:>5}  {:<{}}  {:<{}}  {:<3}  {:<{}}  {:>10}  {:<2}  {:>14}  {:>14}  {:>6}  {:>10}  {:>8.3f}  {} {}\n",
+                     kernel.step < 0 ? std::string("-") : std::to_string(kernel.step), cut(kernel.layer), text_width,
+                     cut(kernel.op), text_width, to_string(kernel.direction), cut(kernel.name), text_width,
+                     KeyAverages::format_duration(kernel.duration_ns), kernel.tensor_cores ? "TC" : "-",
+                     is_kernel ? fmt::format("{}x{}x{}", launch.grid[0], launch.grid[1], launch.grid[2]) : std::string("-"),
+                     is_kernel ? fmt::format("{}x{}x{}", launch.block[0], launch.block[1], launch.block[2]) : std::string("-"),
+                     kernel.work->stream, kernel.flops == 0 ? std::string("-") : KeyAverages::format_count(kernel.flops),
+                     kernel.tflops_per_second(), kernel.input_dims, kernel.input_types);
+    }
+    return fmt::to_string(out);
+  }
+};
+
+/// Every kernel, copy and fill of `trace` with the step, layer and op it ran for.
+inline KernelAttribution kernel_attribution(const Trace& trace) {
+  constexpr std::uint32_t kNone = detail::SliceTree::kNone;
+  const detail::SliceTree tree(trace);
+  const auto is_op = [](const TraceEvent& event) { return event.kind == EventKind::Op; };
+  const auto is_layer = [](const TraceEvent& event) {
+    return event.kind == EventKind::Range && event.category == Category::Forward;
+  };
+  const auto is_range = [](const TraceEvent& event) { return event.kind == EventKind::Range; };
+  const auto is_backward = [](const TraceEvent& event) { return event.category == Category::Backward; };
+  const auto inputs_of = [&](std::uint32_t op) -> const OpInputs* {
+    return op == kNone || trace.events[op].inputs == TraceEvent::kNoInputs ? nullptr
+                                                                            : &trace.op_inputs[trace.events[op].inputs];
+  };
+  const auto has_cost = [&](const TraceEvent& event) {
+    if (event.kind != EventKind::Op || event.inputs == TraceEvent::kNoInputs) return false;
+    const OpInputs& inputs = trace.op_inputs[event.inputs];
+    return inputs.flops != 0 || inputs.bytes != 0;
+  };
+
+  // Forward ops by (thread, sequence number); of several, the latest: fwdbwd's pairing.
+  std::vector<std::tuple<std::uint64_t, std::int64_t, std::int64_t, std::uint32_t>> forward_ops;
+  std::vector<std::uint32_t> steps;
+  for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& event = trace.events[i];
+    if (event.kind == EventKind::Step) steps.push_back(i);
+    if (event.kind == EventKind::Op && event.sequence_number >= 0 && event.category != Category::Backward)
+      forward_ops.emplace_back(trace.threads[event.thread].os_tid, event.sequence_number, event.start_ns, i);
+  }
+  std::sort(forward_ops.begin(), forward_ops.end());
+  const auto forward_op_of = [&](const TraceEvent& node) {
+    const auto after = std::upper_bound(forward_ops.begin(), forward_ops.end(),
+                                        std::make_tuple(node.forward_thread_id, node.sequence_number, INT64_MAX, kNone));
+    if (after == forward_ops.begin()) return kNone;
+    const auto& [thread, sequence, start, index] = *(after - 1);
+    return thread == node.forward_thread_id && sequence == node.sequence_number ? index : kNone;
+  };
+  std::sort(steps.begin(), steps.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return trace.events[a].start_ns < trace.events[b].start_ns; });
+  const auto step_at = [&](std::int64_t time) -> std::int64_t {
+    auto after = std::upper_bound(steps.begin(), steps.end(), time,
+                                  [&](std::int64_t t, std::uint32_t step) { return t < trace.events[step].start_ns; });
+    if (after == steps.begin()) return -1;
+    const TraceEvent& step = trace.events[*(after - 1)];
+    return step.end_ns < time ? -1 : detail::step_number(trace.names[step.name]);
+  };
+  const auto layer_of = [&](std::uint32_t slice) {
+    std::uint32_t layer = tree.self_or_ancestor(slice, is_layer);
+    if (layer == kNone) layer = tree.self_or_ancestor(slice, is_range);
+    return layer;
+  };
+
+  KernelAttribution result;
+  std::vector<std::uint32_t> costed_op;  // per row: the op whose FLOPs it shares, or kNone
+  std::vector<std::int64_t> costed_op_time(trace.events.size(), 0);
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
+    const ApiEvent* call = tree.call_with_correlation(work.correlation);
+    const std::uint32_t linked = tree.with_external_id(work.external_id);
+    const std::uint32_t around_call = call == nullptr ? kNone : tree.innermost_at(call->thread, call->start_ns);
+    std::uint32_t op = linked != kNone && is_op(trace.events[linked]) ? linked : tree.self_or_ancestor(around_call, is_op);
+    // Where to look for layer and direction when no op launched it: the range it is linked to.
+    const std::uint32_t anchor = op != kNone ? op : linked != kNone ? linked : around_call;
+
+    AttributedKernel row;
+    row.work = &work;
+    row.name = trace.names[work.name];
+    row.duration_ns = work.duration_ns();
+    row.tensor_cores = work.kind == GpuEventKind::Kernel && uses_tensor_cores(row.name);
+    row.step = step_at(call != nullptr ? call->start_ns : anchor != kNone ? trace.events[anchor].start_ns : work.start_ns);
+    row.direction = tree.self_or_ancestor(anchor, is_backward) != kNone ? Direction::Backward : Direction::Forward;
+    std::uint32_t layer = layer_of(anchor);
+    if (row.direction == Direction::Backward) {
+      const std::uint32_t node = tree.self_or_ancestor(op, [](const TraceEvent& event) {
+        return event.kind == EventKind::Op && event.sequence_number >= 0;
+      });
+      const std::uint32_t forward = node == kNone ? kNone : forward_op_of(trace.events[node]);
+      if (forward != kNone) layer = layer_of(forward);
+    }
+    if (layer != kNone) row.layer = trace.names[trace.events[layer].name];
+    if (op != kNone) row.op = trace.names[trace.events[op].name];
+    if (const OpInputs* inputs = inputs_of(op)) {
+      row.input_dims = trace.names[inputs->dims];
+      row.input_types = trace.names[inputs->types];
+    }
+    const std::uint32_t costed = tree.self_or_ancestor(op, has_cost);
+    if (costed != kNone) costed_op_time[costed] += row.duration_ns;
+    costed_op.push_back(costed);
+    result.kernels.push_back(row);
+  }
+  for (std::size_t i = 0; i < result.kernels.size(); ++i) {
+    if (costed_op[i] == kNone) continue;
+    const OpInputs& cost = *inputs_of(costed_op[i]);
+    const std::int64_t op_time = costed_op_time[costed_op[i]];
+    const double share = op_time > 0 ? static_cast<double>(result.kernels[i].duration_ns) / static_cast<double>(op_time) : 0.0;
+    result.kernels[i].flops = static_cast<std::uint64_t>(static_cast<double>(cost.flops) * share + 0.5);
+    result.kernels[i].bytes = static_cast<std::uint64_t>(static_cast<double>(cost.bytes) * share + 0.5);
+  }
+  std::stable_sort(result.kernels.begin(), result.kernels.end(), [](const AttributedKernel& a, const AttributedKernel& b) {
+    return a.work->start_ns < b.work->start_ns;
+  });
+  return result;
+}
+
+}  // namespace analysis
+DLPROF_END_NAMESPACE
