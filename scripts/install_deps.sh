@@ -2,10 +2,11 @@
 # Installs what dlprof's build, tests, benchmarks and demo need on Debian 12, as root.
 # Idempotent: packages already present are left alone. The CUDA toolkit is optional: when
 # /usr/local/cuda (or nvcc on PATH) exists, ranges are also NVTX3 ranges and GPU collection and
-# the CUDA example are built. libtorch-dev (LibTorch 1.13, CPU) gives dlprof::torch.
+# the CUDA example are built. libtorch-dev (LibTorch 1.13, CPU) gives dlprof::torch, rapidjson-dev
+# the trace reader (dlprof::import).
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev nlohmann-json3-dev rapidjson-dev libgtest-dev libgmock-dev
           libbenchmark-dev python3 python3-venv libtorch-dev)
 missing=()
 for package in "${packages[@]}"; do

@@ -736,14 +736,15 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
           json.raw(", \"Sequence number\": ");
           json.integer(event.sequence_number);
         }
-        if (event.inputs != TraceEvent::kNoInputs) {  // JSON texts already: written as they are
+        if (event.inputs != TraceEvent::kNoInputs) {  // JSON texts already, written as they are; empty: absent
           const OpInputs& inputs = trace.op_inputs[event.inputs];
-          json.raw(", \"Input Dims\": ");
-          json.raw(trace.names[inputs.dims]);
-          json.raw(", \"Input type\": ");
-          json.raw(trace.names[inputs.types]);
-          json.raw(", \"Concrete Inputs\": ");
-          json.raw(trace.names[inputs.concrete]);
+          const std::pair<std::string_view, std::uint32_t> texts[] = {
+              {", \"Input Dims\": ", inputs.dims}, {", \"Input type\": ", inputs.types}, {", \"Concrete Inputs\": ", inputs.concrete}};
+          for (const auto& [key, text] : texts) {
+            if (trace.names[text].empty()) continue;
+            json.raw(key);
+            json.raw(trace.names[text]);
+          }
           if (inputs.flops != 0) {
             json.raw(", \"flops\": ");
             json.integer(static_cast<std::int64_t>(inputs.flops));

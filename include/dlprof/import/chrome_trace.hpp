@@ -1,0 +1,342 @@
+// dlprof/import/chrome_trace.hpp: reads Chrome-trace JSON written by dlprof or by
+// torch.profiler/Kineto (any era of ../shared/TRACE_FORMAT.md) back into a dlprof::Trace, so the
+// analyses that run in-process run offline on anyone's traces. Needs the dlprof::import target
+// (RapidJSON and zlib).
+//
+// \code{.cpp}
+// #include <dlprof/import/chrome_trace.hpp>
+//
+// dlprof::Trace trace = dlprof::read_trace("log/run/host_1234.1716423322123456789.pt.trace.json.gz");
+// std::vector<dlprof::Trace> ranks = dlprof::read_trace_set({"log/run"});   // one per rank
+// \endcode
+//
+// What is read. Files: JSON or gzip-compressed JSON (recognised by its magic bytes), a top-level
+// object with "traceEvents" or a bare array of events. Times: ts/dur in microseconds, integers
+// (absolute, before 2024) or decimals (relative to "baseTimeNanoseconds" since 2024, or absolute
+// with sub-µs digits), read exactly into int64 nanoseconds from the number's text: three
+// decimals exactly, rounded half away from zero beyond.
+//
+// The mapping into Trace (the analyses rely on it):
+//  * "X" cpu_op / Operator -> TraceEvent kind Op. args "External id" (or "external id"),
+//    "Sequence number", "Fwd thread id" -> external_id, sequence_number, forward_thread_id.
+//    Category Backward for an op that is an autograd node (name matching `Backward\d*$`) or
+//    autograd's frame around one (`autograd::engine::evaluate_function...`), and for every op
+//    nested in one (same thread, time containment, ranges in between included); User otherwise.
+//  * "X" user_annotation, python_function, cpu_instant_event -> kind Range; category from the
+//    name: DataLoader ("enumerate(DataLoader)#", "enumerate(DataPipe)#"), Optimizer
+//    ("Optimizer."), Communication ("nccl:", "gloo:"), Forward ("nn.Module:"), User otherwise.
+//    Any CPU slice named `^ProfilerStep#\d+` (Operator in old traces) -> kind Step, category
+//    Step, the name kept ("ProfilerStep#101").
+//  * On any CPU slice: "Input Dims" (or "Input dims"), "Input type", "Concrete Inputs" -> an
+//    OpInputs entry: each arg's JSON re-written compactly as torch writes it ("[[4, 8], [8, 8]]",
+//    ", " between elements, ": " after keys) into Trace::names, an empty text where absent;
+//    "flops" -> OpInputs::flops (bytes stay 0). Slices of one name with equal inputs share one.
+//  * "X" cuda_runtime / Runtime / cuda_driver -> ApiEvent (driver for cuda_driver): cbid,
+//    correlation, External id; on the calling CPU thread.
+//  * "X" kernel / Kernel, gpu_memcpy / Memcpy, gpu_memset / Memset, cuda_sync,
+//    gpu_user_annotation -> GpuEvent Kernel, Memcpy (MemcpyPeer for PtoP or fromDevice/toDevice
+//    args), Memset, Sync, Annotation. device: args "device" (peer copies: "inDevice"), else pid;
+//    stream: args "stream", else the tid ("stream 7" -> 7), except syncs: args "stream" only, -1
+//    when absent; (uint32)-1 is -1. correlation, External id, context. Kernels: grid, block,
+//    "registers per thread", "shared memory" (into static_shared_memory; dynamic is 0),
+//    queued (µs -> queued_ns), "blocks per SM" and "warps per SM" ("inf" accepted),
+//    "est. achieved occupancy %". Copies and fills: bytes; copy_kind, source_kind and
+//    destination_kind (CUPTI's enum values) from the name, "Memcpy HtoD (Pageable -> Device)",
+//    "Memset (Device)"; peer copies' fromDevice/toDevice/fromContext/toContext. Syncs: name kept,
+//    type from "cuda_sync_kind" (Event Sync 1, Stream Wait Event 2, Stream Sync 3, Context Sync
+//    4), cuda_event_id from "wait_on_cuda_event_id".
+//  * "X" overhead -> OverheadEvent. "X" Trace (Kineto's span of the window) -> the window only.
+//  * "i" [memory] -> MemoryEvent ("Device Type", "Device Id", "Addr", "Bytes", "Total
+//    Allocated", "Total Reserved"); other "i" on a numeric pid -> Instant; Kineto's own marks on
+//    string pids ("Iteration Start: ...", "Record Window End") -> the window only. "C" -> one
+//    Counter event per numeric arg, named like the counter for the arg "value" (dlprof's), else
+//    "<name> <arg>".
+//  * "M" process_name / thread_name -> Trace::process_name and ThreadInfo::name ("thread 7
+//    (name)" -> "name"). Flows ("s"/"f": ac2g is carried by correlation, fwdbwd by sequence
+//    numbers), other phases, unknown categories and unknown args are ignored.
+//  * Threads: one ThreadInfo per CPU (pid, tid) with events, os_tid = tid, plus threads of the
+//    process named by metadata only; in order of first mention. A string tid names its thread.
+//    Trace::pid: the pid most CPU events carry.
+//  * window_start_ns / window_end_ns: the earliest start and latest end of every event read,
+//    the Trace span, metadata and Kineto's marks included.
+//  * distributedInfo -> Trace::distributed (backend, rank, world_size; rank 0 of 1 when absent,
+//    as HTA assumes); deviceProperties -> Trace::devices; dlprof's own keys (dlprof_dropped_events,
+//    dlprof_clock, dlprof_gpu_*, cupti_version, ...) -> their fields; every other top-level key
+//    except schemaVersion, displayTimeUnit, baseTimeNanoseconds, traceName and dlprof_version ->
+//    Trace::metadata as compact JSON text.
+//  * Order: as trace.hpp promises. Events by thread, start, longer first (a step before a range
+//    of equal extent), then file order; GPU work by device, stream, start; API calls by thread,
+//    start; memory events by time. Slices are not clipped: a trace whose slices overlap
+//    partially keeps them so (clipped_ranges is what the file says).
+//
+// Errors: anything that is not a readable trace (missing file, corrupt or truncated gzip, bad
+// JSON, a wrong type where the mapping needs a number, times beyond ±2^62 ns, nesting deeper
+// than 256 levels, more than ReadOptions::max_json_bytes) throws TraceReadError naming the file
+// and, for JSON problems, the byte offset, line and column.
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/import/detail/json_parser.hpp"
+#include "dlprof/import/detail/trace_builder.hpp"
+#include "dlprof/import/detail/trace_file.hpp"
+#include "dlprof/import/detail/trace_handler.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+
+/// A file that could not be read as a trace. what(): "dlprof: cannot read trace '<file>': <reason>",
+/// with " at byte <offset> (line <l>, column <c>)" before the reason for problems in the JSON text
+/// (offsets count bytes of the decompressed text; lines and columns from 1).
+class TraceReadError : public std::runtime_error {
+ public:
+  TraceReadError(std::string source, std::string reason)
+      : std::runtime_error(fmt::format("dlprof: cannot read trace '{}': {}", source, reason)),
+        source_(std::move(source)),
+        reason_(std::move(reason)) {}
+
+  TraceReadError(std::string source, std::string reason, std::size_t offset, std::optional<std::size_t> line,
+                 std::optional<std::size_t> column)
+      : std::runtime_error(
+            line ? fmt::format("dlprof: cannot read trace '{}' at byte {} (line {}, column {}): {}", source, offset, *line,
+                               column.value_or(0), reason)
+                 : fmt::format("dlprof: cannot read trace '{}' at byte {}: {}", source, offset, reason)),
+        source_(std::move(source)),
+        reason_(std::move(reason)),
+        offset_(offset),
+        line_(line),
+        column_(column) {}
+
+  const std::string& source() const noexcept { return source_; }
+  const std::string& reason() const noexcept { return reason_; }
+  /// Byte offset in the (decompressed) JSON text, for problems in it.
+  std::optional<std::size_t> offset() const noexcept { return offset_; }
+  std::optional<std::size_t> line() const noexcept { return line_; }
+  std::optional<std::size_t> column() const noexcept { return column_; }
+
+ private:
+  std::string source_;
+  std::string reason_;
+  std::optional<std::size_t> offset_;
+  std::optional<std::size_t> line_;
+  std::optional<std::size_t> column_;
+};
+
+/// How far a long load has got: given to ReadOptions::progress.
+struct ReadProgress {
+  enum class Stage : std::uint8_t { Decompressing, Parsing };
+  std::string_view source;        ///< the file
+  std::size_t file_index = 0;     ///< read_trace_set: which file, from 0
+  std::size_t file_count = 1;     ///< and of how many
+  Stage stage = Stage::Parsing;
+  std::uint64_t bytes_done = 0;   ///< compressed bytes inflated, or JSON bytes parsed
+  std::uint64_t bytes_total = 0;  ///< of that many
+};
+
+struct ReadOptions {
+  /// Called from the reading thread every few thousand events and 16 MiB of decompressed data,
+  /// and once per file when it is parsed (bytes_done == bytes_total). Keep it cheap.
+  std::function<void(const ReadProgress&)> progress;
+  /// Largest JSON text accepted (file or decompressed data): a gzip bomb or a runaway file is
+  /// refused instead of filling memory. RapidJSON counts string lengths in 32 bits.
+  std::uint64_t max_json_bytes = (std::uint64_t{1} << 32) - 2;
+};
+
+namespace detail::json {
+
+/// Line and column (from 1, in bytes) of `offset` in `text`.
+inline std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) noexcept {
+  offset = std::min(offset, text.size());
+  std::size_t line = 1;
+  std::size_t line_start = 0;
+  for (const char* p = text.data(); (p = static_cast<const char*>(std::memchr(p, '\n', text.data() + offset - p))) != nullptr; ++p) {
+    ++line;
+    line_start = static_cast<std::size_t>(p - text.data()) + 1;
+  }
+  return {line, offset - line_start + 1};
+}
+
+/// Parses the JSON in `text` (consumed: parsed in place) into a Trace. `pristine` gives the text
+/// again, unmodified, for line and column numbers of an error (in-situ parsing rewrites strings).
+inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
+                        std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
+  ReadProgress progress;
+  progress.source = source;
+  progress.file_index = file_index;
+  progress.file_count = file_count;
+  progress.bytes_total = text.size();
+  try {
+    TraceBuilder builder;
+    std::function<void(std::size_t)> on_events;
+    if (options.progress) {
+      on_events = [&](std::size_t offset) {
+        progress.bytes_done = offset;
+        options.progress(progress);
+      };
+    }
+    TraceHandler handler(builder, std::move(on_events));
+    text.terminate();
+    parse_json_in_place(text.data(), text.size(), handler);
+    Trace trace = builder.finish();
+    if (options.progress) {
+      progress.bytes_done = progress.bytes_total;
+      options.progress(progress);
+    }
+    return trace;
+  } catch (const ParseFailure& failure) {
+    std::optional<ByteBuffer> original = pristine();
+    if (!original) throw TraceReadError(source, failure.message, failure.offset, std::nullopt, std::nullopt);
+    const auto [line, column] = line_and_column(std::string_view(original->data(), original->size()), failure.offset);
+    throw TraceReadError(source, failure.message, failure.offset, line, column);
+  }
+}
+
+inline ByteBuffer copy_bytes(std::string_view bytes) {
+  ByteBuffer buffer;
+  buffer.resize(bytes.size());
+  if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
+  return buffer;
+}
+
+/// The JSON text of a file's bytes: inflated when they are gzip.
+inline ByteBuffer json_text(ByteBuffer bytes, const std::string& source, const ReadOptions& options,
+                            std::size_t file_index, std::size_t file_count) {
+  if (!is_gzip(std::string_view(bytes.data(), bytes.size()))) return bytes;
+  ByteProgress report;
+  if (options.progress) {
+    report = [&](std::uint64_t done, std::uint64_t total) {
+      ReadProgress progress;
+      progress.source = source;
+      progress.file_index = file_index;
+      progress.file_count = file_count;
+      progress.stage = ReadProgress::Stage::Decompressing;
+      progress.bytes_done = done;
+      progress.bytes_total = total;
+      options.progress(progress);
+    };
+  }
+  return gunzip(std::string_view(bytes.data(), bytes.size()), options.max_json_bytes, report);
+}
+
+inline Trace read_one(const std::string& path, const ReadOptions& options, std::size_t file_index, std::size_t file_count) {
+  ByteBuffer text;
+  try {
+    text = json_text(read_file(path, options.max_json_bytes), path, options, file_index, file_count);
+  } catch (const FileFailure& failure) {
+    throw TraceReadError(path, failure.message);
+  }
+  const auto reread = [&]() -> std::optional<ByteBuffer> {
+    try {
+      return json_text(read_file(path, options.max_json_bytes), path, ReadOptions{{}, options.max_json_bytes}, 0, 1);
+    } catch (const FileFailure&) {
+      return std::nullopt;  // changed or gone since: the error keeps its offset
+    }
+  };
+  return parse_text(std::move(text), path, options, file_index, file_count, reread);
+}
+
+inline bool is_trace_file_name(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  const auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".json") || ends_with(".gz");
+}
+
+}  // namespace detail::json
+
+/// Reads one trace file (JSON or gzip-compressed JSON, whatever its name). Throws TraceReadError.
+inline Trace read_trace(const std::string& path, const ReadOptions& options = {}) {
+  return detail::json::read_one(path, options, 0, 1);
+}
+
+/// Reads a trace from memory: JSON text, or gzip-compressed JSON. `source_name` names it in
+/// errors and progress. Throws TraceReadError.
+inline Trace parse_trace(std::string_view json, std::string_view source_name, const ReadOptions& options = {}) {
+  using namespace detail::json;
+  const std::string source(source_name);
+  const auto text_of = [&](const ReadOptions& read_options) {
+    if (json.size() > read_options.max_json_bytes)
+      fail_file(fmt::format("the text has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", json.size(),
+                            read_options.max_json_bytes));
+    return json_text(copy_bytes(json), source, read_options, 0, 1);
+  };
+  ByteBuffer text;
+  try {
+    text = text_of(options);
+  } catch (const FileFailure& failure) {
+    throw TraceReadError(source, failure.message);
+  }
+  return parse_text(std::move(text), source, options, 0, 1, [&]() -> std::optional<ByteBuffer> {
+    try {
+      return text_of(ReadOptions{{}, options.max_json_bytes});
+    } catch (const FileFailure&) {
+      return std::nullopt;
+    }
+  });
+}
+
+/// Reads the traces of a run, one Trace per rank, sorted by rank (Trace::distributed.rank).
+/// Each path is a trace file, or a directory whose files ending in ".json" or ".gz" are read
+/// (not its subdirectories), as Holistic Trace Analysis lists a trace directory. Throws
+/// TraceReadError for a file that cannot be read, a path that does not exist, a directory with
+/// no trace file, and two files of one rank (naming both).
+inline std::vector<Trace> read_trace_set(const std::vector<std::string>& paths, const ReadOptions& options = {}) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    const fs::file_status status = fs::status(path, error);
+    if (status.type() == fs::file_type::not_found) throw TraceReadError(path, std::strerror(ENOENT));
+    if (error) throw TraceReadError(path, error.message());
+    if (!fs::is_directory(status)) {
+      files.push_back(path);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (fs::directory_iterator entry(path, error), end; !error && entry != end; entry.increment(error)) {
+      std::error_code entry_error;
+      if (detail::json::is_trace_file_name(entry->path()) && !entry->is_directory(entry_error))
+        found.push_back(entry->path().string());
+    }
+    if (error) throw TraceReadError(path, error.message());
+    if (found.empty()) throw TraceReadError(path, "no trace files (*.json, *.gz) in the directory");
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+
+  std::vector<std::pair<Trace, std::size_t>> traces;  // with the index of its file
+  traces.reserve(files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) traces.emplace_back(detail::json::read_one(files[i], options, i, files.size()), i);
+  std::stable_sort(traces.begin(), traces.end(), [](const auto& a, const auto& b) {
+    return a.first.distributed.rank < b.first.distributed.rank;
+  });
+  for (std::size_t i = 1; i < traces.size(); ++i) {
+    if (traces[i].first.distributed.rank != traces[i - 1].first.distributed.rank) continue;
+    throw TraceReadError(files[traces[i].second],
+                         fmt::format("rank {} is also the rank of '{}': one file per rank", traces[i].first.distributed.rank,
+                                     files[traces[i - 1].second]));
+  }
+  std::vector<Trace> result;
+  result.reserve(traces.size());
+  for (auto& [trace, file] : traces) result.push_back(std::move(trace));
+  return result;
+}
+
+DLPROF_END_NAMESPACE

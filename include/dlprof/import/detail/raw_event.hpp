@@ -1,0 +1,284 @@
+// dlprof/import/detail/raw_event.hpp: one Chrome-trace event as the JSON parser hands it to the
+// mapping: the fields and args the reader uses, as text, each with where it starts in the file
+// (for error messages). Keys are recognised once, through small perfect-hash tables.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlprof/config.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail::json {
+
+enum class JsonType : std::uint8_t { Null, Bool, Number, String, Array, Object };
+
+/// A value: numbers keep their text (timestamps are read from it exactly), strings are
+/// unescaped, arrays and objects that are kept at all are their compact JSON text.
+struct RawValue {
+  std::string_view text;
+  std::size_t offset = 0;  ///< where the value starts in the JSON text
+  JsonType type = JsonType::Null;
+};
+
+/// Keys found through a 256-slot open-addressing table. A key is identified by its length and
+/// its first and last eight bytes, loaded as two integers: keys of up to 16 bytes need no
+/// further comparison, longer ones compare their middle. A few dozen keys per table: a lookup is
+/// a hash and usually one probe.
+template <class Id>
+class KeyTable {
+ public:
+  template <std::size_t N>
+  explicit KeyTable(const std::array<std::pair<std::string_view, Id>, N>& keys) {
+    static_assert(N < kSlots / 2, "keep the table sparse");
+    for (const auto& [key, id] : keys) {
+      const Signature signature = signature_of(key);
+      std::size_t slot = hash(signature);
+      while (slots_[slot].used) slot = (slot + 1) % kSlots;
+      slots_[slot] = Slot{signature, key, id, true};
+    }
+  }
+
+  std::optional<Id> find(std::string_view key) const noexcept {
+    if (key.empty()) return std::nullopt;
+    const Signature signature = signature_of(key);
+    for (std::size_t slot = hash(signature);; slot = (slot + 1) % kSlots) {
+      const Slot& entry = slots_[slot];
+      if (!entry.used) return std::nullopt;
+      if (entry.signature == signature &&
+          (key.size() <= 16 || std::memcmp(entry.key.data() + 8, key.data() + 8, key.size() - 16) == 0))
+        return entry.id;
+    }
+  }
+
+ private:
+  static constexpr std::size_t kSlots = 256;
+  struct Signature {
+    std::uint64_t head = 0;
+    std::uint64_t tail = 0;
+    std::size_t size = 0;
+    bool operator==(const Signature& other) const noexcept {
+      return head == other.head && tail == other.tail && size == other.size;
+    }
+  };
+  struct Slot {
+    Signature signature;
+    std::string_view key;
+    Id id{};
+    bool used = false;
+  };
+  static Signature signature_of(std::string_view key) noexcept {
+    Signature signature;
+    signature.size = key.size();
+    if (key.size() >= 8) {
+      for (std::size_t i = 0; i < 8; ++i) {
+        signature.head |= std::uint64_t{static_cast<unsigned char>(key[i])} << (8 * i);
+        signature.tail |= std::uint64_t{static_cast<unsigned char>(key[key.size() - 8 + i])} << (8 * i);
+      }
+    } else {  // a byte loop: a memcpy of variable size is a library call
+      for (std::size_t i = 0; i < key.size(); ++i)
+        signature.head |= std::uint64_t{static_cast<unsigned char>(key[i])} << (8 * i);
+    }
+    return signature;
+  }
+  static std::size_t hash(const Signature& signature) noexcept {
+    const std::uint64_t mixed = (signature.head ^ (signature.tail * 31) ^ signature.size) * 0x9E3779B97F4A7C15ull;
+    return static_cast<std::size_t>(mixed >> 56);
+  }
+  std::array<Slot, kSlots> slots_{};
+};
+
+/// The fields of an event object the reader looks at; flows' `id`/`bp` and the rest are skipped.
+enum class EventField : std::uint8_t { Ph, Cat, Name, Pid, Tid, Ts, Dur, Args, Count };
+
+inline const KeyTable<EventField>& event_fields() {
+  static const KeyTable<EventField> table(std::array<std::pair<std::string_view, EventField>, 8>{{
+      {"ph", EventField::Ph},
+      {"cat", EventField::Cat},
+      {"name", EventField::Name},
+      {"pid", EventField::Pid},
+      {"tid", EventField::Tid},
+      {"ts", EventField::Ts},
+      {"dur", EventField::Dur},
+      {"args", EventField::Args},
+  }});
+  return table;
+}
+
+/// The args the mapping reads, under the exact keys Kineto, torch and dlprof write.
+enum class Arg : std::uint8_t {
+  ExternalId,        // "External id" (TensorBoard also accepts "external id")
+  ExternalIdLower,
+  SequenceNumber,
+  ForwardThreadId,
+  InputDims,         // "Input Dims" ("Input dims" in older traces)
+  InputDimsLower,
+  InputType,
+  ConcreteInputs,
+  Flops,
+  Cbid,
+  Correlation,
+  Device,
+  Context,
+  Stream,
+  Queued,
+  Grid,
+  Block,
+  RegistersPerThread,
+  SharedMemory,
+  BlocksPerSm,
+  WarpsPerSm,
+  AchievedOccupancy,
+  Bytes,             // "bytes" of copies and fills
+  FromDevice,
+  InDevice,
+  ToDevice,
+  FromContext,
+  InContext,
+  ToContext,
+  CudaSyncKind,
+  WaitOnCudaEventId,
+  MemoryDeviceType,  // the `[memory]` instant's "Device Type", "Device Id", ...
+  MemoryDeviceId,
+  MemoryAddress,
+  MemoryBytes,
+  TotalAllocated,
+  TotalReserved,
+  MetadataName,      // "name" of process_name / thread_name metadata events
+  MetadataLabels,    // "labels" of process_labels
+  Count
+};
+static_assert(static_cast<int>(Arg::Count) <= 64, "RawEvent keeps a 64-bit mask of the args present");
+
+inline const KeyTable<Arg>& event_args() {
+  static const KeyTable<Arg> table(std::array<std::pair<std::string_view, Arg>, static_cast<std::size_t>(Arg::Count)>{{
+      {"External id", Arg::ExternalId},
+      {"external id", Arg::ExternalIdLower},
+      {"Sequence number", Arg::SequenceNumber},
+      {"Fwd thread id", Arg::ForwardThreadId},
+      {"Input Dims", Arg::InputDims},
+      {"Input dims", Arg::InputDimsLower},
+      {"Input type", Arg::InputType},
+      {"Concrete Inputs", Arg::ConcreteInputs},
+      {"flops", Arg::Flops},
+      {"cbid", Arg::Cbid},
+      {"correlation", Arg::Correlation},
+      {"device", Arg::Device},
+      {"context", Arg::Context},
+      {"stream", Arg::Stream},
+      {"queued", Arg::Queued},
+      {"grid", Arg::Grid},
+      {"block", Arg::Block},
+      {"registers per thread", Arg::RegistersPerThread},
+      {"shared memory", Arg::SharedMemory},
+      {"blocks per SM", Arg::BlocksPerSm},
+      {"warps per SM", Arg::WarpsPerSm},
+      {"est. achieved occupancy %", Arg::AchievedOccupancy},
+      {"bytes", Arg::Bytes},
+      {"fromDevice", Arg::FromDevice},
+      {"inDevice", Arg::InDevice},
+      {"toDevice", Arg::ToDevice},
+      {"fromContext", Arg::FromContext},
+      {"inContext", Arg::InContext},
+      {"toContext", Arg::ToContext},
+      {"cuda_sync_kind", Arg::CudaSyncKind},
+      {"wait_on_cuda_event_id", Arg::WaitOnCudaEventId},
+      {"Device Type", Arg::MemoryDeviceType},
+      {"Device Id", Arg::MemoryDeviceId},
+      {"Addr", Arg::MemoryAddress},
+      {"Bytes", Arg::MemoryBytes},
+      {"Total Allocated", Arg::TotalAllocated},
+      {"Total Reserved", Arg::TotalReserved},
+      {"name", Arg::MetadataName},
+      {"labels", Arg::MetadataLabels},
+  }});
+  return table;
+}
+
+/// Args whose value is kept as compact JSON text whatever its type: op inputs are stored as
+/// text (Trace::names), launch dimensions are read from it.
+constexpr bool is_captured(Arg arg) noexcept {
+  return arg == Arg::InputDims || arg == Arg::InputDimsLower || arg == Arg::InputType ||
+         arg == Arg::ConcreteInputs || arg == Arg::Grid || arg == Arg::Block;
+}
+
+/// Memory for the texts of one event that the parser does not keep (compact JSON of captured
+/// args): chunks that never move, reused from one event to the next.
+class ScratchArena {
+ public:
+  std::string_view copy(std::string_view text) {
+    if (text.empty()) return {};
+    while (current_ < chunks_.size() && chunks_[current_].size - used_ < text.size()) {
+      ++current_;
+      used_ = 0;
+    }
+    if (current_ == chunks_.size()) {
+      const std::size_t size = std::max(kChunkBytes, text.size());
+      chunks_.push_back(Chunk{std::make_unique<char[]>(size), size});
+      used_ = 0;
+    }
+    char* destination = chunks_[current_].bytes.get() + used_;
+    std::memcpy(destination, text.data(), text.size());
+    used_ += text.size();
+    return std::string_view(destination, text.size());
+  }
+
+  /// Forgets every text; keeps the memory.
+  void reset() noexcept {
+    current_ = 0;
+    used_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kChunkBytes = 16 * 1024;
+  struct Chunk {
+    std::unique_ptr<char[]> bytes;
+    std::size_t size = 0;
+  };
+  std::vector<Chunk> chunks_;
+  std::size_t current_ = 0;
+  std::size_t used_ = 0;
+};
+
+/// One event object: the fields and args present, and every numeric arg (a counter's series).
+struct RawEvent {
+  std::size_t offset = 0;  ///< where the event's object starts
+  std::uint32_t fields_present = 0;
+  std::uint64_t args_present = 0;
+  std::array<RawValue, static_cast<std::size_t>(EventField::Count)> fields;
+  std::array<RawValue, static_cast<std::size_t>(Arg::Count)> args;
+  std::vector<std::pair<std::string_view, RawValue>> numeric_args;
+
+  void clear(std::size_t start) noexcept {
+    offset = start;
+    fields_present = 0;
+    args_present = 0;
+    numeric_args.clear();
+  }
+  void set(EventField field, const RawValue& value) noexcept {
+    fields[static_cast<std::size_t>(field)] = value;
+    fields_present |= 1u << static_cast<unsigned>(field);
+  }
+  void set(Arg arg, const RawValue& value) noexcept {
+    args[static_cast<std::size_t>(arg)] = value;
+    args_present |= std::uint64_t{1} << static_cast<unsigned>(arg);
+  }
+  const RawValue* field(EventField field) const noexcept {
+    return (fields_present >> static_cast<unsigned>(field) & 1u) != 0 ? &fields[static_cast<std::size_t>(field)] : nullptr;
+  }
+  const RawValue* arg(Arg arg) const noexcept {
+    return (args_present >> static_cast<unsigned>(arg) & 1u) != 0 ? &args[static_cast<std::size_t>(arg)] : nullptr;
+  }
+};
+
+}  // namespace detail::json
+DLPROF_END_NAMESPACE

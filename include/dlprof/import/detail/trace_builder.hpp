@@ -1,0 +1,1008 @@
+// dlprof/import/detail/trace_builder.hpp: the mapping from Chrome-trace events (RawEvent) to a
+// dlprof::Trace. import/chrome_trace.hpp documents the mapping for users; the reasons for each
+// choice are here, next to the code. Independent of the JSON parser: the parser's handler
+// (trace_handler.hpp) fills a RawEvent per event object and calls add_event().
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/device_properties.hpp"
+#include "dlprof/event.hpp"
+#include "dlprof/import/detail/json_number.hpp"
+#include "dlprof/import/detail/raw_event.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail::json {
+
+/// A problem at a byte offset of the JSON text. The public functions turn it into a
+/// TraceReadError that names the file, the offset, the line and the column.
+struct ParseFailure {
+  std::size_t offset;
+  std::string message;
+};
+
+[[noreturn]] inline void fail_at(std::size_t offset, std::string message) {
+  throw ParseFailure{offset, std::move(message)};
+}
+
+constexpr std::string_view type_name(JsonType type) noexcept {
+  switch (type) {
+    case JsonType::Null: return "null";
+    case JsonType::Bool: return "a boolean";
+    case JsonType::Number: return "a number";
+    case JsonType::String: return "a string";
+    case JsonType::Array: return "an array";
+    case JsonType::Object: return "an object";
+  }
+  return "a value";
+}
+
+/// Times are nanoseconds within ±2^62 (year 2116): a start plus a duration plus the trace's base
+/// time then never overflows 64 bits unnoticed.
+inline constexpr std::int64_t kTimeLimitNs = std::int64_t{1} << 62;
+
+/// Reads a value's number, or fails naming the key and what was found instead.
+inline std::string_view number_text(const RawValue& value, std::string_view key) {
+  if (value.type != JsonType::Number)
+    fail_at(value.offset, fmt::format("\"{}\" must be a number, not {}", key, type_name(value.type)));
+  return value.text;
+}
+
+[[noreturn]] inline void fail_number(const RawValue& value, std::string_view key, NumberError error) {
+  switch (error) {
+    case NumberError::NotIntegral:
+      fail_at(value.offset, fmt::format("\"{}\" must be an integer, not {}", key, value.text));
+    case NumberError::OutOfRange:
+      fail_at(value.offset, fmt::format("\"{}\" is out of range: {}", key, value.text));
+    case NumberError::NotANumber:
+    case NumberError::None: break;
+  }
+  fail_at(value.offset, fmt::format("\"{}\" is not a number: {}", key, value.text));
+}
+
+/// Microseconds (ts, dur, queued) to nanoseconds: three decimals exact, rounded beyond.
+inline std::int64_t nanoseconds_of(const RawValue& value, std::string_view key) {
+  std::int64_t ns = 0;
+  const NumberError error = to_int64(number_text(value, key), 3, kTimeLimitNs, /*integral=*/false, &ns);
+  if (error != NumberError::None) fail_number(value, key, error);
+  return ns;
+}
+
+inline std::int64_t signed_of(const RawValue& value, std::string_view key, std::int64_t limit) {
+  std::int64_t number = 0;
+  const NumberError error = to_int64(number_text(value, key), 0, limit, /*integral=*/true, &number);
+  if (error != NumberError::None) fail_number(value, key, error);
+  return number;
+}
+
+inline std::uint64_t unsigned_of(const RawValue& value, std::string_view key, std::uint64_t limit) {
+  std::uint64_t number = 0;
+  const NumberError error = to_uint64(number_text(value, key), limit, &number);
+  if (error != NumberError::None) fail_number(value, key, error);
+  return number;
+}
+
+/// Ids where HTA and older writers use -1 for none (External id, correlation): -1 becomes 0.
+inline std::uint64_t id_of(const RawValue& value, std::string_view key, std::uint64_t limit) {
+  const std::int64_t signed_limit = static_cast<std::int64_t>(std::min<std::uint64_t>(limit, INT64_MAX));
+  if (!value.text.empty() && value.text[0] == '-') {
+    if (signed_of(value, key, signed_limit) == -1) return 0;
+    fail_at(value.offset, fmt::format("\"{}\" must not be negative: {}", key, value.text));
+  }
+  return unsigned_of(value, key, limit);
+}
+
+/// Kineto's occupancy floats; its older versions wrote the string "inf" for blocks per SM.
+inline float float_of(const RawValue& value, std::string_view key) {
+  if (value.type == JsonType::String) {
+    if (value.text == "inf") return std::numeric_limits<float>::infinity();
+    if (value.text == "-inf") return -std::numeric_limits<float>::infinity();
+    if (value.text == "nan") return std::numeric_limits<float>::quiet_NaN();
+  }
+  double number = 0;
+  const NumberError error = to_double(number_text(value, key), &number);
+  if (error != NumberError::None) fail_number(value, key, error);
+  return static_cast<float>(number);
+}
+
+/// The integer a string id ends with: "stream 7" -> 7 (tids of traces before 2022), "GPU 1" -> 1.
+inline std::int64_t trailing_integer(std::string_view text) noexcept {
+  std::size_t begin = text.size();
+  while (begin > 0 && text.size() - begin < 18 && text[begin - 1] >= '0' && text[begin - 1] <= '9') --begin;
+  std::int64_t number = 0;
+  for (std::size_t i = begin; i < text.size(); ++i) number = number * 10 + (text[i] - '0');
+  return number;
+}
+
+inline bool starts_with(std::string_view text, std::string_view prefix) noexcept {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+/// `^ProfilerStep#\d+`: HTA's and TensorBoard's test for a step.
+inline bool is_profiler_step(std::string_view name) noexcept {
+  constexpr std::string_view kPrefix = "ProfilerStep#";
+  return starts_with(name, kPrefix) && name.size() > kPrefix.size() && name[kPrefix.size()] >= '0' &&
+         name[kPrefix.size()] <= '9';
+}
+
+/// An autograd node (`MmBackward0`, `Backward\d*$`) or the engine's frame around one.
+inline bool is_backward_op(std::string_view name) noexcept {
+  if (starts_with(name, "autograd::engine::evaluate_function")) return true;
+  std::size_t end = name.size();
+  while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') --end;
+  constexpr std::string_view kSuffix = "Backward";
+  return end >= kSuffix.size() && name.substr(end - kSuffix.size(), kSuffix.size()) == kSuffix;
+}
+
+/// A range's category from its name, as TensorBoard and torch name these scopes.
+inline Category range_category(std::string_view name) noexcept {
+  if (starts_with(name, "enumerate(DataLoader)#") || starts_with(name, "enumerate(DataPipe)#")) return Category::DataLoader;
+  if (starts_with(name, "Optimizer.")) return Category::Optimizer;
+  if (starts_with(name, "nccl:") || starts_with(name, "gloo:")) return Category::Communication;
+  if (starts_with(name, "nn.Module:")) return Category::Forward;
+  return Category::User;
+}
+
+/// CUpti_ActivityMemcpyKind from Kineto's spelling (export/chrome_trace.hpp writes the same).
+inline std::uint8_t memcpy_kind_of(std::string_view text) noexcept {
+  constexpr std::string_view kNames[] = {"HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+  for (std::size_t i = 0; i < std::size(kNames); ++i)
+    if (kNames[i] == text) return static_cast<std::uint8_t>(i + 1);
+  return 0;
+}
+
+/// CUpti_ActivityMemoryKind from Kineto's spelling.
+inline std::uint8_t memory_kind_of(std::string_view text) noexcept {
+  constexpr std::string_view kNames[] = {"Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"};
+  for (std::size_t i = 0; i < std::size(kNames); ++i)
+    if (kNames[i] == text) return static_cast<std::uint8_t>(i + 1);
+  return 0;
+}
+
+/// CUpti_ActivitySynchronizationType from Kineto's cuda_sync_kind (or the event's name).
+inline std::uint8_t sync_type_of(std::string_view text) noexcept {
+  if (text == "Event Sync") return 1;
+  if (text == "Stream Wait Event") return 2;
+  if (text == "Stream Sync") return 3;
+  if (text == "Context Sync") return 4;
+  return 0;
+}
+
+/// What a category string means to the reader. Legacy (PyTorch < 1.10) spellings included.
+enum class Cat : std::uint8_t {
+  Op,             // cpu_op, Operator
+  Range,          // user_annotation, python_function, cpu_instant_event slices
+  Runtime,        // cuda_runtime, Runtime
+  Driver,         // cuda_driver
+  Kernel,         // kernel, Kernel
+  Memcpy,         // gpu_memcpy, Memcpy
+  Memset,         // gpu_memset, Memset
+  Sync,           // cuda_sync
+  GpuAnnotation,  // gpu_user_annotation
+  Overhead,       // overhead (CUPTI's own time)
+  Span,           // Trace: Kineto's span of the whole window
+};
+
+inline const KeyTable<Cat>& categories() {
+  static const KeyTable<Cat> table(std::array<std::pair<std::string_view, Cat>, 20>{{
+      {"cpu_op", Cat::Op},
+      {"Operator", Cat::Op},
+      {"user_annotation", Cat::Range},
+      {"python_function", Cat::Range},
+      {"cpu_instant_event", Cat::Range},
+      {"cuda_runtime", Cat::Runtime},
+      {"Runtime", Cat::Runtime},
+      {"runtime", Cat::Runtime},
+      {"cuda_driver", Cat::Driver},
+      {"kernel", Cat::Kernel},
+      {"Kernel", Cat::Kernel},
+      {"gpu_memcpy", Cat::Memcpy},
+      {"Memcpy", Cat::Memcpy},
+      {"gpu_memset", Cat::Memset},
+      {"Memset", Cat::Memset},
+      {"cuda_sync", Cat::Sync},
+      {"gpu_user_annotation", Cat::GpuAnnotation},
+      {"overhead", Cat::Overhead},
+      {"Trace", Cat::Span},
+      {"trace", Cat::Span},
+  }});
+  return table;
+}
+
+/// Top-level keys the reader maps (the rest go to Trace::metadata as they are).
+enum class TopKey : std::uint8_t {
+  TraceEvents,
+  DeviceProperties,
+  DistributedInfo,
+  BaseTime,
+  Written,  // keys the writer writes itself (schemaVersion, ...): kept out of metadata
+  DroppedEvents,
+  ClippedRanges,
+  OverflowedNames,
+  Clock,
+  GpuRecords,
+  GpuDroppedRecords,
+  CuptiDroppedRecords,
+  GpuUnknownRecords,
+  GpuLateRecords,
+  GpuClippedAnnotations,
+  CuptiVersion,
+  DriverVersion,
+};
+
+inline const KeyTable<TopKey>& top_level_keys() {
+  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 20>{{
+      {"traceEvents", TopKey::TraceEvents},
+      {"deviceProperties", TopKey::DeviceProperties},
+      {"distributedInfo", TopKey::DistributedInfo},
+      {"baseTimeNanoseconds", TopKey::BaseTime},
+      {"schemaVersion", TopKey::Written},
+      {"displayTimeUnit", TopKey::Written},
+      {"traceName", TopKey::Written},
+      {"dlprof_version", TopKey::Written},
+      {"dlprof_dropped_events", TopKey::DroppedEvents},
+      {"dlprof_clipped_ranges", TopKey::ClippedRanges},
+      {"dlprof_overflowed_names", TopKey::OverflowedNames},
+      {"dlprof_clock", TopKey::Clock},
+      {"dlprof_gpu_records", TopKey::GpuRecords},
+      {"dlprof_gpu_dropped_records", TopKey::GpuDroppedRecords},
+      {"dlprof_cupti_dropped_records", TopKey::CuptiDroppedRecords},
+      {"dlprof_gpu_unknown_records", TopKey::GpuUnknownRecords},
+      {"dlprof_gpu_late_records", TopKey::GpuLateRecords},
+      {"dlprof_gpu_clipped_annotations", TopKey::GpuClippedAnnotations},
+      {"cupti_version", TopKey::CuptiVersion},
+      {"cuda_driver_version", TopKey::DriverVersion},
+  }});
+  return table;
+}
+
+/// deviceProperties keys (Kineto's DeviceProperties.cpp).
+enum class DeviceKey : std::uint8_t {
+  Id,
+  Name,
+  TotalGlobalMem,
+  ComputeMajor,
+  ComputeMinor,
+  MaxThreadsPerBlock,
+  MaxThreadsPerMultiprocessor,
+  RegsPerBlock,
+  RegsPerMultiprocessor,
+  WarpSize,
+  SharedMemPerBlock,
+  SharedMemPerBlockOptin,
+  SharedMemPerMultiprocessor,
+  NumSms,
+};
+
+inline const KeyTable<DeviceKey>& device_keys() {
+  static const KeyTable<DeviceKey> table(std::array<std::pair<std::string_view, DeviceKey>, 14>{{
+      {"id", DeviceKey::Id},
+      {"name", DeviceKey::Name},
+      {"totalGlobalMem", DeviceKey::TotalGlobalMem},
+      {"computeMajor", DeviceKey::ComputeMajor},
+      {"computeMinor", DeviceKey::ComputeMinor},
+      {"maxThreadsPerBlock", DeviceKey::MaxThreadsPerBlock},
+      {"maxThreadsPerMultiprocessor", DeviceKey::MaxThreadsPerMultiprocessor},
+      {"regsPerBlock", DeviceKey::RegsPerBlock},
+      {"regsPerMultiprocessor", DeviceKey::RegsPerMultiprocessor},
+      {"warpSize", DeviceKey::WarpSize},
+      {"sharedMemPerBlock", DeviceKey::SharedMemPerBlock},
+      {"sharedMemPerBlockOptin", DeviceKey::SharedMemPerBlockOptin},
+      {"sharedMemPerMultiprocessor", DeviceKey::SharedMemPerMultiprocessor},
+      {"numSms", DeviceKey::NumSms},
+  }});
+  return table;
+}
+
+/// distributedInfo keys dlprof keeps (DistributedInfo's fields).
+enum class DistributedKey : std::uint8_t { Backend, Rank, WorldSize };
+
+inline const KeyTable<DistributedKey>& distributed_keys() {
+  static const KeyTable<DistributedKey> table(std::array<std::pair<std::string_view, DistributedKey>, 3>{{
+      {"backend", DistributedKey::Backend},
+      {"rank", DistributedKey::Rank},
+      {"world_size", DistributedKey::WorldSize},
+  }});
+  return table;
+}
+
+/// Builds a Trace from the events of one file, in file order; finish() sorts, links and names.
+class TraceBuilder {
+ public:
+  void add_event(const RawEvent& event) {
+    const RawValue* phase = event.field(EventField::Ph);
+    if (phase == nullptr) return;  // not a trace event; Chrome's viewers skip it too
+    if (phase->type != JsonType::String)
+      fail_at(phase->offset, fmt::format("\"ph\" must be a string, not {}", type_name(phase->type)));
+    if (phase->text.size() != 1) return;
+    switch (phase->text[0]) {
+      case 'X': add_slice(event); break;
+      case 'i':
+      case 'I': add_instant(event); break;
+      case 'C': add_counter(event); break;
+      case 'M': add_metadata_event(event); break;
+      default: break;  // flows (ac2g: correlation carries the link; fwdbwd: sequence numbers do), B/E, ...
+    }
+  }
+
+  void set_base_time(const RawValue& value) {
+    base_time_ns_ = signed_of(value, "baseTimeNanoseconds", kTimeLimitNs);
+    base_time_offset_ = value.offset;
+  }
+
+  void add_device(DeviceProperties device) { trace_.devices.push_back(std::move(device)); }
+  DistributedInfo& distributed() noexcept { return trace_.distributed; }
+
+  /// A top-level key the reader maps to a field of the Trace.
+  void set_top_level(TopKey key, const RawValue& value, std::string_view name) {
+    const auto count = [&] { return unsigned_of(value, name, UINT64_MAX); };
+    const auto text = [&] {
+      if (value.type != JsonType::String)
+        fail_at(value.offset, fmt::format("\"{}\" must be a string, not {}", name, type_name(value.type)));
+      return std::string(value.text);
+    };
+    switch (key) {
+      case TopKey::DroppedEvents: trace_.dropped_events = count(); break;
+      case TopKey::ClippedRanges: trace_.clipped_ranges = count(); break;
+      case TopKey::OverflowedNames: trace_.overflowed_names = count(); break;
+      case TopKey::Clock: trace_.clock_source = text(); break;
+      case TopKey::GpuRecords:
+        trace_.gpu.records = count();
+        trace_.gpu.enabled = true;
+        break;
+      case TopKey::GpuDroppedRecords: trace_.gpu.dropped_records = count(); break;
+      case TopKey::CuptiDroppedRecords: trace_.gpu.cupti_dropped_records = count(); break;
+      case TopKey::GpuUnknownRecords: trace_.gpu.unknown_records = count(); break;
+      case TopKey::GpuLateRecords: trace_.gpu.late_records = count(); break;
+      case TopKey::GpuClippedAnnotations: trace_.gpu.clipped_annotations = count(); break;
+      case TopKey::CuptiVersion: trace_.gpu.cupti_version = text(); break;
+      case TopKey::DriverVersion: trace_.gpu.driver_version = text(); break;
+      case TopKey::TraceEvents:
+      case TopKey::DeviceProperties:
+      case TopKey::DistributedInfo:
+      case TopKey::BaseTime:
+      case TopKey::Written: break;
+    }
+  }
+
+  void add_metadata(std::string key, std::string json_text) {
+    trace_.metadata.emplace_back(std::move(key), std::move(json_text));
+  }
+
+  std::size_t event_count() const noexcept { return event_count_; }
+
+  /// The trace: base time applied, threads and the process chosen, everything in the order
+  /// trace.hpp promises, ops inside autograd's backward frames in the Backward category.
+  Trace finish() {
+    choose_process();
+    remap_threads();
+    apply_base_time();
+    sort_and_categorise();
+    trace_.names.reserve(names_.size());
+    for (std::string& name : names_) trace_.names.push_back(std::move(name));
+    names_.clear();
+    name_index_.clear();
+    if (!trace_.gpu_events.empty() || !trace_.api_events.empty()) trace_.gpu.enabled = true;
+    return std::move(trace_);
+  }
+
+ private:
+  /// A pid or tid: an integer, or a string (Kineto's "Spans", "stream 7" of older traces).
+  struct Id {
+    std::int64_t number = 0;  ///< the integer, or the integer a string ends with
+    std::string_view text;
+    bool is_number = true;
+  };
+
+  struct ThreadEntry {
+    std::int64_t pid = 0;
+    std::int64_t tid = 0;
+    std::string tid_text;  ///< a string tid: the thread's name unless metadata names it
+    std::string name;      ///< from thread_name metadata
+    std::uint64_t first_mention = 0;
+    std::uint64_t event_count = 0;
+    bool pid_is_number = true;
+    bool named = false;
+  };
+
+  struct PairHash {
+    std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& key) const noexcept {
+      return static_cast<std::size_t>((static_cast<std::uint64_t>(key.first) * 0x9E3779B97F4A7C15ull) ^
+                                      static_cast<std::uint64_t>(key.second));
+    }
+  };
+
+  struct InputsKey {
+    std::uint32_t op, dims, types, concrete;
+    std::uint64_t flops;
+    bool operator==(const InputsKey& other) const noexcept {
+      return op == other.op && dims == other.dims && types == other.types && concrete == other.concrete &&
+             flops == other.flops;
+    }
+  };
+  struct InputsKeyHash {
+    std::size_t operator()(const InputsKey& key) const noexcept {
+      std::uint64_t hash = key.op;
+      for (const std::uint64_t part : {std::uint64_t{key.dims}, std::uint64_t{key.types}, std::uint64_t{key.concrete}, key.flops})
+        hash = (hash ^ part) * 0x9E3779B97F4A7C15ull;
+      return static_cast<std::size_t>(hash);
+    }
+  };
+
+  static Id id_of_field(const RawValue* value, std::string_view key) {
+    if (value == nullptr) return {};  // Perfetto takes a missing pid or tid as 0
+    if (value->type == JsonType::String) return Id{trailing_integer(value->text), value->text, false};
+    return Id{signed_of(*value, key, INT64_MAX), {}, true};
+  }
+
+  std::uint32_t intern(std::string_view text) {
+    const auto found = name_index_.find(text);
+    if (found != name_index_.end()) return found->second;
+    const auto index = static_cast<std::uint32_t>(names_.size());
+    names_.emplace_back(text);
+    name_index_.emplace(names_.back(), index);  // a deque's elements never move
+    return index;
+  }
+
+  std::string_view name_of(const RawEvent& event) {
+    const RawValue* name = event.field(EventField::Name);
+    if (name == nullptr) return {};
+    if (name->type != JsonType::String)
+      fail_at(name->offset, fmt::format("\"name\" must be a string, not {}", type_name(name->type)));
+    return name->text;
+  }
+
+  std::int64_t start_of(const RawEvent& event) {
+    const RawValue* ts = event.field(EventField::Ts);
+    if (ts == nullptr) fail_at(event.offset, "event without \"ts\"");
+    return nanoseconds_of(*ts, "ts");
+  }
+
+  /// End of a slice; Kineto clamps durations at 0, and so does the reader.
+  std::int64_t end_of(const RawEvent& event, std::int64_t start) {
+    const RawValue* dur = event.field(EventField::Dur);
+    if (dur == nullptr) return start;
+    return start + std::max<std::int64_t>(nanoseconds_of(*dur, "dur"), 0);
+  }
+
+  void see_time(std::int64_t start, std::int64_t end) noexcept {
+    if (!any_time_) {
+      first_ns_ = start;
+      last_ns_ = end;
+      any_time_ = true;
+      return;
+    }
+    first_ns_ = std::min(first_ns_, start);
+    last_ns_ = std::max(last_ns_, end);
+  }
+
+  /// The index of a CPU thread, registered on first mention (by an event or by metadata).
+  std::uint32_t thread_of(const Id& pid, const Id& tid, bool has_event) {
+    std::uint32_t index = 0;
+    if (pid.is_number && tid.is_number) {
+      const std::pair<std::int64_t, std::int64_t> key{pid.number, tid.number};
+      if (last_thread_ != kNoThread && last_thread_key_ == key) {
+        index = last_thread_;
+      } else {
+        const auto [found, inserted] = numeric_threads_.try_emplace(key, static_cast<std::uint32_t>(threads_.size()));
+        if (inserted) threads_.push_back(new_thread(pid, tid));
+        index = found->second;
+        last_thread_ = index;
+        last_thread_key_ = key;
+      }
+    } else {
+      std::string key = fmt::format("{}\n{}\n{}\n{}", pid.is_number, pid.is_number ? fmt::format("{}", pid.number) : std::string(pid.text),
+                                    tid.is_number, tid.is_number ? fmt::format("{}", tid.number) : std::string(tid.text));
+      const auto [found, inserted] = text_threads_.try_emplace(std::move(key), static_cast<std::uint32_t>(threads_.size()));
+      if (inserted) threads_.push_back(new_thread(pid, tid));
+      index = found->second;
+    }
+    if (has_event) ++threads_[index].event_count;
+    return index;
+  }
+
+  ThreadEntry new_thread(const Id& pid, const Id& tid) {
+    ThreadEntry entry;
+    entry.pid = pid.number;
+    entry.pid_is_number = pid.is_number;
+    entry.tid = tid.number;
+    if (!tid.is_number) entry.tid_text = std::string(tid.text);
+    entry.first_mention = mentions_++;
+    return entry;
+  }
+
+  std::uint32_t event_thread(const RawEvent& event) {
+    return thread_of(id_of_field(event.field(EventField::Pid), "pid"), id_of_field(event.field(EventField::Tid), "tid"),
+                     true);
+  }
+
+  std::uint64_t external_id_of(const RawEvent& event) {
+    if (const RawValue* id = event.arg(Arg::ExternalId)) return id_of(*id, "External id", UINT64_MAX);
+    if (const RawValue* id = event.arg(Arg::ExternalIdLower)) return id_of(*id, "external id", UINT64_MAX);
+    return 0;
+  }
+
+  /// CUPTI's correlation ids are 32-bit; -1 (HTA's "none") becomes 0.
+  std::uint32_t correlation_of(const RawEvent& event) {
+    const RawValue* correlation = event.arg(Arg::Correlation);
+    return correlation == nullptr ? 0 : static_cast<std::uint32_t>(id_of(*correlation, "correlation", UINT32_MAX));
+  }
+
+  std::uint32_t uint32_arg(const RawEvent& event, Arg arg, std::string_view key, std::uint32_t otherwise = 0) {
+    const RawValue* value = event.arg(arg);
+    return value == nullptr ? otherwise : static_cast<std::uint32_t>(unsigned_of(*value, key, UINT32_MAX));
+  }
+
+  void add_slice(const RawEvent& event) {
+    const RawValue* category_value = event.field(EventField::Cat);
+    if (category_value == nullptr || category_value->type != JsonType::String) return;  // no category: unknown
+    const std::optional<Cat> category = categories().find(category_value->text);
+    if (!category) return;
+    const std::int64_t start = start_of(event);
+    const std::int64_t end = end_of(event, start);
+    see_time(start, end);
+    ++event_count_;
+    switch (*category) {
+      case Cat::Op:
+      case Cat::Range: add_cpu_slice(event, *category, start, end); break;
+      case Cat::Runtime:
+      case Cat::Driver: add_api_call(event, *category == Cat::Driver, start, end); break;
+      case Cat::Kernel:
+      case Cat::Memcpy:
+      case Cat::Memset:
+      case Cat::Sync:
+      case Cat::GpuAnnotation: add_gpu_work(event, *category, start, end); break;
+      case Cat::Overhead: trace_.overhead_events.push_back(OverheadEvent{start, end, intern(name_of(event))}); break;
+      case Cat::Span: break;  // the window: counted by see_time
+    }
+  }
+
+  void add_cpu_slice(const RawEvent& event, Cat category, std::int64_t start, std::int64_t end) {
+    const std::string_view name = name_of(event);
+    TraceEvent slice;
+    slice.start_ns = start;
+    slice.end_ns = end;
+    slice.name = intern(name);
+    slice.thread = event_thread(event);
+    slice.external_id = external_id_of(event);
+    if (is_profiler_step(name)) {
+      slice.kind = EventKind::Step;
+      slice.category = Category::Step;
+    } else if (category == Cat::Op) {
+      slice.kind = EventKind::Op;
+      // Ops nested in a backward frame join it in sort_and_categorise().
+      slice.category = is_backward_op(name) ? Category::Backward : Category::User;
+    } else {
+      slice.kind = EventKind::Range;
+      slice.category = range_category(name);
+    }
+    if (const RawValue* sequence = event.arg(Arg::SequenceNumber))
+      slice.sequence_number = signed_of(*sequence, "Sequence number", INT64_MAX);
+    if (const RawValue* thread = event.arg(Arg::ForwardThreadId))
+      slice.forward_thread_id = unsigned_of(*thread, "Fwd thread id", UINT64_MAX);
+    slice.inputs = inputs_of(event, slice.name);
+    trace_.events.push_back(slice);
+  }
+
+  /// The op's inputs as texts in Trace::names (an empty text where the trace has none), shared
+  /// by every op of that name called with the same inputs.
+  std::uint32_t inputs_of(const RawEvent& event, std::uint32_t op) {
+    const RawValue* dims = event.arg(Arg::InputDims);
+    if (dims == nullptr) dims = event.arg(Arg::InputDimsLower);
+    const RawValue* types = event.arg(Arg::InputType);
+    const RawValue* concrete = event.arg(Arg::ConcreteInputs);
+    const RawValue* flops = event.arg(Arg::Flops);
+    if (dims == nullptr && types == nullptr && concrete == nullptr && flops == nullptr) return TraceEvent::kNoInputs;
+    const auto text = [&](const RawValue* value) { return intern(value == nullptr ? std::string_view{} : value->text); };
+    const InputsKey key{op, text(dims), text(types), text(concrete),
+                        flops == nullptr ? 0 : unsigned_of(*flops, "flops", UINT64_MAX)};
+    const auto [found, inserted] = inputs_index_.try_emplace(key, static_cast<std::uint32_t>(trace_.op_inputs.size()));
+    if (inserted) trace_.op_inputs.push_back(OpInputs{key.dims, key.types, key.concrete, key.op, key.flops, 0});
+    return found->second;
+  }
+
+  void add_api_call(const RawEvent& event, bool driver, std::int64_t start, std::int64_t end) {
+    ApiEvent call;
+    call.start_ns = start;
+    call.end_ns = end;
+    call.external_id = external_id_of(event);
+    call.name = intern(name_of(event));
+    call.thread = event_thread(event);
+    call.cbid = uint32_arg(event, Arg::Cbid, "cbid");
+    call.correlation = correlation_of(event);
+    call.driver = driver;
+    trace_.api_events.push_back(call);
+  }
+
+  /// CUDA stream ids; CUPTI writes "no stream" as (uint32_t)-1.
+  static std::int64_t stream_of(const RawValue& value) {
+    const std::int64_t stream = signed_of(value, "stream", INT64_MAX);
+    return stream == std::int64_t{UINT32_MAX} ? -1 : stream;
+  }
+
+  void add_gpu_work(const RawEvent& event, Cat category, std::int64_t start, std::int64_t end) {
+    const std::string_view name = name_of(event);
+    const Id pid = id_of_field(event.field(EventField::Pid), "pid");
+    const Id tid = id_of_field(event.field(EventField::Tid), "tid");
+    gpu_rows_.emplace(pid.number, tid.number);
+    GpuEvent work;
+    work.start_ns = start;
+    work.end_ns = end;
+    work.external_id = external_id_of(event);
+    work.name = intern(name);
+    work.correlation = correlation_of(event);
+    // pid = device and tid = stream are the fallbacks: gpu_user_annotation has neither arg.
+    work.device = static_cast<std::uint32_t>(pid.number < 0 || pid.number > UINT32_MAX ? 0 : pid.number);
+    if (const RawValue* device = event.arg(Arg::Device)) {
+      work.device = static_cast<std::uint32_t>(unsigned_of(*device, "device", UINT32_MAX));
+    } else if (const RawValue* in_device = event.arg(Arg::InDevice)) {
+      work.device = static_cast<std::uint32_t>(unsigned_of(*in_device, "inDevice", UINT32_MAX));
+    }
+    work.context = uint32_arg(event, Arg::Context, "context", uint32_arg(event, Arg::InContext, "inContext"));
+    const RawValue* stream = event.arg(Arg::Stream);
+    work.stream = stream != nullptr ? stream_of(*stream) : tid.number;
+    switch (category) {
+      case Cat::Kernel:
+        work.kind = GpuEventKind::Kernel;
+        work.kernel = kernel_details(event);
+        break;
+      case Cat::Memcpy: {
+        work.kind = GpuEventKind::Memcpy;
+        work.copy.bytes = bytes_of(event);
+        // "Memcpy HtoD (Pageable -> Device)"
+        constexpr std::string_view kPrefix = "Memcpy ";
+        if (starts_with(name, kPrefix)) {
+          const std::string_view rest = name.substr(kPrefix.size());
+          work.copy.copy_kind = memcpy_kind_of(rest.substr(0, rest.find(' ')));
+          const std::size_t open = rest.find(" (");
+          const std::size_t arrow = rest.find(" -> ");
+          if (open != std::string_view::npos && arrow != std::string_view::npos && arrow > open && rest.back() == ')') {
+            work.copy.source_kind = memory_kind_of(rest.substr(open + 2, arrow - open - 2));
+            work.copy.destination_kind = memory_kind_of(rest.substr(arrow + 4, rest.size() - arrow - 5));
+          }
+        }
+        const RawValue* from_device = event.arg(Arg::FromDevice);
+        const RawValue* to_device = event.arg(Arg::ToDevice);
+        if (work.copy.copy_kind == 10 || from_device != nullptr || to_device != nullptr) {
+          work.kind = GpuEventKind::MemcpyPeer;
+          work.copy.source_device = uint32_arg(event, Arg::FromDevice, "fromDevice");
+          work.copy.destination_device = uint32_arg(event, Arg::ToDevice, "toDevice");
+          work.copy.source_context = uint32_arg(event, Arg::FromContext, "fromContext");
+          work.copy.destination_context = uint32_arg(event, Arg::ToContext, "toContext");
+        }
+        break;
+      }
+      case Cat::Memset: {
+        work.kind = GpuEventKind::Memset;
+        work.copy.bytes = bytes_of(event);
+        // "Memset (Device)"
+        constexpr std::string_view kPrefix = "Memset (";
+        if (starts_with(name, kPrefix) && name.back() == ')')
+          work.copy.destination_kind = memory_kind_of(name.substr(kPrefix.size(), name.size() - kPrefix.size() - 1));
+        break;
+      }
+      case Cat::Sync: {
+        work.kind = GpuEventKind::Sync;
+        const RawValue* kind = event.arg(Arg::CudaSyncKind);
+        work.sync.type = sync_type_of(kind != nullptr && kind->type == JsonType::String ? kind->text : name);
+        work.sync.cuda_event_id = uint32_arg(event, Arg::WaitOnCudaEventId, "wait_on_cuda_event_id");
+        // A synchronisation's row is not its stream (dlprof's "stream N (sync)" rows, Kineto's
+        // context syncs on tid -1): the stream comes from args alone.
+        work.stream = stream != nullptr ? stream_of(*stream) : -1;
+        break;
+      }
+      case Cat::GpuAnnotation: work.kind = GpuEventKind::Annotation; break;
+      case Cat::Op:
+      case Cat::Range:
+      case Cat::Runtime:
+      case Cat::Driver:
+      case Cat::Overhead:
+      case Cat::Span: break;
+    }
+    trace_.gpu_events.push_back(work);
+  }
+
+  std::uint64_t bytes_of(const RawEvent& event) {
+    const RawValue* bytes = event.arg(Arg::Bytes);
+    return bytes == nullptr ? 0 : unsigned_of(*bytes, "bytes", UINT64_MAX);
+  }
+
+  /// "[512, 1, 1]" (compact text from the handler) into x, y, z; missing dimensions stay 1.
+  static void read_dims(const RawValue& value, std::string_view key, std::uint32_t (&xyz)[3]) {
+    if (value.type != JsonType::Array)
+      fail_at(value.offset, fmt::format("\"{}\" must be an array, not {}", key, type_name(value.type)));
+    std::string_view rest = value.text.substr(1, value.text.size() - 2);
+    for (std::size_t i = 0; !rest.empty(); ++i) {
+      if (i == 3) fail_at(value.offset, fmt::format("\"{}\" has more than 3 dimensions: {}", key, value.text));
+      const std::size_t comma = rest.find(',');
+      const RawValue element{rest.substr(0, comma), value.offset, JsonType::Number};
+      std::uint64_t dimension = 0;
+      const NumberError error = to_uint64(element.text, UINT32_MAX, &dimension);
+      if (error != NumberError::None) fail_number(value, key, error);
+      xyz[i] = static_cast<std::uint32_t>(dimension);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 2);  // ", "
+    }
+  }
+
+  KernelDetails kernel_details(const RawEvent& event) {
+    KernelDetails kernel;
+    if (const RawValue* grid = event.arg(Arg::Grid)) read_dims(*grid, "grid", kernel.grid);
+    if (const RawValue* block = event.arg(Arg::Block)) read_dims(*block, "block", kernel.block);
+    kernel.registers_per_thread = uint32_arg(event, Arg::RegistersPerThread, "registers per thread");
+    // Kineto writes static + dynamic as one figure; it is read back as static.
+    kernel.static_shared_memory = uint32_arg(event, Arg::SharedMemory, "shared memory");
+    if (const RawValue* queued = event.arg(Arg::Queued)) kernel.queued_ns = nanoseconds_of(*queued, "queued");
+    if (const RawValue* blocks = event.arg(Arg::BlocksPerSm)) kernel.blocks_per_sm = float_of(*blocks, "blocks per SM");
+    if (const RawValue* warps = event.arg(Arg::WarpsPerSm)) kernel.warps_per_sm = float_of(*warps, "warps per SM");
+    if (const RawValue* occupancy = event.arg(Arg::AchievedOccupancy))
+      kernel.est_achieved_occupancy_percent = static_cast<int>(signed_of(*occupancy, "est. achieved occupancy %", INT32_MAX));
+    return kernel;
+  }
+
+  void add_instant(const RawEvent& event) {
+    const std::int64_t time = start_of(event);
+    see_time(time, time);
+    const std::string_view name = name_of(event);
+    const RawValue* pid = event.field(EventField::Pid);
+    if (pid != nullptr && pid->type == JsonType::String) return;  // Kineto's own marks: "Record Window End", ...
+    ++event_count_;
+    if (name == "[memory]") {
+      add_memory(event, time);
+      return;
+    }
+    TraceEvent instant;
+    instant.start_ns = instant.end_ns = time;
+    instant.name = intern(name);
+    instant.thread = event_thread(event);
+    instant.kind = EventKind::Instant;
+    trace_.events.push_back(instant);
+  }
+
+  void add_memory(const RawEvent& event, std::int64_t time) {
+    MemoryEvent memory;
+    memory.time_ns = time;
+    memory.thread = event_thread(event);
+    const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
+      const RawValue* value = event.arg(arg);
+      return value == nullptr ? 0 : signed_of(*value, key, limit);
+    };
+    memory.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, "Device Type", INT8_MAX));
+    memory.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, "Device Id", INT32_MAX));
+    if (const RawValue* address = event.arg(Arg::MemoryAddress)) memory.address = unsigned_of(*address, "Addr", UINT64_MAX);
+    memory.bytes = signed_arg(Arg::MemoryBytes, "Bytes", INT64_MAX);
+    memory.total_allocated = signed_arg(Arg::TotalAllocated, "Total Allocated", INT64_MAX);
+    memory.total_reserved = signed_arg(Arg::TotalReserved, "Total Reserved", INT64_MAX);
+    trace_.memory_events.push_back(memory);
+  }
+
+  /// One Counter event per series: `{"value": v}` (dlprof's) keeps the counter's name, any other
+  /// series is "<name> <series>" as Perfetto names its tracks.
+  void add_counter(const RawEvent& event) {
+    const std::int64_t time = start_of(event);
+    see_time(time, time);
+    ++event_count_;
+    const std::string_view name = name_of(event);
+    const std::uint32_t thread = event_thread(event);
+    for (const auto& [series, value] : event.numeric_args) {
+      TraceEvent counter;
+      counter.start_ns = counter.end_ns = time;
+      const NumberError error = to_double(value.text, &counter.value);
+      if (error != NumberError::None) fail_number(value, series, error);
+      counter.name = series == "value" ? intern(name) : intern(fmt::format("{} {}", name, series));
+      counter.thread = thread;
+      counter.kind = EventKind::Counter;
+      trace_.events.push_back(counter);
+    }
+  }
+
+  void add_metadata_event(const RawEvent& event) {
+    if (const RawValue* ts = event.field(EventField::Ts)) {
+      const std::int64_t time = nanoseconds_of(*ts, "ts");
+      see_time(time, time);
+    }
+    const std::string_view kind = name_of(event);
+    const auto text_arg = [&](Arg arg, std::string_view key) -> std::string_view {
+      const RawValue* value = event.arg(arg);
+      if (value == nullptr) return {};
+      if (value->type != JsonType::String)
+        fail_at(value->offset, fmt::format("\"{}\" must be a string, not {}", key, type_name(value->type)));
+      return value->text;
+    };
+    const Id pid = id_of_field(event.field(EventField::Pid), "pid");
+    if (kind == "process_name") {
+      if (pid.is_number) process_names_[pid.number] = std::string(text_arg(Arg::MetadataName, "name"));
+    } else if (kind == "process_labels") {
+      if (pid.is_number && text_arg(Arg::MetadataLabels, "labels") == "CPU" && !cpu_pid_label_) cpu_pid_label_ = pid.number;
+    } else if (kind == "thread_name") {
+      const Id tid = id_of_field(event.field(EventField::Tid), "tid");
+      ThreadEntry& thread = threads_[thread_of(pid, tid, false)];
+      thread.name = std::string(text_arg(Arg::MetadataName, "name"));
+      thread.named = true;
+    }
+  }
+
+  /// Trace::pid is the pid most CPU events carry (ties: the first seen); a trace without CPU
+  /// events takes the process Kineto labels "CPU".
+  void choose_process() {
+    std::unordered_map<std::int64_t, std::uint64_t> events_per_pid;
+    std::uint64_t best_count = 0;
+    std::uint64_t best_mention = UINT64_MAX;
+    bool found = false;
+    for (const ThreadEntry& thread : threads_) {
+      if (!thread.pid_is_number || thread.event_count == 0) continue;
+      events_per_pid[thread.pid] += thread.event_count;
+    }
+    for (const ThreadEntry& thread : threads_) {
+      if (!thread.pid_is_number || thread.event_count == 0) continue;
+      const std::uint64_t count = events_per_pid[thread.pid];
+      if (count > best_count || (count == best_count && thread.first_mention < best_mention)) {
+        best_count = count;
+        best_mention = thread.first_mention;
+        trace_.pid = thread.pid;
+        found = true;
+      }
+    }
+    if (!found && cpu_pid_label_) trace_.pid = *cpu_pid_label_;
+    const auto name = process_names_.find(trace_.pid);
+    if (name != process_names_.end()) trace_.process_name = name->second;
+  }
+
+  /// Threads with events, plus threads of the process that only metadata names (GPU rows excluded),
+  /// in order of first mention; events are re-pointed at the final indices.
+  void remap_threads() {
+    std::vector<std::uint32_t> kept;
+    for (std::uint32_t i = 0; i < threads_.size(); ++i) {
+      const ThreadEntry& thread = threads_[i];
+      const bool named_thread_of_process = thread.pid_is_number && thread.pid == trace_.pid &&
+                                           gpu_rows_.count({thread.pid, thread.tid}) == 0;
+      if (thread.event_count != 0 || named_thread_of_process) kept.push_back(i);
+    }
+    std::sort(kept.begin(), kept.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return threads_[a].first_mention < threads_[b].first_mention; });
+    std::vector<std::uint32_t> final_index(threads_.size(), 0);
+    trace_.threads.reserve(kept.size());
+    for (const std::uint32_t i : kept) {
+      ThreadEntry& thread = threads_[i];
+      final_index[i] = static_cast<std::uint32_t>(trace_.threads.size());
+      ThreadInfo info;
+      info.os_tid = thread.tid;
+      info.name = thread.named ? native_thread_name(thread.name, thread.tid) : std::move(thread.tid_text);
+      trace_.threads.push_back(std::move(info));
+    }
+    for (TraceEvent& event : trace_.events) event.thread = final_index[event.thread];
+    for (ApiEvent& call : trace_.api_events) call.thread = final_index[call.thread];
+    for (MemoryEvent& memory : trace_.memory_events) memory.thread = final_index[memory.thread];
+  }
+
+  /// Kineto and dlprof write "thread <tid> (<native name>)"; the native name is what was named.
+  static std::string native_thread_name(const std::string& label, std::int64_t tid) {
+    const std::string prefix = fmt::format("thread {} (", tid);
+    if (label.size() > prefix.size() && starts_with(label, prefix) && label.back() == ')')
+      return label.substr(prefix.size(), label.size() - prefix.size() - 1);
+    return label;
+  }
+
+  /// Relative times (Kineto since 2024) become absolute; baseTimeNanoseconds may come after the
+  /// events in the file, so it is applied at the end.
+  void apply_base_time() {
+    const std::int64_t base = base_time_ns_;
+    const auto shift = [&](std::int64_t& ns) {
+      if (__builtin_add_overflow(ns, base, &ns))
+        fail_at(base_time_offset_, "\"baseTimeNanoseconds\" plus a timestamp overflows 64-bit nanoseconds");
+    };
+    if (any_time_) {
+      shift(first_ns_);
+      shift(last_ns_);
+      trace_.window_start_ns = first_ns_;
+      trace_.window_end_ns = last_ns_;
+    }
+    if (base == 0) return;
+    for (TraceEvent& event : trace_.events) {
+      shift(event.start_ns);
+      shift(event.end_ns);
+    }
+    for (GpuEvent& work : trace_.gpu_events) {
+      shift(work.start_ns);
+      shift(work.end_ns);
+    }
+    for (ApiEvent& call : trace_.api_events) {
+      shift(call.start_ns);
+      shift(call.end_ns);
+    }
+    for (MemoryEvent& memory : trace_.memory_events) shift(memory.time_ns);
+    for (OverheadEvent& overhead : trace_.overhead_events) {
+      shift(overhead.start_ns);
+      shift(overhead.end_ns);
+    }
+  }
+
+  /// trace.hpp's orders (stable: file order breaks the remaining ties), then the Backward
+  /// category for every op nested (same thread, time containment) in a backward op.
+  void sort_and_categorise() {
+    std::stable_sort(trace_.events.begin(), trace_.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
+      if (a.thread != b.thread) return a.thread < b.thread;
+      if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+      if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+      return a.kind == EventKind::Step && b.kind != EventKind::Step;  // a step encloses ranges of equal extent
+    });
+    struct Open {
+      std::int64_t start_ns;
+      std::int64_t end_ns;
+      bool backward;  ///< inside a backward op, or one itself
+    };
+    std::vector<Open> open;
+    std::uint32_t thread = UINT32_MAX;
+    for (TraceEvent& event : trace_.events) {
+      if (event.thread != thread) {
+        open.clear();
+        thread = event.thread;
+      }
+      if (!is_slice(event.kind)) continue;
+      while (!open.empty() && open.back().end_ns <= event.start_ns && open.back().start_ns < event.start_ns) open.pop_back();
+      // The innermost slice containing this one; slices that only overlap it are not parents.
+      bool inside_backward = false;
+      for (auto parent = open.rbegin(); parent != open.rend(); ++parent) {
+        if (parent->end_ns >= event.end_ns) {
+          inside_backward = parent->backward;
+          break;
+        }
+      }
+      if (event.kind == EventKind::Op && inside_backward) event.category = Category::Backward;
+      const bool backward = inside_backward || (event.kind == EventKind::Op && event.category == Category::Backward);
+      open.push_back(Open{event.start_ns, event.end_ns, backward});
+    }
+    std::stable_sort(trace_.gpu_events.begin(), trace_.gpu_events.end(), [](const GpuEvent& a, const GpuEvent& b) {
+      if (a.device != b.device) return a.device < b.device;
+      if (a.stream != b.stream) return a.stream < b.stream;
+      if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+      return a.end_ns > b.end_ns;
+    });
+    std::stable_sort(trace_.api_events.begin(), trace_.api_events.end(), [](const ApiEvent& a, const ApiEvent& b) {
+      return a.thread != b.thread ? a.thread < b.thread : a.start_ns < b.start_ns;
+    });
+    std::stable_sort(trace_.memory_events.begin(), trace_.memory_events.end(),
+                     [](const MemoryEvent& a, const MemoryEvent& b) { return a.time_ns < b.time_ns; });
+    std::stable_sort(trace_.overhead_events.begin(), trace_.overhead_events.end(),
+                     [](const OverheadEvent& a, const OverheadEvent& b) { return a.start_ns < b.start_ns; });
+  }
+
+  static constexpr std::uint32_t kNoThread = UINT32_MAX;
+
+  Trace trace_;
+  std::deque<std::string> names_;
+  std::unordered_map<std::string_view, std::uint32_t> name_index_;
+  std::unordered_map<InputsKey, std::uint32_t, InputsKeyHash> inputs_index_;
+  std::vector<ThreadEntry> threads_;
+  std::unordered_map<std::pair<std::int64_t, std::int64_t>, std::uint32_t, PairHash> numeric_threads_;
+  std::unordered_map<std::string, std::uint32_t> text_threads_;
+  std::uint32_t last_thread_ = kNoThread;
+  std::pair<std::int64_t, std::int64_t> last_thread_key_{};
+  std::unordered_set<std::pair<std::int64_t, std::int64_t>, PairHash> gpu_rows_;  ///< (pid, tid) of GPU events
+  std::unordered_map<std::int64_t, std::string> process_names_;
+  std::optional<std::int64_t> cpu_pid_label_;
+  std::uint64_t mentions_ = 0;
+  std::size_t event_count_ = 0;
+  std::int64_t base_time_ns_ = 0;
+  std::size_t base_time_offset_ = 0;
+  std::int64_t first_ns_ = 0;
+  std::int64_t last_ns_ = 0;
+  bool any_time_ = false;
+};
+
+}  // namespace detail::json
+DLPROF_END_NAMESPACE

@@ -1,0 +1,502 @@
+// dlprof/import/detail/trace_handler.hpp: the reader's view of a Chrome-trace file, as a
+// stream of SAX events (start/end of objects and arrays, keys, scalars) that any JSON parser can
+// produce. It keeps the nesting it is in, gathers each event object into a RawEvent for the
+// TraceBuilder, reads deviceProperties and distributedInfo, and turns the values it keeps as
+// text (op inputs, metadata) into compact JSON. Everything else is skipped.
+//
+// Contract with the parser: string and key views stay valid until the end of the enclosing
+// event object (in-situ parsing keeps them for the whole document); every call gets the byte
+// offset it concerns, used in error messages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/device_properties.hpp"
+#include "dlprof/import/detail/json_number.hpp"
+#include "dlprof/import/detail/raw_event.hpp"
+#include "dlprof/import/detail/trace_builder.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail::json {
+
+/// Nesting deeper than this is refused: Kineto's deepest value (an arg holding lists of lists)
+/// is 6 levels down; a "[[[[..." bomb ends here with an error.
+inline constexpr std::size_t kMaxDepth = 256;
+
+/// Appends a JSON string literal: quotes, backslashes and control characters escaped, as
+/// export/chrome_trace.hpp writes them.
+inline void append_json_string(std::string& out, std::string_view text) {
+  out.push_back('"');
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (byte < 0x20) {
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(byte));
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+}
+
+class TraceHandler {
+ public:
+  /// `on_event` is called after each trace event with the offset reached (progress reports).
+  TraceHandler(TraceBuilder& builder, std::function<void(std::size_t)> on_event = nullptr)
+      : builder_(builder), on_event_(std::move(on_event)) {
+    frames_.reserve(16);
+  }
+
+  void start_object(std::size_t offset) { open(offset, JsonType::Object); }
+  void start_array(std::size_t offset) { open(offset, JsonType::Array); }
+
+  void end_object(std::size_t offset) { close(offset); }
+  void end_array(std::size_t offset) { close(offset); }
+
+  /// Returns whether the key's value is wanted: a parser that can skip values cheaply skips it
+  /// (and then calls nothing for it); one that cannot, reports it and the handler ignores it.
+  bool key(std::string_view name, std::size_t offset) {
+    if (skip_depth_ != 0) return false;
+    if (capturing()) {
+      capture_separator();
+      append_json_string(capture_, name);
+      capture_ += ": ";
+      capture_after_key_ = true;
+      return true;
+    }
+    switch (frame()) {
+      case Frame::TopObject: {
+        const std::optional<TopKey> top = top_level_keys().find(name);
+        pending_top_ = top.value_or(TopKey::Written);
+        if (!top) metadata_key_ = std::string(name);
+        pending_metadata_ = !top.has_value();
+        return !(top && *top == TopKey::Written);
+      }
+      case Frame::Event: {
+        const std::optional<EventField> field = phase_ == kIgnoredPhase ? std::nullopt : event_fields().find(name);
+        pending_field_ = field.value_or(EventField::Count);
+        return field.has_value();
+      }
+      case Frame::Args: {
+        const std::optional<Arg> arg = event_args().find(name);
+        pending_arg_ = arg.value_or(Arg::Count);
+        pending_arg_name_ = name;
+        return true;  // a numeric arg of any name is a counter's series
+      }
+      case Frame::Device: {
+        const std::optional<DeviceKey> device_key = device_keys().find(name);
+        pending_device_ = device_key;
+        pending_arg_name_ = name;
+        return device_key.has_value();
+      }
+      case Frame::Distributed: {
+        pending_distributed_ = distributed_keys().find(name);
+        pending_arg_name_ = name;
+        return pending_distributed_.has_value();
+      }
+      case Frame::Root:
+      case Frame::Events:
+      case Frame::Devices: break;
+    }
+    fail_at(offset, "unexpected key");
+  }
+
+  void string(std::string_view text, std::size_t offset) { scalar(RawValue{text, offset, JsonType::String}); }
+  void number(std::string_view text, std::size_t offset) { scalar(RawValue{text, offset, JsonType::Number}); }
+  void boolean(bool value, std::size_t offset) {
+    scalar(RawValue{value ? std::string_view("true") : std::string_view("false"), offset, JsonType::Bool});
+  }
+  void null(std::size_t offset) { scalar(RawValue{"null", offset, JsonType::Null}); }
+
+  /// After the parser finished: the document must have been a trace.
+  void finish(std::size_t offset) const {
+    if (!saw_root_) fail_at(offset, "empty document");
+  }
+
+ private:
+  enum class Frame : std::uint8_t {
+    Root,
+    TopObject,    ///< {"traceEvents": ..., ...}
+    Events,       ///< the array of events (traceEvents, or the document itself)
+    Event,        ///< one event object
+    Args,         ///< its args
+    Devices,      ///< deviceProperties
+    Device,       ///< one of them
+    Distributed,  ///< distributedInfo
+  };
+
+  Frame frame() const noexcept { return frames_.empty() ? Frame::Root : frames_.back(); }
+  bool capturing() const noexcept { return !capture_first_.empty(); }
+
+  void push(Frame frame, std::size_t offset) {
+    if (frames_.size() + capture_first_.size() + skip_depth_ >= kMaxDepth)
+      fail_at(offset, fmt::format("nested deeper than {} levels", kMaxDepth));
+    frames_.push_back(frame);
+  }
+
+  [[noreturn]] static void fail_type(std::size_t offset, std::string_view what, std::string_view expected, JsonType found) {
+    fail_at(offset, fmt::format("{} must be {}, not {}", what, expected, type_name(found)));
+  }
+
+  void open(std::size_t offset, JsonType type) {
+    if (skip_depth_ != 0) {
+      if (++skip_depth_ + frames_.size() >= kMaxDepth) fail_at(offset, fmt::format("nested deeper than {} levels", kMaxDepth));
+      return;
+    }
+    if (capturing()) {
+      capture_separator();
+      capture_open(offset, type);
+      return;
+    }
+    switch (frame()) {
+      case Frame::Root:
+        saw_root_ = true;
+        push(type == JsonType::Object ? Frame::TopObject : Frame::Events, offset);
+        return;
+      case Frame::TopObject:
+        switch (pending_metadata_ ? TopKey::Written : pending_top_) {
+          case TopKey::TraceEvents:
+            if (type != JsonType::Array) fail_type(offset, "\"traceEvents\"", "an array", type);
+            push(Frame::Events, offset);
+            return;
+          case TopKey::DeviceProperties:
+            if (type != JsonType::Array) fail_type(offset, "\"deviceProperties\"", "an array", type);
+            push(Frame::Devices, offset);
+            return;
+          case TopKey::DistributedInfo:
+            if (type != JsonType::Object) fail_type(offset, "\"distributedInfo\"", "an object", type);
+            push(Frame::Distributed, offset);
+            return;
+          default: break;
+        }
+        if (pending_metadata_) {
+          capture_target_ = CaptureTarget::Metadata;
+          capture_.clear();
+          capture_open(offset, type);
+          return;
+        }
+        if (pending_top_ != TopKey::Written)
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", top_key_name(), type_name(type)));
+        start_skip();
+        return;
+      case Frame::Events:
+        if (type != JsonType::Object) fail_type(offset, "a trace event", "an object", type);
+        event_.clear(offset);
+        arena_.reset();
+        phase_ = 0;
+        push(Frame::Event, offset);
+        return;
+      case Frame::Event:
+        if (pending_field_ == EventField::Args) {
+          if (type != JsonType::Object) fail_type(offset, "\"args\"", "an object", type);
+          if (phase_ == kIgnoredPhase) {
+            start_skip();
+            return;
+          }
+          push(Frame::Args, offset);
+          return;
+        }
+        if (pending_field_ != EventField::Count)
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", field_name(pending_field_), type_name(type)));
+        start_skip();
+        return;
+      case Frame::Args:
+        if (pending_arg_ != Arg::Count && is_captured(pending_arg_)) {
+          capture_target_ = CaptureTarget::Arg;
+          capture_value_offset_ = offset;
+          capture_value_type_ = type;
+          capture_.clear();
+          capture_open(offset, type);
+          return;
+        }
+        // Other known args are scalars; structured values of unknown args (Kineto's
+        // "occupancy", "Call stack", ...) are of no use to the mapping.
+        if (pending_arg_ != Arg::Count)
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_arg_name_, type_name(type)));
+        start_skip();
+        return;
+      case Frame::Devices:
+        if (type != JsonType::Object) fail_type(offset, "a deviceProperties entry", "an object", type);
+        device_ = DeviceProperties{};
+        push(Frame::Device, offset);
+        return;
+      case Frame::Device:
+      case Frame::Distributed:
+        if (pending_key_is_kept())
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_arg_name_, type_name(type)));
+        start_skip();
+        return;
+    }
+  }
+
+  void close(std::size_t offset) {
+    if (skip_depth_ != 0) {
+      --skip_depth_;
+      return;
+    }
+    if (capturing()) {
+      capture_close();
+      return;
+    }
+    const Frame closed = frame();
+    frames_.pop_back();
+    switch (closed) {
+      case Frame::Event:
+        builder_.add_event(event_);
+        if (on_event_ && (++events_seen_ & 0xFFF) == 0) on_event_(offset);
+        break;
+      case Frame::Device: builder_.add_device(std::move(device_)); break;
+      case Frame::Root:
+      case Frame::TopObject:
+      case Frame::Events:
+      case Frame::Args:
+      case Frame::Devices:
+      case Frame::Distributed: break;
+    }
+  }
+
+  void scalar(const RawValue& value) {
+    if (skip_depth_ != 0) return;
+    if (capturing()) {
+      capture_separator();
+      capture_scalar(value);
+      return;
+    }
+    switch (frame()) {
+      case Frame::Root:
+        fail_at(value.offset, fmt::format("a trace is a JSON object or array, not {}", type_name(value.type)));
+      case Frame::TopObject:
+        if (pending_metadata_) {
+          capture_.clear();
+          capture_scalar(value);
+          builder_.add_metadata(std::move(metadata_key_), std::move(capture_));
+          capture_ = std::string();
+          return;
+        }
+        switch (pending_top_) {
+          case TopKey::BaseTime: builder_.set_base_time(value); return;
+          case TopKey::TraceEvents:
+          case TopKey::DeviceProperties:
+          case TopKey::DistributedInfo:
+            fail_at(value.offset, fmt::format("\"{}\" must be {}, not {}", top_key_name(),
+                                              pending_top_ == TopKey::DistributedInfo ? "an object" : "an array",
+                                              type_name(value.type)));
+          case TopKey::Written: return;
+          default: builder_.set_top_level(pending_top_, value, top_key_name()); return;
+        }
+      case Frame::Events: fail_type(value.offset, "a trace event", "an object", value.type);
+      case Frame::Event:
+        if (pending_field_ == EventField::Args) {
+          if (value.type == JsonType::Null) return;
+          fail_type(value.offset, "\"args\"", "an object", value.type);
+        }
+        if (pending_field_ == EventField::Count) return;
+        event_.set(pending_field_, value);
+        if (pending_field_ == EventField::Ph) phase_ = phase_of(value);
+        return;
+      case Frame::Args:
+        if (pending_arg_ != Arg::Count) {
+          if (is_captured(pending_arg_)) {
+            capture_.clear();
+            capture_scalar(value);
+            event_.set(pending_arg_, RawValue{arena_.copy(capture_), value.offset, value.type});
+          } else {
+            event_.set(pending_arg_, value);
+          }
+        }
+        if (value.type == JsonType::Number && (phase_ == 0 || phase_ == 'C'))
+          event_.numeric_args.emplace_back(pending_arg_name_, value);
+        return;
+      case Frame::Devices: fail_type(value.offset, "a deviceProperties entry", "an object", value.type);
+      case Frame::Device:
+        if (pending_device_) read_device_field(*pending_device_, value);
+        return;
+      case Frame::Distributed:
+        if (pending_distributed_) read_distributed_field(*pending_distributed_, value);
+        return;
+    }
+  }
+
+  void read_device_field(DeviceKey key, const RawValue& value) {
+    if (key == DeviceKey::Name) {
+      if (value.type != JsonType::String) fail_type(value.offset, "\"name\"", "a string", value.type);
+      device_.name = std::string(value.text);
+      return;
+    }
+    const auto int_field = [&] { return static_cast<int>(signed_of(value, pending_arg_name_, INT32_MAX)); };
+    const auto int64_field = [&] { return signed_of(value, pending_arg_name_, INT64_MAX); };
+    switch (key) {
+      case DeviceKey::Id: device_.id = int_field(); break;
+      case DeviceKey::TotalGlobalMem: device_.total_global_mem = int64_field(); break;
+      case DeviceKey::ComputeMajor: device_.compute_major = int_field(); break;
+      case DeviceKey::ComputeMinor: device_.compute_minor = int_field(); break;
+      case DeviceKey::MaxThreadsPerBlock: device_.max_threads_per_block = int_field(); break;
+      case DeviceKey::MaxThreadsPerMultiprocessor: device_.max_threads_per_multiprocessor = int_field(); break;
+      case DeviceKey::RegsPerBlock: device_.regs_per_block = int_field(); break;
+      case DeviceKey::RegsPerMultiprocessor: device_.regs_per_multiprocessor = int_field(); break;
+      case DeviceKey::WarpSize: device_.warp_size = int_field(); break;
+      case DeviceKey::SharedMemPerBlock: device_.shared_mem_per_block = int64_field(); break;
+      case DeviceKey::SharedMemPerBlockOptin: device_.shared_mem_per_block_optin = int64_field(); break;
+      case DeviceKey::SharedMemPerMultiprocessor: device_.shared_mem_per_multiprocessor = int64_field(); break;
+      case DeviceKey::NumSms: device_.num_sms = int_field(); break;
+      case DeviceKey::Name: break;
+    }
+  }
+
+  void read_distributed_field(DistributedKey key, const RawValue& value) {
+    DistributedInfo& info = builder_.distributed();
+    switch (key) {
+      case DistributedKey::Backend:
+        if (value.type != JsonType::String) fail_type(value.offset, "\"backend\"", "a string", value.type);
+        info.backend = std::string(value.text);
+        break;
+      case DistributedKey::Rank: info.rank = signed_of(value, "rank", INT64_MAX); break;
+      case DistributedKey::WorldSize: info.world_size = signed_of(value, "world_size", INT64_MAX); break;
+    }
+  }
+
+  std::string_view top_key_name() const noexcept {
+    switch (pending_top_) {
+      case TopKey::TraceEvents: return "traceEvents";
+      case TopKey::DeviceProperties: return "deviceProperties";
+      case TopKey::DistributedInfo: return "distributedInfo";
+      case TopKey::BaseTime: return "baseTimeNanoseconds";
+      case TopKey::DroppedEvents: return "dlprof_dropped_events";
+      case TopKey::ClippedRanges: return "dlprof_clipped_ranges";
+      case TopKey::OverflowedNames: return "dlprof_overflowed_names";
+      case TopKey::Clock: return "dlprof_clock";
+      case TopKey::GpuRecords: return "dlprof_gpu_records";
+      case TopKey::GpuDroppedRecords: return "dlprof_gpu_dropped_records";
+      case TopKey::CuptiDroppedRecords: return "dlprof_cupti_dropped_records";
+      case TopKey::GpuUnknownRecords: return "dlprof_gpu_unknown_records";
+      case TopKey::GpuLateRecords: return "dlprof_gpu_late_records";
+      case TopKey::GpuClippedAnnotations: return "dlprof_gpu_clipped_annotations";
+      case TopKey::CuptiVersion: return "cupti_version";
+      case TopKey::DriverVersion: return "cuda_driver_version";
+      case TopKey::Written: break;
+    }
+    return "key";
+  }
+
+  static std::string_view field_name(EventField field) noexcept {
+    constexpr std::string_view kNames[] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args"};
+    return field < EventField::Count ? kNames[static_cast<std::size_t>(field)] : "field";
+  }
+
+  void start_skip() noexcept { skip_depth_ = 1; }
+
+  /// The event's phase once "ph" is read (Kineto and dlprof write it first): events the mapping
+  /// ignores (flows, which are a third of Kineto's events) are skipped from there on.
+  static char phase_of(const RawValue& value) noexcept {
+    if (value.type != JsonType::String) return 0;  // the builder reports it
+    if (value.text.size() != 1) return kIgnoredPhase;
+    switch (value.text[0]) {
+      case 'X':
+      case 'i':
+      case 'I':
+      case 'C':
+      case 'M': return value.text[0];
+      default: return kIgnoredPhase;
+    }
+  }
+
+  /// Whether the key just read in a device or distributedInfo object is one the reader keeps
+  /// (all of those are scalars).
+  bool pending_key_is_kept() const noexcept {
+    return frame() == Frame::Device ? pending_device_.has_value() : pending_distributed_.has_value();
+  }
+
+  // Compact JSON, as torch writes op inputs: ", " between elements, ": " after keys.
+  void capture_open(std::size_t offset, JsonType type) {
+    if (frames_.size() + capture_first_.size() + 1 >= kMaxDepth)
+      fail_at(offset, fmt::format("nested deeper than {} levels", kMaxDepth));
+    capture_.push_back(type == JsonType::Object ? '{' : '[');
+    capture_first_.push_back(type == JsonType::Object ? kFirstInObject : kFirstInArray);
+  }
+
+  void capture_separator() {
+    if (capture_first_.empty()) return;
+    char& state = capture_first_.back();
+    if (capture_after_key_) {
+      capture_after_key_ = false;
+      return;
+    }
+    if (state == kFirstInObject || state == kFirstInArray) {
+      state = state == kFirstInObject ? kNextInObject : kNextInArray;
+      return;
+    }
+    capture_ += ", ";
+  }
+
+  void capture_scalar(const RawValue& value) {
+    if (value.type == JsonType::String)
+      append_json_string(capture_, value.text);
+    else
+      capture_ += value.text;
+  }
+
+  void capture_close() {
+    const char state = capture_first_.back();
+    capture_first_.pop_back();
+    capture_.push_back(state == kFirstInObject || state == kNextInObject ? '}' : ']');
+    if (!capture_first_.empty()) return;
+    switch (capture_target_) {
+      case CaptureTarget::Arg:
+        event_.set(pending_arg_, RawValue{arena_.copy(capture_), capture_value_offset_, capture_value_type_});
+        break;
+      case CaptureTarget::Metadata:
+        builder_.add_metadata(std::move(metadata_key_), std::move(capture_));
+        capture_ = std::string();
+        break;
+    }
+  }
+
+  static constexpr char kFirstInArray = 'a';
+  static constexpr char kNextInArray = 'A';
+  static constexpr char kFirstInObject = 'o';
+  static constexpr char kNextInObject = 'O';
+  enum class CaptureTarget : std::uint8_t { Arg, Metadata };
+
+  TraceBuilder& builder_;
+  std::function<void(std::size_t)> on_event_;
+  std::vector<Frame> frames_;
+  std::size_t skip_depth_ = 0;
+  bool saw_root_ = false;
+
+  TopKey pending_top_ = TopKey::Written;
+  bool pending_metadata_ = false;
+  std::string metadata_key_;
+  EventField pending_field_ = EventField::Count;
+  Arg pending_arg_ = Arg::Count;
+  std::string_view pending_arg_name_;
+  std::optional<DeviceKey> pending_device_;
+  std::optional<DistributedKey> pending_distributed_;
+
+  static constexpr char kIgnoredPhase = '-';
+  char phase_ = 0;  ///< the current event's "ph", 0 until read
+  RawEvent event_;
+  ScratchArena arena_;
+  DeviceProperties device_;
+  std::uint64_t events_seen_ = 0;
+
+  std::string capture_;
+  std::string capture_first_;  ///< per open level: first element still to come, array or object
+  bool capture_after_key_ = false;
+  CaptureTarget capture_target_ = CaptureTarget::Arg;
+  std::size_t capture_value_offset_ = 0;
+  JsonType capture_value_type_ = JsonType::Array;
+};
+
+}  // namespace detail::json
+DLPROF_END_NAMESPACE

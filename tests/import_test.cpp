@@ -1,0 +1,1058 @@
+// The trace reader (import/chrome_trace.hpp): torch.profiler's traces of every era, dlprof's own
+// traces read back field by field, and input that is not a trace.
+#include <dlprof/import/chrome_trace.hpp>
+
+#include "test_files.hpp"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using dlprof::ApiEvent;
+using dlprof::Category;
+using dlprof::EventKind;
+using dlprof::GpuEvent;
+using dlprof::GpuEventKind;
+using dlprof::Trace;
+using dlprof::TraceEvent;
+using dlprof::TraceReadError;
+using dlprof_test::TempDir;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+void write_text(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+void write_gzip(const fs::path& path, std::string_view text) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(file), Z_OK);
+}
+
+std::string gzip_bytes(std::string_view text) {
+  TempDir dir;
+  write_gzip(dir.path() / "t.gz", text);
+  return dlprof_test::read_file(dir.path() / "t.gz");
+}
+
+std::size_t count_events(const Trace& trace, EventKind kind) {
+  return static_cast<std::size_t>(std::count_if(trace.events.begin(), trace.events.end(),
+                                                [&](const TraceEvent& event) { return event.kind == kind; }));
+}
+
+std::size_t count_gpu(const Trace& trace, GpuEventKind kind) {
+  return static_cast<std::size_t>(std::count_if(trace.gpu_events.begin(), trace.gpu_events.end(),
+                                                [&](const GpuEvent& event) { return event.kind == kind; }));
+}
+
+const TraceEvent* find_event(const Trace& trace, std::string_view name) {
+  for (const TraceEvent& event : trace.events)
+    if (trace.names[event.name] == name) return &event;
+  return nullptr;
+}
+
+/// The TraceReadError `body` throws; fails the test if it throws nothing else.
+template <class Body>
+TraceReadError read_error(Body body) {
+  try {
+    body();
+  } catch (const TraceReadError& error) {
+    return error;
+  }
+  ADD_FAILURE() << "no TraceReadError";
+  return TraceReadError("", "");
+}
+
+Trace parse(std::string_view json) { return dlprof::parse_trace(json, "inline.json"); }
+
+// ---------------------------------------------------------------------------------------------
+// torch.profiler's traces (../shared/reference-traces, written by Kineto on A100 and V100 GPUs)
+
+const fs::path kReferenceTraces = DLPROF_REFERENCE_TRACES_DIR;
+
+class ReferenceTraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::is_directory(kReferenceTraces)) GTEST_SKIP() << "no reference traces at " << kReferenceTraces;
+  }
+  static fs::path only_file(const char* set) { return *fs::directory_iterator(kReferenceTraces / set); }
+};
+
+// Expected figures: counted once with Python's json module on the decompressed files (cat and
+// ph per event; steps by `^ProfilerStep#\d+`; backward ops by the reader's nesting rule; times
+// with decimal.Decimal), then written here.
+TEST_F(ReferenceTraceTest, V100ResnetWithSubMicrosecondTimes) {
+  const Trace trace = dlprof::read_trace(only_file("hta-1rank-v100-resnet-ns").string());
+  EXPECT_EQ(count_events(trace, EventKind::Op), 23910u);
+  EXPECT_EQ(count_events(trace, EventKind::Range), 65u);
+  EXPECT_EQ(count_events(trace, EventKind::Step), 5u);
+  EXPECT_EQ(count_events(trace, EventKind::Instant), 0u);
+  EXPECT_EQ(trace.events.size(), 23910u + 65u + 5u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Kernel), 4350u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Memcpy), 1600u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Memset), 145u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Annotation), 15u);
+  EXPECT_EQ(trace.gpu_events.size(), 4350u + 1600u + 145u + 15u);
+  EXPECT_EQ(trace.api_events.size(), 15329u);
+  EXPECT_TRUE(trace.memory_events.empty());
+  EXPECT_EQ(std::count_if(trace.events.begin(), trace.events.end(),
+                          [](const TraceEvent& e) { return e.kind == EventKind::Op && e.category == Category::Backward; }),
+            9560);
+  EXPECT_EQ(std::count_if(trace.events.begin(), trace.events.end(),
+                          [](const TraceEvent& e) { return e.category == Category::Communication; }),
+            35);
+  EXPECT_EQ(std::count_if(trace.events.begin(), trace.events.end(),
+                          [](const TraceEvent& e) { return e.category == Category::Optimizer; }),
+            10);
+
+  // "ts": 1712195495502094.565, "dur": 35115.869
+  const TraceEvent* step = find_event(trace, "ProfilerStep#101");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->kind, EventKind::Step);
+  EXPECT_EQ(step->category, Category::Step);
+  EXPECT_EQ(step->start_ns, 1'712'195'495'502'094'565);
+  EXPECT_EQ(step->end_ns, 1'712'195'495'502'094'565 + 35'115'869);
+  EXPECT_EQ(step->external_id, 1u);
+  // The Trace span, "ts": 1712195495406752.797, and Record Window End, 1712195496004644.183.
+  EXPECT_EQ(trace.window_start_ns, 1'712'195'495'406'752'797);
+  EXPECT_EQ(trace.window_end_ns, 1'712'195'496'004'644'183);
+
+  EXPECT_EQ(trace.pid, 1102);
+  EXPECT_EQ(trace.process_name, "penv#native-main#platform-runtime#python#py_version_3_10");
+  ASSERT_EQ(trace.threads.size(), 3u);
+  std::map<std::int64_t, std::string> thread_names;
+  for (const dlprof::ThreadInfo& thread : trace.threads) thread_names[thread.os_tid] = thread.name;
+  EXPECT_EQ(thread_names[1102], "pt_main_thread");
+  EXPECT_EQ(thread_names[1262], "pt_autograd_0");  // the later of two thread_name events
+  EXPECT_EQ(thread_names.count(-247463936), 1u);
+
+  EXPECT_EQ(trace.distributed.rank, 0);
+  EXPECT_EQ(trace.distributed.world_size, 1);
+  EXPECT_EQ(trace.distributed.backend, "nccl");
+  ASSERT_EQ(trace.devices.size(), 8u);
+  EXPECT_EQ(trace.devices[0].name, "Tesla V100-SXM2-32GB");
+  EXPECT_EQ(trace.devices[0].total_global_mem, 34079637504);
+  EXPECT_EQ(trace.devices[0].compute_major, 7);
+  EXPECT_EQ(trace.devices[0].num_sms, 80);
+  EXPECT_EQ(trace.devices[0].shared_mem_per_block_optin, 98304);
+  EXPECT_EQ(trace.devices[7].id, 7);
+
+  // Everything but the mapped keys, as compact JSON.
+  std::map<std::string, std::string> metadata(trace.metadata.begin(), trace.metadata.end());
+  EXPECT_EQ(metadata.size(), 15u);
+  EXPECT_EQ(metadata["trace_id"], "\"094DFF9CD7781F8ADDEAFBA6A8855CA7\"");
+  EXPECT_THAT(metadata["INFO"], ::testing::StartsWith("[\"INFO:2024-04-03 18:51:35 1102:1102 CuptiActivityProfiler"));
+  EXPECT_EQ(metadata.count("displayTimeUnit"), 0u);
+  EXPECT_EQ(metadata.count("distributedInfo"), 0u);
+
+  // A kernel: "ts": 1712195495505583.000 on device 0, stream 7, launched by a cudaLaunchKernel.
+  const auto kernel = std::find_if(trace.gpu_events.begin(), trace.gpu_events.end(),
+                                   [](const GpuEvent& e) { return e.kind == GpuEventKind::Kernel; });
+  ASSERT_NE(kernel, trace.gpu_events.end());
+  EXPECT_EQ(kernel->device, 0u);
+  EXPECT_EQ(kernel->stream, 7);
+  EXPECT_NE(kernel->correlation, 0u);
+  const auto launch = std::find_if(trace.api_events.begin(), trace.api_events.end(),
+                                   [&](const ApiEvent& call) { return call.correlation == kernel->correlation; });
+  ASSERT_NE(launch, trace.api_events.end());
+  EXPECT_EQ(trace.names[launch->name], "cudaLaunchKernel");
+  EXPECT_EQ(launch->cbid, 211u);
+  EXPECT_EQ(launch->external_id, kernel->external_id);
+}
+
+TEST_F(ReferenceTraceTest, A100SimpleAddWithSyncsAndNoSteps) {
+  const Trace trace = dlprof::read_trace(only_file("hta-1rank-a100-simple-add").string());
+  EXPECT_EQ(count_events(trace, EventKind::Op), 359u);
+  EXPECT_EQ(count_events(trace, EventKind::Range), 8u);
+  EXPECT_EQ(count_events(trace, EventKind::Step), 0u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Kernel), 79u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Memcpy), 16u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Memset), 3u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Sync), 41u);
+  EXPECT_EQ(trace.api_events.size(), 331u);
+  ASSERT_EQ(trace.threads.size(), 1u);
+  EXPECT_EQ(trace.threads[0].os_tid, 493459);
+  EXPECT_EQ(trace.distributed.rank, 0);  // {"rank": 0}
+  ASSERT_EQ(trace.devices.size(), 8u);
+  EXPECT_EQ(trace.devices[0].name, "NVIDIA A100-PG509-200");
+  EXPECT_EQ(trace.devices[0].compute_major, 8);
+  // Integer µs: "ts": 1694039968955744
+  const TraceEvent* first = find_event(trace, "[param|cuda]");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->start_ns, 1'694'039'968'955'744'000);
+  EXPECT_EQ(first->end_ns, (1'694'039'968'955'744 + 41'579'770) * 1000);
+
+  // "Memcpy HtoD (Pageable -> Device)", 92928 bytes.
+  const auto copy = std::find_if(trace.gpu_events.begin(), trace.gpu_events.end(),
+                                 [&](const GpuEvent& e) { return e.kind == GpuEventKind::Memcpy && e.copy.bytes == 92928; });
+  ASSERT_NE(copy, trace.gpu_events.end());
+  EXPECT_EQ(copy->copy.copy_kind, 1);         // HtoD
+  EXPECT_EQ(copy->copy.source_kind, 1);       // Pageable
+  EXPECT_EQ(copy->copy.destination_kind, 3);  // Device
+  // "Memset (Device)"
+  const auto fill = std::find_if(trace.gpu_events.begin(), trace.gpu_events.end(),
+                                 [](const GpuEvent& e) { return e.kind == GpuEventKind::Memset; });
+  ASSERT_NE(fill, trace.gpu_events.end());
+  EXPECT_EQ(fill->copy.destination_kind, 3);
+  // Context Sync: "stream": 4294967295 is CUPTI's "no stream".
+  const auto context_sync = std::find_if(trace.gpu_events.begin(), trace.gpu_events.end(), [&](const GpuEvent& e) {
+    return e.kind == GpuEventKind::Sync && trace.names[e.name] == "Context Sync";
+  });
+  ASSERT_NE(context_sync, trace.gpu_events.end());
+  EXPECT_EQ(context_sync->stream, -1);
+  EXPECT_EQ(context_sync->sync.type, 4);
+  // {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7, "wait_on_cuda_event_id": 1, "stream": 20, ...}
+  const auto wait = std::find_if(trace.gpu_events.begin(), trace.gpu_events.end(), [&](const GpuEvent& e) {
+    return e.kind == GpuEventKind::Sync && trace.names[e.name] == "Stream Wait Event" && e.stream == 20;
+  });
+  ASSERT_NE(wait, trace.gpu_events.end());
+  EXPECT_EQ(wait->sync.type, 2);
+  EXPECT_EQ(wait->sync.cuda_event_id, 1u);
+}
+
+TEST_F(ReferenceTraceTest, TwoRankSetSortedByRank) {
+  const std::vector<Trace> ranks = dlprof::read_trace_set({(kReferenceTraces / "hta-2rank-a100-sampled").string()});
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].distributed.rank, 0);
+  EXPECT_EQ(ranks[1].distributed.rank, 1);
+  EXPECT_EQ(ranks[0].distributed.world_size, 128);
+  EXPECT_EQ(ranks[0].pid, 4037);
+  EXPECT_EQ(ranks[1].pid, 4045);
+  const std::size_t ops[] = {2329, 2302}, ranges[] = {71, 63}, kernels[] = {1154, 1104}, api[] = {1204, 1154},
+                    backward[] = {1241, 1266}, inputs[] = {839, 831};
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    const Trace& trace = ranks[rank];
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(count_events(trace, EventKind::Op), ops[rank]);
+    EXPECT_EQ(count_events(trace, EventKind::Range), ranges[rank]);
+    EXPECT_EQ(count_events(trace, EventKind::Step), 2u);
+    EXPECT_EQ(count_gpu(trace, GpuEventKind::Kernel), kernels[rank]);
+    EXPECT_EQ(count_gpu(trace, GpuEventKind::Memcpy), 40u);
+    EXPECT_EQ(count_gpu(trace, GpuEventKind::Memset), 10u);
+    EXPECT_EQ(trace.api_events.size(), api[rank]);
+    EXPECT_EQ(static_cast<std::size_t>(std::count_if(trace.events.begin(), trace.events.end(), [](const TraceEvent& e) {
+                return e.kind == EventKind::Op && e.category == Category::Backward;
+              })),
+              backward[rank]);
+    EXPECT_EQ(trace.op_inputs.size(), inputs[rank]);
+    EXPECT_TRUE(trace.devices.empty());
+    EXPECT_EQ(trace.threads.size(), 2u);
+  }
+  EXPECT_NE(find_event(ranks[1], "ProfilerStep#551"), nullptr);
+  // "aten::div" with "Input Dims": [[2048], []], "Input type": ["float", "Scalar"]
+  const auto div = std::find_if(ranks[0].op_inputs.begin(), ranks[0].op_inputs.end(), [&](const dlprof::OpInputs& in) {
+    return ranks[0].names[in.op] == "aten::div" && ranks[0].names[in.types] == R"(["float", "Scalar"])";
+  });
+  ASSERT_NE(div, ranks[0].op_inputs.end());
+  EXPECT_EQ(ranks[0].names[div->dims], "[[2048], []]");
+  EXPECT_EQ(ranks[0].names[div->concrete], "");
+  // Files given one by one, in any order, come back sorted by rank.
+  const fs::path set = kReferenceTraces / "hta-2rank-a100-sampled";
+  const std::vector<Trace> reversed =
+      dlprof::read_trace_set({(set / "sampled_rank-1.json.gz").string(), (set / "sampled_rank-0.json.gz").string()});
+  ASSERT_EQ(reversed.size(), 2u);
+  EXPECT_EQ(reversed[0].pid, 4037);
+}
+
+TEST_F(ReferenceTraceTest, OrderPromisedByTraceHpp) {
+  for (const char* set : {"hta-1rank-v100-resnet-ns", "hta-1rank-a100-simple-add"}) {
+    SCOPED_TRACE(set);
+    const Trace trace = dlprof::read_trace(only_file(set).string());
+    for (std::size_t i = 1; i < trace.events.size(); ++i) {
+      const TraceEvent& a = trace.events[i - 1];
+      const TraceEvent& b = trace.events[i];
+      ASSERT_TRUE(a.thread < b.thread || (a.thread == b.thread && (a.start_ns < b.start_ns ||
+                                                                   (a.start_ns == b.start_ns && a.end_ns >= b.end_ns))))
+          << i;
+    }
+    for (std::size_t i = 1; i < trace.gpu_events.size(); ++i) {
+      const GpuEvent& a = trace.gpu_events[i - 1];
+      const GpuEvent& b = trace.gpu_events[i];
+      ASSERT_LE(std::make_tuple(a.device, a.stream, a.start_ns), std::make_tuple(b.device, b.stream, b.start_ns)) << i;
+    }
+    for (std::size_t i = 1; i < trace.api_events.size(); ++i) {
+      const ApiEvent& a = trace.api_events[i - 1];
+      const ApiEvent& b = trace.api_events[i];
+      ASSERT_LE(std::make_tuple(a.thread, a.start_ns), std::make_tuple(b.thread, b.start_ns)) << i;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// dlprof's own traces, written by Trace::save and read back field by field
+
+Trace every_kind_of_event() {
+  Trace trace;
+  const auto name = [&](std::string_view text) {
+    trace.names.emplace_back(text);
+    return static_cast<std::uint32_t>(trace.names.size() - 1);
+  };
+  constexpr std::int64_t t0 = 1'763'880'000'123'456'789;
+  trace.window_start_ns = t0;
+  trace.window_end_ns = t0 + 50'000'000;
+  trace.pid = 4242;
+  trace.process_name = "trainer";
+  trace.clock_source = "tsc";
+  trace.dropped_events = 3;
+  trace.clipped_ranges = 1;
+  trace.overflowed_names = 2;
+  trace.threads = {dlprof::ThreadInfo{4242, "main"}, dlprof::ThreadInfo{4250, "pt_autograd_0"},
+                   dlprof::ThreadInfo{4251, "idle worker"}};
+  trace.distributed.backend = "nccl";
+  trace.distributed.rank = 3;
+  trace.distributed.world_size = 8;
+  dlprof::DeviceProperties device;
+  device.id = 0;
+  device.name = "NVIDIA H100 80GB HBM3";
+  device.total_global_mem = 84'929'216'512;
+  device.compute_major = 9;
+  device.compute_minor = 0;
+  device.max_threads_per_block = 1024;
+  device.max_threads_per_multiprocessor = 2048;
+  device.regs_per_block = 65536;
+  device.regs_per_multiprocessor = 65536;
+  device.warp_size = 32;
+  device.shared_mem_per_block = 49152;
+  device.shared_mem_per_block_optin = 232448;
+  device.shared_mem_per_multiprocessor = 233472;
+  device.num_sms = 132;
+  trace.devices = {device};
+  trace.metadata = {{"record_shapes", "1"}, {"job", R"({"name": "resnet", "tags": ["a", "b\"c"], "n": 1.5})"}};
+
+  const auto slice = [&](std::uint32_t thread, std::string_view text, std::int64_t start, std::int64_t end, EventKind kind,
+                         Category category, std::uint64_t external_id) {
+    TraceEvent event;
+    event.thread = thread;
+    event.name = name(text);
+    event.start_ns = t0 + start;
+    event.end_ns = t0 + end;
+    event.kind = kind;
+    event.category = category;
+    event.external_id = external_id;
+    trace.events.push_back(event);
+    return &trace.events.back();
+  };
+  trace.events.reserve(32);
+  slice(0, "ProfilerStep#7", 1000, 40'000'000, EventKind::Step, Category::Step, 1);
+  slice(0, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 2000, 3'000'000, EventKind::Range,
+        Category::DataLoader, 2);
+  slice(0, "nn.Module: Linear_0", 3'000'100, 9'000'000, EventKind::Range, Category::Forward, 3);
+  TraceEvent* mm = slice(0, "aten::mm", 3'000'200, 8'000'000, EventKind::Op, Category::User, 4);
+  mm->sequence_number = 17;
+  mm->forward_thread_id = 1;
+  mm->inputs = 0;
+  trace.op_inputs.push_back(dlprof::OpInputs{name("[[4, 8], [8, 8]]"), name(R"(["float", "float"])"),
+                                             name(R"(["", ""])"), mm->name, 512, 0});
+  TraceEvent* add = slice(0, "aten::add", 8'000'001, 8'500'000, EventKind::Op, Category::User, 5);
+  add->inputs = 1;
+  trace.op_inputs.push_back(dlprof::OpInputs{name("[[4], []]"), name(R"(["float", "Scalar"])"), name(R"(["", "1"])"),
+                                             add->name, 0, 0});
+  slice(0, "Optimizer.step#SGD.step", 20'000'000, 25'000'000, EventKind::Range, Category::Optimizer, 6);
+  slice(0, "nccl:all_reduce", 26'000'000, 27'000'000, EventKind::Range, Category::Communication, 7);
+  TraceEvent instant;
+  instant.thread = 0;
+  instant.name = name("checkpoint");
+  instant.start_ns = instant.end_ns = t0 + 30'000'000;
+  instant.kind = EventKind::Instant;
+  trace.events.push_back(instant);
+  TraceEvent counter = instant;
+  counter.name = name("loss");
+  counter.start_ns = counter.end_ns = t0 + 31'000'000;
+  counter.kind = EventKind::Counter;
+  counter.value = 0.8125;
+  trace.events.push_back(counter);
+  TraceEvent* backward =
+      slice(1, "autograd::engine::evaluate_function: MmBackward0", 10'000'000, 15'000'000, EventKind::Op, Category::Backward, 8);
+  backward->sequence_number = 17;
+  backward->forward_thread_id = 1;
+  slice(1, "MmBackward0", 10'000'100, 14'000'000, EventKind::Op, Category::Backward, 9)->sequence_number = 17;
+  trace.events.back().forward_thread_id = 1;
+  slice(1, "aten::mm", 10'000'200, 13'000'000, EventKind::Op, Category::Backward, 10);
+
+  const auto work = [&](GpuEventKind kind, std::string_view text, std::uint32_t device_id, std::int64_t stream,
+                        std::int64_t start, std::int64_t end, std::uint32_t correlation, std::uint64_t external_id) {
+    GpuEvent event;
+    event.kind = kind;
+    event.name = name(text);
+    event.device = device_id;
+    event.context = 1;
+    event.stream = stream;
+    event.start_ns = t0 + start;
+    event.end_ns = t0 + end;
+    event.correlation = correlation;
+    event.external_id = external_id;
+    trace.gpu_events.push_back(event);
+    return &trace.gpu_events.back();
+  };
+  trace.gpu_events.reserve(16);
+  work(GpuEventKind::Annotation, "nn.Module: Linear_0", 0, 7, 3'100'000, 7'900'000, 0, 3)->context = 0;  // not written
+  GpuEvent* kernel = work(GpuEventKind::Kernel, "ampere_sgemm_32x128_nn", 0, 7, 3'200'000, 3'900'000, 101, 4);
+  kernel->kernel.grid[0] = 128;
+  kernel->kernel.grid[1] = 2;
+  kernel->kernel.block[0] = 256;
+  kernel->kernel.registers_per_thread = 96;
+  kernel->kernel.static_shared_memory = 16384;
+  kernel->kernel.queued_ns = 5000;
+  kernel->kernel.blocks_per_sm = 0.96875f;
+  kernel->kernel.warps_per_sm = 7.75f;
+  kernel->kernel.est_achieved_occupancy_percent = 12;
+  GpuEvent* copy = work(GpuEventKind::Memcpy, "Memcpy HtoD (Pinned -> Device)", 0, 7, 4'000'000, 4'100'000, 102, 4);
+  copy->copy.bytes = 1 << 20;
+  copy->copy.copy_kind = 1;
+  copy->copy.source_kind = 2;
+  copy->copy.destination_kind = 3;
+  GpuEvent* fill = work(GpuEventKind::Memset, "Memset (Device)", 0, 7, 4'200'000, 4'300'000, 103, 5);
+  fill->copy.bytes = 4096;
+  fill->copy.destination_kind = 3;
+  GpuEvent* peer = work(GpuEventKind::MemcpyPeer, "Memcpy PtoP (Device -> Device)", 0, 7, 4'400'000, 4'500'000, 104, 5);
+  peer->copy.bytes = 8192;
+  peer->copy.copy_kind = 10;
+  peer->copy.source_kind = 3;
+  peer->copy.destination_kind = 3;
+  peer->copy.source_device = 0;
+  peer->copy.destination_device = 1;
+  peer->copy.source_context = 1;
+  peer->copy.destination_context = 2;
+  GpuEvent* sync = work(GpuEventKind::Sync, "Event Sync", 0, 7, 4'600'000, 4'700'000, 105, 5);
+  sync->sync.type = 1;
+  sync->sync.cuda_event_id = 9;
+  GpuEvent* context_sync = work(GpuEventKind::Sync, "Context Sync", 0, -1, 4'800'000, 4'900'000, 106, 0);
+  context_sync->sync.type = 4;
+  work(GpuEventKind::Kernel, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 0, 13,
+       26'100'000, 26'900'000, 107, 7);
+  // trace.hpp's order: device, stream, start.
+  std::stable_sort(trace.gpu_events.begin(), trace.gpu_events.end(), [](const GpuEvent& a, const GpuEvent& b) {
+    return std::make_tuple(a.device, a.stream, a.start_ns) < std::make_tuple(b.device, b.stream, b.start_ns);
+  });
+
+  const auto call = [&](std::string_view text, std::uint32_t thread, std::int64_t start, std::uint32_t cbid,
+                        std::uint32_t correlation, std::uint64_t external_id, bool driver) {
+    ApiEvent event;
+    event.name = name(text);
+    event.thread = thread;
+    event.start_ns = t0 + start;
+    event.end_ns = t0 + start + 5000;
+    event.cbid = cbid;
+    event.correlation = correlation;
+    event.external_id = external_id;
+    event.driver = driver;
+    trace.api_events.push_back(event);
+  };
+  call("cudaLaunchKernel", 0, 3'100'000, 211, 101, 4, false);
+  call("cudaMemcpyAsync", 0, 3'950'000, 41, 102, 4, false);
+  call("cudaMemsetAsync", 0, 4'150'000, 51, 103, 5, false);
+  call("cuLaunchKernel", 1, 10'500'000, 307, 108, 10, true);
+
+  dlprof::MemoryEvent allocation;
+  allocation.time_ns = t0 + 3'000'300;
+  allocation.address = 0x7f00'0000'1000;
+  allocation.bytes = 4096;
+  allocation.total_allocated = 8192;
+  allocation.total_reserved = 2 << 20;
+  allocation.device_type = dlprof::MemoryDeviceType::CUDA;
+  allocation.device = 0;
+  allocation.thread = 0;
+  dlprof::MemoryEvent release = allocation;
+  release.time_ns = t0 + 12'000'000;
+  release.bytes = -4096;
+  release.total_allocated = 4096;
+  release.device_type = dlprof::MemoryDeviceType::CPU;
+  release.device = -1;
+  release.thread = 1;
+  trace.memory_events = {allocation, release};
+  trace.overhead_events = {dlprof::OverheadEvent{t0 + 45'000'000, t0 + 45'100'000, name("Instrumentation")}};
+
+  trace.gpu.enabled = true;
+  trace.gpu.records = 11;
+  trace.gpu.dropped_records = 1;
+  trace.gpu.cupti_dropped_records = 2;
+  trace.gpu.unknown_records = 3;
+  trace.gpu.late_records = 4;
+  trace.gpu.clipped_annotations = 5;
+  trace.gpu.cupti_version = "13.0";
+  trace.gpu.driver_version = "580.65";
+  return trace;
+}
+
+void expect_same(const Trace& expected, const Trace& actual) {
+  EXPECT_EQ(actual.pid, expected.pid);
+  EXPECT_EQ(actual.process_name, expected.process_name);
+  EXPECT_EQ(actual.window_start_ns, expected.window_start_ns);
+  EXPECT_EQ(actual.window_end_ns, expected.window_end_ns);
+  EXPECT_EQ(actual.dropped_events, expected.dropped_events);
+  EXPECT_EQ(actual.clipped_ranges, expected.clipped_ranges);
+  EXPECT_EQ(actual.overflowed_names, expected.overflowed_names);
+  EXPECT_EQ(actual.clock_source, expected.clock_source);
+  EXPECT_EQ(actual.distributed.backend, expected.distributed.backend);
+  EXPECT_EQ(actual.distributed.rank, expected.distributed.rank);
+  EXPECT_EQ(actual.distributed.world_size, expected.distributed.world_size);
+  EXPECT_EQ(actual.metadata, expected.metadata);
+  ASSERT_EQ(actual.threads.size(), expected.threads.size());
+  for (std::size_t i = 0; i < expected.threads.size(); ++i) {
+    EXPECT_EQ(actual.threads[i].os_tid, expected.threads[i].os_tid) << i;
+    EXPECT_EQ(actual.threads[i].name, expected.threads[i].name) << i;
+  }
+  ASSERT_EQ(actual.devices.size(), expected.devices.size());
+  for (std::size_t i = 0; i < expected.devices.size(); ++i) {
+    const dlprof::DeviceProperties& a = actual.devices[i];
+    const dlprof::DeviceProperties& e = expected.devices[i];
+    EXPECT_EQ(std::tie(a.id, a.name, a.total_global_mem, a.compute_major, a.compute_minor, a.max_threads_per_block,
+                       a.max_threads_per_multiprocessor, a.regs_per_block, a.regs_per_multiprocessor, a.warp_size,
+                       a.shared_mem_per_block, a.shared_mem_per_block_optin, a.shared_mem_per_multiprocessor, a.num_sms),
+              std::tie(e.id, e.name, e.total_global_mem, e.compute_major, e.compute_minor, e.max_threads_per_block,
+                       e.max_threads_per_multiprocessor, e.regs_per_block, e.regs_per_multiprocessor, e.warp_size,
+                       e.shared_mem_per_block, e.shared_mem_per_block_optin, e.shared_mem_per_multiprocessor, e.num_sms));
+  }
+  // Names are compared as text: the tables may hold them at other indices.
+  const auto text = [](const Trace& trace, std::uint32_t index) { return trace.names.at(index); };
+  ASSERT_EQ(actual.events.size(), expected.events.size());
+  for (std::size_t i = 0; i < expected.events.size(); ++i) {
+    SCOPED_TRACE(fmt::format("event {} {}", i, text(expected, expected.events[i].name)));
+    const TraceEvent& a = actual.events[i];
+    const TraceEvent& e = expected.events[i];
+    EXPECT_EQ(text(actual, a.name), text(expected, e.name));
+    EXPECT_EQ(a.start_ns, e.start_ns);
+    EXPECT_EQ(a.end_ns, e.end_ns);
+    EXPECT_EQ(a.kind, e.kind);
+    EXPECT_EQ(a.category, e.category);
+    EXPECT_EQ(a.thread, e.thread);
+    EXPECT_EQ(a.external_id, e.external_id);
+    EXPECT_EQ(a.sequence_number, e.sequence_number);
+    EXPECT_EQ(a.forward_thread_id, e.forward_thread_id);
+    EXPECT_EQ(a.value, e.value);
+    ASSERT_EQ(a.inputs == TraceEvent::kNoInputs, e.inputs == TraceEvent::kNoInputs);
+    if (e.inputs != TraceEvent::kNoInputs) {
+      const dlprof::OpInputs& ai = actual.op_inputs.at(a.inputs);
+      const dlprof::OpInputs& ei = expected.op_inputs.at(e.inputs);
+      EXPECT_EQ(text(actual, ai.dims), text(expected, ei.dims));
+      EXPECT_EQ(text(actual, ai.types), text(expected, ei.types));
+      EXPECT_EQ(text(actual, ai.concrete), text(expected, ei.concrete));
+      EXPECT_EQ(text(actual, ai.op), text(expected, ei.op));
+      EXPECT_EQ(ai.flops, ei.flops);
+    }
+  }
+  ASSERT_EQ(actual.gpu_events.size(), expected.gpu_events.size());
+  for (std::size_t i = 0; i < expected.gpu_events.size(); ++i) {
+    SCOPED_TRACE(fmt::format("GPU event {} {}", i, text(expected, expected.gpu_events[i].name)));
+    const GpuEvent& a = actual.gpu_events[i];
+    const GpuEvent& e = expected.gpu_events[i];
+    EXPECT_EQ(text(actual, a.name), text(expected, e.name));
+    EXPECT_EQ(std::tie(a.start_ns, a.end_ns, a.external_id, a.device, a.context, a.stream, a.correlation, a.kind),
+              std::tie(e.start_ns, e.end_ns, e.external_id, e.device, e.context, e.stream, e.correlation, e.kind));
+    EXPECT_EQ(std::vector<std::uint32_t>(a.kernel.grid, a.kernel.grid + 3), std::vector<std::uint32_t>(e.kernel.grid, e.kernel.grid + 3));
+    EXPECT_EQ(std::vector<std::uint32_t>(a.kernel.block, a.kernel.block + 3), std::vector<std::uint32_t>(e.kernel.block, e.kernel.block + 3));
+    EXPECT_EQ(std::tie(a.kernel.registers_per_thread, a.kernel.static_shared_memory, a.kernel.dynamic_shared_memory,
+                       a.kernel.queued_ns, a.kernel.blocks_per_sm, a.kernel.warps_per_sm, a.kernel.est_achieved_occupancy_percent),
+              std::tie(e.kernel.registers_per_thread, e.kernel.static_shared_memory, e.kernel.dynamic_shared_memory,
+                       e.kernel.queued_ns, e.kernel.blocks_per_sm, e.kernel.warps_per_sm, e.kernel.est_achieved_occupancy_percent));
+    EXPECT_EQ(std::tie(a.copy.bytes, a.copy.copy_kind, a.copy.source_kind, a.copy.destination_kind, a.copy.source_device,
+                       a.copy.destination_device, a.copy.source_context, a.copy.destination_context),
+              std::tie(e.copy.bytes, e.copy.copy_kind, e.copy.source_kind, e.copy.destination_kind, e.copy.source_device,
+                       e.copy.destination_device, e.copy.source_context, e.copy.destination_context));
+    EXPECT_EQ(std::tie(a.sync.type, a.sync.cuda_event_id), std::tie(e.sync.type, e.sync.cuda_event_id));
+  }
+  ASSERT_EQ(actual.api_events.size(), expected.api_events.size());
+  for (std::size_t i = 0; i < expected.api_events.size(); ++i) {
+    const ApiEvent& a = actual.api_events[i];
+    const ApiEvent& e = expected.api_events[i];
+    EXPECT_EQ(text(actual, a.name), text(expected, e.name)) << i;
+    EXPECT_EQ(std::tie(a.start_ns, a.end_ns, a.external_id, a.thread, a.cbid, a.correlation, a.driver),
+              std::tie(e.start_ns, e.end_ns, e.external_id, e.thread, e.cbid, e.correlation, e.driver))
+        << i;
+  }
+  ASSERT_EQ(actual.memory_events.size(), expected.memory_events.size());
+  for (std::size_t i = 0; i < expected.memory_events.size(); ++i) {
+    const dlprof::MemoryEvent& a = actual.memory_events[i];
+    const dlprof::MemoryEvent& e = expected.memory_events[i];
+    EXPECT_EQ(std::tie(a.time_ns, a.address, a.bytes, a.total_allocated, a.total_reserved, a.device_type, a.device, a.thread),
+              std::tie(e.time_ns, e.address, e.bytes, e.total_allocated, e.total_reserved, e.device_type, e.device, e.thread))
+        << i;
+  }
+  ASSERT_EQ(actual.overhead_events.size(), expected.overhead_events.size());
+  for (std::size_t i = 0; i < expected.overhead_events.size(); ++i) {
+    EXPECT_EQ(text(actual, actual.overhead_events[i].name), text(expected, expected.overhead_events[i].name));
+    EXPECT_EQ(actual.overhead_events[i].start_ns, expected.overhead_events[i].start_ns);
+    EXPECT_EQ(actual.overhead_events[i].end_ns, expected.overhead_events[i].end_ns);
+  }
+  const dlprof::GpuCollectionStats& a = actual.gpu;
+  const dlprof::GpuCollectionStats& e = expected.gpu;
+  EXPECT_EQ(std::tie(a.enabled, a.records, a.dropped_records, a.cupti_dropped_records, a.unknown_records, a.late_records,
+                     a.clipped_annotations, a.cupti_version, a.driver_version),
+            std::tie(e.enabled, e.records, e.dropped_records, e.cupti_dropped_records, e.unknown_records, e.late_records,
+                     e.clipped_annotations, e.cupti_version, e.driver_version));
+}
+
+TEST(ImportRoundTripTest, SavedTraceReadsBackFieldByField) {
+  const Trace expected = every_kind_of_event();
+  for (const char* file : {"trace.pt.trace.json", "trace.pt.trace.json.gz"}) {
+    SCOPED_TRACE(file);
+    TempDir dir;
+    const std::string path = (dir.path() / file).string();
+    expected.save(path);
+    expect_same(expected, dlprof::read_trace(path));
+  }
+}
+
+TEST(ImportRoundTripTest, ReadTraceSavedAgainIsTheSameTrace) {
+  const Trace first = dlprof::parse_trace(
+      [] {
+        TempDir dir;
+        every_kind_of_event().save((dir.path() / "a.json").string());
+        return dlprof_test::read_file(dir.path() / "a.json");
+      }(),
+      "a.json");
+  TempDir dir;
+  first.save((dir.path() / "b.json").string());
+  expect_same(first, dlprof::read_trace((dir.path() / "b.json").string()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every era of torch.profiler's format, written by hand
+
+TEST(ImportEraTest, BareArrayOfEvents) {
+  const Trace trace = parse(R"json([
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 100, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 10, "tid": 11, "ts": 106, "dur": 1}
+  ])json");
+  ASSERT_EQ(trace.events.size(), 2u);
+  EXPECT_EQ(trace.events[0].start_ns, 100'000);
+  EXPECT_EQ(trace.events[0].end_ns, 105'000);
+  EXPECT_EQ(trace.pid, 10);
+  ASSERT_EQ(trace.threads.size(), 1u);
+  EXPECT_EQ(trace.threads[0].os_tid, 11);
+  EXPECT_EQ(trace.distributed.rank, 0);  // no distributedInfo: rank 0, as HTA assumes
+}
+
+TEST(ImportEraTest, LegacyCategoriesAndStringStreamTids) {
+  // PyTorch 1.8-era Kineto: Operator/Runtime/Kernel/Memcpy/Memset, "stream 7" tids, no args.stream.
+  const Trace trace = parse(R"json({"schemaVersion": 1, "traceEvents": [
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 77, "tid": "77", "ts": 1623142623460000, "dur": 900},
+    {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 77, "tid": "77", "ts": 1623142623460100, "dur": 50,
+     "args": {"Input dims": [[1, 3, 224, 224], [64, 3, 7, 7]], "Input type": ["float", "float"]}},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 77, "tid": "77", "ts": 1623142623460110, "dur": 9,
+     "args": {"correlation": 31, "external id": 5}},
+    {"ph": "X", "cat": "Kernel", "name": "implicit_convolve_sgemm", "pid": 0, "tid": "stream 7",
+     "ts": 1623142623460200, "dur": 40, "args": {"queued": 0, "device": 0, "context": 1, "correlation": 31,
+     "external id": 5, "registers per thread": 64, "shared memory": 4096, "blocks per SM": "inf",
+     "warps per SM": 8.5, "grid": [112, 1, 1], "block": [256, 1, 1], "theoretical occupancy %": 25}},
+    {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7",
+     "ts": 1623142623460300, "dur": 3, "args": {"device": 0, "bytes": 602112, "memory bandwidth (GB/s)": "N/A"}},
+    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 14", "ts": 1623142623460310,
+     "dur": 1, "args": {"bytes": 64}}
+  ]})json");
+  ASSERT_EQ(trace.events.size(), 2u);
+  EXPECT_EQ(trace.events[0].kind, EventKind::Step);
+  EXPECT_EQ(trace.events[1].kind, EventKind::Op);
+  ASSERT_NE(trace.events[1].inputs, TraceEvent::kNoInputs);
+  EXPECT_EQ(trace.names[trace.op_inputs[trace.events[1].inputs].dims], "[[1, 3, 224, 224], [64, 3, 7, 7]]");
+  ASSERT_EQ(trace.threads.size(), 1u);
+  EXPECT_EQ(trace.threads[0].name, "77");  // a string tid names its thread
+  ASSERT_EQ(trace.api_events.size(), 1u);
+  EXPECT_EQ(trace.api_events[0].correlation, 31u);
+  EXPECT_EQ(trace.api_events[0].external_id, 5u);
+  ASSERT_EQ(trace.gpu_events.size(), 3u);
+  const GpuEvent& kernel = trace.gpu_events[0];
+  EXPECT_EQ(kernel.kind, GpuEventKind::Kernel);
+  EXPECT_EQ(kernel.stream, 7);  // from "stream 7"
+  EXPECT_EQ(kernel.external_id, 5u);
+  EXPECT_EQ(kernel.kernel.blocks_per_sm, std::numeric_limits<float>::infinity());
+  EXPECT_EQ(kernel.kernel.warps_per_sm, 8.5f);
+  EXPECT_EQ(kernel.kernel.grid[0], 112u);
+  EXPECT_EQ(kernel.kernel.block[0], 256u);
+  EXPECT_EQ(kernel.kernel.static_shared_memory, 4096u);
+  EXPECT_EQ(trace.gpu_events[1].kind, GpuEventKind::Memcpy);
+  EXPECT_EQ(trace.gpu_events[1].copy.bytes, 602112u);
+  EXPECT_EQ(trace.gpu_events[2].kind, GpuEventKind::Memset);
+  EXPECT_EQ(trace.gpu_events[2].stream, 14);
+}
+
+TEST(ImportEraTest, RelativeMicrosecondsWithBaseTimeAfterTheEvents) {
+  // Kineto 2024: ts relative to baseTimeNanoseconds, which older files write after traceEvents.
+  const Trace trace = parse(R"json({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 5, "tid": 5, "ts": 4458676416788.066, "dur": 222442.191},
+    {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 5, "tid": 5, "ts": 4458676416790.001,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 139870957633536, "Bytes": 512, "Total Allocated": 1024, "Total Reserved": 2097152}},
+    {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 4458676700000.5}
+  ], "displayTimeUnit": "ms", "baseTimeNanoseconds": 1711964646000000000})json");
+  constexpr std::int64_t kBase = 1'711'964'646'000'000'000;
+  ASSERT_EQ(trace.events.size(), 1u);
+  EXPECT_EQ(trace.events[0].start_ns, kBase + 4'458'676'416'788'066);
+  EXPECT_EQ(trace.events[0].end_ns, kBase + 4'458'676'416'788'066 + 222'442'191);
+  ASSERT_EQ(trace.memory_events.size(), 1u);
+  EXPECT_EQ(trace.memory_events[0].time_ns, kBase + 4'458'676'416'790'001);
+  EXPECT_EQ(trace.memory_events[0].address, 139870957633536u);
+  EXPECT_EQ(trace.memory_events[0].bytes, 512);
+  EXPECT_EQ(trace.memory_events[0].total_reserved, 2097152);
+  EXPECT_EQ(trace.memory_events[0].device_type, dlprof::MemoryDeviceType::CUDA);
+  EXPECT_EQ(trace.window_start_ns, kBase + 4'458'676'416'788'066);
+  EXPECT_EQ(trace.window_end_ns, kBase + 4'458'676'700'000'500);
+}
+
+TEST(ImportEraTest, TimestampsAreExactBeyondDoublePrecision) {
+  // 1694039959123456.789 µs has 19 significant digits; a double keeps 15-17.
+  const Trace trace = parse(R"json([
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1694039959123456.789, "dur": 0.001},
+    {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1694039959123457.7895, "dur": 1.00049},
+    {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 1.6940399591234585e15, "dur": 2e-3},
+    {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 1694039959123459.0, "dur": -4}
+  ])json");
+  ASSERT_EQ(trace.events.size(), 4u);
+  EXPECT_EQ(trace.events[0].start_ns, 1'694'039'959'123'456'789);
+  EXPECT_EQ(trace.events[0].end_ns, 1'694'039'959'123'456'790);
+  EXPECT_EQ(trace.events[1].start_ns, 1'694'039'959'123'457'790);  // .7895 rounds half away from zero
+  EXPECT_EQ(trace.events[1].duration_ns(), 1000);                  // 1.00049 µs rounds to 1000 ns
+  EXPECT_EQ(trace.events[2].start_ns, 1'694'039'959'123'458'500);
+  EXPECT_EQ(trace.events[2].duration_ns(), 2);
+  EXPECT_EQ(trace.events[3].duration_ns(), 0);  // negative durations are clamped, as Kineto does
+}
+
+TEST(ImportEraTest, GzipRecognisedByMagicBytesWhateverTheName) {
+  TempDir dir;
+  const std::string json = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10, "dur": 2}]})";
+  write_gzip(dir.path() / "trace.json.gz", json);
+  write_gzip(dir.path() / "compressed.json", json);
+  EXPECT_EQ(dlprof::read_trace((dir.path() / "trace.json.gz").string()).events.size(), 1u);
+  EXPECT_EQ(dlprof::read_trace((dir.path() / "compressed.json").string()).events.size(), 1u);
+  EXPECT_EQ(dlprof::parse_trace(gzip_bytes(json), "memory").events.size(), 1u);
+  // Two gzip members, as `cat a.gz b.gz` makes: one text.
+  const std::string half = json.substr(0, json.size() / 2);
+  write_text(dir.path() / "two_members.gz", gzip_bytes(half) + gzip_bytes(json.substr(half.size())));
+  EXPECT_EQ(dlprof::read_trace((dir.path() / "two_members.gz").string()).events.size(), 1u);
+}
+
+TEST(ImportEraTest, OpsInsideBackwardFramesAreBackward) {
+  const Trace trace = parse(R"json([
+    {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0", "pid": 1, "tid": 2, "ts": 100, "dur": 50},
+    {"ph": "X", "cat": "cpu_op", "name": "AddmmBackward0", "pid": 1, "tid": 2, "ts": 101, "dur": 40},
+    {"ph": "X", "cat": "user_annotation", "name": "my range", "pid": 1, "tid": 2, "ts": 102, "dur": 30},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 103, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 200, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 3, "ts": 103, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "torch::autograd::AccumulateGrad", "pid": 1, "tid": 2, "ts": 140, "dur": 5}
+  ])json");
+  std::vector<std::pair<std::string, Category>> categories;
+  for (const TraceEvent& event : trace.events) categories.emplace_back(trace.names[event.name], event.category);
+  EXPECT_EQ(categories, (std::vector<std::pair<std::string, Category>>{
+                            {"autograd::engine::evaluate_function: AddmmBackward0", Category::Backward},
+                            {"AddmmBackward0", Category::Backward},
+                            {"my range", Category::User},
+                            {"aten::mm", Category::Backward},
+                            {"torch::autograd::AccumulateGrad", Category::Backward},
+                            {"aten::mm", Category::User},
+                            {"aten::mm", Category::User},
+                        }));
+}
+
+TEST(ImportEraTest, CountersInstantsMetadataAndUnknownsIgnored) {
+  const Trace trace = parse(R"json({"traceEvents": [
+    {"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "ts": 1, "args": {"name": "python"}},
+    {"ph": "M", "name": "thread_name", "pid": 9, "tid": 10, "ts": 1, "args": {"name": "thread 10 (loader)"}},
+    {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "ts": 1, "args": {"name": "stream 7 "}},
+    {"ph": "C", "name": "memory", "pid": 9, "tid": 10, "ts": 5, "args": {"used": 1.5, "free": 3, "note": "x"}},
+    {"ph": "i", "s": "t", "name": "[OutOfMemory]", "pid": 9, "tid": 10, "ts": 6},
+    {"ph": "X", "cat": "mystery", "name": "ignored", "pid": 9, "tid": 10, "ts": "not even a number"},
+    {"ph": "B", "name": "ignored too", "pid": 9, "tid": 10, "ts": 7},
+    {"ph": "s", "id": 1, "pid": 9, "tid": 10, "ts": 8, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 9, "tid": 10, "ts": 9, "dur": 1,
+     "args": {"Call stack": ["a.py(1): f", {"deep": [[[]]]}], "Concrete Inputs": ["", "2"], "flops": 12}}
+  ], "record_shapes": 1, "Framework": "pytorch-lightning", "with": {"a": [1, {"b": null}], "c": true}})json");
+  EXPECT_EQ(trace.process_name, "python");
+  ASSERT_EQ(trace.threads.size(), 1u);
+  EXPECT_EQ(trace.threads[0].os_tid, 10);
+  EXPECT_EQ(trace.threads[0].name, "loader");
+  ASSERT_EQ(trace.events.size(), 4u);
+  std::map<std::string, double> counters;
+  for (const TraceEvent& event : trace.events)
+    if (event.kind == EventKind::Counter) counters[trace.names[event.name]] = event.value;
+  EXPECT_EQ(counters, (std::map<std::string, double>{{"memory used", 1.5}, {"memory free", 3}}));
+  EXPECT_NE(find_event(trace, "[OutOfMemory]"), nullptr);
+  const TraceEvent* add = find_event(trace, "aten::add");
+  ASSERT_NE(add, nullptr);
+  const dlprof::OpInputs& inputs = trace.op_inputs.at(add->inputs);
+  EXPECT_EQ(trace.names[inputs.concrete], R"(["", "2"])");
+  EXPECT_EQ(trace.names[inputs.dims], "");
+  EXPECT_EQ(inputs.flops, 12u);
+  EXPECT_EQ(trace.metadata, (std::vector<std::pair<std::string, std::string>>{
+                                {"record_shapes", "1"},
+                                {"Framework", "\"pytorch-lightning\""},
+                                {"with", R"({"a": [1, {"b": null}], "c": true})"}}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input that is not a trace: an error naming the file and the place, never a crash
+
+TEST(ImportErrorTest, MessagesNameTheFileAndThePosition) {
+  const TraceReadError error = read_error([] {
+    dlprof::parse_trace("{\"traceEvents\": [\n  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": \"soon\"}\n]}", "bad.json");
+  });
+  EXPECT_EQ(error.source(), "bad.json");
+  EXPECT_EQ(error.offset(), 55u);
+  EXPECT_EQ(error.line(), 2u);
+  EXPECT_EQ(error.column(), 38u);
+  EXPECT_STREQ(error.what(),
+               "dlprof: cannot read trace 'bad.json' at byte 55 (line 2, column 38): \"ts\" must be a number, not a string");
+}
+
+TEST(ImportErrorTest, LineAndColumnCountTheOriginalTextNotTheParsedOne) {
+  // In-situ parsing turns the escaped \n into a real one: it must not count as a line.
+  const TraceReadError error = read_error([] { parse("[{\"name\": \"a\\nb\\nc\", \"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": []}]"); });
+  EXPECT_EQ(error.line(), 1u);
+  EXPECT_THAT(error.what(), HasSubstr("\"ts\" must be a scalar, not an array"));
+}
+
+TEST(ImportErrorTest, SyntaxErrorsAndWrongTypes) {
+  const struct {
+    std::string_view json;
+    std::string_view reason;
+  } kCases[] = {
+      {"", "The document is empty."},
+      {"   \n", "The document is empty."},
+      {"not json", "Invalid value."},
+      {"{\"traceEvents\": [", "Invalid value."},
+      {"{\"traceEvents\": [{}", "Missing a comma or ']'"},
+      {"42", "a trace is a JSON object or array, not a number"},
+      {"{\"traceEvents\": {}}", "\"traceEvents\" must be an array, not an object"},
+      {"[1]", "a trace event must be an object, not a number"},
+      {"[{\"ph\": 1}]", "\"ph\" must be a string, not a number"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\", \"dur\": 1}]", "event without \"ts\""},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": 5, \"ts\": 1}]", "\"name\" must be a string, not a number"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1e300}]", "\"ts\" is out of range: 1e300"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": NaN}]", "\"ts\" is not a number: NaN"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1, \"dur\": 9223372036854775807}]", "\"dur\" is out of range"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1, \"args\": {\"External id\": \"7\"}}]",
+       "\"External id\" must be a number, not a string"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1, \"args\": {\"External id\": -5}}]", "\"External id\" must not be negative"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1, \"args\": {\"Sequence number\": 1.5}}]",
+       "\"Sequence number\" must be an integer, not 1.5"},
+      {"[{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"args\": {\"correlation\": 4294967296}}]", "\"correlation\" is out of range"},
+      {"[{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"args\": {\"grid\": [1, 2, 3, 4]}}]", "\"grid\" has more than 3 dimensions"},
+      {"[{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"args\": {\"grid\": [\"1\"]}}]", "\"grid\" is not a number"},
+      {"[{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"args\": {\"grid\": 7}}]", "\"grid\" must be an array, not a number"},
+      {"[{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"args\": {\"stream\": [7]}}]", "\"stream\" must be a scalar, not an array"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1, \"args\": 3}]", "\"args\" must be an object, not a number"},
+      {"{\"deviceProperties\": [{\"id\": \"zero\"}]}", "\"id\" must be a number, not a string"},
+      {"{\"distributedInfo\": {\"rank\": \"0\"}}", "\"rank\" must be a number, not a string"},
+      {"{\"distributedInfo\": []}", "\"distributedInfo\" must be an object, not an array"},
+      {"{\"baseTimeNanoseconds\": 1e30, \"traceEvents\": []}", "\"baseTimeNanoseconds\" is out of range"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 4611686018427387.904}], \"baseTimeNanoseconds\": 4611686018427387904}",
+       "\"baseTimeNanoseconds\" plus a timestamp overflows"},
+      {std::string_view("[{\"ph\": \"X\"}]\0 trailing", 25), "NUL byte in the JSON text"},
+      {"[{\"ph\": \"X\"}] []", "The document root must not be followed by other values."},
+  };
+  for (const auto& bad : kCases) {
+    SCOPED_TRACE(bad.json);
+    const TraceReadError error = read_error([&] { parse(bad.json); });
+    EXPECT_THAT(error.reason(), HasSubstr(std::string(bad.reason)));
+    EXPECT_THAT(error.what(), HasSubstr("'inline.json' at byte "));
+  }
+}
+
+TEST(ImportErrorTest, NestingBombsStopAtTheDepthLimit) {
+  for (const std::string& bomb : {"{\"metadata\": " + std::string(100'000, '['), "[{\"ph\": \"X\", \"args\": {\"x\": " + std::string(100'000, '['),
+                                  [] {
+                                    std::string objects = "[{\"ph\": \"X\", \"skipped\": ";
+                                    for (int i = 0; i < 100'000; ++i) objects += "{\"a\": ";
+                                    return objects;
+                                  }()}) {
+    const TraceReadError error = read_error([&] { parse(bomb); });
+    EXPECT_THAT(error.reason(), HasSubstr("nested deeper than 256 levels"));
+  }
+}
+
+TEST(ImportErrorTest, EveryPrefixOfATraceLoadsOrFailsCleanly) {
+  TempDir dir;
+  every_kind_of_event().save((dir.path() / "t.json").string());
+  const std::string json = dlprof_test::read_file(dir.path() / "t.json");
+  std::size_t loaded = 0;
+  for (std::size_t size = 0; size <= json.size(); ++size) {
+    try {
+      parse(std::string_view(json).substr(0, size));
+      ++loaded;
+    } catch (const TraceReadError& error) {
+      ASSERT_TRUE(error.offset().has_value()) << size;
+      ASSERT_LE(*error.offset(), size) << size;
+    }
+  }
+  EXPECT_EQ(loaded, 2u);  // the whole file, and all of it but the final newline
+  const std::string compressed = gzip_bytes(json);
+  for (std::size_t size = 0; size < compressed.size(); ++size) {
+    const TraceReadError error = read_error([&] { parse(std::string_view(compressed).substr(0, size)); });
+    if (size >= 2) {
+      EXPECT_THAT(error.reason(), ::testing::AnyOf(HasSubstr("gzip"), HasSubstr("Missing"))) << size;
+    }
+  }
+}
+
+TEST(ImportErrorTest, FilesThatCannotBeRead) {
+  TempDir dir;
+  const std::string missing = (dir.path() / "missing.json").string();
+  EXPECT_EQ(read_error([&] { dlprof::read_trace(missing); }).what(),
+            fmt::format("dlprof: cannot read trace '{}': No such file or directory", missing));
+  EXPECT_EQ(read_error([&] { dlprof::read_trace(dir.path().string()); }).reason(), "is a directory");
+
+  write_text(dir.path() / "empty.json", "");
+  EXPECT_THAT(read_error([&] { dlprof::read_trace((dir.path() / "empty.json").string()); }).what(),
+              HasSubstr("empty.json' at byte 0 (line 1, column 1): The document is empty."));
+
+  // A corrupt block inside, and a stream cut short.
+  std::string compressed = gzip_bytes(std::string(4000, ' ') + "[]");
+  compressed[12] = static_cast<char>(compressed[12] ^ 0x55);
+  write_text(dir.path() / "corrupt.json.gz", compressed);
+  EXPECT_THAT(read_error([&] { dlprof::read_trace((dir.path() / "corrupt.json.gz").string()); }).reason(),
+              HasSubstr("corrupt gzip data at compressed byte"));
+  write_text(dir.path() / "truncated.json.gz", gzip_bytes("[]").substr(0, 15));
+  EXPECT_THAT(read_error([&] { dlprof::read_trace((dir.path() / "truncated.json.gz").string()); }).reason(),
+              HasSubstr("truncated gzip data"));
+  write_text(dir.path() / "trailing.json.gz", gzip_bytes("[]") + "garbage");
+  EXPECT_THAT(read_error([&] { dlprof::read_trace((dir.path() / "trailing.json.gz").string()); }).reason(),
+              HasSubstr("not gzip data after the end of the gzip stream"));
+}
+
+TEST(ImportErrorTest, GzipBombsStopAtTheSizeLimit) {
+  const std::string bomb = gzip_bytes(std::string(8 << 20, ' '));
+  dlprof::ReadOptions options;
+  options.max_json_bytes = 1 << 20;
+  const TraceReadError error = read_error([&] { dlprof::parse_trace(bomb, "bomb.gz", options); });
+  EXPECT_THAT(error.reason(), HasSubstr("decompresses to more than 1048576 bytes"));
+  EXPECT_THAT(read_error([&] { dlprof::parse_trace(std::string(2 << 20, ' '), "big.json", options); }).reason(),
+              HasSubstr("more than the limit of 1048576"));
+}
+
+TEST(ImportSetTest, DirectoriesFilesAndRanks) {
+  TempDir dir;
+  const auto trace_of_rank = [](int rank) {
+    return fmt::format(R"({{"distributedInfo": {{"backend": "nccl", "rank": {}, "world_size": 3}}, "traceEvents": []}})", rank);
+  };
+  write_text(dir.path() / "b.pt.trace.json", trace_of_rank(2));
+  write_gzip(dir.path() / "a.json.gz", trace_of_rank(0));
+  write_text(dir.path() / "notes.txt", "not a trace");
+  fs::create_directory(dir.path() / "older");
+  write_text(dir.path() / "older" / "c.json", trace_of_rank(2));  // not read: no recursion
+  write_text(dir.path() / "rank1.json", trace_of_rank(1));
+  std::vector<std::string> seen;
+  dlprof::ReadOptions options;
+  options.progress = [&](const dlprof::ReadProgress& progress) {
+    if (progress.stage == dlprof::ReadProgress::Stage::Parsing && progress.bytes_done == progress.bytes_total)
+      seen.push_back(fmt::format("{}/{} {}", progress.file_index + 1, progress.file_count, fs::path(progress.source).filename().string()));
+  };
+  const std::vector<Trace> ranks = dlprof::read_trace_set({dir.path().string()}, options);
+  ASSERT_EQ(ranks.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(ranks[rank].distributed.rank, rank);
+  EXPECT_EQ(seen, (std::vector<std::string>{"1/3 a.json.gz", "2/3 b.pt.trace.json", "3/3 rank1.json"}));
+
+  // The same rank twice: both files named.
+  const TraceReadError twice = read_error([&] {
+    dlprof::read_trace_set({dir.path().string(), (dir.path() / "older" / "c.json").string()});
+  });
+  EXPECT_THAT(twice.what(), HasSubstr("c.json"));
+  EXPECT_THAT(twice.what(), HasSubstr("b.pt.trace.json"));
+  EXPECT_THAT(twice.reason(), HasSubstr("rank 2"));
+
+  fs::create_directory(dir.path() / "nothing");
+  write_text(dir.path() / "nothing" / "readme.md", "");
+  EXPECT_EQ(read_error([&] { dlprof::read_trace_set({(dir.path() / "nothing").string()}); }).reason(),
+            "no trace files (*.json, *.gz) in the directory");
+  EXPECT_EQ(read_error([&] { dlprof::read_trace_set({(dir.path() / "absent").string()}); }).reason(),
+            "No such file or directory");
+}
+
+TEST(ImportProgressTest, LongLoadsReportAsTheyGo) {
+  std::string json = "[";
+  for (int i = 0; i < 20'000; ++i)
+    json += fmt::format(R"({}{{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": {}, "dur": 1}})",
+                        i == 0 ? "" : ",", i * 2);
+  json += "]";
+  std::vector<std::uint64_t> parsed;
+  std::uint64_t inflated = 0;
+  dlprof::ReadOptions options;
+  options.progress = [&](const dlprof::ReadProgress& progress) {
+    EXPECT_EQ(progress.source, "many.json.gz");
+    if (progress.stage == dlprof::ReadProgress::Stage::Decompressing) inflated = progress.bytes_done;
+    else parsed.push_back(progress.bytes_done);
+  };
+  const Trace trace = dlprof::parse_trace(gzip_bytes(json), "many.json.gz", options);
+  EXPECT_EQ(trace.events.size(), 20'000u);
+  EXPECT_GT(inflated, 0u);
+  ASSERT_GE(parsed.size(), 5u);  // every 4096 events, then the end
+  EXPECT_TRUE(std::is_sorted(parsed.begin(), parsed.end()));
+  EXPECT_EQ(parsed.back(), json.size());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fuzzer's corpus (tests/data/fuzz/trace_reader: seeds and every input that once crashed)
+
+TEST(ImportFuzzCorpusTest, EveryInputLoadsOrFailsCleanly) {
+  const fs::path corpus = fs::path(DLPROF_TEST_DATA_DIR) / "fuzz" / "trace_reader";
+  ASSERT_TRUE(fs::is_directory(corpus)) << corpus;
+  std::size_t inputs = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(corpus)) {
+    if (!entry.is_regular_file()) continue;
+    ++inputs;
+    SCOPED_TRACE(entry.path().filename().string());
+    try {
+      dlprof::parse_trace(dlprof_test::read_file(entry.path()), entry.path().filename().string());
+    } catch (const TraceReadError&) {
+    }
+  }
+  EXPECT_GT(inputs, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers: the decimal text, exactly
+
+TEST(ImportNumberTest, ScaledExactlyAndRoundedOnce) {
+  using dlprof::detail::json::NumberError;
+  using dlprof::detail::json::to_int64;
+  const auto ns = [](std::string_view text) {
+    std::int64_t value = 0;
+    const NumberError error = to_int64(text, 3, std::int64_t{1} << 62, false, &value);
+    return error == NumberError::None ? std::optional<std::int64_t>(value) : std::nullopt;
+  };
+  EXPECT_EQ(ns("0"), 0);
+  EXPECT_EQ(ns("-0"), 0);
+  EXPECT_EQ(ns("1"), 1000);
+  EXPECT_EQ(ns("1.5"), 1500);
+  EXPECT_EQ(ns("0.0005"), 1);
+  EXPECT_EQ(ns("0.00049999"), 0);
+  EXPECT_EQ(ns("-0.0005"), -1);
+  EXPECT_EQ(ns("-2.25"), -2250);
+  EXPECT_EQ(ns("1E3"), 1'000'000);
+  EXPECT_EQ(ns("1.23456e2"), 123'456);
+  EXPECT_EQ(ns("12345e-5"), 123);
+  EXPECT_EQ(ns("0.0000000001e10"), 1000);
+  EXPECT_EQ(ns("4611686018427387.904"), std::int64_t{1} << 62);
+  EXPECT_EQ(ns("4611686018427387.905"), std::nullopt);
+  EXPECT_EQ(ns("1e99999999999999999999"), std::nullopt);
+  EXPECT_EQ(ns("1e-99999999999999999999"), 0);
+  EXPECT_EQ(ns("99999999999999999999999"), std::nullopt);
+  for (const char* not_a_number : {"", "-", "01", "1.", ".5", "1e", "1e+", "+1", "0x10", "1 ", "NaN", "Infinity"})
+    EXPECT_EQ(ns(not_a_number), std::nullopt) << not_a_number;
+  std::int64_t value = 0;
+  EXPECT_EQ(to_int64("2.5", 0, INT64_MAX, true, &value), NumberError::NotIntegral);
+  EXPECT_EQ(to_int64("2.0", 0, INT64_MAX, true, &value), NumberError::None);
+  EXPECT_EQ(value, 2);
+  EXPECT_EQ(to_int64("-9223372036854775807", 0, INT64_MAX, true, &value), NumberError::None);
+  EXPECT_EQ(value, -INT64_MAX);
+}
+
+}  // namespace
