@@ -1,4 +1,5 @@
 // The HTA-style analyses on hand-built traces whose every number is worked out below.
+#include <dlprof/analysis/analysis.hpp>
 #include <dlprof/analysis/comm_comp_overlap.hpp>
 #include <dlprof/analysis/idle_time_breakdown.hpp>
 #include <dlprof/analysis/kernel_type.hpp>
@@ -289,6 +290,21 @@ TEST(LaunchStatsTest, DriverLaunchesAreNotCounted) {
                                   .kernel("triton_poi_fused_add_0", 20, 30, 1)
                                   .trace();
   EXPECT_TRUE(dlprof::analysis::launch_stats(trace).launches.empty());
+}
+
+TEST(HtaAnalysesTest, AllAtOnceEqualOneByOne) {
+  const dlprof::Trace trace = three_step_trace();
+  for (const AnalysisOptions& options : {AnalysisOptions{}, hta_compat()}) {
+    const auto all = dlprof::analysis::hta_analyses(trace, options);
+    const auto temporal = dlprof::analysis::temporal_breakdown(trace, options);
+    EXPECT_EQ(all.temporal.idle_ns, temporal.idle_ns);
+    EXPECT_EQ(all.temporal.compute_ns, temporal.compute_ns);
+    EXPECT_EQ(all.kernel_types.times.size(), dlprof::analysis::kernel_type_breakdown(trace, options).times.size());
+    EXPECT_EQ(all.idle_time.streams[0].host_wait_ns,
+              dlprof::analysis::idle_time_breakdown(trace, options).streams[0].host_wait_ns);
+    EXPECT_EQ(all.overlap.overlap_ns, dlprof::analysis::comm_comp_overlap(trace, options).overlap_ns);
+    EXPECT_EQ(all.launches.launches.size(), dlprof::analysis::launch_stats(trace, options).launches.size());
+  }
 }
 
 }  // namespace
