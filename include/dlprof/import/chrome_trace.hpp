@@ -165,9 +165,12 @@ inline std::pair<std::size_t, std::size_t> line_and_column(std::string_view text
   offset = std::min(offset, text.size());
   std::size_t line = 1;
   std::size_t line_start = 0;
-  for (const char* p = text.data(); (p = static_cast<const char*>(std::memchr(p, '\n', text.data() + offset - p))) != nullptr; ++p) {
+  for (std::size_t i = 0; i < offset;) {  // memchr must not see the null data of an empty text
+    const void* newline = std::memchr(text.data() + i, '\n', offset - i);
+    if (newline == nullptr) break;
+    i = static_cast<std::size_t>(static_cast<const char*>(newline) - text.data()) + 1;
     ++line;
-    line_start = static_cast<std::size_t>(p - text.data()) + 1;
+    line_start = i;
   }
   return {line, offset - line_start + 1};
 }

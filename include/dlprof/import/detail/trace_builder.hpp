@@ -901,6 +901,7 @@ class TraceBuilder {
   /// events in the file, so it is applied at the end.
   void apply_base_time() {
     const std::int64_t base = base_time_ns_;
+    trace_.file_time_base_ns = base;
     const auto shift = [&](std::int64_t& ns) {
       if (__builtin_add_overflow(ns, base, &ns))
         fail_at(base_time_offset_, "\"baseTimeNanoseconds\" plus a timestamp overflows 64-bit nanoseconds");

@@ -70,11 +70,14 @@ class ByteBuffer {
     size_ = size;
   }
 
-  /// Ends the text with a NUL byte, outside size().
+  /// Ends the text with NUL bytes, outside size(): one ends RapidJSON's in-situ stream, and its
+  /// SIMD scans load whole aligned 16-byte blocks, up to 15 bytes past that one.
   void terminate() {
-    reserve(size_ + 1);
-    data_[size_] = '\0';
+    reserve(size_ + kPadding);
+    std::memset(data_ + size_, 0, kPadding);
   }
+
+  static constexpr std::size_t kPadding = 16;
 
  private:
   char* data_ = nullptr;
@@ -104,7 +107,7 @@ inline ByteBuffer read_file(const std::string& path, std::uint64_t limit) {
     fail_file(fmt::format("the file has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", status.st_size, limit));
   ByteBuffer buffer;
   // A pipe or a file that grows reads on past its size.
-  buffer.reserve(static_cast<std::size_t>(status.st_size) + 1);
+  buffer.reserve(static_cast<std::size_t>(status.st_size) + ByteBuffer::kPadding);
   for (;;) {
     if (buffer.size() == buffer.capacity()) buffer.reserve(buffer.capacity() * 2 + 4096);
     const ssize_t count = ::read(fd, buffer.data() + buffer.size(), buffer.capacity() - buffer.size());
@@ -130,7 +133,9 @@ inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit, const
   // Deflate expands at most 1032:1, so a larger hint is a lie (and must not reserve memory).
   const std::uint64_t most = std::min<std::uint64_t>(limit, std::uint64_t{compressed.size()} * 1032 + 4096);
   ByteBuffer output;
-  output.reserve(static_cast<std::size_t>(std::min(std::max<std::uint64_t>(size_hint, compressed.size() * 4ull), most)) + 1);
+  // The padding terminate() adds stays spare all along: no copy at the end.
+  constexpr std::size_t kSpare = ByteBuffer::kPadding;
+  output.reserve(static_cast<std::size_t>(std::min(std::max<std::uint64_t>(size_hint, compressed.size() * 4ull), most)) + kSpare);
 
   z_stream stream{};
   if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) fail_file("cannot initialise zlib");
@@ -142,17 +147,17 @@ inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit, const
   std::size_t consumed = 0;
   std::uint64_t next_report = std::uint64_t{16} << 20;
   for (;;) {
-    if (output.size() == output.capacity() - 1) {
+    if (output.size() == output.capacity() - kSpare) {
       if (output.size() >= limit)
         fail_file(fmt::format("the gzip data decompresses to more than {} bytes (ReadOptions::max_json_bytes)", limit));
-      output.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{output.capacity()} * 2, limit + 1)));
+      output.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{output.capacity()} * 2, limit + kSpare)));
     }
     // zlib counts in 32 bits: feed and drain at most 1 GiB at a time.
     constexpr std::size_t kStep = std::size_t{1} << 30;
     stream.next_in = const_cast<unsigned char*>(input + consumed);
     stream.avail_in = static_cast<uInt>(std::min(compressed.size() - consumed, kStep));
     stream.next_out = reinterpret_cast<unsigned char*>(output.data() + output.size());
-    stream.avail_out = static_cast<uInt>(std::min(output.capacity() - 1 - output.size(), kStep));
+    stream.avail_out = static_cast<uInt>(std::min(output.capacity() - kSpare - output.size(), kStep));
     const uInt offered_in = stream.avail_in;
     const uInt offered_out = stream.avail_out;
     const int status = inflate(&stream, Z_NO_FLUSH);
