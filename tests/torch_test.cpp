@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -195,6 +196,25 @@ TEST(TorchTest, RepeatedAndChangedInputsGiveTheirOwnTexts) {
   EXPECT_THAT(texts, testing::ElementsAre(first, first, first, R"([[2,3],[],[]] ["float","Scalar","Scalar"] ["","0.5","False"])",
                                           R"([[2,5],[],[]] ["float","Scalar","Scalar"] ["","0.25","False"])",
                                           R"([[2,3],[],[]] ["double","Scalar","Scalar"] ["","0.25","False"])", first));
+}
+
+TEST(TorchTest, ANameRewrittenAtTheSameAddressIsRecordedUnderItsNewText) {
+  // The observer caches names by the address LibTorch hands them at; a name built per call (a
+  // user scope's here, autograd's "evaluate_function: ..." in training) can come back at one
+  // address with another text.
+  char name[16] = {};
+  dlprof::Profiler profiler;
+  profiler.start();
+  for (const char* text : {"scope_a", "scope_b", "scope_a", "scope_c"}) {
+    std::snprintf(name, sizeof(name), "%s", text);
+    RECORD_USER_SCOPE(name);
+  }
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  std::vector<std::string> scopes;
+  for (const auto& event : trace["traceEvents"])
+    if (event.value("name", "").rfind("scope_", 0) == 0) scopes.push_back(event["name"]);
+  EXPECT_THAT(scopes, testing::ElementsAre("scope_a", "scope_b", "scope_a", "scope_c"));
 }
 
 TEST(TorchTest, WithoutRecordShapesOpsCarryNoInputs) {

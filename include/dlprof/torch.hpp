@@ -38,6 +38,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -236,7 +237,6 @@ class TorchOpObserver final : public OpObserver {
     if (options.profile_memory) start_memory_reports();
     handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&on_enter, &on_exit)
                                         .needsInputs(shapes)
-                                        .needsIds(true)
                                         .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                                                  at::RecordScope::USER_SCOPE}));
   }
@@ -276,7 +276,7 @@ class TorchOpObserver final : public OpObserver {
 
   /// An op entered on this thread and not yet left.
   struct OpenOp {
-    std::uint64_t handle;
+    const at::RecordFunction* record;  // LibTorch calls on_exit with the object it called on_enter with
     std::int64_t start;
     NameId name;
     std::int64_t sequence_number;
@@ -301,9 +301,38 @@ class TorchOpObserver final : public OpObserver {
     return ops;
   }
 
-  static bool starts_backward(const at::RecordFunction& fn, std::string_view name) noexcept {
+  static bool starts_backward(const at::RecordFunction& fn, const char* name) noexcept {
     constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
-    return fn.scope() == at::RecordScope::BACKWARD_FUNCTION || name.substr(0, kEngine.size()) == kEngine;
+    return fn.scope() == at::RecordScope::BACKWARD_FUNCTION || std::strncmp(name, kEngine.data(), kEngine.size()) == 0;
+  }
+
+  /// Op names by the address LibTorch hands them at. Operator names live in the dispatcher for
+  /// the whole run, so an address repeats and a hit costs one comparison with the interned text
+  /// instead of measuring and hashing the name. Names built for one call (autograd's "evaluate_
+  /// function: ...") may come back at that address with another text: the comparison catches it.
+  class OpNameCache {
+   public:
+    NameId intern(const char* name) {
+      Entry& entry = entries_[(reinterpret_cast<std::uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> (64 - kBits)];
+      if (entry.address == name && std::strcmp(name, entry.text->c_str()) == 0) return entry.id;
+      const std::string* text = nullptr;
+      const NameId id = t_intern_cache.intern(std::string_view(name), &text);
+      entry = Entry{name, id, text};
+      return id;
+    }
+
+   private:
+    static constexpr unsigned kBits = 8;
+    struct Entry {
+      const char* address = nullptr;
+      NameId id = 0;
+      const std::string* text = nullptr;
+    };
+    Entry entries_[std::size_t{1} << kBits];
+  };
+  static OpNameCache& op_names() {
+    thread_local OpNameCache cache;
+    return cache;
   }
 
   static std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
@@ -312,16 +341,16 @@ class TorchOpObserver final : public OpObserver {
     OpenOps& open = open_ops();
     if (open.depth == OpenOps::kMaxDepth) return nullptr;
     const char* name = fn.name();
-    const std::string_view view = name != nullptr ? std::string_view(name) : std::string_view("<unnamed op>");
+    if (name == nullptr) name = "<unnamed op>";
     OpenOp& op = open.ops[open.depth];
     try {
-      op.name = intern(view);
+      op.name = op_names().intern(name);
     } catch (...) {  // no memory to intern the name: this op is not recorded
       return nullptr;
     }
     ++open.depth;
-    op.handle = fn.handle();
-    op.opens_backward = starts_backward(fn, view);
+    op.record = &fn;
+    op.opens_backward = starts_backward(fn, name);
     op.backward = op.opens_backward || open.backward_depth > 0;
     if (op.opens_backward) ++open.backward_depth;
     op.sequence_number = fn.seqNr();
@@ -428,7 +457,7 @@ class TorchOpObserver final : public OpObserver {
     OpenOps& open = open_ops();
     // Ops leave in the order they entered; one entered before recording began is not there.
     std::size_t index = open.depth;
-    while (index > 0 && open.ops[index - 1].handle != fn.handle()) --index;
+    while (index > 0 && open.ops[index - 1].record != &fn) --index;
     if (index == 0) return;
     while (open.depth >= index) {  // ops above the one leaving never reported their end: drop them
       const OpenOp& op = open.ops[--open.depth];

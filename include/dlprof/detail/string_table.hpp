@@ -130,14 +130,17 @@ class InternTable {
 /// Direct-mapped per-thread cache in front of the table: a hit is a hash, a compare and no lock.
 class InternCache {
  public:
-  NameId intern(std::string_view name) {
+  /// The id of `name`; `*text`, when given, points to the interned copy (stable for the process).
+  NameId intern(std::string_view name, const std::string** text = nullptr) {
     const std::size_t hash = std::hash<std::string_view>{}(name);
     Entry& entry = entries_[hash & (kEntries - 1)];
-    if (entry.stored != nullptr && entry.hash == hash && *entry.stored == name) return entry.id;
-    const std::string* stored = nullptr;
-    const NameId id = InternTable::instance().intern_locked(name, &stored);
-    entry = Entry{hash, id, stored};
-    return id;
+    if (entry.stored == nullptr || entry.hash != hash || *entry.stored != name) {
+      const std::string* stored = nullptr;
+      const NameId id = InternTable::instance().intern_locked(name, &stored);
+      entry = Entry{hash, id, stored};
+    }
+    if (text != nullptr) *text = entry.stored;
+    return entry.id;
   }
 
  private:
