@@ -821,6 +821,7 @@ TEST(ImportErrorTest, LineAndColumnCountTheOriginalTextNotTheParsedOne) {
 }
 
 TEST(ImportErrorTest, SyntaxErrorsAndWrongTypes) {
+  static constexpr char kNulInside[] = "[{\"ph\": \"X\"}]\0 trailing";
   const struct {
     std::string_view json;
     std::string_view reason;
@@ -856,7 +857,7 @@ TEST(ImportErrorTest, SyntaxErrorsAndWrongTypes) {
       {"{\"baseTimeNanoseconds\": 1e30, \"traceEvents\": []}", "\"baseTimeNanoseconds\" is out of range"},
       {"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 4611686018427387.904}], \"baseTimeNanoseconds\": 4611686018427387904}",
        "\"baseTimeNanoseconds\" plus a timestamp overflows"},
-      {std::string_view("[{\"ph\": \"X\"}]\0 trailing", 25), "NUL byte in the JSON text"},
+      {std::string_view(kNulInside, sizeof(kNulInside) - 1), "NUL byte in the JSON text"},
       {"[{\"ph\": \"X\"}] []", "The document root must not be followed by other values."},
   };
   for (const auto& bad : kCases) {
