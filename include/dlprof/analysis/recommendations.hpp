@@ -1,0 +1,465 @@
+// dlprof/analysis/recommendations.hpp: what to change, from a trace. Each rule looks for one
+// known cause of a slow training step, and when it finds it says so with the numbers it rests on
+// and the fix:
+//
+//   id                    fires when                                             fix
+//   dataloader_bound      DataLoader > 5 % of the average step (TensorBoard's)   more loader workers, persistent
+//                                                                                workers, prefetching
+//   pageable_copies       host-to-device copies from pageable memory             pin the host buffers
+//   synchronous_copies    host-to-device copies through a blocking call          non_blocking copies from
+//                         (cudaMemcpy, or any copy from pageable memory)         pinned memory
+//   layout_transposes     NCHW <-> NHWC transpose kernels > 2 % of kernel time   channels_last
+//   fp32_without_tensor_cores  GEMM/conv kernels of float32 ops on compute       automatic mixed precision
+//                         capability >= 7 and no Tensor Core kernel at all
+//   gemm_dims_not_multiple_of_8  > 10 % of GEMM kernel time in ops with M, N    pad to multiples of 8
+//                         or K not a multiple of 8
+//   low_gpu_utilization   a GPU busy < 50 % of the steps' span                   larger batch, faster input
+//   launch_bound          stretches of >= 32 consecutive kernels each shorter    CUDA graphs, fusion
+//                         than its launch call, > 10 % of the steps' span
+//   communication_heavy   Communication > 10 % of the average step               bucketing, fewer/larger
+//                                                                                collectives, accumulation
+//   low_comm_overlap      communication kernels < 50 % overlapped by compute     overlap (DDP buckets,
+//                                                                                separate streams)
+//   memory_near_capacity  a GPU's peak allocated memory > 90 % of its memory     checkpointing, AMP, smaller
+//                                                                                batch
+//   straggler             (several ranks) one rank the slowest in most steps,   find what that rank does
+//                         > 5 % above the median                                 differently
+//
+// Thresholds follow TensorBoard's profiler plugin where it has the rule (DataLoader 5 %, GPU
+// utilization 50 %, communication 10 %, memory 90 %, AMP on compute capability >= 7).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/analysis/comm_comp_overlap.hpp"
+#include "dlprof/analysis/kernel_attribution.hpp"
+#include "dlprof/analysis/options.hpp"
+#include "dlprof/analysis/rank_comparison.hpp"
+#include "dlprof/analysis/step_breakdown.hpp"
+#include "dlprof/analysis/tensor_cores.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/flops.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace analysis {
+
+/// One finding: what is wrong, the numbers that show it, and what to change.
+struct Recommendation {
+  std::string id;        ///< stable, one per rule (see the table above)
+  std::string text;      ///< the problem and the fix, in a sentence or two
+  std::string evidence;  ///< the measurements it rests on
+};
+
+namespace detail {
+
+// CUpti_ActivityMemcpyKind / CUpti_ActivityMemoryKind values, as Trace's CopyDetails holds them.
+inline constexpr std::uint8_t kHostToDevice = 1;
+inline constexpr std::uint8_t kPageable = 1;
+
+inline std::string format_ms(double ns) { return fmt::format("{:.3f} ms", ns / 1e6); }
+
+inline std::string format_bytes(double bytes) {
+  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
+  if (bytes >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024));
+  if (bytes >= 1024.0) return fmt::format("{:.2f} KiB", bytes / 1024.0);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+inline double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+inline bool contains_ignoring_case(std::string_view text, std::string_view lower_pattern) noexcept {
+  if (lower_pattern.size() > text.size()) return false;
+  for (std::size_t i = 0; i + lower_pattern.size() <= text.size(); ++i) {
+    std::size_t j = 0;
+    while (j < lower_pattern.size()) {
+      char c = text[i + j];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (c != lower_pattern[j]) break;
+      ++j;
+    }
+    if (j == lower_pattern.size()) return true;
+  }
+  return false;
+}
+
+/// Kernels that convert between NCHW and NHWC (cuDNN's nchwToNhwcKernel / nhwcToNchwKernel,
+/// TensorRT-style nchw2nhwc, PyTorch's channels-last copies named after the layouts).
+inline bool is_layout_transpose(std::string_view kernel_name) noexcept {
+  constexpr std::string_view kPatterns[] = {"nchwtonhwc", "nhwctonchw", "nchw2nhwc", "nhwc2nchw",
+                                            "nchw_to_nhwc", "nhwc_to_nchw"};
+  for (const std::string_view pattern : kPatterns)
+    if (contains_ignoring_case(kernel_name, pattern)) return true;
+  return false;
+}
+
+/// Ops whose float32 kernels Tensor Cores run under AMP (TensorBoard's list, with the aten
+/// variants the dispatcher and autograd call).
+inline bool is_tensor_core_eligible_op(std::string_view op) noexcept {
+  constexpr std::string_view kOps[] = {
+      "aten::mm",          "aten::addmm",        "aten::bmm",          "aten::baddbmm",   "aten::matmul",
+      "aten::linear",      "aten::addbmm",       "aten::conv1d",       "aten::conv2d",    "aten::conv3d",
+      "aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::conv_transpose1d",
+      "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution_backward",
+      "aten::cudnn_convolution_transpose", "aten::_scaled_dot_product_attention"};
+  for (const std::string_view name : kOps)
+    if (op == name) return true;
+  return false;
+}
+
+/// The first type of a recorded "Input type" text: the dtype the op computes in.
+inline bool computes_in_float32(std::string_view input_types) noexcept {
+  const std::size_t open = input_types.find('"');
+  if (open == std::string_view::npos) return false;
+  const std::size_t close = input_types.find('"', open + 1);
+  return close != std::string_view::npos && input_types.substr(open + 1, close - open - 1) == "float";
+}
+
+/// (M, N, K) of a matrix-product op from its recorded inputs; false for other ops or shapes.
+inline bool gemm_dims(std::string_view op, std::string_view dims, std::string_view types, std::uint64_t& m,
+                      std::uint64_t& n, std::uint64_t& k) {
+  ::dlprof::detail::flops::ParsedInputs inputs;
+  if (!inputs.parse(dims, types, {})) return false;
+  using ::dlprof::detail::flops::Shape;
+  const auto product = [&](const Shape* a, const Shape* b) {
+    if (a == nullptr || b == nullptr || a->rank < 2 || b->rank < 2) return false;
+    m = (*a)[a->rank - 2];
+    k = a->back();
+    n = b->back();
+    return true;
+  };
+  if (op == "aten::mm" || op == "aten::bmm" || op == "aten::matmul") return product(inputs.tensor(0), inputs.tensor(1));
+  if (op == "aten::addmm" || op == "aten::baddbmm") return product(inputs.tensor(1), inputs.tensor(2));
+  if (op == "aten::linear") {
+    const Shape* input = inputs.tensor(0);
+    const Shape* weight = inputs.tensor(1);
+    if (input == nullptr || weight == nullptr || input->rank == 0 || weight->rank != 2) return false;
+    m = 1;
+    for (std::size_t i = 0; i + 1 < input->rank; ++i) m *= (*input)[i];
+    k = input->back();
+    n = (*weight)[0];
+    return true;
+  }
+  return false;
+}
+
+inline std::int64_t median(std::vector<std::int64_t> values) {
+  if (values.empty()) return 0;
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+/// Everything the per-trace rules read, computed once.
+struct RuleInputs {
+  const Trace& trace;
+  StepBreakdown steps;
+  KernelAttribution kernels;
+  CommCompOverlap overlap;
+  std::int64_t kernel_ns = 0;  ///< summed kernel durations
+  std::int64_t span_ns = 0;    ///< the steps' span (first start to last end)
+
+  RuleInputs(const Trace& t, const AnalysisOptions& options)
+      : trace(t), steps(step_breakdown(t)), kernels(kernel_attribution(t)), overlap(comm_comp_overlap(t, options)) {
+    for (const GpuEvent& work : t.gpu_events)
+      if (work.kind == GpuEventKind::Kernel) kernel_ns += work.duration_ns();
+    if (!steps.steps.empty()) span_ns = steps.steps.back().end_ns - steps.steps.front().start_ns;
+  }
+};
+
+inline void dataloader_bound(const RuleInputs& in, std::vector<Recommendation>& out) {
+  const auto average = in.steps.average_ns();
+  const double step = in.steps.average_step_ns();
+  const double loading = average[static_cast<std::size_t>(StepRole::DataLoader)];
+  const double share = percent(loading, step);
+  if (share <= 5.0) return;
+  out.push_back({"dataloader_bound",
+                 fmt::format("{:.1f}% of the step is DataLoader: load batches in parallel with training. Raise the "
+                             "number of loader workers (torch::data::DataLoaderOptions().workers(n); num_workers in "
+                             "Python), keep them alive across epochs (persistent_workers) and let them prefetch "
+                             "batches ahead (DataLoaderOptions().max_jobs; prefetch_factor).",
+                             share),
+                 fmt::format("DataLoader {} of the average step {} ({:.1f}%), over {} steps", format_ms(loading),
+                             format_ms(step), share, in.steps.steps.size())});
+}
+
+inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendation>& out) {
+  std::unordered_map<std::uint32_t, const ApiEvent*> call_of;  // correlation -> the API call that issued it
+  for (const ApiEvent& call : in.trace.api_events)
+    if (call.correlation != 0) call_of.emplace(call.correlation, &call);
+  std::size_t copies = 0, pageable = 0, synchronous = 0;
+  std::uint64_t bytes = 0, pageable_bytes = 0;
+  std::int64_t pageable_ns = 0, blocked_ns = 0;
+  for (const GpuEvent& work : in.trace.gpu_events) {
+    if (work.kind != GpuEventKind::Memcpy || work.copy.copy_kind != kHostToDevice) continue;
+    ++copies;
+    bytes += work.copy.bytes;
+    const bool from_pageable = work.copy.source_kind == kPageable;
+    if (from_pageable) {
+      ++pageable;
+      pageable_bytes += work.copy.bytes;
+      pageable_ns += work.duration_ns();
+    }
+    const auto call = work.correlation != 0 ? call_of.find(work.correlation) : call_of.end();
+    const bool blocking_call = call != call_of.end() && in.trace.names[call->second->name].find("Async") == std::string::npos;
+    if (blocking_call || from_pageable) {  // a copy from pageable memory returns only once staged
+      ++synchronous;
+      if (call != call_of.end()) blocked_ns += call->second->duration_ns();
+    }
+  }
+  if (pageable > 0)
+    out.push_back({"pageable_copies",
+                   fmt::format("{:.0f}% of host-to-device bytes come from pageable memory: the driver stages them "
+                               "through a pinned buffer, so they are slow and block the CPU. Pin the host buffers "
+                               "(torch: DataLoaderOptions with pinned batches or tensor.pin_memory(); CUDA: "
+                               "cudaHostAlloc / cudaHostRegister).",
+                               percent(static_cast<double>(pageable_bytes), static_cast<double>(bytes))),
+                   fmt::format("{} of {} host-to-device copies from pageable memory, {} of {}, {} on the GPU", pageable,
+                               copies, format_bytes(static_cast<double>(pageable_bytes)),
+                               format_bytes(static_cast<double>(bytes)), format_ms(static_cast<double>(pageable_ns)))});
+  if (synchronous > 0)
+    out.push_back({"synchronous_copies",
+                   "Host-to-device copies block the CPU before compute can be queued: copy asynchronously from pinned "
+                   "memory (tensor.to(device, /*non_blocking=*/true) on a pinned tensor; cudaMemcpyAsync on a "
+                   "stream) so the copy of the next batch overlaps the current step.",
+                   fmt::format("{} of {} host-to-device copies synchronous (blocking call or pageable source), {} "
+                               "spent in their calls on the CPU",
+                               synchronous, copies, format_ms(static_cast<double>(blocked_ns)))});
+}
+
+inline void layout_transposes(const RuleInputs& in, std::vector<Recommendation>& out) {
+  std::size_t count = 0;
+  std::int64_t ns = 0;
+  std::string_view example;
+  for (const GpuEvent& work : in.trace.gpu_events) {
+    if (work.kind != GpuEventKind::Kernel || !is_layout_transpose(in.trace.names[work.name])) continue;
+    ++count;
+    ns += work.duration_ns();
+    if (example.empty()) example = in.trace.names[work.name];
+  }
+  const double share = percent(static_cast<double>(ns), static_cast<double>(in.kernel_ns));
+  if (count == 0 || share <= 2.0) return;
+  out.push_back({"layout_transposes",
+                 fmt::format("{:.1f}% of kernel time converts tensors between NCHW and NHWC around convolutions: keep "
+                             "the model and its inputs in channels_last (model->to(torch::MemoryFormat::ChannelsLast), "
+                             "input.contiguous(torch::MemoryFormat::ChannelsLast)) so cuDNN needs no transposes.",
+                             share),
+                 fmt::format("{} transpose kernels ({}), {} of {} kernel time", count, example,
+                             format_ms(static_cast<double>(ns)), format_ms(static_cast<double>(in.kernel_ns)))});
+}
+
+inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& out) {
+  bool any_tensor_core = false;
+  std::int64_t eligible_ns = 0, gemm_ns = 0, misaligned_ns = 0;
+  std::string misaligned_example;
+  for (const AttributedKernel& kernel : in.kernels.kernels) {
+    if (kernel.work->kind != GpuEventKind::Kernel) continue;
+    any_tensor_core = any_tensor_core || kernel.tensor_cores;
+    if (is_tensor_core_eligible_op(kernel.op) && computes_in_float32(kernel.input_types)) eligible_ns += kernel.duration_ns;
+    std::uint64_t m = 0, n = 0, k = 0;
+    if (!gemm_dims(kernel.op, kernel.input_dims, kernel.input_types, m, n, k)) continue;
+    gemm_ns += kernel.duration_ns;
+    if (m % 8 == 0 && n % 8 == 0 && k % 8 == 0) continue;
+    misaligned_ns += kernel.duration_ns;
+    if (misaligned_example.empty()) misaligned_example = fmt::format("{} with M={} N={} K={}", kernel.op, m, n, k);
+  }
+  int compute_major = 0;
+  for (const DeviceProperties& device : in.trace.devices) compute_major = std::max(compute_major, device.compute_major);
+  if (!any_tensor_core && eligible_ns > 0 && compute_major >= 7)
+    out.push_back({"fp32_without_tensor_cores",
+                   fmt::format("Matrix products and convolutions run in float32 and no kernel uses Tensor Cores, "
+                               "which this GPU (compute capability {}.x) has: enable automatic mixed precision "
+                               "(torch::autocast / torch.autocast with float16 or bfloat16), or TF32 on Ampere and "
+                               "later.",
+                               compute_major),
+                   fmt::format("{} of float32 GEMM/conv kernels ({:.1f}% of kernel time), 0 Tensor Core kernels",
+                               format_ms(static_cast<double>(eligible_ns)),
+                               percent(static_cast<double>(eligible_ns), static_cast<double>(in.kernel_ns)))});
+  const double misaligned_share = percent(static_cast<double>(misaligned_ns), static_cast<double>(gemm_ns));
+  if (misaligned_ns > 0 && misaligned_share > 10.0)
+    out.push_back({"gemm_dims_not_multiple_of_8",
+                   fmt::format("{:.0f}% of matrix-product kernel time is in products whose sizes are not multiples "
+                               "of 8, which Tensor Cores need in half precision: pad batch, hidden and vocabulary "
+                               "sizes to multiples of 8 (64 is better still).",
+                               misaligned_share),
+                   fmt::format("{} of {} GEMM kernel time; e.g. {}", format_ms(static_cast<double>(misaligned_ns)),
+                               format_ms(static_cast<double>(gemm_ns)), misaligned_example)});
+}
+
+inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& out) {
+  std::vector<std::string> low;
+  for (const DeviceMetrics& device : in.steps.devices)
+    if (device.kernel_ns > 0 && device.utilization < 0.5)
+      low.push_back(fmt::format("GPU {} busy {:.1f}% of the steps' span", device.device, 100.0 * device.utilization));
+  if (low.empty()) return;
+  out.push_back({"low_gpu_utilization",
+                 "The GPU is idle more than half of the step: give it more work per launch (a larger batch) and "
+                 "make sure the input pipeline and the host code keep up (see the other findings). Note that a "
+                 "larger batch can change convergence.",
+                 fmt::format("{}", fmt::join(low, "; "))});
+}
+
+/// Runs of consecutive kernels on one stream, each shorter than the call that launched it: the
+/// GPU finishes every kernel before the CPU has launched the next.
+inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out) {
+  constexpr std::size_t kMinRun = 32;
+  std::unordered_map<std::uint32_t, std::int64_t> call_ns;  // correlation -> launch call duration
+  for (const ApiEvent& call : in.trace.api_events)
+    if (call.correlation != 0) call_ns.emplace(call.correlation, call.duration_ns());
+  std::map<std::pair<std::uint32_t, std::int64_t>, std::vector<const GpuEvent*>> streams;
+  for (const GpuEvent& work : in.trace.gpu_events)
+    if (work.kind == GpuEventKind::Kernel) streams[{work.device, work.stream}].push_back(&work);
+  std::size_t runs = 0, kernels_in_runs = 0;
+  std::int64_t run_span_ns = 0;
+  std::vector<std::int64_t> kernel_durations, call_durations;
+  for (auto& [stream, kernels] : streams) {
+    std::sort(kernels.begin(), kernels.end(), [](const GpuEvent* a, const GpuEvent* b) { return a->start_ns < b->start_ns; });
+    std::size_t begin = 0;
+    const auto close_run = [&](std::size_t end) {
+      if (end - begin >= kMinRun) {
+        ++runs;
+        kernels_in_runs += end - begin;
+        run_span_ns += kernels[end - 1]->end_ns - kernels[begin]->start_ns;
+        for (std::size_t i = begin; i < end; ++i) {
+          kernel_durations.push_back(kernels[i]->duration_ns());
+          call_durations.push_back(call_ns.at(kernels[i]->correlation));
+        }
+      }
+    };
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const auto call = call_ns.find(kernels[i]->correlation);
+      const bool starved = kernels[i]->correlation != 0 && call != call_ns.end() && kernels[i]->duration_ns() < call->second;
+      if (starved) continue;
+      close_run(i);
+      begin = i + 1;
+    }
+    close_run(kernels.size());
+  }
+  const std::int64_t span = in.span_ns > 0 ? in.span_ns : in.trace.window_ns();
+  const double share = percent(static_cast<double>(run_span_ns), static_cast<double>(span));
+  if (runs == 0 || share <= 10.0) return;
+  out.push_back({"launch_bound",
+                 fmt::format("{:.1f}% of the time the GPU runs long stretches of kernels shorter than the calls that "
+                             "launch them, so it waits for the CPU: capture the stretch in a CUDA graph "
+                             "(at::cuda::CUDAGraph; torch.cuda.graphs), or fuse the small kernels (torch.compile, "
+                             "fused optimizers, fewer elementwise ops).",
+                             share),
+                 fmt::format("{} stretches of >= {} kernels, {} kernels over {}; median kernel {:.1f} us, median "
+                             "launch call {:.1f} us",
+                             runs, kMinRun, kernels_in_runs, format_ms(static_cast<double>(run_span_ns)),
+                             static_cast<double>(median(kernel_durations)) / 1e3,
+                             static_cast<double>(median(call_durations)) / 1e3)});
+}
+
+inline void communication(const RuleInputs& in, std::vector<Recommendation>& out) {
+  const auto average = in.steps.average_ns();
+  const double step = in.steps.average_step_ns();
+  const double comm = average[static_cast<std::size_t>(StepRole::Communication)];
+  const double share = percent(comm, step);
+  if (share > 10.0)
+    out.push_back({"communication_heavy",
+                   fmt::format("{:.1f}% of the step is communication: exchange less often or in larger pieces "
+                               "(gradient accumulation, larger batches, gradient compression, larger DDP buckets).",
+                               share),
+                   fmt::format("Communication {} of the average step {} ({:.1f}%)", format_ms(comm), format_ms(step),
+                               share)});
+  if (in.overlap.has_communication() && in.overlap.overlap_percent() < 50.0)
+    out.push_back({"low_comm_overlap",
+                   fmt::format("Only {:.1f}% of communication overlaps computation: start collectives while the "
+                               "backward pass still runs (DDP gradient buckets, bucket_cap_mb; collectives on their "
+                               "own stream) so the GPU computes while it communicates.",
+                               in.overlap.overlap_percent()),
+                   fmt::format("communication kernels {}, of which overlapped by computation {}",
+                               format_ms(static_cast<double>(in.overlap.communication_ns)),
+                               format_ms(static_cast<double>(in.overlap.overlap_ns)))});
+}
+
+inline void memory_near_capacity(const RuleInputs& in, std::vector<Recommendation>& out) {
+  std::map<std::int32_t, std::int64_t> peak;  // device -> peak bytes allocated
+  for (const MemoryEvent& memory : in.trace.memory_events)
+    if (memory.device_type == MemoryDeviceType::CUDA) peak[memory.device] = std::max(peak[memory.device], memory.total_allocated);
+  for (const auto& [device, bytes] : peak) {
+    const auto properties = std::find_if(in.trace.devices.begin(), in.trace.devices.end(),
+                                         [device = device](const DeviceProperties& p) { return p.id == device; });
+    if (properties == in.trace.devices.end() || properties->total_global_mem <= 0) continue;
+    const double share = percent(static_cast<double>(bytes), static_cast<double>(properties->total_global_mem));
+    if (share <= 90.0) continue;
+    out.push_back({"memory_near_capacity",
+                   fmt::format("GPU {} peaks at {:.1f}% of its memory: one larger batch or activation will not fit. "
+                               "Trade compute for memory with activation (gradient) checkpointing, halve activations "
+                               "with mixed precision, or lower the batch size.",
+                               device, share),
+                   fmt::format("peak allocated {} of {} on GPU {}", format_bytes(static_cast<double>(bytes)),
+                               format_bytes(static_cast<double>(properties->total_global_mem)), device)});
+  }
+}
+
+inline std::vector<Recommendation> recommendations_of_rank(const Trace& trace, const AnalysisOptions& options) {
+  const RuleInputs in(trace, options);
+  std::vector<Recommendation> out;
+  dataloader_bound(in, out);
+  host_to_device_copies(in, out);
+  layout_transposes(in, out);
+  tensor_core_use(in, out);
+  gpu_utilization(in, out);
+  launch_bound(in, out);
+  communication(in, out);
+  memory_near_capacity(in, out);
+  return out;
+}
+
+}  // namespace detail
+
+/// The findings of one trace (one rank).
+inline std::vector<Recommendation> recommendations(const Trace& trace, const AnalysisOptions& options = {}) {
+  return detail::recommendations_of_rank(trace, options);
+}
+
+/// The findings of every rank ("rank N: " before the text when there are several), and whether
+/// one rank holds the others back: the slowest in at least half the steps, by more than 5 % of
+/// the median step on average.
+inline std::vector<Recommendation> recommendations(const std::vector<Trace>& ranks, const AnalysisOptions& options = {}) {
+  std::vector<Recommendation> out;
+  for (const Trace& trace : ranks)
+    for (Recommendation& finding : detail::recommendations_of_rank(trace, options)) {
+      if (ranks.size() > 1) finding.text = fmt::format("rank {}: {}", trace.distributed.rank, finding.text);
+      out.push_back(std::move(finding));
+    }
+  if (ranks.size() < 2) return out;
+  const RankComparison comparison = compare_ranks(ranks, options);
+  std::map<std::int64_t, std::pair<std::size_t, double>> slowest;  // rank -> (steps slowest, summed % over median)
+  std::size_t compared_steps = 0;
+  for (const StepAcrossRanks& step : comparison.steps) {
+    if (step.ranks < 2) continue;
+    ++compared_steps;
+    auto& [count, over_median] = slowest[step.slowest_rank];
+    ++count;
+    over_median += step.slowest_over_median_percent();
+  }
+  for (const auto& [rank, record] : slowest) {
+    const auto [count, summed] = record;
+    const double mean_over_median = summed / static_cast<double>(count);
+    if (2 * count < compared_steps || mean_over_median <= 5.0) continue;
+    out.push_back({"straggler",
+                   fmt::format("Rank {} is the slowest in {} of {} steps, {:.1f}% above the median step: every "
+                               "collective waits for it. Compare its step breakdown with the others' (data loading, "
+                               "host work, a slower GPU or link) and balance the work.",
+                               rank, count, compared_steps, mean_over_median),
+                   fmt::format("rank {} slowest in {}/{} steps, on average {:.1f}% above the median rank's step", rank,
+                               count, compared_steps, mean_over_median)});
+  }
+  return out;
+}
+
+}  // namespace analysis
+DLPROF_END_NAMESPACE

@@ -1,0 +1,313 @@
+// Each recommendation rule on a hand-built trace that triggers it and on one just short of it.
+#include <dlprof/analysis/recommendations.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis_trace_builder.hpp"
+
+namespace {
+
+using dlprof::analysis::Recommendation;
+using dlprof_test::AnalysisTraceBuilder;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::vector<std::string> ids(const std::vector<Recommendation>& found) {
+  std::vector<std::string> out;
+  for (const Recommendation& r : found) out.push_back(r.id);
+  return out;
+}
+
+const Recommendation* find(const std::vector<Recommendation>& found, const std::string& id) {
+  for (const Recommendation& r : found)
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
+// ---- DataLoader --------------------------------------------------------------------------------
+
+dlprof::Trace loading_for(std::int64_t loader_ns) {
+  return AnalysisTraceBuilder()
+      .step(1, 0, 1'000'000)
+      .range("enumerate(DataLoader)#MnistLoader.__next__", 0, loader_ns, dlprof::Category::DataLoader)
+      .op("aten::mm", loader_ns, 900'000)
+      .step(2, 1'000'000, 2'000'000)
+      .range("enumerate(DataLoader)#MnistLoader.__next__", 1'000'000, 1'000'000 + loader_ns, dlprof::Category::DataLoader)
+      .trace();
+}
+
+TEST(RecommendationsTest, DataLoaderAboveFivePercentOfTheStepNamesTheShareAndTheWorkers) {
+  const auto found = dlprof::analysis::recommendations(loading_for(100'000));  // 10 % of each 1 ms step
+  const Recommendation* loader = find(found, "dataloader_bound");
+  ASSERT_NE(loader, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(loader->text, HasSubstr("10.0% of the step is DataLoader"));
+  EXPECT_THAT(loader->text, HasSubstr("workers"));
+  EXPECT_THAT(loader->evidence, HasSubstr("DataLoader 0.100 ms of the average step 1.000 ms (10.0%), over 2 steps"));
+}
+
+TEST(RecommendationsTest, DataLoaderAtFivePercentIsNotReported) {
+  EXPECT_EQ(find(dlprof::analysis::recommendations(loading_for(50'000)), "dataloader_bound"), nullptr);
+}
+
+// ---- host-to-device copies ---------------------------------------------------------------------
+
+dlprof::Trace copy_trace(std::string_view call, std::uint8_t source_kind) {
+  return AnalysisTraceBuilder()
+      .step(1, 0, 100'000)
+      .call(call, 1'000, 9'000, 1)
+      .memcpy(/*HtoD*/ 1, 2'000, 8'000, 1, 4 << 20, 0, 7, source_kind)
+      .call("cudaMemcpyAsync", 10'000, 11'000, 2)
+      .memcpy(/*HtoD*/ 1, 12'000, 20'000, 2, 4 << 20, 0, 7, /*Pinned*/ 2)
+      .trace();
+}
+
+TEST(RecommendationsTest, CopiesFromPageableMemoryAskForPinnedBuffers) {
+  const auto found = dlprof::analysis::recommendations(copy_trace("cudaMemcpyAsync", /*Pageable*/ 1));
+  const Recommendation* pageable = find(found, "pageable_copies");
+  ASSERT_NE(pageable, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(pageable->text, HasSubstr("50% of host-to-device bytes come from pageable memory"));
+  EXPECT_THAT(pageable->text, HasSubstr("pin"));
+  EXPECT_THAT(pageable->evidence, HasSubstr("1 of 2 host-to-device copies from pageable memory, 4.00 MiB of 8.00 MiB"));
+  // A copy from pageable memory returns only once staged: it is synchronous too.
+  const Recommendation* synchronous = find(found, "synchronous_copies");
+  ASSERT_NE(synchronous, nullptr);
+  EXPECT_THAT(synchronous->evidence, HasSubstr("1 of 2 host-to-device copies synchronous"));
+  EXPECT_THAT(synchronous->evidence, HasSubstr("0.008 ms spent in their calls"));
+}
+
+TEST(RecommendationsTest, BlockingCopyCallsAskForNonBlockingCopiesFromPinnedMemory) {
+  const auto found = dlprof::analysis::recommendations(copy_trace("cudaMemcpy", /*Pinned*/ 2));
+  EXPECT_EQ(find(found, "pageable_copies"), nullptr);
+  const Recommendation* synchronous = find(found, "synchronous_copies");
+  ASSERT_NE(synchronous, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(synchronous->text, HasSubstr("non_blocking"));
+}
+
+TEST(RecommendationsTest, AsynchronousCopiesFromPinnedMemoryAreFine) {
+  const auto found = dlprof::analysis::recommendations(copy_trace("cudaMemcpyAsync", /*Pinned*/ 2));
+  EXPECT_EQ(find(found, "pageable_copies"), nullptr);
+  EXPECT_EQ(find(found, "synchronous_copies"), nullptr);
+}
+
+// ---- layout transposes ---------------------------------------------------------------------------
+
+dlprof::Trace transposes_for(std::int64_t transpose_ns) {
+  return AnalysisTraceBuilder()
+      .step(1, 0, 1'000'000)
+      .call("cudaLaunchKernel", 0, 1'000, 1)
+      .call("cudaLaunchKernel", 1'000, 2'000, 2)
+      .kernel("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>()", 10'000,
+              10'000 + transpose_ns, 1)
+      .kernel("volta_scudnn_128x64_relu_interior_nn_v1", 200'000, 200'000 + 1'000'000 - transpose_ns, 2)
+      .trace();
+}
+
+TEST(RecommendationsTest, TransposeKernelsAskForChannelsLast) {
+  const auto found = dlprof::analysis::recommendations(transposes_for(100'000));
+  const Recommendation* transposes = find(found, "layout_transposes");
+  ASSERT_NE(transposes, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(transposes->text, HasSubstr("10.0% of kernel time converts tensors between NCHW and NHWC"));
+  EXPECT_THAT(transposes->text, HasSubstr("channels_last"));
+  EXPECT_THAT(transposes->evidence, HasSubstr("1 transpose kernels"));
+}
+
+TEST(RecommendationsTest, ATransposeUnderTwoPercentOfKernelTimeIsNotReported) {
+  EXPECT_EQ(find(dlprof::analysis::recommendations(transposes_for(10'000)), "layout_transposes"), nullptr);
+}
+
+// ---- Tensor Cores ----------------------------------------------------------------------------------
+
+dlprof::Trace gemm_trace(std::string_view kernel, int compute_major, std::string_view dims,
+                         std::string_view types = R"(["float", "float"])") {
+  return AnalysisTraceBuilder()
+      .device(0, "Tesla V100-SXM2-32GB", compute_major)
+      .step(1, 0, 1'000'000)
+      .op("aten::mm", 1'000, 50'000, 11)
+      .inputs(dims, types)
+      .call("cudaLaunchKernel", 2'000, 6'000, 1, 11)
+      .kernel(kernel, 10'000, 400'000, 1, 11)
+      .trace();
+}
+
+TEST(RecommendationsTest, Float32GemmsWithoutTensorCoresOnVoltaAskForMixedPrecision) {
+  const auto found = dlprof::analysis::recommendations(gemm_trace("volta_sgemm_128x64_nn", 7, "[[32, 64], [64, 128]]"));
+  const Recommendation* amp = find(found, "fp32_without_tensor_cores");
+  ASSERT_NE(amp, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(amp->text, HasSubstr("compute capability 7.x"));
+  EXPECT_THAT(amp->text, HasSubstr("mixed precision"));
+  EXPECT_THAT(amp->evidence, HasSubstr("0.390 ms of float32 GEMM/conv kernels (100.0% of kernel time), 0 Tensor Core kernels"));
+  EXPECT_EQ(find(found, "gemm_dims_not_multiple_of_8"), nullptr) << "32, 128 and 64 are multiples of 8";
+}
+
+TEST(RecommendationsTest, TensorCoreKernelsHalfPrecisionOrAnOlderGpuNeedNoMixedPrecision) {
+  EXPECT_EQ(find(dlprof::analysis::recommendations(gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[32, 64], [64, 128]]")),
+                 "fp32_without_tensor_cores"),
+            nullptr);
+  EXPECT_EQ(find(dlprof::analysis::recommendations(gemm_trace("maxwell_sgemm_128x64_nn", 6, "[[32, 64], [64, 128]]")),
+                 "fp32_without_tensor_cores"),
+            nullptr);
+  EXPECT_EQ(find(dlprof::analysis::recommendations(gemm_trace("volta_sgemm_128x64_nn", 7, "[[32, 64], [64, 128]]",
+                                                              R"(["c10::Half", "c10::Half"])")),
+                 "fp32_without_tensor_cores"),
+            nullptr);
+}
+
+TEST(RecommendationsTest, GemmSizesNotMultiplesOfEightAskForPadding) {
+  const auto found = dlprof::analysis::recommendations(gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 100]]"));
+  const Recommendation* padding = find(found, "gemm_dims_not_multiple_of_8");
+  ASSERT_NE(padding, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(padding->text, HasSubstr("100% of matrix-product kernel time"));
+  EXPECT_THAT(padding->evidence, HasSubstr("aten::mm with M=30 N=100 K=64"));
+}
+
+// ---- GPU utilization -------------------------------------------------------------------------------
+
+dlprof::Trace busy_for(std::int64_t kernel_ns) {
+  return AnalysisTraceBuilder()
+      .device(0, "A100", 8)
+      .step(1, 0, 1'000'000)
+      .call("cudaLaunchKernel", 0, 1'000, 1)
+      .kernel("void at::native::vectorized_elementwise_kernel<4>()", 1'000, 1'000 + kernel_ns, 1)
+      .trace();
+}
+
+TEST(RecommendationsTest, AGpuBusyLessThanHalfTheStepsIsReported) {
+  const auto found = dlprof::analysis::recommendations(busy_for(300'000));
+  const Recommendation* low = find(found, "low_gpu_utilization");
+  ASSERT_NE(low, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(low->evidence, HasSubstr("GPU 0 busy 30.0% of the steps' span"));
+  EXPECT_THAT(low->text, HasSubstr("batch"));
+}
+
+TEST(RecommendationsTest, AGpuBusyMoreThanHalfTheStepsIsNotReported) {
+  EXPECT_EQ(find(dlprof::analysis::recommendations(busy_for(800'000)), "low_gpu_utilization"), nullptr);
+}
+
+// ---- launch-bound stretches ----------------------------------------------------------------------
+
+/// 40 kernels in a row, each launched by a 5 µs call, inside one 1 ms step.
+dlprof::Trace launches_with_kernels_of(std::int64_t kernel_ns) {
+  AnalysisTraceBuilder builder;
+  builder.step(1, 0, 1'000'000);
+  for (std::uint32_t i = 0; i < 40; ++i) {
+    const std::int64_t call_start = 10'000 + 6'000 * static_cast<std::int64_t>(i);
+    builder.call("cudaLaunchKernel", call_start, call_start + 5'000, i + 1);
+    builder.kernel("void add_kernel<float>()", call_start + 5'500, call_start + 5'500 + kernel_ns, i + 1);
+  }
+  return builder.trace();
+}
+
+TEST(RecommendationsTest, LongStretchesOfKernelsShorterThanTheirLaunchAskForCudaGraphs) {
+  const auto found = dlprof::analysis::recommendations(launches_with_kernels_of(2'000));
+  const Recommendation* bound = find(found, "launch_bound");
+  ASSERT_NE(bound, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(bound->text, HasSubstr("CUDA graph"));
+  // The stretch runs from the first kernel's start (15.5 µs) to the last one's end (251.5 µs).
+  EXPECT_THAT(bound->evidence, HasSubstr("1 stretches of >= 32 kernels, 40 kernels over 0.236 ms"));
+  EXPECT_THAT(bound->evidence, HasSubstr("median kernel 2.0 us, median launch call 5.0 us"));
+}
+
+TEST(RecommendationsTest, KernelsLongerThanTheirLaunchAreNotLaunchBound) {
+  // 40 × 6 µs launches of 5.9 µs kernels: as many kernels, none shorter than its call.
+  EXPECT_EQ(find(dlprof::analysis::recommendations(launches_with_kernels_of(5'900)), "launch_bound"), nullptr);
+}
+
+// ---- communication -----------------------------------------------------------------------------------
+
+/// One 1 ms step: an all_reduce whose NCCL kernel runs 200 µs, and a compute kernel placed to
+/// overlap it or not.
+dlprof::Trace communication_trace(std::int64_t compute_start) {
+  return AnalysisTraceBuilder()
+      .step(1, 0, 1'000'000)
+      .range("nccl:all_reduce", 10'000, 20'000, dlprof::Category::Communication, 0, 5)
+      .call("cudaLaunchKernel", 11'000, 12'000, 1, 5)
+      .call("cudaLaunchKernel", 30'000, 31'000, 2)
+      .kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 100'000, 300'000, 1, 5, 13)
+      .kernel("volta_sgemm_128x64_nn", compute_start, compute_start + 200'000, 2, 0, 7)
+      .trace();
+}
+
+TEST(RecommendationsTest, CommunicationAboveTenPercentAndNotOverlappedIsReported) {
+  const auto found = dlprof::analysis::recommendations(communication_trace(400'000));
+  const Recommendation* heavy = find(found, "communication_heavy");
+  ASSERT_NE(heavy, nullptr) << ::testing::PrintToString(ids(found));
+  // TensorBoard's Communication role: the NCCL kernel (200 µs) and the collective's own CPU op (10 µs).
+  EXPECT_THAT(heavy->text, HasSubstr("21.0% of the step is communication"));
+  const Recommendation* overlap = find(found, "low_comm_overlap");
+  ASSERT_NE(overlap, nullptr);
+  EXPECT_THAT(overlap->text, HasSubstr("Only 0.0% of communication overlaps computation"));
+  EXPECT_THAT(overlap->evidence, HasSubstr("communication kernels 0.200 ms, of which overlapped by computation 0.000 ms"));
+}
+
+TEST(RecommendationsTest, CommunicationHiddenBehindComputationIsNotLowOverlap) {
+  const auto found = dlprof::analysis::recommendations(communication_trace(100'000));
+  EXPECT_EQ(find(found, "low_comm_overlap"), nullptr) << ::testing::PrintToString(ids(found));
+}
+
+// ---- memory --------------------------------------------------------------------------------------------
+
+dlprof::Trace memory_peaking_at(std::int64_t peak_bytes) {
+  dlprof::Trace trace = AnalysisTraceBuilder().device(0, "A100", 8).step(1, 0, 1'000).trace();
+  trace.devices[0].total_global_mem = std::int64_t{1} << 30;
+  for (const std::int64_t total : {peak_bytes / 2, peak_bytes, peak_bytes / 4}) {
+    dlprof::MemoryEvent event;
+    event.device_type = dlprof::MemoryDeviceType::CUDA;
+    event.device = 0;
+    event.total_allocated = total;
+    trace.memory_events.push_back(event);
+  }
+  return trace;
+}
+
+TEST(RecommendationsTest, PeakMemoryAboveNinetyPercentOfTheGpuIsReported) {
+  const auto found = dlprof::analysis::recommendations(memory_peaking_at((std::int64_t{1} << 30) / 100 * 95));
+  const Recommendation* memory = find(found, "memory_near_capacity");
+  ASSERT_NE(memory, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(memory->text, HasSubstr("GPU 0 peaks at 95.0% of its memory"));
+  EXPECT_THAT(memory->text, HasSubstr("checkpointing"));
+  EXPECT_THAT(memory->evidence, HasSubstr("of 1.00 GiB on GPU 0"));
+}
+
+TEST(RecommendationsTest, PeakMemoryWellBelowTheGpuIsNotReported) {
+  EXPECT_THAT(dlprof::analysis::recommendations(memory_peaking_at(std::int64_t{1} << 29)), IsEmpty());
+}
+
+// ---- ranks ---------------------------------------------------------------------------------------------
+
+dlprof::Trace rank_with_steps(std::int64_t rank, std::int64_t step_ns) {
+  AnalysisTraceBuilder builder;
+  builder.rank(rank, 2);
+  for (std::int64_t n = 0; n < 3; ++n) builder.step(10 + n, n * 2'000'000, n * 2'000'000 + step_ns);
+  return builder.trace();
+}
+
+TEST(RecommendationsTest, ARankSlowestInEveryStepIsAStraggler) {
+  const std::vector<dlprof::Trace> ranks = {rank_with_steps(0, 1'000'000), rank_with_steps(1, 1'300'000)};
+  const auto found = dlprof::analysis::recommendations(ranks);
+  const Recommendation* straggler = find(found, "straggler");
+  ASSERT_NE(straggler, nullptr) << ::testing::PrintToString(ids(found));
+  // The median of two ranks is their mean, 1.15 ms: 1.3 ms is 13.0 % above it.
+  EXPECT_THAT(straggler->text, HasSubstr("Rank 1 is the slowest in 3 of 3 steps, 13.0% above the median step"));
+}
+
+TEST(RecommendationsTest, RanksWithinFivePercentHaveNoStraggler) {
+  const std::vector<dlprof::Trace> ranks = {rank_with_steps(0, 1'000'000), rank_with_steps(1, 1'050'000)};
+  EXPECT_EQ(find(dlprof::analysis::recommendations(ranks), "straggler"), nullptr);
+}
+
+TEST(RecommendationsTest, FindingsOfSeveralRanksNameTheirRank) {
+  dlprof::Trace slow_loader = loading_for(100'000);
+  slow_loader.distributed.rank = 1;
+  const std::vector<dlprof::Trace> ranks = {loading_for(10'000), slow_loader};
+  const auto found = dlprof::analysis::recommendations(ranks);
+  const Recommendation* loader = find(found, "dataloader_bound");
+  ASSERT_NE(loader, nullptr);
+  EXPECT_THAT(loader->text, ::testing::StartsWith("rank 1: 10.0% of the step is DataLoader"));
+}
+
+}  // namespace
