@@ -129,16 +129,29 @@ TEST(TemporalBreakdownTest, HtaCompatRoundsFractionalMicrosecondsInward) {
   EXPECT_EQ(exact.compute_ns, 4'400);
 }
 
-TEST(TemporalBreakdownTest, EpochTimesRoundRelativeToKinetosBase) {
-  // Kineto writes µs relative to a base that is a multiple of 7,889,238 s; HTA rounds those.
-  const std::int64_t base = std::int64_t{7'889'238} * 1'000'000'000 * 220;
-  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
-                                  .kernel("k", base + 1'500, base + 3'200, 1)
-                                  .kernel("k", base + 10'001, base + 12'999, 2)
-                                  .trace();
-  const auto compat = dlprof::analysis::temporal_breakdown(trace, hta_compat());
-  EXPECT_EQ(compat.kernel_time_ns, 12'000 - 2'000);
-  EXPECT_EQ(compat.compute_ns, 1'000 + 1'000);
+TEST(TemporalBreakdownTest, HtaCompatRoundsTheFilesOwnNumbers) {
+  // A file relative to Kineto's base holds 1.5, 3.2, 10.001 and 12.999 µs: rounded inward,
+  // [2, 3] and [11, 12]. The same times in absolute epoch µs (before 2024) are doubles good to
+  // 0.25 µs only: 10.001 reads as 10.0 and 12.999 as 13.0, so HTA rounds them to [10, 13].
+  const std::int64_t base = std::int64_t{7'889'238} * 1'000'000'000 * 217;  // April 2024
+  dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                            .kernel("k", base + 1'500, base + 3'200, 1)
+                            .kernel("k", base + 10'001, base + 12'999, 2)
+                            .trace();
+  trace.file_time_base_ns = base;
+  const auto relative = dlprof::analysis::temporal_breakdown(trace, hta_compat());
+  EXPECT_EQ(relative.kernel_time_ns, 12'000 - 2'000);
+  EXPECT_EQ(relative.compute_ns, 1'000 + 1'000);
+
+  trace.file_time_base_ns = 0;
+  const auto absolute = dlprof::analysis::temporal_breakdown(trace, hta_compat());
+  EXPECT_EQ(absolute.kernel_time_ns, 13'000 - 2'000);
+  EXPECT_EQ(absolute.compute_ns, 1'000 + 3'000);
+
+  // Recorded in-process: the base dlprof's writer would give the file.
+  trace.file_time_base_ns.reset();
+  trace.window_start_ns = base + 1'000;
+  EXPECT_EQ(dlprof::analysis::temporal_breakdown(trace, hta_compat()).compute_ns, 2'000);
 }
 
 TEST(TemporalBreakdownTest, NoGpuWorkGivesZeros) {

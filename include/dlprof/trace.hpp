@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -217,6 +218,10 @@ struct Trace {
   std::uint64_t clipped_ranges = 0;  ///< ranges shortened so that slices nest (see chrome_trace.hpp)
   std::uint64_t overflowed_names = 0;///< dynamic names recorded under a placeholder (table full)
   std::string clock_source;          ///< "tsc" or "clock_monotonic"
+  /// Read from a Chrome-trace file: what its `ts` values count from (baseTimeNanoseconds; 0 for
+  /// absolute µs, before 2024). HTA rounds the file's own numbers, so the HTA-compatible analyses
+  /// round from here. Empty for a trace recorded in-process.
+  std::optional<std::int64_t> file_time_base_ns;
   DistributedInfo distributed;
   std::vector<DeviceProperties> devices;
   /// GPU side (empty without Activity::CUDA): device work sorted by device, stream and start; API

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
@@ -147,6 +148,7 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
     return layer;
   };
 
+  detail::PerName<bool> tensor_core_kernel(trace, uses_tensor_cores);
   KernelAttribution result;
   std::vector<std::uint32_t> costed_op;  // per row: the op whose FLOPs it shares, or kNone
   std::vector<std::int64_t> costed_op_time(trace.events.size(), 0);
@@ -163,7 +165,7 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
     row.work = &work;
     row.name = trace.names[work.name];
     row.duration_ns = work.duration_ns();
-    row.tensor_cores = work.kind == GpuEventKind::Kernel && uses_tensor_cores(row.name);
+    row.tensor_cores = work.kind == GpuEventKind::Kernel && tensor_core_kernel(work.name);
     row.step = step_at(call != nullptr ? call->start_ns : anchor != kNone ? trace.events[anchor].start_ns : work.start_ns);
     row.direction = tree.self_or_ancestor(anchor, is_backward) != kNone ? Direction::Backward : Direction::Forward;
     std::uint32_t layer = layer_of(anchor);

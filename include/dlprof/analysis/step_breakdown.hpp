@@ -55,6 +55,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/analysis/detail/intervals.hpp"
+#include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
@@ -266,6 +267,7 @@ inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   const std::int64_t span = span_end - span_start;
+  PerName<bool> tensor_core_kernel(trace, uses_tensor_cores);
 
   std::vector<DeviceMetrics> devices;
   for (const std::uint32_t id : ids) {
@@ -297,7 +299,7 @@ inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_
       if (in_span <= 0) continue;
       metrics.kernel_ns += in_span;
       occupancy_time += static_cast<double>(work.kernel.est_achieved_occupancy_percent) * static_cast<double>(in_span);
-      if (uses_tensor_cores(trace.names[work.name])) tensor_core_ns += in_span;
+      if (tensor_core_kernel(work.name)) tensor_core_ns += in_span;
     }
     merge(busy);
     if (span > 0) metrics.utilization = static_cast<double>(intersection_length(busy, {{span_start, span_end}})) / static_cast<double>(span);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dlprof/analysis/detail/intervals.hpp"
+#include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/analysis/kernel_type.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/config.hpp"
@@ -43,33 +44,37 @@ struct HtaView {
   std::vector<ApiCall> api;  ///< in the Trace's order (thread, start)
 };
 
-/// HTA's rounding of fractional µs timestamps: start = ceil(ts), end = floor(ts + dur), computed
-/// in doubles as pandas does, so that the few ends that fall on a whole µs round as HTA's do.
-/// Kineto writes µs relative to baseTimeNanoseconds, a multiple of 7,889,238 s; HTA rounds those
-/// relative values, which the subtraction below recovers (times past 2^53 ns, i.e. epoch times,
-/// are otherwise out of a double's exact range).
+/// HTA's rounding of fractional µs timestamps: start = ceil(ts), end = floor(ts + dur), on the
+/// doubles Python reads from the file's numbers, added as pandas adds them. The file's numbers
+/// count from its time base (Trace::file_time_base_ns; dlprof's writer uses Kineto's
+/// baseTimeNanoseconds), and at epoch µs (traces before 2024) a double is only good to 0.25 µs:
+/// HTA rounds those coarse values, and so does this.
 class RoundInward {
  public:
-  explicit RoundInward(const Trace& trace) {
-    constexpr std::int64_t kExactInDouble = std::int64_t{1} << 53;
-    constexpr std::int64_t kKinetoBaseInterval = std::int64_t{7'889'238} * 1'000'000'000;
-    std::int64_t earliest = INT64_MAX;
-    for (const TraceEvent& event : trace.events) earliest = std::min(earliest, event.start_ns);
-    for (const GpuEvent& work : trace.gpu_events) earliest = std::min(earliest, work.start_ns);
-    if (earliest != INT64_MAX && earliest >= kExactInDouble) base_ns_ = earliest / kKinetoBaseInterval * kKinetoBaseInterval;
-  }
+  explicit RoundInward(const Trace& trace)
+      : base_ns_(trace.file_time_base_ns ? *trace.file_time_base_ns
+                                         : dlprof::detail::chrome_trace_base_time_ns(trace.window_start_ns)) {}
 
-  std::int64_t start(std::int64_t start_ns) const noexcept {
-    return static_cast<std::int64_t>(std::ceil(us(start_ns - base_ns_))) * 1000 + base_ns_;
-  }
+  std::int64_t start(std::int64_t start_ns) const noexcept { return whole_us_ns(std::ceil(us(start_ns - base_ns_))); }
   std::int64_t end(std::int64_t start_ns, std::int64_t end_ns) const noexcept {
-    const double end_us = us(start_ns - base_ns_) + us(end_ns - start_ns);
-    return static_cast<std::int64_t>(std::floor(end_us)) * 1000 + base_ns_;
+    return whole_us_ns(std::floor(us(start_ns - base_ns_) + us(end_ns - start_ns)));
   }
 
  private:
-  static double us(std::int64_t ns) noexcept { return static_cast<double>(ns) / 1000.0; }
-  std::int64_t base_ns_ = 0;
+  /// The double nearest to ns / 1000 µs, as Python reads "1712195495505583.123": the whole µs are
+  /// exact in a double, and adding the fraction rounds once.
+  static double us(std::int64_t ns) noexcept {
+    std::int64_t whole = ns / 1000;
+    std::int64_t fraction = ns % 1000;
+    if (fraction < 0) {
+      --whole;
+      fraction += 1000;
+    }
+    return static_cast<double>(whole) + static_cast<double>(fraction) / 1000.0;
+  }
+  std::int64_t whole_us_ns(double us) const noexcept { return static_cast<std::int64_t>(us) * 1000 + base_ns_; }
+
+  std::int64_t base_ns_;
 };
 
 inline bool is_profiler_step_name(std::string_view name) noexcept {
@@ -132,21 +137,11 @@ inline HtaView hta_view(const Trace& trace, const AnalysisOptions& options) {
   return view;
 }
 
-/// kernel_type() of each name of a trace, computed once per name.
-class KernelTypes {
+/// HTA's kernel type of each name of a trace.
+class KernelTypes : public PerName<KernelType> {
  public:
-  explicit KernelTypes(const Trace& trace) : trace_(trace), types_(trace.names.size(), kUnknown) {}
-
-  KernelType of(const GpuEvent& work) {
-    std::uint8_t& type = types_[work.name];
-    if (type == kUnknown) type = static_cast<std::uint8_t>(kernel_type(trace_.names[work.name]));
-    return static_cast<KernelType>(type);
-  }
-
- private:
-  static constexpr std::uint8_t kUnknown = 0xFF;
-  const Trace& trace_;
-  std::vector<std::uint8_t> types_;
+  explicit KernelTypes(const Trace& trace) : PerName<KernelType>(trace, kernel_type) {}
+  KernelType of(const GpuEvent& work) { return (*this)(work.name); }
 };
 
 /// Walks the boundaries of several merged interval lists in time order, as HTA's
