@@ -241,8 +241,13 @@ inline void layout_transposes(const RuleInputs& in, std::vector<Recommendation>&
   std::size_t count = 0;
   std::int64_t ns = 0;
   std::string_view example;
+  std::vector<std::int8_t> transpose_by_name(in.trace.names.size(), -1);  // a name is matched once, not per kernel
+  const auto is_transpose = [&](std::uint32_t name) {
+    if (transpose_by_name[name] < 0) transpose_by_name[name] = is_layout_transpose(in.trace.names[name]) ? 1 : 0;
+    return transpose_by_name[name] == 1;
+  };
   for (const GpuEvent& work : in.trace.gpu_events) {
-    if (work.kind != GpuEventKind::Kernel || !is_layout_transpose(in.trace.names[work.name])) continue;
+    if (work.kind != GpuEventKind::Kernel || !is_transpose(work.name)) continue;
     ++count;
     ns += work.duration_ns();
     if (example.empty()) example = in.trace.names[work.name];

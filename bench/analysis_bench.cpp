@@ -1,0 +1,129 @@
+// bench/analysis_bench.cpp: what turning a torch.profiler trace into the report costs, on the
+// reference traces (../shared/reference-traces): reading the file (import/chrome_trace.hpp) and
+// every analysis the report shows, in MB/s of JSON text:
+//
+//   BM_load_and_analyze/<set>  read_trace + all analyses: what `dlprof-report` does per rank, and
+//                              what bench/hta_comparison.py sets against HTA's load + temporal +
+//                              kernel-type breakdown
+//   BM_analyze/<set>           the analyses alone, on a trace already loaded
+//
+// "All analyses": key averages, nvprof's GPU activities and API calls, TensorBoard's step
+// breakdown and GPU summary, HTA's five per-rank analyses, per-kernel attribution and the
+// recommendations.
+//
+// Peak memory needs a process of its own:
+//   analysis_bench --peak-rss [PATH]   loads and analyses PATH (default: the V100 trace) once and
+//                                      prints "peak_rss_kib <KiB> events <n> results <n>"
+//
+// Run: build-bench/bench/analysis_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <dlprof/analysis/analysis.hpp>
+#include <dlprof/analysis/recommendations.hpp>
+#include <dlprof/import/chrome_trace.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ReferenceTrace {
+  const char* label;
+  const char* directory;
+};
+
+constexpr ReferenceTrace kSets[] = {
+    {"v100_resnet_ns", "hta-1rank-v100-resnet-ns"},  // 68.7k events, 15 MB of JSON
+    {"a100_sampled_rank0", "hta-2rank-a100-sampled"},
+    {"a100_simple_add", "hta-1rank-a100-simple-add"},
+};
+
+std::string first_file(const char* directory) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(fs::path(DLPROF_REFERENCE_TRACES_DIR) / directory))
+    files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files.empty() ? std::string() : files.front();
+}
+
+std::uint64_t json_bytes(const std::string& path) {
+  const auto bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
+  return dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX, nullptr).size();
+}
+
+/// Every analysis of the report; returns something of each so that none is optimised away.
+std::size_t analyze(const dlprof::Trace& trace) {
+  namespace analysis = dlprof::analysis;
+  const dlprof::KeyAverages averages(trace);
+  const analysis::GpuSummary gpu = analysis::gpu_summary(trace);
+  const analysis::StepBreakdown steps = analysis::step_breakdown(trace);
+  const analysis::HtaAnalyses hta = analysis::hta_analyses(trace);
+  const analysis::KernelAttribution kernels = analysis::kernel_attribution(trace);
+  const std::vector<analysis::Recommendation> advice = analysis::recommendations(trace);
+  return averages.rows().size() + gpu.gpu_activities.size() + steps.steps.size() +
+         static_cast<std::size_t>(hta.temporal.kernel_time_ns & 1) + kernels.kernels.size() + advice.size();
+}
+
+void set_rate(benchmark::State& state, std::uint64_t bytes) {
+  state.counters["MB/s"] = benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()) / 1e6,
+                                              benchmark::Counter::kIsRate);
+}
+
+void BM_load_and_analyze(benchmark::State& state, const ReferenceTrace& set) {
+  const std::string path = first_file(set.directory);
+  for (auto _ : state) {
+    const dlprof::Trace trace = dlprof::read_trace(path);
+    benchmark::DoNotOptimize(analyze(trace));
+  }
+  set_rate(state, json_bytes(path));
+}
+
+void BM_analyze(benchmark::State& state, const ReferenceTrace& set) {
+  const std::string path = first_file(set.directory);
+  const dlprof::Trace trace = dlprof::read_trace(path);
+  for (auto _ : state) benchmark::DoNotOptimize(analyze(trace));
+  set_rate(state, json_bytes(path));
+}
+
+int peak_rss(const std::string& path) {
+  const dlprof::Trace trace = dlprof::read_trace(path);
+  const std::size_t results = analyze(trace);
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  fmt::print("peak_rss_kib {} events {} results {}\n", usage.ru_maxrss,
+             trace.events.size() + trace.gpu_events.size() + trace.api_events.size(), results);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--peak-rss") == 0)
+    return peak_rss(argc >= 3 ? argv[2] : first_file(kSets[0].directory));
+  if (!fs::is_directory(DLPROF_REFERENCE_TRACES_DIR)) {
+    std::fprintf(stderr, "analysis_bench: no reference traces at %s\n", DLPROF_REFERENCE_TRACES_DIR);
+    return 1;
+  }
+  for (const ReferenceTrace& set : kSets) {
+    benchmark::RegisterBenchmark(fmt::format("BM_load_and_analyze/{}", set.label).c_str(), BM_load_and_analyze, set)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(fmt::format("BM_analyze/{}", set.label).c_str(), BM_analyze, set)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
