@@ -136,6 +136,7 @@ TEST_F(ReferenceTraceTest, V100ResnetWithSubMicrosecondTimes) {
   // The Trace span, "ts": 1712195495406752.797, and Record Window End, 1712195496004644.183.
   EXPECT_EQ(trace.window_start_ns, 1'712'195'495'406'752'797);
   EXPECT_EQ(trace.window_end_ns, 1'712'195'496'004'644'183);
+  EXPECT_EQ(trace.file_time_base_ns, 0);  // absolute µs
 
   EXPECT_EQ(trace.pid, 1102);
   EXPECT_EQ(trace.process_name, "penv#native-main#platform-runtime#python#py_version_3_10");
@@ -706,6 +707,7 @@ TEST(ImportEraTest, RelativeMicrosecondsWithBaseTimeAfterTheEvents) {
   EXPECT_EQ(trace.memory_events[0].device_type, dlprof::MemoryDeviceType::CUDA);
   EXPECT_EQ(trace.window_start_ns, kBase + 4'458'676'416'788'066);
   EXPECT_EQ(trace.window_end_ns, kBase + 4'458'676'700'000'500);
+  EXPECT_EQ(trace.file_time_base_ns, kBase);
 }
 
 TEST(ImportEraTest, TimestampsAreExactBeyondDoublePrecision) {

@@ -58,7 +58,8 @@
 //    process named by metadata only; in order of first mention. A string tid names its thread.
 //    Trace::pid: the pid most CPU events carry.
 //  * window_start_ns / window_end_ns: the earliest start and latest end of every event read,
-//    the Trace span, metadata and Kineto's marks included.
+//    the Trace span, metadata and Kineto's marks included. file_time_base_ns: what the file's ts
+//    count from (baseTimeNanoseconds; 0 for absolute µs).
 //  * distributedInfo -> Trace::distributed (backend, rank, world_size; rank 0 of 1 when absent,
 //    as HTA assumes); deviceProperties -> Trace::devices; dlprof's own keys (dlprof_dropped_events,
 //    dlprof_clock, dlprof_gpu_*, cupti_version, ...) -> their fields; every other top-level key

@@ -398,6 +398,7 @@ class TraceBuilder {
     names_.clear();
     name_index_.clear();
     if (!trace_.gpu_events.empty() || !trace_.api_events.empty()) trace_.gpu.enabled = true;
+    trace_.file_time_base_ns = base_time_ns_;
     return std::move(trace_);
   }
 
