@@ -119,7 +119,8 @@ inline RankComparison compare_ranks(const std::vector<Trace>& traces, const Anal
     step.ranks = times.size();
     step.fastest_ns = times.front().first;
     step.fastest_rank = times.front().second;
-    const auto slowest = std::find_if(times.begin(), times.end(), [&](const auto& t) { return t.first == times.back().first; });
+    const std::int64_t longest = times.back().first;
+    const auto slowest = std::find_if(times.begin(), times.end(), [longest](const auto& t) { return t.first == longest; });
     step.slowest_ns = slowest->first;
     step.slowest_rank = slowest->second;
     const std::size_t middle = times.size() / 2;
