@@ -1,7 +1,12 @@
 // Records one range with a Profiler, writes the trace under argv[1] and checks the file exists.
-// Built with dlprof::cupti it asks for CUDA activity too.
+// Built with dlprof::cupti it asks for CUDA activity too; built with dlprof::import it reads the
+// trace back and finds the range.
 #include <dlprof/profiler.hpp>
+#if defined(DLPROF_WITH_IMPORT)
+#  include <dlprof/import/chrome_trace.hpp>
+#endif
 
+#include <algorithm>
 #include <filesystem>
 
 int main(int argc, char** argv) {
@@ -29,6 +34,15 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "expected one trace in {}, found {}\n", dir.string(), traces);
     return 1;
   }
+#if defined(DLPROF_WITH_IMPORT)
+  const std::vector<dlprof::Trace> read = dlprof::read_trace_set({dir.string()});
+  const auto& events = read.at(0).events;
+  if (std::none_of(events.begin(), events.end(), [&](const dlprof::TraceEvent& e) { return read[0].name_of(e) == "consumer"; })) {
+    fmt::print(stderr, "the trace read back from {} has no range \"consumer\"\n", dir.string());
+    return 1;
+  }
+  fmt::print("dlprof consumer: read the trace back\n");
+#endif
   fmt::print("dlprof consumer: wrote a trace to {}\n", dir.string());
   return 0;
 }
