@@ -1,0 +1,599 @@
+// dlprof/report/html.hpp: the report as one self-contained HTML page: inline CSS, charts as
+// inline SVG drawn here, no request to any server (no fonts, scripts or images from elsewhere), so
+// it opens from a file, from a mail or on a machine without network.
+//
+// The page holds the recommendations with their evidence; with two ranks or more the ranks'
+// average steps side by side and the stragglers; then per rank the steps as stacked bars by
+// TensorBoard's roles, the GPU summary, HTA's temporal breakdown and kernel types (a pie), the
+// top kernels (bars and a table), the top ops, nvprof's rows and the memory allocated over time.
+// Every text from a trace is escaped (kernel names hold <, > and &). Each chart is an
+// <svg class="chart"> whose drawn parts have class "mark"; a small script writes each chart's
+// drawn size into the hidden <pre id="render-check">, which is how a test sees that a browser
+// drew them.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/analysis/analysis.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/text.hpp"
+#include "dlprof/report/make_report.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+inline constexpr std::array<std::string_view, analysis::kStepRoleCount> kStepRoleColors = {
+    "#3b73d9", "#f29b30", "#e8c547", "#d64541", "#8e5cc9", "#4caf50", "#26a69a", "#b0b0b0"};
+
+/// HTA's kernel types in their usual colours; rows of overlapping types take the next free ones.
+inline std::string_view kernel_type_color(std::uint8_t types, std::size_t row) {
+  using analysis::KernelType;
+  if (types == analysis::kernel_type_bit(KernelType::Computation)) return "#3b73d9";
+  if (types == analysis::kernel_type_bit(KernelType::Communication)) return "#d64541";
+  if (types == analysis::kernel_type_bit(KernelType::Memory)) return "#f29b30";
+  constexpr std::array<std::string_view, 5> kOthers = {"#8e5cc9", "#26a69a", "#e8c547", "#795548", "#607d8b"};
+  return kOthers[row % kOthers.size()];
+}
+
+inline constexpr std::string_view kHtmlStyle = R"(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d1d1f;background:#fff;margin:0 auto;max-width:1120px;padding:12px 24px 40px}
+h1{font-size:22px;margin:12px 0 4px}h2{font-size:18px;border-bottom:2px solid #e3e3e8;padding-bottom:4px;margin:32px 0 8px}
+h3{font-size:15px;margin:22px 0 6px}p.meta,.muted{color:#6e6e73}
+table{border-collapse:collapse;font-size:12.5px;margin:4px 0 12px}
+th,td{padding:3px 9px;border-bottom:1px solid #ececf0;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+th{background:#f5f5f7;font-weight:600}th.label,td.label{text-align:left}
+th.name,td.name{text-align:left;white-space:normal;overflow-wrap:anywhere;max-width:560px}
+svg.chart{display:block;max-width:100%;height:auto;margin:6px 0 10px}svg.chart text{font:11px system-ui,sans-serif;fill:#333}
+svg.chart .axis{stroke:#bbb;stroke-width:1}svg.chart .grid{stroke:#eee;stroke-width:1}
+ol.advice li{margin:0 0 12px}ol.advice .evidence{color:#555;font-size:13px;margin:2px 0 0}ol.advice code{color:#888;font-size:12px}
+.charts{display:flex;flex-wrap:wrap;gap:8px 32px;align-items:flex-start}
+)";
+
+inline constexpr std::string_view kRenderCheckScript = R"(
+(function () {
+  var lines = [];
+  var charts = document.querySelectorAll('svg.chart');
+  for (var i = 0; i < charts.length; i++) {
+    var box = charts[i].getBBox();
+    lines.push(charts[i].id + ' ' + Math.round(box.width) + 'x' + Math.round(box.height) +
+               ' marks=' + charts[i].querySelectorAll('.mark').length);
+  }
+  document.getElementById('render-check').textContent = 'charts=' + charts.length + '\n' + lines.join('\n') + '\n';
+})();
+)";
+
+/// Writes a page piece by piece; text() escapes.
+class HtmlOut {
+ public:
+  explicit HtmlOut(fmt::memory_buffer& out) : out_(out) {}
+
+  void raw(std::string_view html) { out_.append(html.data(), html.data() + html.size()); }
+  void text(std::string_view text) { raw(html_escape(text)); }
+  template <class... Args>
+  void format(fmt::format_string<Args...> format, Args&&... args) {
+    fmt::format_to(std::back_inserter(out_), format, std::forward<Args>(args)...);
+  }
+  /// <tag>escaped text</tag>
+  void element(std::string_view tag, std::string_view text_content, std::string_view attributes = "") {
+    format("<{}{}{}>", tag, attributes.empty() ? "" : " ", attributes);
+    text(text_content);
+    format("</{}>", tag);
+  }
+
+  /// A table of text cells, the first column left-aligned. The cells of `name_column` (if any)
+  /// may wrap, and names longer than kNameWidth are shortened with the whole name as a tooltip.
+  void table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows,
+             std::size_t name_column = SIZE_MAX) {
+    constexpr std::size_t kNameWidth = 120;
+    const auto cell_class = [&](std::size_t i) {
+      return i == name_column ? std::string_view(" class=\"name\"") : i == 0 ? std::string_view(" class=\"label\"") : "";
+    };
+    raw("<table><thead><tr>");
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+      format("<th{}>", cell_class(i));
+      text(headers[i]);
+      raw("</th>");
+    }
+    raw("</tr></thead><tbody>\n");
+    for (const auto& row : rows) {
+      raw("<tr>");
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        if (i == name_column && text_width(row[i]) > kNameWidth) {
+          format("<td{} title=\"", cell_class(i));
+          text(row[i]);
+          raw("\">");
+          text(shorten(row[i], kNameWidth));
+        } else {
+          format("<td{}>", cell_class(i));
+          text(row[i]);
+        }
+        raw("</td>");
+      }
+      raw("</tr>\n");
+    }
+    raw("</tbody></table>\n");
+  }
+
+ private:
+  fmt::memory_buffer& out_;
+};
+
+/// A round step between axis ticks (1, 2 or 5 times a power of ten) giving about `ticks` ticks.
+inline double nice_tick(double largest, int ticks) {
+  if (!(largest > 0)) return 1;
+  const double raw = largest / ticks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double normalised = raw / magnitude;
+  return magnitude * (normalised <= 1 ? 1 : normalised <= 2 ? 2 : normalised <= 5 ? 5 : 10);
+}
+
+/// "12.5": a tick label without trailing zeros.
+inline std::string tick_label(double value) {
+  std::string text = fmt::format("{:.3f}", value);
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+/// The opening tag of a chart: `width` x `height` user units, scaled down to the page's width.
+inline void open_chart(HtmlOut& html, std::string_view id, int width, int height, std::string_view label) {
+  html.format(
+      "<svg class=\"chart\" id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "role=\"img\" aria-label=\"",
+      id, width, height, width, height);
+  html.text(label);
+  html.raw("\">\n");
+}
+
+/// A coloured rectangle with a tooltip.
+inline void mark_rect(HtmlOut& html, double x, double y, double width, double height, std::string_view color,
+                      std::string_view tooltip) {
+  html.format("<rect class=\"mark\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>", x, y,
+              std::max(width, 0.5), std::max(height, 0.5), color);
+  html.text(tooltip);
+  html.raw("</title></rect>\n");
+}
+
+inline void svg_text(HtmlOut& html, double x, double y, std::string_view text, std::string_view anchor = "start") {
+  html.format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\">", x, y, anchor);
+  html.text(text);
+  html.raw("</text>\n");
+}
+
+/// A legend of coloured swatches, `per_row` entries a row from (x, y); returns the height used.
+inline int svg_legend(HtmlOut& html, double x, double y, const std::vector<std::pair<std::string, std::string_view>>& entries,
+                      std::size_t per_row, double entry_width) {
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const double left = x + static_cast<double>(i % per_row) * entry_width;
+    const double top = y + static_cast<double>(i / per_row) * 18;
+    html.format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"11\" height=\"11\" fill=\"{}\"/>\n", left, top, entries[i].second);
+    svg_text(html, left + 16, top + 10, entries[i].first);
+  }
+  return static_cast<int>((entries.size() + per_row - 1) / per_row) * 18;
+}
+
+/// A left axis from 0 to `top_value` over [plot_top, plot_bottom] with grid lines; returns the
+/// value at the top of the axis.
+inline double svg_value_axis(HtmlOut& html, double largest, double left, double right, double plot_top, double plot_bottom,
+                             std::string_view unit) {
+  const double tick = nice_tick(largest, 5);
+  const double top_value = std::max(tick, std::ceil(largest / tick) * tick);
+  for (double value = 0; value <= top_value + tick / 2; value += tick) {
+    const double y = plot_bottom - (plot_bottom - plot_top) * value / top_value;
+    html.format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>\n", left, y, right, y);
+    svg_text(html, left - 6, y + 4, tick_label(value), "end");
+  }
+  html.format("<line class=\"axis\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>\n", left, plot_top, left, plot_bottom);
+  html.format("<line class=\"axis\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>\n", left, plot_bottom, right, plot_bottom);
+  svg_text(html, left - 6, plot_top - 8, unit, "end");
+  return top_value;
+}
+
+/// Roles that some of `role_times` has, in priority order.
+inline std::vector<std::size_t> roles_present(const std::vector<std::array<double, analysis::kStepRoleCount>>& role_times) {
+  std::vector<std::size_t> present;
+  for (std::size_t role = 0; role < analysis::kStepRoleCount; ++role)
+    if (std::any_of(role_times.begin(), role_times.end(), [&](const auto& times) { return times[role] > 0; }))
+      present.push_back(role);
+  return present;
+}
+
+inline std::vector<std::pair<std::string, std::string_view>> role_legend(const std::vector<std::size_t>& roles) {
+  std::vector<std::pair<std::string, std::string_view>> entries;
+  for (const std::size_t role : roles)
+    entries.emplace_back(std::string(to_string(static_cast<analysis::StepRole>(role))), kStepRoleColors[role]);
+  return entries;
+}
+
+/// One stacked bar per step, a segment per role.
+inline void html_step_chart(HtmlOut& html, const std::string& id, const analysis::StepBreakdown& breakdown) {
+  std::vector<std::array<double, analysis::kStepRoleCount>> times;
+  double longest = 0;
+  for (const analysis::StepTime& step : breakdown.steps) {
+    std::array<double, analysis::kStepRoleCount> row{};
+    for (std::size_t role = 0; role < analysis::kStepRoleCount; ++role) row[role] = static_cast<double>(step.role_ns[role]);
+    times.push_back(row);
+    longest = std::max(longest, static_cast<double>(step.duration_ns()));
+  }
+  const std::vector<std::size_t> roles = roles_present(times);
+  const auto unit = TimeUnit::for_largest(longest);
+  constexpr int kWidth = 760;
+  constexpr double kLeft = 64, kRight = kWidth - 12, kTop = 24, kBottom = 232;
+  const int legend_rows = static_cast<int>((roles.size() + 4) / 5);
+  open_chart(html, id, kWidth, static_cast<int>(kBottom) + 34 + legend_rows * 18, "Step time breakdown per step");
+  const double top_value = svg_value_axis(html, longest / unit.ns, kLeft, kRight, kTop, kBottom, unit.name);
+  const double slot = (kRight - kLeft) / static_cast<double>(breakdown.steps.size());
+  const double bar = std::min(slot * 0.7, 56.0);
+  const std::size_t label_every = (breakdown.steps.size() + 23) / 24;  // at most 24 labels
+  for (std::size_t i = 0; i < breakdown.steps.size(); ++i) {
+    const analysis::StepTime& step = breakdown.steps[i];
+    const double x = kLeft + slot * static_cast<double>(i) + (slot - bar) / 2;
+    double stacked = 0;
+    for (const std::size_t role : roles) {
+      const double value = times[i][role] / unit.ns;
+      if (value <= 0) continue;
+      const double height = (kBottom - kTop) * value / top_value;
+      const double y = kBottom - (kBottom - kTop) * stacked / top_value - height;
+      mark_rect(html, x, y, bar, height, kStepRoleColors[role],
+                fmt::format("{}: {} {:.3f} {} of {:.3f} {}", step.name, to_string(static_cast<analysis::StepRole>(role)), value,
+                            unit.name, static_cast<double>(step.duration_ns()) / unit.ns, unit.name));
+      stacked += value;
+    }
+    if (i % label_every == 0)
+      svg_text(html, x + bar / 2, kBottom + 14, step.number >= 0 ? std::to_string(step.number) : std::string(step.name), "middle");
+  }
+  svg_legend(html, kLeft, kBottom + 30, role_legend(roles), 5, 136);
+  html.raw("</svg>\n");
+}
+
+/// HTA's kernel types as a pie.
+inline void html_kernel_type_pie(HtmlOut& html, const std::string& id, const analysis::KernelTypeBreakdown& types) {
+  constexpr int kWidth = 700, kHeight = 230;
+  constexpr double kCx = 115, kCy = 115, kRadius = 100;
+  open_chart(html, id, kWidth, kHeight, "GPU time by kernel type");
+  std::int64_t total = 0;
+  for (const analysis::KernelTypeTime& row : types.times) total += row.time_ns;
+  constexpr double kPi = 3.14159265358979323846;
+  double angle = -kPi / 2;  // from 12 o'clock, clockwise
+  std::vector<std::pair<std::string, std::string_view>> legend;
+  for (std::size_t i = 0; i < types.times.size(); ++i) {
+    const analysis::KernelTypeTime& row = types.times[i];
+    const std::string_view color = kernel_type_color(row.types, i);
+    const double share = static_cast<double>(row.time_ns) / static_cast<double>(total);
+    const std::string tooltip = fmt::format("{}: {:.3f} ms ({:.1f}%)", row.label(), static_cast<double>(row.time_ns) / 1e6, row.percent);
+    legend.emplace_back(fmt::format("{} {:.1f}%", row.label(), row.percent), color);
+    if (share >= 0.9999) {  // an arc cannot close on itself
+      html.format("<circle class=\"mark\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.1f}\" fill=\"{}\"><title>", kCx, kCy, kRadius, color);
+    } else {
+      const double end = angle + 2 * kPi * share;
+      html.format(
+          "<path class=\"mark\" d=\"M{:.2f},{:.2f} L{:.2f},{:.2f} A{:.1f},{:.1f} 0 {} 1 {:.2f},{:.2f} Z\" fill=\"{}\" "
+          "stroke=\"#fff\" stroke-width=\"1\"><title>",
+          kCx, kCy, kCx + kRadius * std::cos(angle), kCy + kRadius * std::sin(angle), kRadius, kRadius, share > 0.5 ? 1 : 0,
+          kCx + kRadius * std::cos(end), kCy + kRadius * std::sin(end), color);
+      angle = end;
+    }
+    html.text(tooltip);
+    html.raw(share >= 0.9999 ? "</title></circle>\n" : "</title></path>\n");
+  }
+  svg_legend(html, 2 * kCx + 30, 30, legend, 1, 0);
+  html.raw("</svg>\n");
+}
+
+/// The top kernels as horizontal bars, longest first.
+inline void html_top_kernels_chart(HtmlOut& html, const std::string& id, const std::vector<KernelTotal>& kernels) {
+  constexpr int kWidth = 900;
+  constexpr double kLabel = 390, kBarEnd = 800, kRow = 20;
+  const int height = static_cast<int>(kRow * static_cast<double>(kernels.size())) + 10;
+  open_chart(html, id, kWidth, height, "Top kernels by GPU time");
+  const double longest = static_cast<double>(kernels.front().total_ns);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const KernelTotal& kernel = kernels[i];
+    const double y = 5 + kRow * static_cast<double>(i);
+    svg_text(html, kLabel - 8, y + 13, shorten(kernel.name, 58), "end");
+    const double width = longest > 0 ? (kBarEnd - kLabel) * static_cast<double>(kernel.total_ns) / longest : 0;
+    mark_rect(html, kLabel, y + 2, width, kRow - 5, kernel_type_color(analysis::kernel_type_bit(kernel.type), 0),
+              fmt::format("{}: {} in {} calls ({:.1f}% of kernel time)", kernel.name, KeyAverages::format_duration(kernel.total_ns),
+                          kernel.calls, kernel.percent));
+    svg_text(html, kLabel + width + 6, y + 13, KeyAverages::format_duration(kernel.total_ns));
+  }
+  html.raw("</svg>\n");
+}
+
+/// Memory allocated over time, a line per device.
+inline void html_memory_chart(HtmlOut& html, const std::string& id, const std::vector<MemoryCurve>& curves,
+                              std::int64_t origin_ns) {
+  constexpr int kWidth = 760;
+  constexpr double kLeft = 70, kRight = kWidth - 16, kTop = 24, kBottom = 210;
+  constexpr std::array<std::string_view, 6> kColors = {"#3b73d9", "#d64541", "#4caf50", "#f29b30", "#8e5cc9", "#26a69a"};
+  std::int64_t first = INT64_MAX, last = INT64_MIN, peak = 0;
+  for (const MemoryCurve& curve : curves) {
+    first = std::min(first, curve.points.front().first);
+    last = std::max(last, curve.points.back().first);
+    peak = std::max(peak, curve.peak_bytes);
+  }
+  const std::string_view unit_name = peak >= (std::int64_t{1} << 30) ? "GiB" : peak >= (std::int64_t{1} << 20) ? "MiB" : "KiB";
+  const double unit_bytes = peak >= (std::int64_t{1} << 30) ? 1073741824.0 : peak >= (std::int64_t{1} << 20) ? 1048576.0 : 1024.0;
+  const auto time_unit = TimeUnit::for_largest(static_cast<double>(last - origin_ns));
+  const int legend_rows = static_cast<int>((curves.size() + 2) / 3);
+  open_chart(html, id, kWidth, static_cast<int>(kBottom) + 36 + legend_rows * 18, "Memory allocated over time");
+  const double top_value = svg_value_axis(html, static_cast<double>(peak) / unit_bytes, kLeft, kRight, kTop, kBottom, unit_name);
+  const double span = std::max<double>(static_cast<double>(last - first), 1.0);
+  const auto x_of = [&](std::int64_t time) { return kLeft + (kRight - kLeft) * static_cast<double>(time - first) / span; };
+  const auto y_of = [&](std::int64_t bytes) {
+    return kBottom - (kBottom - kTop) * static_cast<double>(bytes) / unit_bytes / top_value;
+  };
+  svg_text(html, kLeft, kBottom + 14, fmt::format("{:.3f} {}", static_cast<double>(first - origin_ns) / time_unit.ns, time_unit.name),
+           "start");
+  svg_text(html, kRight, kBottom + 14, fmt::format("{:.3f} {}", static_cast<double>(last - origin_ns) / time_unit.ns, time_unit.name),
+           "end");
+  std::vector<std::pair<std::string, std::string_view>> legend;
+  for (std::size_t i = 0; i < curves.size(); ++i) {
+    const MemoryCurve& curve = curves[i];
+    const std::string_view color = kColors[i % kColors.size()];
+    // Allocated memory holds its value until the next event: a step line.
+    std::string path = fmt::format("M{:.1f},{:.1f}", x_of(curve.points.front().first), y_of(curve.points.front().second));
+    for (std::size_t p = 1; p < curve.points.size(); ++p)
+      path += fmt::format(" H{:.1f} V{:.1f}", x_of(curve.points[p].first), y_of(curve.points[p].second));
+    path += fmt::format(" H{:.1f}", kRight);
+    const std::string label = fmt::format("{} peak {}{}", device_label(curve.device_type, curve.device),
+                                          KeyAverages::format_bytes(curve.peak_bytes),
+                                          curve.capacity_bytes > 0 ? fmt::format(" of {}", KeyAverages::format_bytes(curve.capacity_bytes))
+                                                                   : std::string());
+    html.format("<path class=\"mark\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"><title>", path, color);
+    html.text(label);
+    html.raw("</title></path>\n");
+    legend.emplace_back(label, color);
+  }
+  svg_legend(html, kLeft, kBottom + 30, legend, 3, 226);
+  html.raw("</svg>\n");
+}
+
+/// Each rank's average step, stacked by role: a straggling rank has the longest bar.
+inline void html_rank_chart(HtmlOut& html, const std::vector<RankReport>& ranks) {
+  std::vector<std::array<double, analysis::kStepRoleCount>> times;
+  double longest = 0;
+  for (const RankReport& rank : ranks) {
+    times.push_back(rank.steps.average_ns());
+    longest = std::max(longest, rank.steps.average_step_ns());
+  }
+  const std::vector<std::size_t> roles = roles_present(times);
+  const auto unit = TimeUnit::for_largest(longest);
+  constexpr int kWidth = 760;
+  constexpr double kLabel = 80, kBarEnd = 660, kRow = 22, kTop = 8;
+  const double bars_bottom = kTop + kRow * static_cast<double>(ranks.size());
+  const int legend_rows = static_cast<int>((roles.size() + 4) / 5);
+  open_chart(html, "ranks-average-step", kWidth, static_cast<int>(bars_bottom) + 16 + legend_rows * 18,
+             "Average step time per rank");
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const double y = kTop + kRow * static_cast<double>(i);
+    svg_text(html, kLabel - 8, y + 14, fmt::format("rank {}", ranks[i].rank), "end");
+    double x = kLabel;
+    for (const std::size_t role : roles) {
+      const double width = longest > 0 ? (kBarEnd - kLabel) * times[i][role] / longest : 0;
+      if (width <= 0) continue;
+      mark_rect(html, x, y + 3, width, kRow - 6, kStepRoleColors[role],
+                fmt::format("rank {}: {} {:.3f} {} of an average step of {:.3f} {}", ranks[i].rank,
+                            to_string(static_cast<analysis::StepRole>(role)), times[i][role] / unit.ns, unit.name,
+                            ranks[i].steps.average_step_ns() / unit.ns, unit.name));
+      x += width;
+    }
+    svg_text(html, x + 6, y + 14, fmt::format("{:.3f} {}", ranks[i].steps.average_step_ns() / unit.ns, unit.name));
+  }
+  svg_legend(html, kLabel, bars_bottom + 8, role_legend(roles), 5, 136);
+  html.raw("</svg>\n");
+}
+
+inline std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
+inline std::string ms(double ns) { return fmt::format("{:.3f}", ns / 1e6); }
+inline std::string percent_text(double percent) { return fmt::format("{:.1f}%", percent); }
+
+inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& report) {
+  const std::string id = fmt::format("rank-{}", rank.rank);
+  html.format("<section id=\"{}\">\n", id);
+  html.element("h2", rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
+
+  html.element("h3", "Step time breakdown (TensorBoard's roles by priority)");
+  if (rank.steps.steps.empty()) {
+    html.element("p", "No step in this trace.", "class=\"muted\"");
+  } else {
+    html_step_chart(html, id + "-steps", rank.steps);
+    std::vector<std::array<double, analysis::kStepRoleCount>> role_times;
+    for (const analysis::StepTime& step : rank.steps.steps) {
+      role_times.emplace_back();
+      for (std::size_t role = 0; role < analysis::kStepRoleCount; ++role) role_times.back()[role] = static_cast<double>(step.role_ns[role]);
+    }
+    const std::vector<std::size_t> roles = roles_present(role_times);
+    std::vector<std::string> headers = {"Step", "Total (ms)"};
+    for (const std::size_t role : roles) headers.push_back(fmt::format("{} (ms)", to_string(static_cast<analysis::StepRole>(role))));
+    std::vector<std::vector<std::string>> rows;
+    for (const analysis::StepTime& step : rank.steps.steps) {
+      std::vector<std::string> row = {std::string(step.name), ms(step.duration_ns())};
+      for (const std::size_t role : roles) row.push_back(ms(step.role_ns[role]));
+      rows.push_back(std::move(row));
+    }
+    const auto average = rank.steps.average_ns();
+    const double average_step = rank.steps.average_step_ns();
+    std::vector<std::string> mean = {"Average", ms(average_step)};
+    for (const std::size_t role : roles)
+      mean.push_back(fmt::format("{} ({})", ms(average[role]), percent_text(average_step > 0 ? 100 * average[role] / average_step : 0)));
+    rows.push_back(std::move(mean));
+    html.table(headers, rows);
+  }
+
+  if (!rank.gpu_activity) {
+    html.element("p", "No GPU activity in this trace.", "class=\"muted\"");
+  } else {
+    if (!rank.steps.devices.empty()) {
+      html.element("h3", "GPU summary over the steps (TensorBoard)");
+      std::vector<std::vector<std::string>> rows;
+      for (const analysis::DeviceMetrics& device : rank.steps.devices)
+        rows.push_back({std::to_string(device.device), std::string(device.name), percent_text(100 * device.utilization),
+                        device.sm_efficiency ? percent_text(100 * *device.sm_efficiency) : "-",
+                        device.achieved_occupancy_percent ? percent_text(*device.achieved_occupancy_percent) : "-",
+                        percent_text(device.tensor_core_percent), ms(device.kernel_ns)});
+      html.table({"GPU", "Name", "Utilization", "Est. SM efficiency", "Est. achieved occupancy", "Tensor Cores", "Kernel time (ms)"},
+                 rows, 1);
+    }
+    const analysis::TemporalBreakdown& temporal = rank.hta.temporal;
+    html.element("h3", "GPU time (HTA temporal breakdown) and kernel types (HTA kernel breakdown)");
+    html.raw("<div class=\"charts\"><div>\n");
+    html.table({"Kind", "Time (ms)", "Share"}, {{"idle", ms(temporal.idle_ns), percent_text(temporal.idle_percent())},
+                                               {"compute", ms(temporal.compute_ns), percent_text(temporal.compute_percent())},
+                                               {"non-compute", ms(temporal.non_compute_ns), percent_text(temporal.non_compute_percent())},
+                                               {"kernel time", ms(temporal.kernel_time_ns), "100.0%"}});
+    html.raw("</div><div>\n");
+    if (rank.hta.kernel_types.times.empty()) {
+      html.element("p", "No GPU kernels.", "class=\"muted\"");
+    } else {
+      html_kernel_type_pie(html, id + "-kernel-types", rank.hta.kernel_types);
+    }
+    html.raw("</div></div>\n");
+
+    html.element("h3", fmt::format("Top kernels by GPU time ({} of {})", rank.top_kernels.size(), rank.kernel_names));
+    if (!rank.top_kernels.empty()) {
+      html_top_kernels_chart(html, id + "-top-kernels", rank.top_kernels);
+      std::vector<std::vector<std::string>> rows;
+      for (const KernelTotal& kernel : rank.top_kernels)
+        rows.push_back({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), kernel.tensor_cores ? "yes" : "-",
+                        std::to_string(kernel.calls), KeyAverages::format_duration(kernel.total_ns),
+                        KeyAverages::format_duration(static_cast<std::int64_t>(kernel.mean_ns())),
+                        KeyAverages::format_duration(kernel.max_ns), percent_text(kernel.percent)});
+      html.table({"Kernel", "Type", "Tensor Cores", "Calls", "Total", "Avg", "Max", "Share"}, rows, 0);
+    }
+  }
+
+  html.element("h3", fmt::format("Top ops and ranges by self CPU time ({} of {})", rank.top_ops.size(), rank.op_names));
+  {
+    std::vector<std::string> headers = {"Name", "Category", "Calls", "Self CPU", "CPU total"};
+    if (rank.gpu_activity) headers.insert(headers.end(), {"Self GPU", "GPU total"});
+    std::vector<std::vector<std::string>> rows;
+    for (const KeyAverage& op : rank.top_ops) {
+      rows.push_back({op.name, std::string(to_string(op.category)), std::to_string(op.calls),
+                      KeyAverages::format_duration(op.self_ns), KeyAverages::format_duration(op.total_ns)});
+      if (rank.gpu_activity)
+        rows.back().insert(rows.back().end(),
+                           {KeyAverages::format_duration(op.gpu_ns), KeyAverages::format_duration(op.gpu_total_ns)});
+    }
+    html.table(headers, rows, 0);
+  }
+
+  if (rank.gpu_activity) {
+    html.element("h3", "nvprof summary (top rows)");
+    std::vector<std::vector<std::string>> rows;
+    const auto add = [&](std::string_view type, const std::vector<analysis::DurationStats>& section, std::int64_t total) {
+      for (std::size_t i = 0; i < section.size() && i < report.options.top_rows; ++i) {
+        const analysis::DurationStats& row = section[i];
+        rows.push_back({i == 0 ? std::string(type) : std::string(), percent_text(analysis::GpuSummary::percent(row, total)),
+                        KeyAverages::format_duration(row.total_ns), std::to_string(row.calls),
+                        KeyAverages::format_duration(static_cast<std::int64_t>(row.mean_ns)),
+                        KeyAverages::format_duration(row.min_ns), KeyAverages::format_duration(row.max_ns), std::string(row.name)});
+      }
+    };
+    add("GPU activities", rank.gpu_summary.gpu_activities, rank.gpu_summary.gpu_activities_ns);
+    add("API calls", rank.gpu_summary.api_calls, rank.gpu_summary.api_calls_ns);
+    html.table({"Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name"}, rows, 7);
+  }
+
+  html.element("h3", "Memory allocated over time");
+  if (rank.memory.empty()) {
+    html.element("p", "No memory events in this trace (record them with profile_memory).", "class=\"muted\"");
+  } else {
+    html_memory_chart(html, id + "-memory", rank.memory, report.origin_ns);
+  }
+  if (rank.dropped_events != 0 || rank.dropped_gpu_records != 0)
+    html.element("p", fmt::format("Lost while recording: {} events, {} GPU records (the numbers above miss them).",
+                                  rank.dropped_events, rank.dropped_gpu_records),
+                 "class=\"muted\"");
+  html.raw("</section>\n");
+}
+
+inline void html_comparison(HtmlOut& html, const Report& report) {
+  const analysis::RankComparison& comparison = *report.comparison;
+  html.raw("<section id=\"ranks\">\n");
+  html.element("h2", "Ranks compared");
+  html_rank_chart(html, report.ranks);
+  std::vector<std::vector<std::string>> rows;
+  for (const analysis::RankSummary& rank : comparison.ranks)
+    rows.push_back({std::to_string(rank.rank), std::to_string(rank.steps), ms(rank.step_time_mean_ns), ms(rank.step_time_min_ns),
+                    ms(rank.step_time_max_ns), percent_text(100 * rank.gpu_utilization), percent_text(rank.temporal.idle_percent()),
+                    percent_text(rank.temporal.compute_percent()), percent_text(rank.temporal.non_compute_percent()),
+                    rank.overlap.has_communication() ? percent_text(rank.overlap.overlap_percent()) : "-"});
+  html.table({"Rank", "Steps", "Step mean (ms)", "Min (ms)", "Max (ms)", "GPU util", "Idle", "Compute", "Non-compute", "Comm overlap"},
+             rows);
+  if (!comparison.steps.empty()) {
+    html.element("h3", "Stragglers: the slowest rank of each step");
+    rows.clear();
+    for (const analysis::StepAcrossRanks& step : comparison.steps)
+      rows.push_back({std::to_string(step.step), std::to_string(step.ranks), std::to_string(step.slowest_rank), ms(step.slowest_ns),
+                      ms(step.median_ns), std::to_string(step.fastest_rank), ms(step.fastest_ns),
+                      fmt::format("{:+.1f}%", step.slowest_over_median_percent()),
+                      fmt::format("{:+.1f}%", step.slowest_over_fastest_percent())});
+    html.table({"Step", "Ranks", "Slowest rank", "Slowest (ms)", "Median (ms)", "Fastest rank", "Fastest (ms)", "vs median", "vs fastest"},
+               rows);
+  }
+  html.raw("</section>\n");
+}
+
+}  // namespace detail
+
+/// The report as one self-contained HTML page.
+inline std::string render_html(const Report& report) {
+  fmt::memory_buffer out;
+  detail::HtmlOut html(out);
+  const std::string title = report.options.title.empty() ? "dlprof report" : "dlprof report: " + report.options.title;
+  html.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+  html.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+  html.raw("<link rel=\"icon\" href=\"data:,\">\n");  // no favicon request
+  html.element("title", title);
+  html.format("\n<style>{}</style>\n</head>\n<body>\n", detail::kHtmlStyle);
+  html.element("h1", title);
+  html.element("p",
+               fmt::format("{} rank{}; HTA's analyses {}. dlprof {}.", report.ranks.size(), report.ranks.size() == 1 ? "" : "s",
+                           report.options.analysis.hta_compat
+                               ? "with HTA's conventions (the last ProfilerStep dropped, times rounded inward to whole µs)"
+                               : "over every complete step, in exact ns",
+                           DLPROF_VERSION_STRING),
+               "class=\"meta\"");
+
+  html.raw("<section id=\"recommendations\">\n");
+  html.element("h2", "Recommendations");
+  if (report.recommendations.empty()) {
+    html.element("p", "None: no rule found a problem in these traces.", "class=\"muted\"");
+  } else {
+    html.raw("<ol class=\"advice\">\n");
+    for (const analysis::Recommendation& advice : report.recommendations) {
+      html.raw("<li>");
+      html.element("p", advice.text);
+      html.raw("<p class=\"evidence\">");
+      html.text(advice.evidence);
+      html.raw(" ");
+      html.element("code", advice.id);
+      html.raw("</p></li>\n");
+    }
+    html.raw("</ol>\n");
+  }
+  html.raw("</section>\n");
+
+  if (report.comparison) detail::html_comparison(html, report);
+  for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report);
+  if (report.ranks.empty()) html.element("p", "No trace to report on.", "class=\"muted\"");
+
+  html.raw("<pre id=\"render-check\" hidden>charts not measured: scripts are off</pre>\n");
+  html.format("<script>{}</script>\n</body>\n</html>\n", detail::kRenderCheckScript);
+  return fmt::to_string(out);
+}
+
+DLPROF_END_NAMESPACE

@@ -1,0 +1,469 @@
+// dlprof/report/json.hpp: the report as JSON, for scripts. Written as the trace writer writes
+// traces (detail::JsonWriter: strings escaped, invalid UTF-8 from a trace replaced by U+FFFD), so
+// the header-only core needs no JSON library.
+//
+// Keys that stay (more may come): times in µs (`*_us`, exact to the ns), shares in % (`*_pct`),
+// absent values null.
+//   {"dlprof_version", "title", "hta_compat",
+//    "ranks": [{"rank", "world_size",
+//      "temporal_breakdown": {"idle_us", "compute_us", "non_compute_us", "kernel_time_us",
+//                             "idle_pct", "compute_pct", "non_compute_pct"},     HTA
+//      "kernel_type_breakdown": [{"type", "time_us", "pct"}],                    HTA, longest first
+//      "kernels_by_type": [{"type", "kernels": [{"name", "calls", "total_us", "mean_us", "min_us", "max_us"}]}],
+//      "step_breakdown": [{"step", "number", "start_us", "total_us", "kernel_us", "memcpy_us",
+//                          "memset_us", "communication_us", "runtime_us", "dataloader_us",
+//                          "cpu_exec_us", "other_us"}],           TensorBoard's; start from "origin"
+//      "average_step": {"steps", "total_us", "<role>_us"..., "<role>_pct"...},
+//      "gpu_utilization": mean over the rank's GPUs in % (null without kernels),
+//      "gpus": [{"device", "name", "compute_capability", "utilization_pct", "sm_efficiency_pct",
+//                "achieved_occupancy_pct", "tensor_core_pct", "kernel_us"}],
+//      "idle_time_breakdown": [{"device", "stream", "idle_us", "host_wait_us", "kernel_wait_us", "other_us"}],
+//      "comm_comp_overlap": {"communication_us", "computation_us", "overlap_us", "overlap_pct"},
+//      "launch_stats": {"launches", "mean_cpu_duration_us", "mean_launch_delay_us",
+//                       "max_launch_delay_us", "runtime_outliers", "launch_delay_outliers", "short_kernels"},
+//      "top_ops": [{"name", "category", "calls", "self_cpu_us", "cpu_total_us", "self_gpu_us", "gpu_total_us"}],
+//      "top_kernels": [{"name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
+//      "gpu_activities", "api_calls": [{"name", "calls", "total_us", "pct", "mean_us", "min_us", "max_us"}],
+//      "memory": [{"device", "peak_allocated_bytes", "capacity_bytes"}],
+//      "dropped_events", "dropped_gpu_records"}],
+//    "rank_comparison": null or {"ranks": [{"rank", "steps", "step_time_mean_us", "step_time_min_us",
+//        "step_time_max_us", "gpu_utilization_pct", "idle_pct", "compute_pct", "non_compute_pct",
+//        "overlap_pct"}],
+//      "stragglers": [{"step", "ranks", "slowest_rank", "slowest_us", "median_us", "fastest_rank",
+//        "fastest_us", "slowest_over_median_pct", "slowest_over_fastest_pct"}]},
+//    "recommendations": [{"id", "text", "evidence"}],
+//    "origin_us": the earliest window start of the ranks, µs since the epoch}
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/analysis/analysis.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/export/chrome_trace.hpp"
+#include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/text.hpp"
+#include "dlprof/report/make_report.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+/// Indented JSON: objects and arrays with their commas, one member or element a line.
+class JsonTree {
+ public:
+  explicit JsonTree(fmt::memory_buffer& out) : out_(out), json_(out) {}
+
+  void begin_object() { open('{'); }
+  void end_object() { close('}'); }
+  void begin_array() { open('['); }
+  void end_array() { close(']'); }
+
+  /// The next value is this member of the enclosing object.
+  void key(std::string_view name) {
+    next_element();
+    json_.string(name);
+    json_.raw(": ");
+    after_key_ = true;
+  }
+
+  void string(std::string_view text) {
+    value_position();
+    json_.string(valid_utf8(text));
+  }
+  void integer(std::int64_t value) {
+    value_position();
+    json_.integer(value);
+  }
+  void boolean(bool value) {
+    value_position();
+    json_.raw(value ? "true" : "false");
+  }
+  void null() {
+    value_position();
+    json_.raw("null");
+  }
+  /// A finite number in its shortest exact form; NaN and infinities become null.
+  void number(double value) {
+    value_position();
+    json_.number(value);
+  }
+  /// Nanoseconds as µs, exactly: three decimals.
+  void microseconds(std::int64_t ns) {
+    value_position();
+    const std::uint64_t magnitude = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+    fmt::format_to(std::back_inserter(out_), "{}{}.{:03}", ns < 0 ? "-" : "", magnitude / 1000, magnitude % 1000);
+  }
+  void optional_number(const std::optional<double>& value) {
+    if (value) {
+      number(*value);
+    } else {
+      null();
+    }
+  }
+
+  // Members of the enclosing object.
+  void member(std::string_view name, std::string_view text) {
+    key(name);
+    string(text);
+  }
+  void member_integer(std::string_view name, std::int64_t value) {
+    key(name);
+    integer(value);
+  }
+  void member_number(std::string_view name, double value) {
+    key(name);
+    number(value);
+  }
+  void member_us(std::string_view name, std::int64_t ns) {
+    key(name);
+    microseconds(ns);
+  }
+  /// A mean or a median in ns, as µs.
+  void member_us(std::string_view name, double ns) {
+    key(name);
+    number(ns / 1e3);
+  }
+
+ private:
+  void open(char bracket) {
+    value_position();
+    json_.character(bracket);
+    first_.push_back(true);
+  }
+  void close(char bracket) {
+    const bool empty = first_.back();
+    first_.pop_back();
+    if (!empty) new_line();
+    json_.character(bracket);
+  }
+  void new_line() {
+    json_.character('\n');
+    for (std::size_t i = 0; i < first_.size(); ++i) json_.raw("  ");
+  }
+  void next_element() {
+    if (first_.empty()) return;
+    if (!first_.back()) json_.character(',');
+    first_.back() = false;
+    new_line();
+  }
+  void value_position() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    next_element();
+  }
+
+  fmt::memory_buffer& out_;
+  JsonWriter json_;
+  std::vector<bool> first_;  // per open object or array: nothing written in it yet
+  bool after_key_ = false;
+};
+
+/// The JSON name of each step role: "kernel", "memcpy", ..., "cpu_exec", "other".
+inline constexpr std::array<std::string_view, analysis::kStepRoleCount> kStepRoleKeys = {
+    "kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"};
+
+inline void json_duration_rows(JsonTree& json, const std::vector<analysis::DurationStats>& rows, std::int64_t section_ns,
+                               std::size_t limit) {
+  json.begin_array();
+  for (std::size_t i = 0; i < rows.size() && i < limit; ++i) {
+    const analysis::DurationStats& row = rows[i];
+    json.begin_object();
+    json.member("name", row.name);
+    json.member_integer("calls", static_cast<std::int64_t>(row.calls));
+    json.member_us("total_us", row.total_ns);
+    json.member_number("pct", analysis::GpuSummary::percent(row, section_ns));
+    json.member_us("mean_us", row.mean_ns);
+    json.member_us("min_us", row.min_ns);
+    json.member_us("max_us", row.max_ns);
+    json.end_object();
+  }
+  json.end_array();
+}
+
+inline void json_steps(JsonTree& json, const analysis::StepBreakdown& breakdown, std::int64_t origin_ns) {
+  json.key("step_breakdown");
+  json.begin_array();
+  for (const analysis::StepTime& step : breakdown.steps) {
+    json.begin_object();
+    json.member("step", step.name);
+    json.member_integer("number", step.number);
+    json.member_us("start_us", step.start_ns - origin_ns);
+    json.member_us("total_us", step.duration_ns());
+    for (std::size_t role = 0; role < analysis::kStepRoleCount; ++role)
+      json.member_us(fmt::format("{}_us", kStepRoleKeys[role]), step.role_ns[role]);
+    json.end_object();
+  }
+  json.end_array();
+
+  const auto average = breakdown.average_ns();
+  const double average_step = breakdown.average_step_ns();
+  json.key("average_step");
+  json.begin_object();
+  json.member_integer("steps", static_cast<std::int64_t>(breakdown.steps.size()));
+  json.member_us("total_us", average_step);
+  for (std::size_t role = 0; role < analysis::kStepRoleCount; ++role) json.member_us(fmt::format("{}_us", kStepRoleKeys[role]), average[role]);
+  for (std::size_t role = 0; role < analysis::kStepRoleCount; ++role)
+    json.member_number(fmt::format("{}_pct", kStepRoleKeys[role]), average_step > 0 ? 100.0 * average[role] / average_step : 0.0);
+  json.end_object();
+
+  json.key("gpus");
+  json.begin_array();
+  for (const analysis::DeviceMetrics& device : breakdown.devices) {
+    json.begin_object();
+    json.member_integer("device", device.device);
+    json.member("name", device.name);
+    json.key("compute_capability");
+    if (device.compute_major == 0) {
+      json.null();
+    } else {
+      json.string(fmt::format("{}.{}", device.compute_major, device.compute_minor));
+    }
+    json.member_number("utilization_pct", 100.0 * device.utilization);
+    json.key("sm_efficiency_pct");
+    json.optional_number(device.sm_efficiency ? std::optional<double>(100.0 * *device.sm_efficiency) : std::nullopt);
+    json.key("achieved_occupancy_pct");
+    json.optional_number(device.achieved_occupancy_percent);
+    json.member_number("tensor_core_pct", device.tensor_core_percent);
+    json.member_us("kernel_us", device.kernel_ns);
+    json.end_object();
+  }
+  json.end_array();
+}
+
+inline void json_hta(JsonTree& json, const analysis::HtaAnalyses& hta) {
+  const analysis::TemporalBreakdown& temporal = hta.temporal;
+  json.key("temporal_breakdown");
+  json.begin_object();
+  json.member_us("idle_us", temporal.idle_ns);
+  json.member_us("compute_us", temporal.compute_ns);
+  json.member_us("non_compute_us", temporal.non_compute_ns);
+  json.member_us("kernel_time_us", temporal.kernel_time_ns);
+  json.member_number("idle_pct", temporal.idle_percent());
+  json.member_number("compute_pct", temporal.compute_percent());
+  json.member_number("non_compute_pct", temporal.non_compute_percent());
+  json.end_object();
+
+  json.key("kernel_type_breakdown");
+  json.begin_array();
+  for (const analysis::KernelTypeTime& row : hta.kernel_types.times) {
+    json.begin_object();
+    json.member("type", row.label());
+    json.member_us("time_us", row.time_ns);
+    json.member_number("pct", row.percent);
+    json.end_object();
+  }
+  json.end_array();
+
+  json.key("kernels_by_type");
+  json.begin_array();
+  for (const analysis::KernelsOfType& of_type : hta.kernel_types.kernels) {
+    json.begin_object();
+    json.member("type", analysis::to_string(of_type.type));
+    json.key("kernels");
+    json.begin_array();
+    for (const analysis::DurationStats& kernel : of_type.kernels) {
+      json.begin_object();
+      json.member("name", kernel.name);
+      json.member_integer("calls", static_cast<std::int64_t>(kernel.calls));
+      json.member_us("total_us", kernel.total_ns);
+      json.member_us("mean_us", kernel.mean_ns);
+      json.member_us("min_us", kernel.min_ns);
+      json.member_us("max_us", kernel.max_ns);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+
+  json.key("idle_time_breakdown");
+  json.begin_array();
+  for (const analysis::StreamIdleTime& stream : hta.idle_time.streams) {
+    json.begin_object();
+    json.member_integer("device", stream.device);
+    json.member_integer("stream", stream.stream);
+    json.member_us("idle_us", stream.idle_ns());
+    json.member_us("host_wait_us", stream.host_wait_ns);
+    json.member_us("kernel_wait_us", stream.kernel_wait_ns);
+    json.member_us("other_us", stream.other_ns);
+    json.end_object();
+  }
+  json.end_array();
+
+  json.key("comm_comp_overlap");
+  json.begin_object();
+  json.member_us("communication_us", hta.overlap.communication_ns);
+  json.member_us("computation_us", hta.overlap.computation_ns);
+  json.member_us("overlap_us", hta.overlap.overlap_ns);
+  json.key("overlap_pct");
+  json.optional_number(hta.overlap.has_communication() ? std::optional<double>(hta.overlap.overlap_percent()) : std::nullopt);
+  json.end_object();
+
+  const analysis::LaunchStats& launches = hta.launches;
+  json.key("launch_stats");
+  json.begin_object();
+  json.member_integer("launches", static_cast<std::int64_t>(launches.launches.size()));
+  json.member_us("mean_cpu_duration_us", launches.mean_cpu_duration_ns());
+  json.member_us("mean_launch_delay_us", launches.mean_launch_delay_ns());
+  json.member_us("max_launch_delay_us", launches.max_launch_delay_ns());
+  json.member_integer("runtime_outliers", static_cast<std::int64_t>(launches.runtime_outliers));
+  json.member_integer("launch_delay_outliers", static_cast<std::int64_t>(launches.launch_delay_outliers));
+  json.member_integer("short_kernels", static_cast<std::int64_t>(launches.short_kernels));
+  json.end_object();
+}
+
+inline void json_rank(JsonTree& json, const RankReport& rank, const Report& report) {
+  json.begin_object();
+  json.member_integer("rank", rank.rank);
+  json.member_integer("world_size", rank.world_size);
+  json_hta(json, rank.hta);
+  json_steps(json, rank.steps, report.origin_ns);
+  json.key("gpu_utilization");
+  const std::optional<double> utilization = rank.gpu_utilization();
+  json.optional_number(utilization ? std::optional<double>(100.0 * *utilization) : std::nullopt);
+
+  json.key("top_ops");
+  json.begin_array();
+  for (const KeyAverage& op : rank.top_ops) {
+    json.begin_object();
+    json.member("name", op.name);
+    json.member("category", to_string(op.category));
+    json.member_integer("calls", static_cast<std::int64_t>(op.calls));
+    json.member_us("self_cpu_us", op.self_ns);
+    json.member_us("cpu_total_us", op.total_ns);
+    json.member_us("self_gpu_us", op.gpu_ns);
+    json.member_us("gpu_total_us", op.gpu_total_ns);
+    json.end_object();
+  }
+  json.end_array();
+
+  json.key("top_kernels");
+  json.begin_array();
+  for (const KernelTotal& kernel : rank.top_kernels) {
+    json.begin_object();
+    json.member("name", kernel.name);
+    json.member("type", analysis::to_string(kernel.type));
+    json.key("tensor_cores");
+    json.boolean(kernel.tensor_cores);
+    json.member_integer("calls", static_cast<std::int64_t>(kernel.calls));
+    json.member_us("total_us", kernel.total_ns);
+    json.member_us("mean_us", kernel.mean_ns());
+    json.member_us("min_us", kernel.min_ns);
+    json.member_us("max_us", kernel.max_ns);
+    json.member_number("pct", kernel.percent);
+    json.end_object();
+  }
+  json.end_array();
+
+  json.key("gpu_activities");
+  json_duration_rows(json, rank.gpu_summary.gpu_activities, rank.gpu_summary.gpu_activities_ns, report.options.top_rows);
+  json.key("api_calls");
+  json_duration_rows(json, rank.gpu_summary.api_calls, rank.gpu_summary.api_calls_ns, report.options.top_rows);
+
+  json.key("memory");
+  json.begin_array();
+  for (const MemoryCurve& curve : rank.memory) {
+    json.begin_object();
+    json.member("device", device_label(curve.device_type, curve.device));
+    json.member_integer("peak_allocated_bytes", curve.peak_bytes);
+    json.key("capacity_bytes");
+    if (curve.capacity_bytes > 0) {
+      json.integer(curve.capacity_bytes);
+    } else {
+      json.null();
+    }
+    json.end_object();
+  }
+  json.end_array();
+  json.member_integer("dropped_events", static_cast<std::int64_t>(rank.dropped_events));
+  json.member_integer("dropped_gpu_records", static_cast<std::int64_t>(rank.dropped_gpu_records));
+  json.end_object();
+}
+
+inline void json_comparison(JsonTree& json, const analysis::RankComparison& comparison) {
+  json.begin_object();
+  json.key("ranks");
+  json.begin_array();
+  for (const analysis::RankSummary& rank : comparison.ranks) {
+    json.begin_object();
+    json.member_integer("rank", rank.rank);
+    json.member_integer("steps", static_cast<std::int64_t>(rank.steps));
+    json.member_us("step_time_mean_us", rank.step_time_mean_ns);
+    json.member_us("step_time_min_us", rank.step_time_min_ns);
+    json.member_us("step_time_max_us", rank.step_time_max_ns);
+    json.member_number("gpu_utilization_pct", 100.0 * rank.gpu_utilization);
+    json.member_number("idle_pct", rank.temporal.idle_percent());
+    json.member_number("compute_pct", rank.temporal.compute_percent());
+    json.member_number("non_compute_pct", rank.temporal.non_compute_percent());
+    json.key("overlap_pct");
+    json.optional_number(rank.overlap.has_communication() ? std::optional<double>(rank.overlap.overlap_percent()) : std::nullopt);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("stragglers");
+  json.begin_array();
+  for (const analysis::StepAcrossRanks& step : comparison.steps) {
+    json.begin_object();
+    json.member_integer("step", step.step);
+    json.member_integer("ranks", static_cast<std::int64_t>(step.ranks));
+    json.member_integer("slowest_rank", step.slowest_rank);
+    json.member_us("slowest_us", step.slowest_ns);
+    json.member_us("median_us", step.median_ns);
+    json.member_integer("fastest_rank", step.fastest_rank);
+    json.member_us("fastest_us", step.fastest_ns);
+    json.member_number("slowest_over_median_pct", step.slowest_over_median_percent());
+    json.member_number("slowest_over_fastest_pct", step.slowest_over_fastest_percent());
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+}
+
+}  // namespace detail
+
+/// The report as JSON (the keys are listed at the top of this header), ending with a newline.
+inline std::string render_json(const Report& report) {
+  fmt::memory_buffer out;
+  detail::JsonTree json(out);
+  json.begin_object();
+  json.member("dlprof_version", DLPROF_VERSION_STRING);
+  json.member("title", report.options.title);
+  json.key("hta_compat");
+  json.boolean(report.options.analysis.hta_compat);
+  json.member_us("origin_us", report.origin_ns);
+  json.key("ranks");
+  json.begin_array();
+  for (const RankReport& rank : report.ranks) detail::json_rank(json, rank, report);
+  json.end_array();
+  json.key("rank_comparison");
+  if (report.comparison) {
+    detail::json_comparison(json, *report.comparison);
+  } else {
+    json.null();
+  }
+  json.key("recommendations");
+  json.begin_array();
+  for (const analysis::Recommendation& advice : report.recommendations) {
+    json.begin_object();
+    json.member("id", advice.id);
+    json.member("text", advice.text);
+    json.member("evidence", advice.evidence);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+  out.push_back('\n');
+  return fmt::to_string(out);
+}
+
+DLPROF_END_NAMESPACE

@@ -1,0 +1,258 @@
+// dlprof/report/make_report.hpp: the report, what every analysis says about a set of traces (one
+// per rank) gathered in one value, which render_text, render_json and render_html print.
+//
+// A Report is a pure function of its traces: the same one is made in-process from the trace of a
+// recording window (Profiler::report(), dlprof::report(trace)) and offline from files
+// (dlprof-report). Like the analyses' results, it names kernels, ops and steps by views into the
+// traces' strings: keep the traces alive while the Report is used.
+//
+//   const std::vector<dlprof::Trace> ranks = dlprof::read_trace_set({"log/run"});
+//   const dlprof::Report report = dlprof::make_report(ranks);
+//   fmt::print("{}", dlprof::render_text(report));
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/analysis/analysis.hpp"
+#include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/key_averages.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+
+struct ReportOptions {
+  /// What the analyses see; `analysis.hta_compat` applies HTA's conventions (dlprof-report
+  /// --hta-compat).
+  analysis::AnalysisOptions analysis;
+  /// Rows of the longer tables (top ops, top kernels, nvprof's sections) and bars of the charts.
+  std::size_t top_rows = 10;
+  /// Names the input in the report's heading, e.g. the trace files; empty: none.
+  std::string title;
+};
+
+/// The device time of every kernel sharing one name.
+struct KernelTotal {
+  std::string_view name;
+  std::uint64_t calls = 0;
+  std::int64_t total_ns = 0;
+  std::int64_t min_ns = 0;
+  std::int64_t max_ns = 0;
+  double percent = 0;  ///< of all kernels' time
+  analysis::KernelType type = analysis::KernelType::Computation;
+  bool tensor_cores = false;
+
+  double mean_ns() const noexcept { return calls == 0 ? 0.0 : static_cast<double>(total_ns) / static_cast<double>(calls); }
+};
+
+/// Memory allocated on one device over time, from the trace's `[memory]` events (profile_memory):
+/// the allocator's Total Allocated after each event, thinned to at most about kMaxPoints points
+/// that keep every low and high.
+struct MemoryCurve {
+  static constexpr std::size_t kMaxPoints = 2000;
+  MemoryDeviceType device_type = MemoryDeviceType::CUDA;
+  std::int32_t device = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> points;  ///< (time ns, bytes allocated), by time
+  std::int64_t peak_bytes = 0;
+  std::int64_t capacity_bytes = 0;  ///< the GPU's memory from deviceProperties; 0 when unknown
+};
+
+/// What the analyses say about one rank's trace.
+struct RankReport {
+  std::int64_t rank = 0;
+  std::int64_t world_size = 1;
+  std::int64_t window_start_ns = 0;
+  std::int64_t window_end_ns = 0;
+  bool gpu_activity = false;  ///< the trace has GPU work
+  analysis::StepBreakdown steps;
+  analysis::HtaAnalyses hta;
+  std::vector<KeyAverage> top_ops;  ///< by self time, ProfilerSteps left out, at most top_rows
+  std::size_t op_names = 0;         ///< names of ops and ranges in the trace
+  std::vector<KernelTotal> top_kernels;  ///< by total time, at most top_rows
+  std::size_t kernel_names = 0;
+  std::int64_t kernel_ns = 0;            ///< all kernels' time
+  analysis::GpuSummary gpu_summary;      ///< every row; the renderers show the first top_rows
+  std::vector<MemoryCurve> memory;       ///< by device type, then device
+  std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
+  std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
+
+  /// The mean GPU utilization of the rank's GPUs over its steps, [0, 1]; none without kernels.
+  std::optional<double> gpu_utilization() const noexcept {
+    if (steps.devices.empty()) return std::nullopt;
+    double sum = 0;
+    for (const analysis::DeviceMetrics& device : steps.devices) sum += device.utilization;
+    return sum / static_cast<double>(steps.devices.size());
+  }
+};
+
+struct Report {
+  ReportOptions options;
+  std::vector<RankReport> ranks;  ///< by rank
+  /// Ranks side by side and each step's straggler: with two ranks or more.
+  std::optional<analysis::RankComparison> comparison;
+  std::vector<analysis::Recommendation> recommendations;
+  /// The earliest window start of the ranks: times in the JSON and the charts count from here, so
+  /// ranks line up as they do in HTA.
+  std::int64_t origin_ns = 0;
+};
+
+namespace detail {
+
+/// "CPU", "CUDA:0": a memory curve's device as torch names it.
+inline std::string device_label(MemoryDeviceType type, std::int32_t device) {
+  return type == MemoryDeviceType::CPU ? std::string("CPU") : fmt::format("CUDA:{}", device);
+}
+
+inline std::vector<KernelTotal> kernel_totals(const Trace& trace, std::int64_t& all_kernels_ns) {
+  std::unordered_map<std::uint32_t, std::size_t> row_of_name;
+  std::vector<KernelTotal> rows;
+  all_kernels_ns = 0;
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind != GpuEventKind::Kernel) continue;
+    const auto [found, inserted] = row_of_name.try_emplace(work.name, rows.size());
+    if (inserted) {
+      KernelTotal row;
+      row.name = trace.names[work.name];
+      row.min_ns = work.duration_ns();
+      row.type = analysis::kernel_type(row.name);
+      row.tensor_cores = analysis::uses_tensor_cores(row.name);
+      rows.push_back(row);
+    }
+    KernelTotal& row = rows[found->second];
+    ++row.calls;
+    row.total_ns += work.duration_ns();
+    row.min_ns = std::min(row.min_ns, work.duration_ns());
+    row.max_ns = std::max(row.max_ns, work.duration_ns());
+    all_kernels_ns += work.duration_ns();
+  }
+  for (KernelTotal& row : rows)
+    row.percent = all_kernels_ns == 0 ? 0.0 : 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(all_kernels_ns);
+  std::stable_sort(rows.begin(), rows.end(), [](const KernelTotal& a, const KernelTotal& b) { return a.total_ns > b.total_ns; });
+  return rows;
+}
+
+/// Keeps, of each of kMaxPoints time buckets, its lowest and highest point in time order, so that
+/// every peak of a long run stays on the curve.
+inline void thin_memory_curve(MemoryCurve& curve) {
+  auto& points = curve.points;
+  if (points.size() <= MemoryCurve::kMaxPoints) return;
+  const std::int64_t first = points.front().first;
+  const double span = static_cast<double>(points.back().first - first) + 1.0;
+  const std::size_t buckets = MemoryCurve::kMaxPoints / 2;
+  std::vector<std::pair<std::int64_t, std::int64_t>> kept;
+  std::size_t begin = 0;
+  while (begin < points.size()) {
+    const auto bucket = static_cast<std::size_t>(static_cast<double>(points[begin].first - first) / span * static_cast<double>(buckets));
+    std::size_t end = begin;
+    std::size_t low = begin;
+    std::size_t high = begin;
+    while (end < points.size() &&
+           static_cast<std::size_t>(static_cast<double>(points[end].first - first) / span * static_cast<double>(buckets)) == bucket) {
+      if (points[end].second < points[low].second) low = end;
+      if (points[end].second > points[high].second) high = end;
+      ++end;
+    }
+    kept.push_back(points[std::min(low, high)]);
+    if (low != high) kept.push_back(points[std::max(low, high)]);
+    begin = end;
+  }
+  points = std::move(kept);
+}
+
+inline std::vector<MemoryCurve> memory_curves(const Trace& trace) {
+  std::vector<MemoryCurve> curves;
+  for (const MemoryEvent& event : trace.memory_events) {
+    auto curve = std::find_if(curves.begin(), curves.end(), [&](const MemoryCurve& c) {
+      return c.device_type == event.device_type && c.device == event.device;
+    });
+    if (curve == curves.end()) {
+      MemoryCurve added;
+      added.device_type = event.device_type;
+      added.device = event.device;
+      if (event.device_type == MemoryDeviceType::CUDA)
+        for (const DeviceProperties& device : trace.devices)
+          if (device.id == event.device) added.capacity_bytes = device.total_global_mem;
+      curve = curves.insert(curves.end(), std::move(added));
+    }
+    curve->points.emplace_back(event.time_ns, event.total_allocated);
+    curve->peak_bytes = std::max(curve->peak_bytes, event.total_allocated);
+  }
+  for (MemoryCurve& curve : curves) {
+    std::stable_sort(curve.points.begin(), curve.points.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    thin_memory_curve(curve);
+  }
+  std::sort(curves.begin(), curves.end(), [](const MemoryCurve& a, const MemoryCurve& b) {
+    return std::make_pair(a.device_type, a.device) < std::make_pair(b.device_type, b.device);
+  });
+  return curves;
+}
+
+inline RankReport rank_report(const Trace& trace, const ReportOptions& options) {
+  RankReport rank;
+  rank.rank = trace.distributed.rank;
+  rank.world_size = trace.distributed.world_size;
+  rank.window_start_ns = trace.window_start_ns;
+  rank.window_end_ns = trace.window_end_ns;
+  rank.gpu_activity = !trace.gpu_events.empty();
+  rank.steps = analysis::step_breakdown(trace);
+  rank.hta = analysis::hta_analyses(trace, options.analysis);
+
+  KeyAverages averages(trace);
+  averages.sort_by(SortBy::SelfTime);
+  for (const KeyAverage& row : averages.rows()) {
+    if (row.category == Category::Step) continue;  // a step's self time is the time outside every op
+    ++rank.op_names;
+    if (rank.top_ops.size() < options.top_rows) rank.top_ops.push_back(row);
+  }
+
+  std::vector<KernelTotal> kernels = kernel_totals(trace, rank.kernel_ns);
+  rank.kernel_names = kernels.size();
+  if (kernels.size() > options.top_rows) kernels.resize(options.top_rows);
+  rank.top_kernels = std::move(kernels);
+  rank.gpu_summary = analysis::gpu_summary(trace);
+  rank.memory = memory_curves(trace);
+  rank.dropped_events = trace.dropped_events;
+  rank.dropped_gpu_records = trace.gpu.dropped_records + trace.gpu.cupti_dropped_records;
+  return rank;
+}
+
+}  // namespace detail
+
+/// The report of one trace (one rank).
+inline Report make_report(const Trace& trace, const ReportOptions& options = {}) {
+  Report report;
+  report.options = options;
+  report.ranks.push_back(detail::rank_report(trace, options));
+  report.recommendations = analysis::recommendations(trace, options.analysis);
+  report.origin_ns = trace.window_start_ns;
+  return report;
+}
+
+/// The report of a run, one trace per rank (read_trace_set() gives them by rank): each rank's
+/// analyses and, with two ranks or more, the ranks compared and the stragglers.
+inline Report make_report(const std::vector<Trace>& ranks, const ReportOptions& options = {}) {
+  if (ranks.size() == 1) return make_report(ranks.front(), options);
+  Report report;
+  report.options = options;
+  for (const Trace& trace : ranks) report.ranks.push_back(detail::rank_report(trace, options));
+  std::stable_sort(report.ranks.begin(), report.ranks.end(),
+                   [](const RankReport& a, const RankReport& b) { return a.rank < b.rank; });
+  if (ranks.size() > 1) report.comparison = analysis::compare_ranks(ranks, options.analysis);
+  report.recommendations = analysis::recommendations(ranks, options.analysis);
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    report.origin_ns = i == 0 ? ranks[i].window_start_ns : std::min(report.origin_ns, ranks[i].window_start_ns);
+  return report;
+}
+
+DLPROF_END_NAMESPACE

@@ -1,0 +1,301 @@
+// dlprof/report/text.hpp: the report as terminal tables, 100 to 120 columns wide: per rank the
+// step-time breakdown, the GPU summary, HTA's breakdowns, the top ops, kernels and nvprof rows,
+// peak memory; then the ranks compared and the recommendations with their evidence.
+//
+//   fmt::print("{}", dlprof::render_text(dlprof::make_report(trace)));
+//   fmt::print("{}", report);   // the same, through fmt::formatter<dlprof::Report>
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/analysis/analysis.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/text.hpp"
+#include "dlprof/report/make_report.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+inline std::string format_percent(double percent) { return fmt::format("{:.1f}%", percent); }
+
+inline std::string share_of(double part, double whole) {
+  return format_percent(whole > 0 ? 100.0 * part / whole : 0.0);
+}
+
+/// "== title ====...": a rank's heading, `width` wide.
+inline void heading(fmt::memory_buffer& out, std::string_view title, std::size_t width = 100) {
+  const std::size_t used = text_width(title) + 4;
+  fmt::format_to(std::back_inserter(out), "== {} {:=<{}}\n", title, "", used < width ? width - used : 2);
+}
+
+inline void section(fmt::memory_buffer& out, std::string_view title) {
+  fmt::format_to(std::back_inserter(out), "\n{}\n", title);
+}
+
+inline void text_step_breakdown(fmt::memory_buffer& out, const analysis::StepBreakdown& breakdown) {
+  using analysis::StepRole;
+  const auto average = breakdown.average_ns();
+  const double average_step = breakdown.average_step_ns();
+  std::vector<std::size_t> shown;  // roles some step has, and Other
+  for (std::size_t role = 0; role < analysis::kStepRoleCount; ++role) {
+    bool present = role == static_cast<std::size_t>(StepRole::Other);
+    for (const analysis::StepTime& step : breakdown.steps) present = present || step.role_ns[role] != 0;
+    if (present) shown.push_back(role);
+  }
+  double longest = average_step;
+  for (const analysis::StepTime& step : breakdown.steps) longest = std::max(longest, static_cast<double>(step.duration_ns()));
+  const TimeUnit unit = TimeUnit::for_largest(longest);
+
+  section(out, fmt::format("Step time breakdown ({}), TensorBoard's roles by priority", unit.name));
+  std::vector<TextColumn> columns = {{"Step", Align::Left, 28}, {"Total"}};
+  for (const std::size_t role : shown) columns.push_back({std::string(to_string(static_cast<StepRole>(role)))});
+  TextTable table(std::move(columns));
+  for (const analysis::StepTime& step : breakdown.steps) {
+    std::vector<std::string> row = {std::string(step.name), unit.format(static_cast<double>(step.duration_ns()))};
+    for (const std::size_t role : shown) row.push_back(unit.format(static_cast<double>(step.role_ns[role])));
+    table.add_row(std::move(row));
+  }
+  table.add_rule();
+  std::vector<std::string> mean = {fmt::format("Average of {}", breakdown.steps.size()), unit.format(average_step)};
+  std::vector<std::string> share = {"Share of the average", "100.0%"};
+  for (const std::size_t role : shown) {
+    mean.push_back(unit.format(average[role]));
+    share.push_back(share_of(average[role], average_step));
+  }
+  table.add_row(std::move(mean));
+  table.add_row(std::move(share));
+  table.render(out);
+}
+
+inline void text_gpu_summary(fmt::memory_buffer& out, const analysis::StepBreakdown& breakdown) {
+  section(out, "GPU summary over the steps (TensorBoard)");
+  TextTable table({{"GPU", Align::Left}, {"Name", Align::Left, 30}, {"Utilization"}, {"Est. SM efficiency"},
+                   {"Est. occupancy"}, {"Tensor Cores"}, {"Kernels (ms)"}});
+  for (const analysis::DeviceMetrics& device : breakdown.devices) {
+    const std::string compute = device.compute_major == 0 ? std::string()
+                                                          : fmt::format(" (sm_{}{})", device.compute_major, device.compute_minor);
+    table.add_row({std::to_string(device.device), device.name.empty() ? "-" : fmt::format("{}{}", device.name, compute),
+                   format_percent(100.0 * device.utilization),
+                   device.sm_efficiency ? format_percent(100.0 * *device.sm_efficiency) : "-",
+                   device.achieved_occupancy_percent ? format_percent(*device.achieved_occupancy_percent) : "-",
+                   format_percent(device.tensor_core_percent), fmt::format("{:.3f}", static_cast<double>(device.kernel_ns) / 1e6)});
+  }
+  table.render(out);
+}
+
+inline void text_hta(fmt::memory_buffer& out, const analysis::HtaAnalyses& hta, const analysis::AnalysisOptions& options) {
+  const analysis::TemporalBreakdown& temporal = hta.temporal;
+  section(out, "GPU time (HTA temporal breakdown)");
+  TextTable time({{"Kind", Align::Left}, {"Time (ms)"}, {"Share"}});
+  time.add_row({"idle", fmt::format("{:.3f}", static_cast<double>(temporal.idle_ns) / 1e6), format_percent(temporal.idle_percent())});
+  time.add_row({"compute", fmt::format("{:.3f}", static_cast<double>(temporal.compute_ns) / 1e6),
+                format_percent(temporal.compute_percent())});
+  time.add_row({"non-compute", fmt::format("{:.3f}", static_cast<double>(temporal.non_compute_ns) / 1e6),
+                format_percent(temporal.non_compute_percent())});
+  time.add_rule();
+  time.add_row({"kernel time", fmt::format("{:.3f}", static_cast<double>(temporal.kernel_time_ns) / 1e6), "100.0%"});
+  time.render(out);
+
+  section(out, "Kernel types (HTA kernel breakdown)");
+  TextTable types({{"Type", Align::Left}, {"Time (ms)"}, {"Share"}});
+  for (const analysis::KernelTypeTime& row : hta.kernel_types.times)
+    types.add_row({row.label(), fmt::format("{:.3f}", static_cast<double>(row.time_ns) / 1e6), format_percent(row.percent)});
+  types.render(out);
+
+  if (!hta.idle_time.streams.empty()) {
+    section(out, "Idle time per stream (HTA)");
+    TextTable idle({{"GPU"}, {"Stream"}, {"Idle (ms)"}, {"Host wait"}, {"Kernel wait"}, {"Other"}});
+    for (const analysis::StreamIdleTime& stream : hta.idle_time.streams)
+      idle.add_row({std::to_string(stream.device), std::to_string(stream.stream),
+                    fmt::format("{:.3f}", static_cast<double>(stream.idle_ns()) / 1e6), format_percent(100.0 * stream.host_wait_ratio()),
+                    format_percent(100.0 * stream.kernel_wait_ratio()), format_percent(100.0 * stream.other_ratio())});
+    idle.render(out);
+  }
+  if (hta.overlap.has_communication())
+    fmt::format_to(std::back_inserter(out), "\nCommunication overlapped by computation (HTA): {} of {:.3f} ms\n",
+                   format_percent(hta.overlap.overlap_percent()), static_cast<double>(hta.overlap.communication_ns) / 1e6);
+  const analysis::LaunchStats& launches = hta.launches;
+  if (!launches.launches.empty()) {
+    section(out, "Kernel launches (HTA)");
+    fmt::format_to(std::back_inserter(out),
+                   "  {} launches; launch call {:.3f} us on average; launch delay {:.3f} us on average, {:.3f} us at most\n"
+                   "  outliers: {} calls > {} us, {} delays > {} us; {} kernels shorter than their launch call\n",
+                   launches.launches.size(), launches.mean_cpu_duration_ns() / 1e3, launches.mean_launch_delay_ns() / 1e3,
+                   static_cast<double>(launches.max_launch_delay_ns()) / 1e3, launches.runtime_outliers,
+                   static_cast<double>(options.runtime_cutoff_ns) / 1e3, launches.launch_delay_outliers,
+                   static_cast<double>(options.launch_delay_cutoff_ns) / 1e3, launches.short_kernels);
+  }
+}
+
+inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
+  section(out, fmt::format("Top ops and ranges by self CPU time ({} of {})", rank.top_ops.size(), rank.op_names));
+  std::vector<TextColumn> columns = {{"Name", Align::Left, 48}, {"Category", Align::Left}, {"Calls"}, {"Self CPU"},
+                                     {"CPU total"}};
+  if (rank.gpu_activity) {
+    columns.push_back({"Self GPU"});
+    columns.push_back({"GPU total"});
+  }
+  TextTable table(std::move(columns));
+  for (const KeyAverage& op : rank.top_ops) {
+    std::vector<std::string> row = {op.name, std::string(to_string(op.category)), std::to_string(op.calls),
+                                    KeyAverages::format_duration(op.self_ns), KeyAverages::format_duration(op.total_ns)};
+    if (rank.gpu_activity) {
+      row.push_back(KeyAverages::format_duration(op.gpu_ns));
+      row.push_back(KeyAverages::format_duration(op.gpu_total_ns));
+    }
+    table.add_row(std::move(row));
+  }
+  table.render(out);
+}
+
+inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {
+  section(out, fmt::format("Top kernels by GPU time ({} of {}, {:.3f} ms in all)", rank.top_kernels.size(),
+                           rank.kernel_names, static_cast<double>(rank.kernel_ns) / 1e6));
+  TextTable table({{"Name", Align::Left, 48}, {"Type", Align::Left}, {"TC", Align::Left}, {"Calls"}, {"Total"},
+                   {"Avg"}, {"Max"}, {"Share"}});
+  for (const KernelTotal& kernel : rank.top_kernels)
+    table.add_row({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), kernel.tensor_cores ? "yes" : "-",
+                   std::to_string(kernel.calls), KeyAverages::format_duration(kernel.total_ns),
+                   KeyAverages::format_duration(static_cast<std::int64_t>(kernel.mean_ns())),
+                   KeyAverages::format_duration(kernel.max_ns), format_percent(kernel.percent)});
+  table.render(out);
+}
+
+inline void text_nvprof(fmt::memory_buffer& out, const analysis::GpuSummary& summary, std::size_t rows) {
+  section(out, "nvprof summary (top rows)");
+  TextTable table({{"Type", Align::Left}, {"Time(%)"}, {"Time"}, {"Calls"}, {"Avg"}, {"Min"}, {"Max"}, {"Name", Align::Left, 40}});
+  const auto add = [&](std::string_view type, const std::vector<analysis::DurationStats>& section_rows, std::int64_t total) {
+    for (std::size_t i = 0; i < section_rows.size() && i < rows; ++i) {
+      const analysis::DurationStats& row = section_rows[i];
+      table.add_row({i == 0 ? std::string(type) : std::string(), format_percent(analysis::GpuSummary::percent(row, total)),
+                     KeyAverages::format_duration(row.total_ns), std::to_string(row.calls),
+                     KeyAverages::format_duration(static_cast<std::int64_t>(row.mean_ns)),
+                     KeyAverages::format_duration(row.min_ns), KeyAverages::format_duration(row.max_ns), std::string(row.name)});
+    }
+  };
+  add("GPU activities", summary.gpu_activities, summary.gpu_activities_ns);
+  if (!summary.api_calls.empty() && !summary.gpu_activities.empty()) table.add_rule();
+  add("API calls", summary.api_calls, summary.api_calls_ns);
+  table.render(out);
+}
+
+inline void text_memory(fmt::memory_buffer& out, const std::vector<MemoryCurve>& memory) {
+  fmt::format_to(std::back_inserter(out), "\nPeak memory allocated:");
+  for (const MemoryCurve& curve : memory) {
+    fmt::format_to(std::back_inserter(out), "  {} {}", device_label(curve.device_type, curve.device),
+                   KeyAverages::format_bytes(curve.peak_bytes));
+    if (curve.capacity_bytes > 0)
+      fmt::format_to(std::back_inserter(out), " of {} ({})", KeyAverages::format_bytes(curve.capacity_bytes),
+                     share_of(static_cast<double>(curve.peak_bytes), static_cast<double>(curve.capacity_bytes)));
+  }
+  fmt::format_to(std::back_inserter(out), "\n");
+}
+
+inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const ReportOptions& options) {
+  heading(out, rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
+  text_step_breakdown(out, rank.steps);
+  if (!rank.gpu_activity) {
+    fmt::format_to(std::back_inserter(out), "\nNo GPU activity in this trace: the GPU and HTA sections are left out.\n");
+  } else {
+    if (!rank.steps.devices.empty()) text_gpu_summary(out, rank.steps);
+    text_hta(out, rank.hta, options.analysis);
+  }
+  text_top_ops(out, rank);
+  if (rank.gpu_activity) {
+    text_top_kernels(out, rank);
+    text_nvprof(out, rank.gpu_summary, options.top_rows);
+  }
+  if (!rank.memory.empty()) text_memory(out, rank.memory);
+  if (rank.dropped_events != 0 || rank.dropped_gpu_records != 0)
+    fmt::format_to(std::back_inserter(out), "\nLost while recording: {} events, {} GPU records (the numbers above miss them)\n",
+                   rank.dropped_events, rank.dropped_gpu_records);
+}
+
+inline void text_comparison(fmt::memory_buffer& out, const analysis::RankComparison& comparison) {
+  heading(out, "Ranks compared");
+  section(out, "Per rank (step time: TensorBoard's steps; GPU time: HTA)");
+  TextTable ranks({{"Rank"}, {"Steps"}, {"Step mean (ms)"}, {"Min (ms)"}, {"Max (ms)"}, {"GPU util"}, {"Idle"},
+                   {"Compute"}, {"Non-compute"}, {"Comm overlap"}});
+  for (const analysis::RankSummary& rank : comparison.ranks)
+    ranks.add_row({std::to_string(rank.rank), std::to_string(rank.steps), fmt::format("{:.3f}", rank.step_time_mean_ns / 1e6),
+                   fmt::format("{:.3f}", static_cast<double>(rank.step_time_min_ns) / 1e6),
+                   fmt::format("{:.3f}", static_cast<double>(rank.step_time_max_ns) / 1e6),
+                   format_percent(100.0 * rank.gpu_utilization), format_percent(rank.temporal.idle_percent()),
+                   format_percent(rank.temporal.compute_percent()), format_percent(rank.temporal.non_compute_percent()),
+                   rank.overlap.has_communication() ? format_percent(rank.overlap.overlap_percent()) : "-"});
+  ranks.render(out);
+  if (comparison.steps.empty()) return;
+  section(out, "Stragglers: the slowest rank of each step");
+  TextTable steps({{"Step"}, {"Ranks"}, {"Slowest rank"}, {"Slowest (ms)"}, {"Median (ms)"}, {"Fastest rank"},
+                   {"Fastest (ms)"}, {"vs median"}, {"vs fastest"}});
+  for (const analysis::StepAcrossRanks& step : comparison.steps)
+    steps.add_row({std::to_string(step.step), std::to_string(step.ranks), std::to_string(step.slowest_rank),
+                   fmt::format("{:.3f}", static_cast<double>(step.slowest_ns) / 1e6), fmt::format("{:.3f}", step.median_ns / 1e6),
+                   std::to_string(step.fastest_rank), fmt::format("{:.3f}", static_cast<double>(step.fastest_ns) / 1e6),
+                   fmt::format("{:+.1f}%", step.slowest_over_median_percent()),
+                   fmt::format("{:+.1f}%", step.slowest_over_fastest_percent())});
+  steps.render(out);
+}
+
+inline void text_recommendations(fmt::memory_buffer& out, const std::vector<analysis::Recommendation>& recommendations) {
+  heading(out, "Recommendations");
+  if (recommendations.empty()) {
+    fmt::format_to(std::back_inserter(out), "None: no rule found a problem in these traces.\n");
+    return;
+  }
+  for (std::size_t i = 0; i < recommendations.size(); ++i) {
+    const analysis::Recommendation& advice = recommendations[i];
+    const std::string number = fmt::format("{}. ", i + 1);
+    const std::string indent(number.size(), ' ');
+    fmt::format_to(std::back_inserter(out), "{}{}\n{}{}\n", number, wrap(advice.text, 100 - indent.size(), indent), indent,
+                   wrap(fmt::format("Evidence: {} [{}]", advice.evidence, advice.id), 100 - indent.size(), indent));
+  }
+}
+
+}  // namespace detail
+
+/// The report as terminal tables (fixed-width, about 100 columns; long names shortened in the
+/// middle).
+inline std::string render_text(const Report& report) {
+  fmt::memory_buffer out;
+  const auto append = std::back_inserter(out);
+  fmt::format_to(append, "dlprof report{}{}\n", report.options.title.empty() ? "" : ": ", report.options.title);
+  if (report.ranks.empty()) {
+    fmt::format_to(append, "No trace to report on.\n");
+    return fmt::to_string(out);
+  }
+  fmt::format_to(append, "{} rank{}; HTA's analyses {}\n\n", report.ranks.size(), report.ranks.size() == 1 ? "" : "s",
+                 report.options.analysis.hta_compat
+                     ? "with HTA's conventions (the last ProfilerStep dropped, times rounded inward to whole us)"
+                     : "over every complete step, in exact ns");
+  for (const RankReport& rank : report.ranks) {
+    detail::text_rank(out, rank, report.options);
+    fmt::format_to(append, "\n");
+  }
+  if (report.comparison) {
+    detail::text_comparison(out, *report.comparison);
+    fmt::format_to(append, "\n");
+  }
+  detail::text_recommendations(out, report.recommendations);
+  return fmt::to_string(out);
+}
+
+DLPROF_END_NAMESPACE
+
+/// `fmt::print("{}", report)` prints render_text(report).
+template <>
+struct fmt::formatter<dlprof::Report> : fmt::formatter<std::string_view> {
+  template <class FormatContext>
+  auto format(const dlprof::Report& report, FormatContext& context) const {
+    return fmt::formatter<std::string_view>::format(dlprof::render_text(report), context);
+  }
+};

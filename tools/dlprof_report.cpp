@@ -1,0 +1,283 @@
+// dlprof-report: the report of a run's traces on the command line, as terminal tables, JSON or a
+// self-contained HTML page. Reads traces written by dlprof or by torch.profiler (any era of
+// Kineto's Chrome-trace JSON, gzip or not), one file per rank, or directories of them.
+//
+//   dlprof-report log/run                               # every rank, text
+//   dlprof-report --rank 0 --format html -o r0.html log/run
+//   dlprof-report --hta-compat --format json rank0.pt.trace.json.gz
+//
+// Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
+// the input, an output file that cannot be written), 2 a command line it cannot run.
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <dlprof/import/chrome_trace.hpp>
+#include <dlprof/report.hpp>
+
+namespace {
+
+constexpr std::string_view kProgram = "dlprof-report";
+
+constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--format text|json|html] [--hta-compat] [-o FILE] PATH...
+Where the time of each training step went, and what to change: the step-time breakdown, the GPU
+summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
+recommendations, from traces written by dlprof or torch.profiler.
+
+  PATH              a trace file (.json or .json.gz) or a directory of them, one file per rank
+  --rank N          report on rank N only
+  --format FORMAT   text: terminal tables (the default); json: for scripts; html: one
+                    self-contained page with charts
+  --hta-compat      HTA's conventions: drop the last ProfilerStep when there are two or more and
+                    round fractional microseconds inward, so that numbers compare with HTA's one
+                    to one (by default every complete step is analysed, in exact nanoseconds)
+  --top N           rows of the longer tables and charts (default 10)
+  -o, --output FILE write the report to FILE (replaced whole, never half-written), not stdout
+  -h, --help        this text
+
+Exit status: 0 done; 1 a trace cannot be read, a rank is not in the input or FILE cannot be
+written; 2 a bad command line.
+)";
+
+/// A command line that cannot run: exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A problem with the input or the output: exit status 1.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Format { Text, Json, Html };
+
+struct Options {
+  std::vector<std::string> paths;
+  std::optional<std::int64_t> rank;
+  Format format = Format::Text;
+  bool hta_compat = false;
+  std::size_t top_rows = 10;
+  std::string output;  // empty: stdout
+  bool help = false;
+};
+
+template <class Integer>
+Integer parse_integer(std::string_view flag, std::string_view text, Integer min, Integer max) {
+  Integer value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < min || value > max)
+    throw UsageError(fmt::format("{} expects an integer from {} to {}, got '{}'", flag, min, max, text));
+  return value;
+}
+
+/// Flags as `--flag value` or `--flag=value`; `--` ends them.
+Options parse_command_line(int argc, char** argv) {
+  Options options;
+  bool flags_ended = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view argument = argv[i];
+    if (flags_ended || argument == "-" || argument.substr(0, 1) != "-") {
+      options.paths.emplace_back(argument);
+      continue;
+    }
+    if (argument == "--") {
+      flags_ended = true;
+      continue;
+    }
+    if (argument == "-h" || argument == "--help") {
+      options.help = true;
+      continue;
+    }
+    if (argument == "--hta-compat") {
+      options.hta_compat = true;
+      continue;
+    }
+    const std::size_t equals = argument.substr(0, 2) == "--" ? argument.find('=') : std::string_view::npos;
+    const std::string_view flag = argument.substr(0, equals);
+    if (flag != "--rank" && flag != "--format" && flag != "--top" && flag != "-o" && flag != "--output")
+      throw UsageError(fmt::format("unknown option '{}'", argument));
+    std::string_view value;
+    if (equals != std::string_view::npos) {
+      value = argument.substr(equals + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      throw UsageError(fmt::format("{} needs a value", flag));
+    }
+    if (flag == "--rank") {
+      options.rank = parse_integer<std::int64_t>(flag, value, 0, INT64_MAX);
+    } else if (flag == "--top") {
+      options.top_rows = parse_integer<std::size_t>(flag, value, 1, 10'000);
+    } else if (flag == "--format") {
+      if (value == "text") options.format = Format::Text;
+      else if (value == "json") options.format = Format::Json;
+      else if (value == "html") options.format = Format::Html;
+      else throw UsageError(fmt::format("--format expects text, json or html, got '{}'", value));
+    } else {
+      if (value.empty()) throw UsageError(fmt::format("{} needs a file name", flag));
+      options.output = std::string(value);
+    }
+  }
+  if (!options.help && options.paths.empty()) throw UsageError("no trace given: name trace files or directories");
+  return options;
+}
+
+/// Where a long load has got, on stderr: redrawn in place on a terminal; elsewhere (a log), a line
+/// a second once the load has taken a second, so that short loads print nothing.
+class LoadProgress {
+ public:
+  LoadProgress() : terminal_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()) {}
+  LoadProgress(const LoadProgress&) = delete;
+  LoadProgress& operator=(const LoadProgress&) = delete;
+  ~LoadProgress() { finish(); }
+
+  void operator()(const dlprof::ReadProgress& progress) {
+    const Clock::time_point now = Clock::now();
+    if (!terminal_ && now - start_ < std::chrono::seconds(1)) return;
+    if (shown_ && now - last_shown_ < (terminal_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000))) return;
+    const double percent = progress.bytes_total == 0 ? 100.0
+                                                     : 100.0 * static_cast<double>(progress.bytes_done) /
+                                                           static_cast<double>(progress.bytes_total);
+    const std::string message =
+        fmt::format("{}: {} {} ({} of {}): {:.0f}%", kProgram,
+                    progress.stage == dlprof::ReadProgress::Stage::Decompressing ? "inflating" : "parsing",
+                    std::filesystem::path(std::string(progress.source)).filename().string(), progress.file_index + 1,
+                    progress.file_count, percent);
+    if (terminal_) {
+      fmt::print(stderr, "\r\x1b[K{}", message);
+    } else {
+      fmt::print(stderr, "{}\n", message);
+    }
+    std::fflush(stderr);
+    shown_ = true;
+    last_shown_ = now;
+  }
+
+  /// Clears the terminal's progress line.
+  void finish() {
+    if (terminal_ && shown_) fmt::print(stderr, "\r\x1b[K");
+    shown_ = false;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool terminal_;
+  Clock::time_point start_;
+  Clock::time_point last_shown_;
+  bool shown_ = false;
+};
+
+std::vector<dlprof::Trace> read_traces(const Options& options) {
+  LoadProgress progress;
+  dlprof::ReadOptions read_options;
+  read_options.progress = [&progress](const dlprof::ReadProgress& at) { progress(at); };
+  std::vector<dlprof::Trace> traces;
+  try {
+    traces = dlprof::read_trace_set(options.paths, read_options);
+  } catch (const dlprof::TraceReadError& error) {
+    progress.finish();
+    constexpr std::string_view kPrefix = "dlprof: ";  // the program's own name replaces it
+    const std::string_view message = error.what();
+    throw InputError(std::string(message.substr(0, kPrefix.size()) == kPrefix ? message.substr(kPrefix.size()) : message));
+  }
+  progress.finish();
+  if (!options.rank) return traces;
+  std::vector<std::string> found;
+  for (dlprof::Trace& trace : traces) {
+    if (trace.distributed.rank != *options.rank) {
+      found.push_back(std::to_string(trace.distributed.rank));
+      continue;
+    }
+    std::vector<dlprof::Trace> one;
+    one.push_back(std::move(trace));
+    return one;
+  }
+  throw InputError(fmt::format("--rank {}: no trace of that rank in the input (it has rank{} {})", *options.rank,
+                               found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
+}
+
+std::string render(const Options& options, const std::vector<dlprof::Trace>& traces) {
+  dlprof::ReportOptions report_options;
+  report_options.analysis.hta_compat = options.hta_compat;
+  report_options.top_rows = options.top_rows;
+  report_options.title = fmt::format("{}", fmt::join(options.paths, " "));
+  if (options.rank) report_options.title += fmt::format(" (rank {})", *options.rank);
+  const dlprof::Report report = dlprof::make_report(traces, report_options);
+  switch (options.format) {
+    case Format::Json: return dlprof::render_json(report);
+    case Format::Html: return dlprof::render_html(report);
+    case Format::Text: break;
+  }
+  return dlprof::render_text(report);
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory and a rename, so that
+/// `path` is never seen half-written and an earlier file survives a failure.
+void write_file(const std::string& path, const std::string& text) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path temporary =
+      target.parent_path() / fmt::format(".{}.{}.tmp", target.filename().string(), static_cast<long>(::getpid()));
+  const auto fail = [&](std::string_view what) {
+    const int error = errno;
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw InputError(fmt::format("cannot write '{}': {}: {}", path, what, std::strerror(error)));
+  };
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  if (file == nullptr) fail("cannot create a file beside it");
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  const bool flushed = std::fflush(file) == 0;
+  if (std::fclose(file) != 0 || !written || !flushed) fail("writing failed");
+  if (std::rename(temporary.c_str(), target.c_str()) != 0) fail("cannot rename the finished file to it");
+}
+
+int run(int argc, char** argv) {
+  const Options options = parse_command_line(argc, argv);
+  if (options.help) {
+    fmt::print("{}", kUsage);
+    return 0;
+  }
+  const std::string text = render(options, read_traces(options));
+  if (!options.output.empty()) {
+    write_file(options.output, text);
+  } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    throw InputError(fmt::format("cannot write to standard output: {}", std::strerror(errno)));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UsageError& error) {
+    fmt::print(stderr, "{}: {}\nTry '{} --help'.\n", kProgram, error.what(), kProgram);
+    return 2;
+  } catch (const InputError& error) {
+    fmt::print(stderr, "{}: {}\n", kProgram, error.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "{}: out of memory\n", kProgram);
+    return 1;
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "{}: {}\n", kProgram, error.what());
+    return 1;
+  }
+}
