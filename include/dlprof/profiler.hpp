@@ -1,5 +1,6 @@
 // dlprof/profiler.hpp: the everyday include. Ranges (range.hpp), schedules (schedule.hpp), traces
-// (trace.hpp), the summary table (key_averages.hpp) and the Profiler that ties them together:
+// (trace.hpp), the summary table (key_averages.hpp), the report (report.hpp) and the Profiler
+// that ties them together:
 //
 //   dlprof::Profiler prof(dlprof::ProfilerOptions{}
 //       .schedule(dlprof::schedule(/*wait=*/1, /*warmup=*/1, /*active=*/3, /*repeat=*/1))
@@ -7,7 +8,8 @@
 //   prof.start();
 //   for (...) { DLPROF_RANGE("train_step"); ...; prof.step(); }
 //   prof.stop();
-//   fmt::print("{}", prof.key_averages());
+//   fmt::print("{}", prof.key_averages());   // per-name table, as torch's
+//   fmt::print("{}", prof.report());         // where the step time went, and what to change
 //
 // The Profiler follows torch.profiler.profile's state machine exactly (TRACE_FORMAT.md §1.2):
 // ProfilerStep#N carries the absolute step number, warm-up steps are never recorded,
@@ -54,6 +56,7 @@
 #include "dlprof/export/chrome_trace.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/range.hpp"
+#include "dlprof/report.hpp"
 #include "dlprof/schedule.hpp"
 #include "dlprof/trace.hpp"
 
@@ -366,6 +369,15 @@ class Profiler {
   KeyAverages key_averages() const {
     const auto trace = last_trace();
     return trace ? KeyAverages(*trace) : KeyAverages();
+  }
+
+  /// The text report of the most recent trace (dlprof/report.hpp): step-time breakdown, GPU
+  /// summary, top ops and kernels, recommendations. A handler of on_trace_ready, which is given
+  /// its trace, prints dlprof::report(trace) instead.
+  std::string report(const ReportOptions& options = {}) const {
+    const auto trace = last_trace();
+    if (trace == nullptr) return "dlprof report: no trace yet: no recording window has been closed\n";
+    return dlprof::report(*trace, options);
   }
 
   /// Messages of handlers that threw (an unwritable trace directory, for example). Training
