@@ -97,7 +97,8 @@ TEST(KernelAttributionTest, TiesForwardKernelsToTheirStepLayerAndOp) {
 
 TEST(KernelAttributionTest, BackwardKernelsTakeTheLayerOfTheirForwardOp) {
   const dlprof::Trace trace = layered_trace();
-  const auto& backward = dlprof::analysis::kernel_attribution(trace).kernels.at(5);
+  const auto attribution = dlprof::analysis::kernel_attribution(trace);
+  const auto& backward = attribution.kernels.at(5);
   EXPECT_EQ(backward.name, "volta_h884gemm_64x64_ldg8_nn");
   EXPECT_EQ(backward.step, 3);  // launched on autograd's thread, inside the main thread's step
   EXPECT_EQ(backward.op, "aten::mm");
