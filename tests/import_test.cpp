@@ -926,6 +926,14 @@ TEST(ImportErrorTest, FilesThatCannotBeRead) {
   write_text(dir.path() / "truncated.json.gz", gzip_bytes("[]").substr(0, 15));
   EXPECT_THAT(read_error([&] { dlprof::read_trace((dir.path() / "truncated.json.gz").string()); }).reason(),
               HasSubstr("truncated gzip data"));
+  // A byte of the CRC-32 and of the length in the trailer.
+  for (const std::size_t from_end : {8u, 2u}) {
+    std::string bad_trailer = gzip_bytes(std::string(4000, ' ') + "[]");
+    bad_trailer[bad_trailer.size() - from_end] = static_cast<char>(bad_trailer[bad_trailer.size() - from_end] ^ 1);
+    write_text(dir.path() / "bad_trailer.json.gz", bad_trailer);
+    EXPECT_THAT(read_error([&] { dlprof::read_trace((dir.path() / "bad_trailer.json.gz").string()); }).reason(),
+                HasSubstr(from_end == 8 ? "CRC-32 mismatch" : "length mismatch"));
+  }
   write_text(dir.path() / "trailing.json.gz", gzip_bytes("[]") + "garbage");
   EXPECT_THAT(read_error([&] { dlprof::read_trace((dir.path() / "trailing.json.gz").string()); }).reason(),
               HasSubstr("not gzip data after the end of the gzip stream"));
@@ -1022,6 +1030,22 @@ TEST(ImportFuzzCorpusTest, EveryInputLoadsOrFailsCleanly) {
 
 // ---------------------------------------------------------------------------------------------
 // Numbers: the decimal text, exactly
+
+TEST(ImportCrcTest, FoldedCrcEqualsZlibs) {
+  std::vector<unsigned char> bytes(70'000);
+  std::uint64_t state = 88172645463325252ull;
+  for (unsigned char& byte : bytes) {  // xorshift: any bytes will do
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    byte = static_cast<unsigned char>(state);
+  }
+  for (std::size_t size : {0u, 1u, 63u, 64u, 127u, 128u, 129u, 1000u, 4096u, 65'537u})
+    for (std::size_t offset = 0; offset < 17; ++offset)
+      ASSERT_EQ(dlprof::detail::json::crc32(0x12345678u, bytes.data() + offset, size),
+                crc32_z(0x12345678u, bytes.data() + offset, size))
+          << size << " at " << offset;
+}
 
 TEST(ImportNumberTest, ScaledExactlyAndRoundedOnce) {
   using dlprof::detail::json::NumberError;
