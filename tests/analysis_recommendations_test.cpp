@@ -77,7 +77,22 @@ TEST(RecommendationsTest, CopiesFromPageableMemoryAskForPinnedBuffers) {
   const Recommendation* synchronous = find(found, "synchronous_copies");
   ASSERT_NE(synchronous, nullptr);
   EXPECT_THAT(synchronous->evidence, HasSubstr("1 of 2 host-to-device copies synchronous"));
-  EXPECT_THAT(synchronous->evidence, HasSubstr("0.008 ms spent in their calls"));
+  EXPECT_THAT(synchronous->evidence, HasSubstr("0.008 ms spent in their calls on the CPU (8.0% of the steps' span)"));
+}
+
+TEST(RecommendationsTest, AFewSmallPageableCopiesAreNotReported) {
+  // 16 KiB of pageable copies beside 4 MiB pinned (a reference trace's pattern), and a 0.5 µs
+  // blocking call in a 1 ms step: under 10 % of the bytes, under 1 % of the span.
+  const dlprof::Trace trace = AnalysisTraceBuilder()
+                                  .step(1, 0, 1'000'000)
+                                  .call("cudaMemcpyAsync", 1'000, 1'500, 1)
+                                  .memcpy(/*HtoD*/ 1, 2'000, 3'000, 1, 16 << 10, 0, 7, /*Pageable*/ 1)
+                                  .call("cudaMemcpyAsync", 10'000, 11'000, 2)
+                                  .memcpy(/*HtoD*/ 1, 12'000, 20'000, 2, 4 << 20, 0, 7, /*Pinned*/ 2)
+                                  .trace();
+  const auto found = dlprof::analysis::recommendations(trace);
+  EXPECT_EQ(find(found, "pageable_copies"), nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_EQ(find(found, "synchronous_copies"), nullptr);
 }
 
 TEST(RecommendationsTest, BlockingCopyCallsAskForNonBlockingCopiesFromPinnedMemory) {
@@ -142,6 +157,18 @@ TEST(RecommendationsTest, Float32GemmsWithoutTensorCoresOnVoltaAskForMixedPrecis
   EXPECT_THAT(amp->text, HasSubstr("mixed precision"));
   EXPECT_THAT(amp->evidence, HasSubstr("0.390 ms of float32 GEMM/conv kernels (100.0% of kernel time), 0 Tensor Core kernels"));
   EXPECT_EQ(find(found, "gemm_dims_not_multiple_of_8"), nullptr) << "32, 128 and 64 are multiples of 8";
+}
+
+TEST(RecommendationsTest, GemmsOfUnknownDtypeWithoutTensorCoresAskForMixedPrecision) {
+  // A trace without record_shapes, as torch.profiler's reference V100 ResNet trace.
+  const dlprof::Trace trace = AnalysisTraceBuilder()
+                                  .device(0, "Tesla V100-SXM2-32GB", 7)
+                                  .step(1, 0, 1'000'000)
+                                  .op("aten::cudnn_convolution", 1'000, 50'000, 11)
+                                  .call("cudaLaunchKernel", 2'000, 6'000, 1, 11)
+                                  .kernel("volta_scudnn_128x64_relu_interior_nn_v1", 10'000, 400'000, 1, 11)
+                                  .trace();
+  EXPECT_NE(find(dlprof::analysis::recommendations(trace), "fp32_without_tensor_cores"), nullptr);
 }
 
 TEST(RecommendationsTest, TensorCoreKernelsHalfPrecisionOrAnOlderGpuNeedNoMixedPrecision) {

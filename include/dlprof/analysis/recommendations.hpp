@@ -5,12 +5,13 @@
 //   id                    fires when                                             fix
 //   dataloader_bound      DataLoader > 5 % of the average step (TensorBoard's)   more loader workers, persistent
 //                                                                                workers, prefetching
-//   pageable_copies       host-to-device copies from pageable memory             pin the host buffers
+//   pageable_copies       >= 10 % of host-to-device bytes from pageable memory   pin the host buffers
 //   synchronous_copies    host-to-device copies through a blocking call          non_blocking copies from
 //                         (cudaMemcpy, or any copy from pageable memory)         pinned memory
+//                         holding the CPU >= 1 % of the steps' span
 //   layout_transposes     NCHW <-> NHWC transpose kernels > 2 % of kernel time   channels_last
-//   fp32_without_tensor_cores  GEMM/conv kernels of float32 ops on compute       automatic mixed precision
-//                         capability >= 7 and no Tensor Core kernel at all
+//   fp32_without_tensor_cores  GEMM/conv kernels of float32 ops (or ops of unknown automatic mixed precision
+//                         dtype) on compute capability >= 7, no Tensor Core kernel at all
 //   gemm_dims_not_multiple_of_8  > 10 % of GEMM kernel time in ops with M, N    pad to multiples of 8
 //                         or K not a multiple of 8
 //   low_gpu_utilization   a GPU busy < 50 % of the steps' span                   larger batch, faster input
@@ -117,10 +118,12 @@ inline bool is_tensor_core_eligible_op(std::string_view op) noexcept {
   return false;
 }
 
-/// The first type of a recorded "Input type" text: the dtype the op computes in.
-inline bool computes_in_float32(std::string_view input_types) noexcept {
+/// Whether an op may compute in float32, from the first type of its "Input type" text. Without
+/// record_shapes nothing says, and the op counts (as TensorBoard counts every eligible op): a
+/// half-precision op would have run Tensor Core kernels, which the rule also requires absent.
+inline bool may_compute_in_float32(std::string_view input_types) noexcept {
   const std::size_t open = input_types.find('"');
-  if (open == std::string_view::npos) return false;
+  if (open == std::string_view::npos) return true;
   const std::size_t close = input_types.find('"', open + 1);
   return close != std::string_view::npos && input_types.substr(open + 1, close - open - 1) == "float";
 }
@@ -217,24 +220,27 @@ inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendati
       if (call != call_of.end()) blocked_ns += call->second->duration_ns();
     }
   }
-  if (pageable > 0)
+  const double pageable_share = percent(static_cast<double>(pageable_bytes), static_cast<double>(bytes));
+  if (pageable > 0 && pageable_share >= 10.0)
     out.push_back({"pageable_copies",
                    fmt::format("{:.0f}% of host-to-device bytes come from pageable memory: the driver stages them "
                                "through a pinned buffer, so they are slow and block the CPU. Pin the host buffers "
                                "(torch: DataLoaderOptions with pinned batches or tensor.pin_memory(); CUDA: "
                                "cudaHostAlloc / cudaHostRegister).",
-                               percent(static_cast<double>(pageable_bytes), static_cast<double>(bytes))),
+                               pageable_share),
                    fmt::format("{} of {} host-to-device copies from pageable memory, {} of {}, {} on the GPU", pageable,
                                copies, format_bytes(static_cast<double>(pageable_bytes)),
                                format_bytes(static_cast<double>(bytes)), format_ms(static_cast<double>(pageable_ns)))});
-  if (synchronous > 0)
+  const std::int64_t span = in.span_ns > 0 ? in.span_ns : in.trace.window_ns();
+  if (synchronous > 0 && percent(static_cast<double>(blocked_ns), static_cast<double>(span)) >= 1.0)
     out.push_back({"synchronous_copies",
                    "Host-to-device copies block the CPU before compute can be queued: copy asynchronously from pinned "
                    "memory (tensor.to(device, /*non_blocking=*/true) on a pinned tensor; cudaMemcpyAsync on a "
                    "stream) so the copy of the next batch overlaps the current step.",
                    fmt::format("{} of {} host-to-device copies synchronous (blocking call or pageable source), {} "
-                               "spent in their calls on the CPU",
-                               synchronous, copies, format_ms(static_cast<double>(blocked_ns)))});
+                               "spent in their calls on the CPU ({:.1f}% of the steps' span)",
+                               synchronous, copies, format_ms(static_cast<double>(blocked_ns)),
+                               percent(static_cast<double>(blocked_ns), static_cast<double>(span)))});
 }
 
 inline void layout_transposes(const RuleInputs& in, std::vector<Recommendation>& out) {
@@ -270,7 +276,7 @@ inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& o
   for (const AttributedKernel& kernel : in.kernels.kernels) {
     if (kernel.work->kind != GpuEventKind::Kernel) continue;
     any_tensor_core = any_tensor_core || kernel.tensor_cores;
-    if (is_tensor_core_eligible_op(kernel.op) && computes_in_float32(kernel.input_types)) eligible_ns += kernel.duration_ns;
+    if (is_tensor_core_eligible_op(kernel.op) && may_compute_in_float32(kernel.input_types)) eligible_ns += kernel.duration_ns;
     std::uint64_t m = 0, n = 0, k = 0;
     if (!gemm_dims(kernel.op, kernel.input_dims, kernel.input_types, m, n, k)) continue;
     gemm_ns += kernel.duration_ns;
