@@ -1,5 +1,5 @@
 // bench/analysis_bench.cpp: what turning a torch.profiler trace into the report costs, on the
-// reference traces (../shared/reference-traces): reading the file (import/chrome_trace.hpp) and
+// reference traces (tests/data/reference-traces): reading the file (import/chrome_trace.hpp) and
 // every analysis the report shows, in MB/s of JSON text:
 //
 //   BM_load_and_analyze/<set>  read_trace + all analyses: what `dlprof-report` does per rank, and

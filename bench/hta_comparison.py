@@ -65,7 +65,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--analysis-bench", required=True)
     parser.add_argument("--hta-python", required=True)
-    parser.add_argument("--traces", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "reference-traces"))
+    parser.add_argument("--traces", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "reference-traces"))
     parser.add_argument("--set", default="hta-1rank-v100-resnet-ns", choices=sorted(SETS))
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()

@@ -1,5 +1,5 @@
 // bench/reader_bench.cpp: how fast the trace reader (import/chrome_trace.hpp) turns
-// torch.profiler's files into a Trace, on the reference traces (../shared/reference-traces), in
+// torch.profiler's files into a Trace, on the reference traces (tests/data/reference-traces), in
 // MB/s of JSON text and events/s, stage by stage:
 //
 //   BM_read_trace/<set>   read_trace(path): read the .json.gz, inflate, parse, map (what

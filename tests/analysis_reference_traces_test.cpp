@@ -1,4 +1,4 @@
-// The analyses on torch.profiler's reference traces (../shared/reference-traces), read with
+// The analyses on torch.profiler's reference traces (tests/data/reference-traces), read with
 // dlprof::read_trace_set: with hta_compat, HTA 0.5.0's own numbers, taken from
 // `tests/tools/hta_breakdowns.py <set>`; the other analyses, their invariants.
 #include <dlprof/analysis/analysis.hpp>

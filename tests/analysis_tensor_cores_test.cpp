@@ -1,5 +1,5 @@
 // Tensor Core detection on kernel names taken from real traces: the reference traces in
-// ../shared/reference-traces (A100, V100) and traces, profiler tables and tuning logs published
+// tests/data/reference-traces (A100, V100) and traces, profiler tables and tuning logs published
 // for other GPUs.
 #include <dlprof/analysis/tensor_cores.hpp>
 

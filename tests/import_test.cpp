@@ -86,7 +86,7 @@ TraceReadError read_error(Body body) {
 Trace parse(std::string_view json) { return dlprof::parse_trace(json, "inline.json"); }
 
 // ---------------------------------------------------------------------------------------------
-// torch.profiler's traces (../shared/reference-traces, written by Kineto on A100 and V100 GPUs)
+// torch.profiler's traces (tests/data/reference-traces, written by Kineto on A100 and V100 GPUs)
 
 const fs::path kReferenceTraces = DLPROF_REFERENCE_TRACES_DIR;
 
