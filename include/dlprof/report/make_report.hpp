@@ -4,7 +4,8 @@
 // A Report is a pure function of its traces: the same one is made in-process from the trace of a
 // recording window (Profiler::report(), dlprof::report(trace)) and offline from files
 // (dlprof-report). Like the analyses' results, it names kernels, ops and steps by views into the
-// traces' strings: keep the traces alive while the Report is used.
+// traces' strings: a Report made from traces given by value (a temporary, std::move) keeps them;
+// one made from traces passed by reference refers to them, so keep those alive while it is used.
 //
 //   const std::vector<dlprof::Trace> ranks = dlprof::read_trace_set({"log/run"});
 //   const dlprof::Report report = dlprof::make_report(ranks);
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -104,6 +106,8 @@ struct Report {
   /// The earliest window start of the ranks: times in the JSON and the charts count from here, so
   /// ranks line up as they do in HTA.
   std::int64_t origin_ns = 0;
+  /// The traces the views above point into, when the Report was given them by value.
+  std::shared_ptr<const void> owned_traces;
 };
 
 namespace detail {
@@ -252,6 +256,22 @@ inline Report make_report(const std::vector<Trace>& ranks, const ReportOptions& 
   report.recommendations = analysis::recommendations(ranks, options.analysis);
   for (std::size_t i = 0; i < ranks.size(); ++i)
     report.origin_ns = i == 0 ? ranks[i].window_start_ns : std::min(report.origin_ns, ranks[i].window_start_ns);
+  return report;
+}
+
+/// The report of one trace, which the Report keeps.
+inline Report make_report(Trace&& trace, const ReportOptions& options = {}) {
+  auto owned = std::make_shared<const Trace>(std::move(trace));  // moved first: short names live in the object
+  Report report = make_report(*owned, options);
+  report.owned_traces = std::move(owned);
+  return report;
+}
+
+/// The report of a run's traces, which the Report keeps.
+inline Report make_report(std::vector<Trace>&& ranks, const ReportOptions& options = {}) {
+  auto owned = std::make_shared<const std::vector<Trace>>(std::move(ranks));
+  Report report = make_report(*owned, options);
+  report.owned_traces = std::move(owned);
   return report;
 }
 

@@ -1,0 +1,528 @@
+// The report (dlprof/report.hpp) of hand-built traces whose every number is worked out below, in
+// text, JSON and HTML; of torch.profiler's reference traces where the reader is built; and from
+// the Profiler, in-process.
+#include <dlprof/profiler.hpp>
+#include <dlprof/report.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis_trace_builder.hpp"
+
+#if defined(DLPROF_WITH_IMPORT) && DLPROF_WITH_IMPORT
+#  include <dlprof/import/chrome_trace.hpp>
+#endif
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Json = nlohmann::json;
+
+constexpr std::string_view kGemm = "void gemm<float, 4>(T&, \"x\")";
+constexpr std::string_view kNccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)";
+const std::string kLongKernel = "void long_kernel<" + std::string(150, 'a') + ">(int, float*)";
+
+constexpr std::int64_t kMs = 1'000'000;
+
+// One rank, two steps (ns; ms below):
+//   step 1 [0, 2]: DataLoader range [0.1, 1.0]; aten::mm [1.0, 1.5] launches (call [1.1, 1.11])
+//                  the gemm kernel [1.2, 1.8]
+//   step 2 [2, 5]: calls [2.1, 2.11] and [2.12, 2.13] launch the NCCL kernel [2.2, 4.0] and the
+//                  long-named kernel [4.0, 4.1]
+// Step roles: step 1 Kernel 0.6, Runtime 0.01, DataLoader 0.9, CPU Exec 0.5 - 0.3 - 0.01 = 0.19,
+// Other 0.3; step 2 Kernel 1.9, Runtime 0.02, Other 1.08. Average 2.5: Kernel 1.25 (50.0%),
+// Runtime 0.015 (0.6%), DataLoader 0.45 (18.0%), CPU Exec 0.095 (3.8%), Other 0.69 (27.6%).
+// GPU 0 busy 2.5 of 5 ms: 50.0%. HTA: kernel time 4.1 - 1.2 = 2.9, idle 0.4 (13.8%), compute
+// 0.6 + 0.1 = 0.7 (24.1%), non-compute (NCCL) 1.8 (62.1%); types COMMUNICATION 1.8 (72.0%),
+// COMPUTATION 0.7 (28.0%).
+dlprof_test::AnalysisTraceBuilder one_rank_builder(std::int64_t last_step_end = 5 * kMs) {
+  dlprof_test::AnalysisTraceBuilder builder;
+  builder.device(0, "A100", 8)
+      .step(1, 0, 2 * kMs)
+      .step(2, 2 * kMs, last_step_end)
+      .range("enumerate(DataLoader)#Loader.__next__", kMs / 10, kMs, dlprof::Category::DataLoader)
+      .op("aten::mm", kMs, 1'500'000, 7)
+      .call("cudaLaunchKernel", 1'100'000, 1'110'000, 1, 7)
+      .kernel(kGemm, 1'200'000, 1'800'000, 1, 7)
+      .call("cudaLaunchKernel", 2'100'000, 2'110'000, 2)
+      .kernel(kNccl, 2'200'000, 4 * kMs, 2)
+      .call("cudaLaunchKernel", 2'120'000, 2'130'000, 3)
+      .kernel(kLongKernel, 4 * kMs, 4'100'000, 3);
+  return builder;
+}
+
+void add_memory(dlprof::Trace& trace) {
+  trace.devices[0].total_global_mem = std::int64_t{80} << 30;
+  const auto allocation = [&](std::int64_t time, dlprof::MemoryDeviceType type, std::int32_t device, std::int64_t total) {
+    dlprof::MemoryEvent event;
+    event.time_ns = time;
+    event.device_type = type;
+    event.device = device;
+    event.bytes = 1;
+    event.total_allocated = total;
+    trace.memory_events.push_back(event);
+  };
+  allocation(kMs, dlprof::MemoryDeviceType::CUDA, 0, std::int64_t{1} << 30);
+  allocation(1'500'000, dlprof::MemoryDeviceType::CPU, -1, std::int64_t{10} << 20);
+  allocation(2 * kMs, dlprof::MemoryDeviceType::CUDA, 0, std::int64_t{3} << 30);
+  allocation(3 * kMs, dlprof::MemoryDeviceType::CUDA, 0, std::int64_t{2} << 30);
+}
+
+dlprof::Trace one_rank() {
+  dlprof::Trace trace = one_rank_builder().trace();
+  add_memory(trace);
+  return trace;
+}
+
+// Ranks 0 and 1 of 2, rank 1's step 2 one ms longer (6 ms): step 2's straggler, 14.3% over the
+// median (3.5 ms) and 33.3% over the fastest.
+std::vector<dlprof::Trace> two_ranks() {
+  std::vector<dlprof::Trace> ranks;
+  ranks.push_back(one_rank_builder(6 * kMs).rank(1, 2).trace());
+  ranks.push_back(one_rank_builder().rank(0, 2).trace());
+  return ranks;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+// Benchmark's output tests: some line of the text matches the whole regex.
+::testing::AssertionResult has_line(const std::string& text, const std::string& pattern) {
+  const std::regex regex(pattern);
+  for (const std::string& line : lines_of(text))
+    if (std::regex_match(line, regex)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "no line matches /" << pattern << "/ in:\n" << text;
+}
+
+std::size_t count_of(std::string_view text, std::string_view part) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+// Every element of `html` closed in order (void elements excepted), script and style skipped
+// whole, no '<' or '&' in text that does not start a tag, a comment or an entity.
+::testing::AssertionResult well_formed(const std::string& html) {
+  static const std::vector<std::string> kVoid = {"meta", "link", "br", "hr", "img", "input"};
+  static const std::regex kEntity("^&(#[0-9]+|#x[0-9a-fA-F]+|[a-zA-Z]+);");
+  std::vector<std::string> open;
+  for (std::size_t i = 0; i < html.size(); ++i) {
+    if (html[i] == '&') {
+      if (!std::regex_search(html.substr(i, 12), kEntity))
+        return ::testing::AssertionFailure() << "bare '&' at " << i << ": " << html.substr(i, 40);
+      continue;
+    }
+    if (html[i] != '<') continue;
+    if (html.compare(i, 4, "<!--") == 0 || html.compare(i, 9, "<!DOCTYPE") == 0) {
+      i = html.find('>', i);
+      continue;
+    }
+    const std::size_t end = html.find('>', i);
+    if (end == std::string::npos) return ::testing::AssertionFailure() << "unclosed tag at " << i;
+    const bool closing = html[i + 1] == '/';
+    const std::size_t name_start = i + (closing ? 2 : 1);
+    std::size_t name_end = name_start;
+    while (name_end < end && (std::isalnum(static_cast<unsigned char>(html[name_end])) != 0)) ++name_end;
+    const std::string name = html.substr(name_start, name_end - name_start);
+    if (name.empty()) return ::testing::AssertionFailure() << "unescaped '<' at " << i << ": " << html.substr(i, 40);
+    if (closing) {
+      if (open.empty() || open.back() != name)
+        return ::testing::AssertionFailure() << "</" << name << "> at " << i << " closes <" << (open.empty() ? "" : open.back()) << ">";
+      open.pop_back();
+    } else if (name == "script" || name == "style") {
+      const std::size_t close = html.find("</" + name + ">", end);
+      if (close == std::string::npos) return ::testing::AssertionFailure() << "<" << name << "> never closed";
+      i = close + name.size() + 2;
+      continue;
+    } else if (html[end - 1] != '/' && std::find(kVoid.begin(), kVoid.end(), name) == kVoid.end()) {
+      open.push_back(name);
+    }
+    i = end;
+  }
+  if (!open.empty()) return ::testing::AssertionFailure() << "<" << open.back() << "> never closed";
+  return ::testing::AssertionSuccess();
+}
+
+// Nothing the page would fetch: no URL but the SVG namespace.
+::testing::AssertionResult self_contained(const std::string& html) {
+  std::string rest = html;
+  for (std::size_t at; (at = rest.find("xmlns=\"http://www.w3.org/2000/svg\"")) != std::string::npos;) rest.erase(at, 34);
+  for (const std::string_view reference : {"http:", "https:", "src=", "url(", "@import", "//cdn"})
+    if (rest.find(reference) != std::string::npos)
+      return ::testing::AssertionFailure() << "the page refers to something outside it: " << reference;
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ReportTextTest, StepBreakdownPerStepAverageAndShares) {
+  const std::string text = dlprof::render_text(dlprof::make_report(one_rank()));
+  EXPECT_TRUE(has_line(text, "== Rank 0 =+"));
+  EXPECT_TRUE(has_line(text, R"(Step time breakdown \(ms\), TensorBoard's roles by priority)"));
+  EXPECT_TRUE(has_line(text, R"(  Step +Total +Kernel +Runtime +DataLoader +CPU Exec +Other)"));
+  EXPECT_TRUE(has_line(text, R"(  ProfilerStep#1 +2\.000 +0\.600 +0\.010 +0\.900 +0\.190 +0\.300)"));
+  EXPECT_TRUE(has_line(text, R"(  ProfilerStep#2 +3\.000 +1\.900 +0\.020 +0\.000 +0\.000 +1\.080)"));
+  EXPECT_TRUE(has_line(text, R"(  Average of 2 +2\.500 +1\.250 +0\.015 +0\.450 +0\.095 +0\.690)"));
+  EXPECT_TRUE(has_line(text, R"(  Share of the average +100\.0% +50\.0% +0\.6% +18\.0% +3\.8% +27\.6%)"));
+}
+
+TEST(ReportTextTest, GpuSummaryAndHtaBreakdowns) {
+  const std::string text = dlprof::render_text(dlprof::make_report(one_rank()));
+  EXPECT_TRUE(has_line(text, R"(GPU summary over the steps \(TensorBoard\))"));
+  EXPECT_TRUE(has_line(text, R"(  0 +A100 \(sm_80\) +50\.0% +- +0\.0% +0\.0% +2\.500)"));
+  EXPECT_TRUE(has_line(text, R"(GPU time \(HTA temporal breakdown\))"));
+  EXPECT_TRUE(has_line(text, R"(  idle +0\.400 +13\.8%)"));
+  EXPECT_TRUE(has_line(text, R"(  compute +0\.700 +24\.1%)"));
+  EXPECT_TRUE(has_line(text, R"(  non-compute +1\.800 +62\.1%)"));
+  EXPECT_TRUE(has_line(text, R"(  kernel time +2\.900 +100\.0%)"));
+  EXPECT_TRUE(has_line(text, R"(  COMMUNICATION +1\.800 +72\.0%)"));
+  EXPECT_TRUE(has_line(text, R"(  COMPUTATION +0\.700 +28\.0%)"));
+  EXPECT_TRUE(has_line(text, R"(  3 launches; launch call 10\.000 us on average; .*)"));
+}
+
+TEST(ReportTextTest, TopOpsKernelsAndNvprofRows) {
+  const std::string text = dlprof::render_text(dlprof::make_report(one_rank()));
+  EXPECT_TRUE(has_line(text, R"(Top ops and ranges by self CPU time \(2 of 2\))"));  // steps are not ops
+  EXPECT_TRUE(has_line(text, R"(  enumerate\(DataLoader\)#Loader\.__next__ +DataLoader +1 +900\.000us +900\.000us +0ns +0ns)"));
+  EXPECT_TRUE(has_line(text, R"(  aten::mm +User +1 +500\.000us +500\.000us +600\.000us +600\.000us)"));
+  EXPECT_TRUE(has_line(text, R"(Top kernels by GPU time \(3 of 3, 2\.500 ms in all\))"));
+  EXPECT_TRUE(has_line(text, R"(  ncclKernel_AllReduce_RING_LL_S\.\.\.t\(ncclWorkElem\) +COMMUNICATION +- +1 +1\.800ms .* 72\.0%)"));
+  EXPECT_TRUE(has_line(text, R"(  void gemm<float, 4>\(T&, "x"\) +COMPUTATION +- +1 +600\.000us .* 24\.0%)"));
+  // Long names are cut in the middle to the column's width: 48 characters here, 40 in nvprof's.
+  EXPECT_TRUE(has_line(text, R"(  void long_kernel<a{13}\.\.\.a>\(int, float\*\) +COMPUTATION .* 4\.0%)"));
+  EXPECT_TRUE(has_line(text, R"(  GPU activities +72\.0% +1\.800ms +1 .* ncclKernel_AllReduce_RIN\.\.\.ncclWorkElem\))"));
+  EXPECT_TRUE(has_line(text, R"(  API calls +100\.0% +30\.000us +3 +10\.000us +10\.000us +10\.000us +cudaLaunchKernel)"));
+  EXPECT_TRUE(has_line(text, R"(Peak memory allocated:  CPU 10\.00 MiB  CUDA:0 3\.00 GiB of 80\.00 GiB \(3\.8%\))"));
+}
+
+TEST(ReportTextTest, RecommendationsWithTheirEvidence) {
+  const dlprof::Report report = dlprof::make_report(one_rank());
+  ASSERT_FALSE(report.recommendations.empty());
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, "== Recommendations =+"));
+  EXPECT_TRUE(has_line(text, R"(1\. .*DataLoader.*)"));
+  EXPECT_THAT(text, HasSubstr("[dataloader_bound]"));
+  for (const auto& advice : report.recommendations) EXPECT_THAT(text, HasSubstr(advice.evidence.substr(0, 30)));
+}
+
+TEST(ReportTextTest, LinesFitAHundredAndTwentyColumns) {
+  for (const std::string& text : {dlprof::render_text(dlprof::make_report(one_rank())),
+                                  dlprof::render_text(dlprof::make_report(two_ranks()))})
+    for (const std::string& line : lines_of(text)) EXPECT_LE(dlprof::detail::text_width(line), 120u) << line;
+}
+
+TEST(ReportTextTest, RanksComparedAndStragglers) {
+  const std::string text = dlprof::render_text(dlprof::make_report(two_ranks()));
+  EXPECT_TRUE(has_line(text, "2 ranks; HTA's analyses over every complete step, in exact ns"));
+  EXPECT_TRUE(has_line(text, "== Rank 0 of 2 =+"));
+  EXPECT_TRUE(has_line(text, "== Rank 1 of 2 =+"));
+  EXPECT_LT(text.find("== Rank 0 of 2"), text.find("== Rank 1 of 2"));  // by rank, whatever the input order
+  EXPECT_TRUE(has_line(text, "== Ranks compared =+"));
+  EXPECT_TRUE(has_line(text, R"( +0 +2 +2\.500 +2\.000 +3\.000 +50\.0% +13\.8% +24\.1% +62\.1% +0\.0%)"));
+  EXPECT_TRUE(has_line(text, R"( +1 +2 +3\.000 +2\.000 +4\.000 .*)"));
+  EXPECT_TRUE(has_line(text, "Stragglers: the slowest rank of each step"));
+  EXPECT_TRUE(has_line(text, R"( +2 +2 +1 +4\.000 +3\.500 +0 +3\.000 +\+14\.3% +\+33\.3%)"));
+}
+
+TEST(ReportTextTest, FormatterProfilerAndEmptyInput) {
+  const dlprof::Report report = dlprof::make_report(one_rank());  // keeps the temporary trace
+  EXPECT_EQ(fmt::format("{}", report), dlprof::render_text(report));
+  EXPECT_EQ(dlprof::report(one_rank()), dlprof::render_text(report));
+  EXPECT_THAT(dlprof::render_text(dlprof::make_report(std::vector<dlprof::Trace>{})), HasSubstr("No trace to report on."));
+  const dlprof::Report of_two = dlprof::make_report(two_ranks());
+  EXPECT_TRUE(has_line(dlprof::render_text(of_two), R"(  ProfilerStep#1 +2\.000 .*)"));
+
+  // A CPU-only trace: no GPU sections.
+  const std::string cpu_only = dlprof::report(
+      dlprof_test::AnalysisTraceBuilder().step(1, 0, kMs).range("forward", 100, 900'000, dlprof::Category::Forward).trace());
+  EXPECT_TRUE(has_line(cpu_only, R"(  ProfilerStep#1 +1\.000 +0\.900 +0\.100)"));
+  EXPECT_THAT(cpu_only, HasSubstr("No GPU activity in this trace"));
+  EXPECT_THAT(cpu_only, Not(HasSubstr("HTA temporal breakdown")));
+}
+
+TEST(ReportJsonTest, RequiredKeysAndValues) {
+  const Json json = Json::parse(dlprof::render_json(dlprof::make_report(one_rank())));
+  EXPECT_EQ(json["hta_compat"], false);
+  ASSERT_EQ(json["ranks"].size(), 1u);
+  const Json& rank = json["ranks"][0];
+  EXPECT_EQ(rank["rank"], 0);
+  const Json& temporal = rank["temporal_breakdown"];
+  EXPECT_DOUBLE_EQ(temporal["idle_us"].get<double>(), 400.0);
+  EXPECT_DOUBLE_EQ(temporal["compute_us"].get<double>(), 700.0);
+  EXPECT_DOUBLE_EQ(temporal["non_compute_us"].get<double>(), 1800.0);
+  EXPECT_DOUBLE_EQ(temporal["kernel_time_us"].get<double>(), 2900.0);
+  EXPECT_DOUBLE_EQ(temporal["idle_pct"].get<double>(), 100.0 * 0.4 / 2.9);
+  EXPECT_DOUBLE_EQ(temporal["compute_pct"].get<double>(), 100.0 * 0.7 / 2.9);
+  EXPECT_DOUBLE_EQ(temporal["non_compute_pct"].get<double>(), 100.0 * 1.8 / 2.9);
+
+  const Json& types = rank["kernel_type_breakdown"];
+  ASSERT_EQ(types.size(), 2u);
+  EXPECT_EQ(types[0]["type"], "COMMUNICATION");
+  EXPECT_DOUBLE_EQ(types[0]["time_us"].get<double>(), 1800.0);
+  EXPECT_DOUBLE_EQ(types[0]["pct"].get<double>(), 72.0);
+  EXPECT_EQ(types[1]["type"], "COMPUTATION");
+  EXPECT_DOUBLE_EQ(types[1]["time_us"].get<double>(), 700.0);
+
+  const Json& steps = rank["step_breakdown"];
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0]["step"], "ProfilerStep#1");
+  EXPECT_EQ(steps[0]["number"], 1);
+  EXPECT_DOUBLE_EQ(steps[0]["start_us"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(steps[0]["total_us"].get<double>(), 2000.0);
+  EXPECT_DOUBLE_EQ(steps[0]["kernel_us"].get<double>(), 600.0);
+  EXPECT_DOUBLE_EQ(steps[0]["runtime_us"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(steps[0]["dataloader_us"].get<double>(), 900.0);
+  EXPECT_DOUBLE_EQ(steps[0]["cpu_exec_us"].get<double>(), 190.0);
+  EXPECT_DOUBLE_EQ(steps[0]["other_us"].get<double>(), 300.0);
+  EXPECT_DOUBLE_EQ(steps[1]["start_us"].get<double>(), 2000.0);
+  EXPECT_DOUBLE_EQ(steps[1]["other_us"].get<double>(), 1080.0);
+  EXPECT_DOUBLE_EQ(rank["average_step"]["total_us"].get<double>(), 2500.0);
+  EXPECT_DOUBLE_EQ(rank["average_step"]["dataloader_pct"].get<double>(), 18.0);
+  EXPECT_DOUBLE_EQ(rank["gpu_utilization"].get<double>(), 50.0);
+  ASSERT_EQ(rank["gpus"].size(), 1u);
+  EXPECT_EQ(rank["gpus"][0]["name"], "A100");
+  EXPECT_EQ(rank["gpus"][0]["compute_capability"], "8.0");
+  EXPECT_TRUE(rank["gpus"][0]["sm_efficiency_pct"].is_null());
+
+  EXPECT_EQ(rank["top_kernels"][1]["name"], kGemm);  // escaped and read back whole
+  EXPECT_EQ(rank["top_kernels"][2]["name"], kLongKernel);
+  EXPECT_EQ(rank["top_ops"][1]["name"], "aten::mm");
+  EXPECT_DOUBLE_EQ(rank["top_ops"][1]["self_gpu_us"].get<double>(), 600.0);
+  EXPECT_EQ(rank["api_calls"][0]["calls"], 3);
+  ASSERT_EQ(rank["memory"].size(), 2u);
+  EXPECT_EQ(rank["memory"][1]["device"], "CUDA:0");
+  EXPECT_EQ(rank["memory"][1]["peak_allocated_bytes"], std::int64_t{3} << 30);
+  EXPECT_TRUE(json["rank_comparison"].is_null());
+
+  ASSERT_FALSE(json["recommendations"].empty());
+  bool dataloader = false;
+  for (const Json& advice : json["recommendations"]) {
+    EXPECT_FALSE(advice["text"].get<std::string>().empty());
+    EXPECT_FALSE(advice["evidence"].get<std::string>().empty());
+    dataloader = dataloader || advice["id"] == "dataloader_bound";
+  }
+  EXPECT_TRUE(dataloader);
+}
+
+TEST(ReportJsonTest, RankComparisonAndStragglers) {
+  const Json json = Json::parse(dlprof::render_json(dlprof::make_report(two_ranks())));
+  ASSERT_EQ(json["ranks"].size(), 2u);
+  EXPECT_EQ(json["ranks"][0]["rank"], 0);
+  EXPECT_EQ(json["ranks"][1]["rank"], 1);
+  const Json& comparison = json["rank_comparison"];
+  ASSERT_EQ(comparison["ranks"].size(), 2u);
+  EXPECT_DOUBLE_EQ(comparison["ranks"][1]["step_time_mean_us"].get<double>(), 3000.0);
+  ASSERT_EQ(comparison["stragglers"].size(), 2u);
+  const Json& step = comparison["stragglers"][1];
+  EXPECT_EQ(step["step"], 2);
+  EXPECT_EQ(step["slowest_rank"], 1);
+  EXPECT_DOUBLE_EQ(step["slowest_us"].get<double>(), 4000.0);
+  EXPECT_DOUBLE_EQ(step["median_us"].get<double>(), 3500.0);
+  EXPECT_EQ(step["fastest_rank"], 0);
+  EXPECT_NEAR(step["slowest_over_median_pct"].get<double>(), 100.0 / 7, 1e-9);
+}
+
+TEST(ReportJsonTest, NamesThatAreNotUtf8OrHoldControlCharacters) {
+  dlprof::Trace trace = one_rank();
+  for (std::string& name : trace.names)
+    if (name == kGemm) name = "bad\xff\xfe name\twith\x01 control \xe2\x82";
+  const Json json = Json::parse(dlprof::render_json(dlprof::make_report(trace)));  // throws on invalid UTF-8
+  EXPECT_EQ(json["ranks"][0]["top_kernels"][1]["name"], "bad\xEF\xBF\xBD\xEF\xBF\xBD name\twith\x01 control \xEF\xBF\xBD\xEF\xBF\xBD");
+  const std::string html = dlprof::render_html(dlprof::make_report(trace));
+  EXPECT_THAT(html, HasSubstr("bad\xEF\xBF\xBD\xEF\xBF\xBD name"));
+}
+
+TEST(ReportHtmlTest, WellFormedSelfContainedAndEscaped) {
+  const std::string html = dlprof::render_html(dlprof::make_report(one_rank()));
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_TRUE(self_contained(html));
+  EXPECT_THAT(html, HasSubstr("void gemm&lt;float, 4&gt;(T&amp;, &quot;x&quot;)"));
+  EXPECT_THAT(html, Not(HasSubstr("gemm<float")));
+  EXPECT_THAT(html, HasSubstr("<pre id=\"render-check\" hidden>"));
+}
+
+TEST(ReportHtmlTest, OneSvgPerChart) {
+  const std::string html = dlprof::render_html(dlprof::make_report(one_rank()));
+  EXPECT_EQ(count_of(html, "<svg"), 4u);  // steps, kernel types, top kernels, memory
+  EXPECT_EQ(count_of(html, "<svg class=\"chart\""), 4u);
+  for (const std::string_view id : {"rank-0-steps", "rank-0-kernel-types", "rank-0-top-kernels", "rank-0-memory"})
+    EXPECT_THAT(html, HasSubstr(fmt::format("<svg class=\"chart\" id=\"{}\"", id)));
+  // Stacked bars: one segment per role of each step (5 + 3), pie slices, one bar per kernel.
+  EXPECT_EQ(count_of(html, "<rect class=\"mark\""), 8u + 3u);
+  EXPECT_EQ(count_of(html, "<path class=\"mark\""), 2u + 2u);  // 2 slices, 2 memory curves
+
+  const std::string two = dlprof::render_html(dlprof::make_report(two_ranks()));
+  EXPECT_TRUE(well_formed(two));
+  EXPECT_EQ(count_of(two, "<svg"), 1u + 2u * 3u);  // ranks compared, then per rank without memory events
+  EXPECT_THAT(two, HasSubstr("id=\"ranks-average-step\""));
+  EXPECT_THAT(two, HasSubstr("No memory events in this trace"));
+  EXPECT_THAT(two, HasSubstr("Stragglers: the slowest rank of each step"));
+}
+
+TEST(ReportHtmlTest, ASingleKernelTypeIsAFullCircle) {
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .step(1, 0, kMs)
+                                  .call("cudaLaunchKernel", 10, 20, 1)
+                                  .kernel("k", 100, 500, 1)
+                                  .trace();
+  const std::string html = dlprof::render_html(dlprof::make_report(trace));
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_EQ(count_of(html, "<circle class=\"mark\""), 1u);
+}
+
+TEST(ReportDetailTest, ShortenAndWrap) {
+  using dlprof::detail::shorten;
+  EXPECT_EQ(shorten("abcdefghij", 10), "abcdefghij");
+  EXPECT_EQ(shorten("abcdefghijk", 10), "abcd...ijk");
+  EXPECT_EQ(shorten("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 5), "\xc3\xa9...\xc3\xa9");  // never inside a character
+  EXPECT_EQ(dlprof::detail::wrap("one two three four", 9, "  "), "one two\n  three\n  four");
+  EXPECT_EQ(dlprof::detail::html_escape("<a href='x'>&</a>"), "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;");
+}
+
+TEST(ReportMemoryTest, LongCurvesKeepTheirPeaks) {
+  dlprof::Trace trace = one_rank();
+  trace.memory_events.clear();
+  for (std::int64_t i = 0; i < 100'000; ++i) {
+    dlprof::MemoryEvent event;
+    event.time_ns = i * 1000;
+    event.total_allocated = i == 54'321 ? 999'999 : i % 100;
+    trace.memory_events.push_back(event);
+  }
+  const dlprof::Report report = dlprof::make_report(trace);
+  ASSERT_EQ(report.ranks[0].memory.size(), 1u);
+  const auto& points = report.ranks[0].memory[0].points;
+  EXPECT_LE(points.size(), dlprof::MemoryCurve::kMaxPoints);
+  EXPECT_EQ(report.ranks[0].memory[0].peak_bytes, 999'999);
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(), [](const auto& p) { return p.second == 999'999; }));
+  EXPECT_TRUE(std::is_sorted(points.begin(), points.end()));
+}
+
+TEST(ReportProfilerTest, ReportOfTheLastWindowAndFromAHandler) {
+  std::string from_handler;
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}
+                            .schedule(dlprof::schedule(/*wait=*/0, /*warmup=*/1, /*active=*/2, /*repeat=*/1))
+                            .on_trace_ready([&](const dlprof::Trace& trace) { from_handler = dlprof::report(trace); }));
+  EXPECT_THAT(prof.report(), HasSubstr("no trace yet"));
+  prof.start();
+  for (int step = 0; step < 4; ++step) {
+    {
+      DLPROF_RANGE("train_step");
+      DLPROF_RANGE("enumerate(DataLoader)#TestLoader.__next__", dlprof::Category::DataLoader);
+    }
+    prof.step();
+  }
+  prof.stop();
+  const std::string text = prof.report();
+  EXPECT_EQ(text, from_handler);
+  EXPECT_TRUE(has_line(text, R"(  ProfilerStep#1 .*)"));
+  EXPECT_TRUE(has_line(text, R"(  ProfilerStep#2 .*)"));
+  EXPECT_THAT(text, HasSubstr("enumerate(DataLoader)#TestLoader.__next__"));
+  EXPECT_THAT(text, HasSubstr("No GPU activity in this trace"));
+}
+
+#if defined(DLPROF_WITH_IMPORT) && DLPROF_WITH_IMPORT
+
+namespace fs = std::filesystem;
+
+// torch.profiler's traces (../shared/reference-traces): the report's numbers are the analyses'.
+class ReferenceReportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::is_directory(DLPROF_REFERENCE_TRACES_DIR)) GTEST_SKIP() << "no reference traces at " << DLPROF_REFERENCE_TRACES_DIR;
+  }
+  static std::vector<dlprof::Trace> read(const std::string& set) {
+    return dlprof::read_trace_set({(fs::path(DLPROF_REFERENCE_TRACES_DIR) / set).string()});
+  }
+  static void expect_analyses_in_json(const std::vector<dlprof::Trace>& traces, bool hta_compat) {
+    dlprof::ReportOptions options;
+    options.analysis.hta_compat = hta_compat;
+    const Json json = Json::parse(dlprof::render_json(dlprof::make_report(traces, options)));
+    EXPECT_EQ(json["hta_compat"], hta_compat);
+    ASSERT_EQ(json["ranks"].size(), traces.size());
+    for (std::size_t i = 0; i < traces.size(); ++i) {
+      const Json& rank = json["ranks"][i];
+      EXPECT_EQ(rank["rank"], traces[i].distributed.rank);
+      const auto temporal = dlprof::analysis::temporal_breakdown(traces[i], options.analysis);
+      EXPECT_DOUBLE_EQ(rank["temporal_breakdown"]["idle_us"].get<double>(), static_cast<double>(temporal.idle_ns) / 1e3);
+      EXPECT_DOUBLE_EQ(rank["temporal_breakdown"]["compute_us"].get<double>(), static_cast<double>(temporal.compute_ns) / 1e3);
+      EXPECT_DOUBLE_EQ(rank["temporal_breakdown"]["non_compute_us"].get<double>(),
+                       static_cast<double>(temporal.non_compute_ns) / 1e3);
+      EXPECT_DOUBLE_EQ(rank["temporal_breakdown"]["kernel_time_us"].get<double>(),
+                       static_cast<double>(temporal.kernel_time_ns) / 1e3);
+      EXPECT_DOUBLE_EQ(rank["temporal_breakdown"]["idle_pct"].get<double>(), temporal.idle_percent());
+      const auto types = dlprof::analysis::kernel_type_breakdown(traces[i], options.analysis);
+      ASSERT_EQ(rank["kernel_type_breakdown"].size(), types.times.size());
+      for (std::size_t t = 0; t < types.times.size(); ++t) {
+        EXPECT_EQ(rank["kernel_type_breakdown"][t]["type"], types.times[t].label());
+        EXPECT_DOUBLE_EQ(rank["kernel_type_breakdown"][t]["time_us"].get<double>(), static_cast<double>(types.times[t].time_ns) / 1e3);
+        EXPECT_DOUBLE_EQ(rank["kernel_type_breakdown"][t]["pct"].get<double>(), types.times[t].percent);
+      }
+      const auto steps = dlprof::analysis::step_breakdown(traces[i]);
+      ASSERT_EQ(rank["step_breakdown"].size(), steps.steps.size());
+      for (std::size_t s = 0; s < steps.steps.size(); ++s)
+        EXPECT_DOUBLE_EQ(rank["step_breakdown"][s]["total_us"].get<double>(), static_cast<double>(steps.steps[s].duration_ns()) / 1e3);
+      EXPECT_TRUE(rank["gpu_utilization"].is_number());
+    }
+    for (const Json& advice : json["recommendations"])
+      for (const char* key : {"id", "text", "evidence"}) EXPECT_TRUE(advice[key].is_string()) << key;
+  }
+};
+
+TEST_F(ReferenceReportTest, TwoRanksWithStragglers) {
+  const auto traces = read("hta-2rank-a100-sampled");
+  ASSERT_EQ(traces.size(), 2u);
+  expect_analyses_in_json(traces, false);
+  expect_analyses_in_json(traces, true);
+  const dlprof::Report report = dlprof::make_report(traces);
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& stragglers = json["rank_comparison"]["stragglers"];
+  ASSERT_EQ(stragglers.size(), 2u);
+  EXPECT_EQ(stragglers[0]["step"], 551);
+  EXPECT_EQ(stragglers[1]["step"], 552);
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, "== Ranks compared =+"));
+  EXPECT_TRUE(has_line(text, R"( +551 +2 +[01] +[0-9.]+ +[0-9.]+ +[01] .*)"));
+  for (const std::string& line : lines_of(text)) EXPECT_LE(dlprof::detail::text_width(line), 120u) << line;
+  const std::string html = dlprof::render_html(report);
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_TRUE(self_contained(html));
+  EXPECT_EQ(count_of(html, "<svg"), 1u + 2u * 3u);
+}
+
+TEST_F(ReferenceReportTest, OneRankSets) {
+  for (const std::string set : {"hta-1rank-a100-simple-add", "hta-1rank-v100-resnet-ns"}) {
+    SCOPED_TRACE(set);
+    const auto traces = read(set);
+    ASSERT_EQ(traces.size(), 1u);
+    expect_analyses_in_json(traces, false);
+    expect_analyses_in_json(traces, true);
+    const dlprof::Report report = dlprof::make_report(traces);
+    EXPECT_FALSE(report.comparison);
+    const std::string text = dlprof::render_text(report);
+    EXPECT_TRUE(has_line(text, "GPU time \\(HTA temporal breakdown\\)"));
+    for (const std::string& line : lines_of(text)) EXPECT_LE(dlprof::detail::text_width(line), 120u) << line;
+    const std::string html = dlprof::render_html(report);
+    EXPECT_TRUE(well_formed(html));
+    EXPECT_TRUE(self_contained(html));
+    EXPECT_EQ(count_of(html, "<svg"), 3u);
+  }
+}
+
+#endif  // DLPROF_WITH_IMPORT
+
+}  // namespace
