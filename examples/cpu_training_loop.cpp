@@ -4,7 +4,8 @@
 // --num-workers threads feeding a bounded prefetch queue; a 784-256-10 MLP is trained on it with
 // plain C++ forward, backward and SGD. The loop is profiled with schedule(1, 1, 3, 1) like a
 // torch.profiler run: the trace of steps 2-4 goes to --log-dir for TensorBoard or Perfetto, and
-// the program prints the DataLoader share of step time and the key_averages() table.
+// the program prints its report: each step's time by TensorBoard's roles (the DataLoader share
+// among them), the top ranges and what to change.
 //
 //   cpu_training_loop --num-workers 0   # loading runs inline: DataLoader dominates the step
 //   cpu_training_loop --num-workers 4   # workers prefetch: the DataLoader share shrinks
@@ -357,45 +358,6 @@ class Mlp {
   std::vector<float> hidden_, probabilities_, grad_logits_, grad_hidden_;
 };
 
-double percent(std::int64_t part, std::int64_t whole) {
-  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
-}
-
-// on_trace_ready handler: for each recorded ProfilerStep#N, the time its thread spent in
-// DataLoader ranges by TensorBoard's Overview rule (TRACE_FORMAT.md §4.4), i.e. in ranges named
-// `enumerate(DataLoader)#<Name>.__next__`. A trace lists each thread's events by start time,
-// every step before the ranges it encloses.
-void print_dataloader_share(const dlprof::Trace& trace) {
-  const auto is_dataloader_next = [](std::string_view name) {
-    constexpr std::string_view kPrefix = "enumerate(DataLoader)#", kSuffix = ".__next__";
-    return name.size() >= kPrefix.size() + kSuffix.size() && name.substr(0, kPrefix.size()) == kPrefix &&
-           name.substr(name.size() - kSuffix.size()) == kSuffix;
-  };
-  struct StepShare {
-    const dlprof::TraceEvent* step;
-    std::int64_t dataloader_ns;
-  };
-  std::vector<StepShare> steps;
-  for (const dlprof::TraceEvent& event : trace.events) {
-    if (event.kind == dlprof::EventKind::Step) {
-      steps.push_back(StepShare{&event, 0});
-    } else if (!steps.empty() && event.kind == dlprof::EventKind::Range && event.thread == steps.back().step->thread &&
-               event.start_ns < steps.back().step->end_ns && is_dataloader_next(trace.name_of(event))) {
-      steps.back().dataloader_ns += event.duration_ns();
-    }
-  }
-  fmt::print("Trace ready: DataLoader share of each recorded step\n");
-  std::int64_t all_steps_ns = 0, all_dataloader_ns = 0;
-  for (const auto& [step, dataloader_ns] : steps) {
-    fmt::print("  {:<16} step {:7.2f} ms   DataLoader {:7.2f} ms  {:5.1f}%\n", trace.name_of(*step),
-               static_cast<double>(step->duration_ns()) / 1e6, static_cast<double>(dataloader_ns) / 1e6,
-               percent(dataloader_ns, step->duration_ns()));
-    all_steps_ns += step->duration_ns();
-    all_dataloader_ns += dataloader_ns;
-  }
-  fmt::print("DataLoader: {:.1f}% of step time\n\n", percent(all_dataloader_ns, all_steps_ns));
-}
-
 struct Options {
   int num_workers = 0;
   int steps = 12;
@@ -466,8 +428,7 @@ int main(int argc, char** argv) {
 
   dlprof::Profiler prof(dlprof::ProfilerOptions{}
                             .schedule(profile_schedule)
-                            .on_trace_ready(dlprof::tensorboard_trace_handler(options.log_dir))
-                            .on_trace_ready(print_dataloader_share));
+                            .on_trace_ready(dlprof::tensorboard_trace_handler(options.log_dir)));
   float first_loss = 0, last_loss = 0;
   if (options.profile) prof.start();
   for (int step = 0; step < options.steps; ++step) {
@@ -498,7 +459,7 @@ int main(int argc, char** argv) {
   }
 
   fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {}\n\n", first_loss, last_loss, options.steps - 1);
-  fmt::print("{}\n", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(15));
+  fmt::print("{}\n", prof.report());
   const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);
   if (!trace || !prof.errors().empty()) {  // dlprof has already printed why on stderr
     fmt::print(stderr, "cpu_training_loop: no trace was written to {}\n", options.log_dir);

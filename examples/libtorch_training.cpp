@@ -4,8 +4,8 @@
 // synthetic MNIST-shaped images delivered by a torch::data DataLoader with worker threads. The
 // loader, the optimizer and every layer of the model are annotated without editing their code,
 // and the Profiler records ATen ops with their shapes, FLOPs and allocations over the steps its
-// schedule selects, writes a trace that TensorBoard, HTA and Perfetto open, and prints where the
-// time of a step went:
+// schedule selects, writes a trace that TensorBoard, HTA and Perfetto open, and prints its report
+// (where the time of a step went, the top ops, what to change) and the ops with the most FLOPs:
 //
 //   libtorch_training                         # CPU, 2 loader workers, trace in ./log
 //   libtorch_training --num-workers 0         # loading runs inline: watch the DataLoader rows grow
@@ -175,9 +175,8 @@ int main(int argc, char** argv) {
   prof.stop();
 
   fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {}\n\n", first_loss, last_loss, step - 1);
-  const dlprof::KeyAverages averages = prof.key_averages();
-  fmt::print("Top ops and ranges by self time:\n{}\n", dlprof::KeyAverages(averages).sort_by(dlprof::SortBy::SelfTime).table(15));
-  fmt::print("Top ops by FLOPs:\n{}\n", dlprof::KeyAverages(averages).sort_by(dlprof::SortBy::Flops).table(8));
+  fmt::print("{}\n", prof.report());
+  fmt::print("Top ops by FLOPs:\n{}\n", prof.key_averages().sort_by(dlprof::SortBy::Flops).table(8));
   const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);
   if (!trace || !prof.errors().empty()) {  // dlprof has already printed why on stderr
     fmt::print(stderr, "libtorch_training: no trace was written to {}\n", options.log_dir);
