@@ -1,14 +1,21 @@
 #!/bin/sh
-# expect_exit.sh STATUS STDERR_REGEX COMMAND...: runs COMMAND and succeeds only if it exits with
-# STATUS and its standard error matches the extended regular expression STDERR_REGEX, or, when
-# STDERR_REGEX is empty, is empty. A crash (a signal, a sanitizer's report) fails either way.
+# expect_exit.sh [--ignore REGEX] STATUS STDERR_REGEX COMMAND...: runs COMMAND and succeeds only if
+# it exits with STATUS and its standard error matches the extended regular expression
+# STDERR_REGEX, or, when STDERR_REGEX is empty, is empty. Lines of standard error matching the
+# --ignore REGEX (progress reports of a slow run) are left out first. A crash (a signal, a
+# sanitizer's report) fails either way.
+ignore_regex='^$'
+if [ "$1" = "--ignore" ]; then
+  ignore_regex=$2
+  shift 2
+fi
 expected_status=$1
 stderr_regex=$2
 shift 2
 stderr_file=$(mktemp)
 "$@" >/dev/null 2>"$stderr_file"
 status=$?
-stderr_text=$(cat "$stderr_file")
+stderr_text=$(grep -Ev "$ignore_regex" "$stderr_file")
 rm -f "$stderr_file"
 printf '%s\n' "$stderr_text"
 if [ "$status" -ne "$expected_status" ]; then

@@ -5,6 +5,8 @@
 // Keys that stay (more may come): times in µs (`*_us`, exact to the ns), shares in % (`*_pct`),
 // absent values null.
 //   {"dlprof_version", "title", "hta_compat",
+//    "origin_us": the earliest window start of the ranks, µs since the epoch (step starts count
+//                 from it),
 //    "ranks": [{"rank", "world_size",
 //      "temporal_breakdown": {"idle_us", "compute_us", "non_compute_us", "kernel_time_us",
 //                             "idle_pct", "compute_pct", "non_compute_pct"},     HTA
@@ -12,7 +14,7 @@
 //      "kernels_by_type": [{"type", "kernels": [{"name", "calls", "total_us", "mean_us", "min_us", "max_us"}]}],
 //      "step_breakdown": [{"step", "number", "start_us", "total_us", "kernel_us", "memcpy_us",
 //                          "memset_us", "communication_us", "runtime_us", "dataloader_us",
-//                          "cpu_exec_us", "other_us"}],           TensorBoard's; start from "origin"
+//                          "cpu_exec_us", "other_us"}],           TensorBoard's
 //      "average_step": {"steps", "total_us", "<role>_us"..., "<role>_pct"...},
 //      "gpu_utilization": mean over the rank's GPUs in % (null without kernels),
 //      "gpus": [{"device", "name", "compute_capability", "utilization_pct", "sm_efficiency_pct",
@@ -31,8 +33,7 @@
 //        "overlap_pct"}],
 //      "stragglers": [{"step", "ranks", "slowest_rank", "slowest_us", "median_us", "fastest_rank",
 //        "fastest_us", "slowest_over_median_pct", "slowest_over_fastest_pct"}]},
-//    "recommendations": [{"id", "text", "evidence"}],
-//    "origin_us": the earliest window start of the ranks, µs since the epoch}
+//    "recommendations": [{"id", "text", "evidence"}]}
 #pragma once
 
 #include <array>
