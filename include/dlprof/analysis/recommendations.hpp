@@ -333,7 +333,8 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
   std::size_t runs = 0, kernels_in_runs = 0;
   std::int64_t run_span_ns = 0;
   std::vector<std::int64_t> kernel_durations, call_durations;
-  for (auto& [stream, kernels] : streams) {
+  for (auto& stream : streams) {
+    std::vector<const GpuEvent*>& kernels = stream.second;  // not a structured binding: close_run captures it
     std::sort(kernels.begin(), kernels.end(), [](const GpuEvent* a, const GpuEvent* b) { return a->start_ns < b->start_ns; });
     std::size_t begin = 0;
     const auto close_run = [&](std::size_t end) {
