@@ -4,8 +4,8 @@
 # skip elsewhere run, and dlprof::torch is checked against LibTorch 2.x as well as Debian's 1.13.
 #
 # What the machine lacks comes from .carry (scripts/gpu-carry.sh fills it on a Debian machine):
-# fmt, zlib, nlohmann_json and RapidJSON as an install prefix in .carry/deps, GoogleTest's sources in
-# .carry/googletest (built and installed into .carry/deps on first use).
+# fmt, zlib, nlohmann_json and RapidJSON as an install prefix in .carry/deps, GoogleTest's
+# sources in .carry/googletest (built and installed into .carry/deps on first use).
 #
 # Environment:
 #   DLPROF_DEPS_PREFIX  the install prefix of what the machine lacks (default .carry/deps)
