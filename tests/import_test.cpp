@@ -858,7 +858,11 @@ TEST(ImportErrorTest, SyntaxErrorsAndWrongTypes) {
       {"{\"distributedInfo\": []}", "\"distributedInfo\" must be an object, not an array"},
       {"{\"baseTimeNanoseconds\": 1e30, \"traceEvents\": []}", "\"baseTimeNanoseconds\" is out of range"},
       {"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 4611686018427387.904}], \"baseTimeNanoseconds\": 4611686018427387904}",
-       "\"baseTimeNanoseconds\" plus a timestamp overflows"},
+       "\"baseTimeNanoseconds\" plus a timestamp is beyond 2^62 ns"},
+      {"{\"baseTimeNanoseconds\": -1, \"traceEvents\": []}", "\"baseTimeNanoseconds\" must not be negative"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": -0.5}]", "\"ts\" must not be negative: -0.5"},
+      {"[{\"ph\": \"M\", \"name\": \"thread_name\", \"ts\": -1}]", "\"ts\" must not be negative"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 4611686018427387, \"dur\": 1}]", "\"ts\" plus \"dur\" is beyond 2^62 ns"},
       {std::string_view(kNulInside, sizeof(kNulInside) - 1), "NUL byte in the JSON text"},
       {"[{\"ph\": \"X\"}] []", "The document root must not be followed by other values."},
   };

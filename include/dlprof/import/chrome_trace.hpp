@@ -62,7 +62,8 @@
 //    count from (baseTimeNanoseconds; 0 for absolute µs).
 //  * distributedInfo -> Trace::distributed (backend, rank, world_size; rank 0 of 1 when absent,
 //    as HTA assumes); deviceProperties -> Trace::devices; dlprof's own keys (dlprof_dropped_events,
-//    dlprof_clock, dlprof_gpu_*, cupti_version, ...) -> their fields; every other top-level key
+//    dlprof_clock, dlprof_gpu_*, cupti_version, ...) -> their fields (gpu.enabled also when the
+//    file has GPU work or API calls); every other top-level key
 //    except schemaVersion, displayTimeUnit, baseTimeNanoseconds, traceName and dlprof_version ->
 //    Trace::metadata as compact JSON text.
 //  * Order: as trace.hpp promises. Events by thread, start, longer first (a step before a range
@@ -71,9 +72,10 @@
 //    partially keeps them so (clipped_ranges is what the file says).
 //
 // Errors: anything that is not a readable trace (missing file, corrupt or truncated gzip, bad
-// JSON, a wrong type where the mapping needs a number, times beyond ±2^62 ns, nesting deeper
-// than 256 levels, more than ReadOptions::max_json_bytes) throws TraceReadError naming the file
-// and, for JSON problems, the byte offset, line and column.
+// JSON, a wrong type where the mapping needs a number, a negative ts or a time beyond 2^62 ns
+// (the year 2116), a correlation id beyond 32 bits, nesting deeper than 256 levels, more than
+// ReadOptions::max_json_bytes) throws TraceReadError naming the file and, for JSON problems, the
+// byte offset, line and column.
 #pragma once
 
 #include <algorithm>

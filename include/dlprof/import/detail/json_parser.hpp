@@ -105,7 +105,6 @@ inline void parse_json_in_place(char* text, std::size_t size, TraceHandler& hand
     fail_at(offset, rapidjson::GetParseError_En(result.Code()));
   }
   if (stream.Tell() != size) fail_at(stream.Tell(), "NUL byte in the JSON text");
-  handler.finish(size);
 }
 
 }  // namespace detail::json

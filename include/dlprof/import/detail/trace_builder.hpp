@@ -52,8 +52,9 @@ constexpr std::string_view type_name(JsonType type) noexcept {
   return "a value";
 }
 
-/// Times are nanoseconds within ±2^62 (year 2116): a start plus a duration plus the trace's base
-/// time then never overflows 64 bits unnoticed.
+/// Times are nanoseconds in [0, 2^62] (1970 to 2116), before and after adding the file's base
+/// time: a start plus a duration fits 64 bits, and the writer can write any trace read back
+/// (its relative times stay in range).
 inline constexpr std::int64_t kTimeLimitNs = std::int64_t{1} << 62;
 
 /// Reads a value's number, or fails naming the key and what was found instead.
@@ -342,6 +343,7 @@ class TraceBuilder {
 
   void set_base_time(const RawValue& value) {
     base_time_ns_ = signed_of(value, "baseTimeNanoseconds", kTimeLimitNs);
+    if (base_time_ns_ < 0) fail_at(value.offset, "\"baseTimeNanoseconds\" must not be negative");
     base_time_offset_ = value.offset;
   }
 
@@ -383,8 +385,6 @@ class TraceBuilder {
   void add_metadata(std::string key, std::string json_text) {
     trace_.metadata.emplace_back(std::move(key), std::move(json_text));
   }
-
-  std::size_t event_count() const noexcept { return event_count_; }
 
   /// The trace: base time applied, threads and the process chosen, everything in the order
   /// trace.hpp promises, ops inside autograd's backward frames in the Backward category.
@@ -471,14 +471,23 @@ class TraceBuilder {
   std::int64_t start_of(const RawEvent& event) {
     const RawValue* ts = event.field(EventField::Ts);
     if (ts == nullptr) fail_at(event.offset, "event without \"ts\"");
-    return nanoseconds_of(*ts, "ts");
+    return time_of(*ts);
+  }
+
+  /// A ts, which Kineto never writes negative (relative times are clamped at 0).
+  static std::int64_t time_of(const RawValue& ts) {
+    const std::int64_t ns = nanoseconds_of(ts, "ts");
+    if (ns < 0) fail_at(ts.offset, fmt::format("\"ts\" must not be negative: {}", ts.text));
+    return ns;
   }
 
   /// End of a slice; Kineto clamps durations at 0, and so does the reader.
   std::int64_t end_of(const RawEvent& event, std::int64_t start) {
     const RawValue* dur = event.field(EventField::Dur);
     if (dur == nullptr) return start;
-    return start + std::max<std::int64_t>(nanoseconds_of(*dur, "dur"), 0);
+    const std::int64_t end = start + std::max<std::int64_t>(nanoseconds_of(*dur, "dur"), 0);
+    if (end > kTimeLimitNs) fail_at(dur->offset, "\"ts\" plus \"dur\" is beyond 2^62 ns (the year 2116)");
+    return end;
   }
 
   void see_time(std::int64_t start, std::int64_t end) noexcept {
@@ -557,7 +566,6 @@ class TraceBuilder {
     const std::int64_t start = start_of(event);
     const std::int64_t end = end_of(event, start);
     see_time(start, end);
-    ++event_count_;
     switch (*category) {
       case Cat::Op:
       case Cat::Range: add_cpu_slice(event, *category, start, end); break;
@@ -761,7 +769,6 @@ class TraceBuilder {
     const std::string_view name = name_of(event);
     const RawValue* pid = event.field(EventField::Pid);
     if (pid != nullptr && pid->type == JsonType::String) return;  // Kineto's own marks: "Record Window End", ...
-    ++event_count_;
     if (name == "[memory]") {
       add_memory(event, time);
       return;
@@ -796,7 +803,6 @@ class TraceBuilder {
   void add_counter(const RawEvent& event) {
     const std::int64_t time = start_of(event);
     see_time(time, time);
-    ++event_count_;
     const std::string_view name = name_of(event);
     const std::uint32_t thread = event_thread(event);
     for (const auto& [series, value] : event.numeric_args) {
@@ -813,7 +819,7 @@ class TraceBuilder {
 
   void add_metadata_event(const RawEvent& event) {
     if (const RawValue* ts = event.field(EventField::Ts)) {
-      const std::int64_t time = nanoseconds_of(*ts, "ts");
+      const std::int64_t time = time_of(*ts);
       see_time(time, time);
     }
     const std::string_view kind = name_of(event);
@@ -904,8 +910,8 @@ class TraceBuilder {
     const std::int64_t base = base_time_ns_;
     trace_.file_time_base_ns = base;
     const auto shift = [&](std::int64_t& ns) {
-      if (__builtin_add_overflow(ns, base, &ns))
-        fail_at(base_time_offset_, "\"baseTimeNanoseconds\" plus a timestamp overflows 64-bit nanoseconds");
+      if (__builtin_add_overflow(ns, base, &ns) || ns > kTimeLimitNs)  // 2^62 + 2^62 overflows
+        fail_at(base_time_offset_, "\"baseTimeNanoseconds\" plus a timestamp is beyond 2^62 ns (the year 2116)");
     };
     if (any_time_) {
       shift(first_ns_);
@@ -998,7 +1004,6 @@ class TraceBuilder {
   std::unordered_map<std::int64_t, std::string> process_names_;
   std::optional<std::int64_t> cpu_pid_label_;
   std::uint64_t mentions_ = 0;
-  std::size_t event_count_ = 0;
   std::int64_t base_time_ns_ = 0;
   std::size_t base_time_offset_ = 0;
   std::int64_t first_ns_ = 0;

@@ -4,9 +4,9 @@
 // TraceBuilder, reads deviceProperties and distributedInfo, and turns the values it keeps as
 // text (op inputs, metadata) into compact JSON. Everything else is skipped.
 //
-// Contract with the parser: string and key views stay valid until the end of the enclosing
-// event object (in-situ parsing keeps them for the whole document); every call gets the byte
-// offset it concerns, used in error messages.
+// Contract with the parser: string and key views stay valid until the parse ends (in-situ
+// parsing keeps them in the text); every call gets the byte offset it concerns, for error
+// messages.
 #pragma once
 
 #include <cstddef>
@@ -64,52 +64,46 @@ class TraceHandler {
   void end_object(std::size_t offset) { close(offset); }
   void end_array(std::size_t offset) { close(offset); }
 
-  /// Returns whether the key's value is wanted: a parser that can skip values cheaply skips it
-  /// (and then calls nothing for it); one that cannot, reports it and the handler ignores it.
-  bool key(std::string_view name, std::size_t offset) {
-    if (skip_depth_ != 0) return false;
+  /// A key: what it names decides what the value that follows is for (or that it is skipped).
+  void key(std::string_view name, std::size_t offset) {
+    if (skip_depth_ != 0) return;
     if (capturing()) {
       capture_separator();
       append_json_string(capture_, name);
       capture_ += ": ";
       capture_after_key_ = true;
-      return true;
+      return;
     }
+    pending_key_ = name;
     switch (frame()) {
       case Frame::TopObject: {
         const std::optional<TopKey> top = top_level_keys().find(name);
         pending_top_ = top.value_or(TopKey::Written);
         if (!top) metadata_key_ = std::string(name);
         pending_metadata_ = !top.has_value();
-        return !(top && *top == TopKey::Written);
+        return;
       }
       case Frame::Event: {
         const std::optional<EventField> field = phase_ == kIgnoredPhase ? std::nullopt : event_fields().find(name);
         pending_field_ = field.value_or(EventField::Count);
-        return field.has_value();
+        return;
       }
       case Frame::Args: {
         const std::optional<Arg> arg = event_args().find(name);
-        pending_arg_ = arg.value_or(Arg::Count);
-        pending_arg_name_ = name;
-        return true;  // a numeric arg of any name is a counter's series
+        pending_arg_ = arg.value_or(Arg::Count);  // unknown: still a counter's series if numeric
+        return;
       }
-      case Frame::Device: {
-        const std::optional<DeviceKey> device_key = device_keys().find(name);
-        pending_device_ = device_key;
-        pending_arg_name_ = name;
-        return device_key.has_value();
-      }
-      case Frame::Distributed: {
+      case Frame::Device:
+        pending_device_ = device_keys().find(name);
+        return;
+      case Frame::Distributed:
         pending_distributed_ = distributed_keys().find(name);
-        pending_arg_name_ = name;
-        return pending_distributed_.has_value();
-      }
+        return;
       case Frame::Root:
       case Frame::Events:
       case Frame::Devices: break;
     }
-    fail_at(offset, "unexpected key");
+    fail_at(offset, "unexpected key");  // RapidJSON reports keys inside objects only
   }
 
   void string(std::string_view text, std::size_t offset) { scalar(RawValue{text, offset, JsonType::String}); }
@@ -118,11 +112,6 @@ class TraceHandler {
     scalar(RawValue{value ? std::string_view("true") : std::string_view("false"), offset, JsonType::Bool});
   }
   void null(std::size_t offset) { scalar(RawValue{"null", offset, JsonType::Null}); }
-
-  /// After the parser finished: the document must have been a trace.
-  void finish(std::size_t offset) const {
-    if (!saw_root_) fail_at(offset, "empty document");
-  }
 
  private:
   enum class Frame : std::uint8_t {
@@ -161,7 +150,6 @@ class TraceHandler {
     }
     switch (frame()) {
       case Frame::Root:
-        saw_root_ = true;
         push(type == JsonType::Object ? Frame::TopObject : Frame::Events, offset);
         return;
       case Frame::TopObject:
@@ -187,7 +175,7 @@ class TraceHandler {
           return;
         }
         if (pending_top_ != TopKey::Written)
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", top_key_name(), type_name(type)));
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
         start_skip();
         return;
       case Frame::Events:
@@ -198,17 +186,13 @@ class TraceHandler {
         push(Frame::Event, offset);
         return;
       case Frame::Event:
-        if (pending_field_ == EventField::Args) {
+        if (pending_field_ == EventField::Args) {  // of an event the mapping reads: key() tells
           if (type != JsonType::Object) fail_type(offset, "\"args\"", "an object", type);
-          if (phase_ == kIgnoredPhase) {
-            start_skip();
-            return;
-          }
           push(Frame::Args, offset);
           return;
         }
         if (pending_field_ != EventField::Count)
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", field_name(pending_field_), type_name(type)));
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
         start_skip();
         return;
       case Frame::Args:
@@ -223,7 +207,7 @@ class TraceHandler {
         // Other known args are scalars; structured values of unknown args (Kineto's
         // "occupancy", "Call stack", ...) are of no use to the mapping.
         if (pending_arg_ != Arg::Count)
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_arg_name_, type_name(type)));
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
         start_skip();
         return;
       case Frame::Devices:
@@ -234,7 +218,7 @@ class TraceHandler {
       case Frame::Device:
       case Frame::Distributed:
         if (pending_key_is_kept())
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_arg_name_, type_name(type)));
+          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
         start_skip();
         return;
     }
@@ -289,11 +273,11 @@ class TraceHandler {
           case TopKey::TraceEvents:
           case TopKey::DeviceProperties:
           case TopKey::DistributedInfo:
-            fail_at(value.offset, fmt::format("\"{}\" must be {}, not {}", top_key_name(),
+            fail_at(value.offset, fmt::format("\"{}\" must be {}, not {}", pending_key_,
                                               pending_top_ == TopKey::DistributedInfo ? "an object" : "an array",
                                               type_name(value.type)));
           case TopKey::Written: return;
-          default: builder_.set_top_level(pending_top_, value, top_key_name()); return;
+          default: builder_.set_top_level(pending_top_, value, pending_key_); return;
         }
       case Frame::Events: fail_type(value.offset, "a trace event", "an object", value.type);
       case Frame::Event:
@@ -316,7 +300,7 @@ class TraceHandler {
           }
         }
         if (value.type == JsonType::Number && (phase_ == 0 || phase_ == 'C'))
-          event_.numeric_args.emplace_back(pending_arg_name_, value);
+          event_.numeric_args.emplace_back(pending_key_, value);
         return;
       case Frame::Devices: fail_type(value.offset, "a deviceProperties entry", "an object", value.type);
       case Frame::Device:
@@ -334,8 +318,8 @@ class TraceHandler {
       device_.name = std::string(value.text);
       return;
     }
-    const auto int_field = [&] { return static_cast<int>(signed_of(value, pending_arg_name_, INT32_MAX)); };
-    const auto int64_field = [&] { return signed_of(value, pending_arg_name_, INT64_MAX); };
+    const auto int_field = [&] { return static_cast<int>(signed_of(value, pending_key_, INT32_MAX)); };
+    const auto int64_field = [&] { return signed_of(value, pending_key_, INT64_MAX); };
     switch (key) {
       case DeviceKey::Id: device_.id = int_field(); break;
       case DeviceKey::TotalGlobalMem: device_.total_global_mem = int64_field(); break;
@@ -364,34 +348,6 @@ class TraceHandler {
       case DistributedKey::Rank: info.rank = signed_of(value, "rank", INT64_MAX); break;
       case DistributedKey::WorldSize: info.world_size = signed_of(value, "world_size", INT64_MAX); break;
     }
-  }
-
-  std::string_view top_key_name() const noexcept {
-    switch (pending_top_) {
-      case TopKey::TraceEvents: return "traceEvents";
-      case TopKey::DeviceProperties: return "deviceProperties";
-      case TopKey::DistributedInfo: return "distributedInfo";
-      case TopKey::BaseTime: return "baseTimeNanoseconds";
-      case TopKey::DroppedEvents: return "dlprof_dropped_events";
-      case TopKey::ClippedRanges: return "dlprof_clipped_ranges";
-      case TopKey::OverflowedNames: return "dlprof_overflowed_names";
-      case TopKey::Clock: return "dlprof_clock";
-      case TopKey::GpuRecords: return "dlprof_gpu_records";
-      case TopKey::GpuDroppedRecords: return "dlprof_gpu_dropped_records";
-      case TopKey::CuptiDroppedRecords: return "dlprof_cupti_dropped_records";
-      case TopKey::GpuUnknownRecords: return "dlprof_gpu_unknown_records";
-      case TopKey::GpuLateRecords: return "dlprof_gpu_late_records";
-      case TopKey::GpuClippedAnnotations: return "dlprof_gpu_clipped_annotations";
-      case TopKey::CuptiVersion: return "cupti_version";
-      case TopKey::DriverVersion: return "cuda_driver_version";
-      case TopKey::Written: break;
-    }
-    return "key";
-  }
-
-  static std::string_view field_name(EventField field) noexcept {
-    constexpr std::string_view kNames[] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args"};
-    return field < EventField::Count ? kNames[static_cast<std::size_t>(field)] : "field";
   }
 
   void start_skip() noexcept { skip_depth_ = 1; }
@@ -472,14 +428,13 @@ class TraceHandler {
   std::function<void(std::size_t)> on_event_;
   std::vector<Frame> frames_;
   std::size_t skip_depth_ = 0;
-  bool saw_root_ = false;
 
   TopKey pending_top_ = TopKey::Written;
   bool pending_metadata_ = false;
   std::string metadata_key_;
   EventField pending_field_ = EventField::Count;
   Arg pending_arg_ = Arg::Count;
-  std::string_view pending_arg_name_;
+  std::string_view pending_key_;  ///< the key whose value comes next, for messages and series
   std::optional<DeviceKey> pending_device_;
   std::optional<DistributedKey> pending_distributed_;
 
