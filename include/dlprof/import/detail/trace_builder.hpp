@@ -963,10 +963,14 @@ class TraceBuilder {
       if (!is_slice(event.kind)) continue;
       while (!open.empty() && open.back().end_ns <= event.start_ns && open.back().start_ns < event.start_ns) open.pop_back();
       // The innermost slice containing this one; slices that only overlap it are not parents.
+      // Looked for among the 64 innermost open slices: slices that overlap partially pile up
+      // on the stack, and a file of them must not make this quadratic.
+      constexpr std::size_t kDeepestParent = 64;
       bool inside_backward = false;
-      for (auto parent = open.rbegin(); parent != open.rend(); ++parent) {
-        if (parent->end_ns >= event.end_ns) {
-          inside_backward = parent->backward;
+      for (std::size_t depth = 0; depth < open.size() && depth < kDeepestParent; ++depth) {
+        const Open& parent = open[open.size() - 1 - depth];
+        if (parent.end_ns >= event.end_ns) {
+          inside_backward = parent.backward;
           break;
         }
       }
