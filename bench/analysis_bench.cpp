@@ -7,9 +7,10 @@
 //                              kernel-type breakdown
 //   BM_analyze/<set>           the analyses alone, on a trace already loaded
 //
-// "All analyses": key averages, nvprof's GPU activities and API calls, TensorBoard's step
-// breakdown and GPU summary, HTA's five per-rank analyses, per-kernel attribution and the
-// recommendations.
+// "All analyses": dlprof::make_report, what dlprof-report and prof.report() print: key averages,
+// nvprof's GPU activities and API calls, TensorBoard's step breakdown and GPU summary, HTA's five
+// per-rank analyses, the memory curves and the recommendations (which attribute every kernel),
+// the recommendations on a second thread.
 //
 // Peak memory needs a process of its own:
 //   analysis_bench --peak-rss [PATH]   loads and analyses PATH (default: the V100 trace) once and
@@ -29,9 +30,8 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#include <dlprof/analysis/analysis.hpp>
-#include <dlprof/analysis/recommendations.hpp>
 #include <dlprof/import/chrome_trace.hpp>
+#include <dlprof/report.hpp>
 
 namespace {
 
@@ -61,17 +61,13 @@ std::uint64_t json_bytes(const std::string& path) {
   return dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX, nullptr).size();
 }
 
-/// Every analysis of the report; returns something of each so that none is optimised away.
+/// Every analysis of the report (make_report); returns something of it so that none is optimised
+/// away.
 std::size_t analyze(const dlprof::Trace& trace) {
-  namespace analysis = dlprof::analysis;
-  const dlprof::KeyAverages averages(trace);
-  const analysis::GpuSummary gpu = analysis::gpu_summary(trace);
-  const analysis::StepBreakdown steps = analysis::step_breakdown(trace);
-  const analysis::HtaAnalyses hta = analysis::hta_analyses(trace);
-  const analysis::KernelAttribution kernels = analysis::kernel_attribution(trace);
-  const std::vector<analysis::Recommendation> advice = analysis::recommendations(trace);
-  return averages.rows().size() + gpu.gpu_activities.size() + steps.steps.size() +
-         static_cast<std::size_t>(hta.temporal.kernel_time_ns & 1) + kernels.kernels.size() + advice.size();
+  const dlprof::Report report = dlprof::make_report(trace);
+  const dlprof::RankReport& rank = report.ranks.front();
+  return rank.top_ops.size() + rank.steps.steps.size() + static_cast<std::size_t>(rank.hta.temporal.kernel_time_ns & 1) +
+         report.recommendations.size();
 }
 
 void set_rate(benchmark::State& state, std::uint64_t bytes) {
