@@ -3,6 +3,9 @@
 # dependencies' prefixes in EXTRA_PREFIX_PATH) only.
 file(REMOVE_RECURSE ${PREFIX} ${CONSUMER_BINARY})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX} COMMAND_ERROR_IS_FATAL ANY)
+if(EXISTS ${BUILD_DIR}/tools/dlprof-report AND NOT EXISTS ${PREFIX}/bin/dlprof-report)
+  message(FATAL_ERROR "dlprof-report was built but not installed into ${PREFIX}/bin")
+endif()
 file(GLOB_RECURSE targets_file ${PREFIX}/*/dlprofTargets.cmake)
 if(NOT targets_file)
   message(FATAL_ERROR "dlprofTargets.cmake was not installed under ${PREFIX}")
