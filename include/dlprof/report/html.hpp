@@ -172,8 +172,8 @@ inline void svg_text(HtmlOut& html, double x, double y, std::string_view text, s
   html.raw("</text>\n");
 }
 
-/// A legend of coloured swatches, `per_row` entries a row from (x, y); returns the height used.
-inline int svg_legend(HtmlOut& html, double x, double y, const std::vector<std::pair<std::string, std::string_view>>& entries,
+/// A legend of coloured swatches, `per_row` entries a row from (x, y), 18 units a row.
+inline void svg_legend(HtmlOut& html, double x, double y, const std::vector<std::pair<std::string, std::string_view>>& entries,
                       std::size_t per_row, double entry_width) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const double left = x + static_cast<double>(i % per_row) * entry_width;
@@ -181,7 +181,6 @@ inline int svg_legend(HtmlOut& html, double x, double y, const std::vector<std::
     html.format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"11\" height=\"11\" fill=\"{}\"/>\n", left, top, entries[i].second);
     svg_text(html, left + 16, top + 10, entries[i].first);
   }
-  return static_cast<int>((entries.size() + per_row - 1) / per_row) * 18;
 }
 
 /// A left axis from 0 to `top_value` over [plot_top, plot_bottom] with grid lines; returns the

@@ -6,7 +6,7 @@
 //   fmt::print("{}", report);   // the same, through fmt::formatter<dlprof::Report>
 #pragma once
 
-#include <array>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>

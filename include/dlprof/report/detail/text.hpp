@@ -171,7 +171,6 @@ class TextTable {
   }
   /// A rule before the next row (before a total or an average).
   void add_rule() { rules_.push_back(rows_.size()); }
-  bool empty() const noexcept { return rows_.empty(); }
 
   void render(fmt::memory_buffer& out, std::string_view indent = "  ") const {
     std::vector<std::size_t> widths(columns_.size());
