@@ -31,30 +31,17 @@
 #include <fmt/format.h>
 
 #include <dlprof/import/chrome_trace.hpp>
+
+#include "reference_traces.hpp"
 #include <dlprof/report.hpp>
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ReferenceTrace {
-  const char* label;
-  const char* directory;
-};
-
-constexpr ReferenceTrace kSets[] = {
-    {"v100_resnet_ns", "hta-1rank-v100-resnet-ns"},  // 68.7k events, 15 MB of JSON
-    {"a100_sampled_rank0", "hta-2rank-a100-sampled"},
-    {"a100_simple_add", "hta-1rank-a100-simple-add"},
-};
-
-std::string first_file(const char* directory) {
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(fs::path(DLPROF_REFERENCE_TRACES_DIR) / directory))
-    files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
-  return files.empty() ? std::string() : files.front();
-}
+using dlprof_bench::first_file;
+using dlprof_bench::ReferenceTrace;
+using dlprof_bench::kReferenceTraces;
 
 std::uint64_t json_bytes(const std::string& path) {
   const auto bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
@@ -105,12 +92,12 @@ int peak_rss(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--peak-rss") == 0)
-    return peak_rss(argc >= 3 ? argv[2] : first_file(kSets[0].directory));
+    return peak_rss(argc >= 3 ? argv[2] : first_file(kReferenceTraces[0].directory));
   if (!fs::is_directory(DLPROF_REFERENCE_TRACES_DIR)) {
     std::fprintf(stderr, "analysis_bench: no reference traces at %s\n", DLPROF_REFERENCE_TRACES_DIR);
     return 1;
   }
-  for (const ReferenceTrace& set : kSets) {
+  for (const ReferenceTrace& set : kReferenceTraces) {
     benchmark::RegisterBenchmark(fmt::format("BM_load_and_analyze/{}", set.label).c_str(), BM_load_and_analyze, set)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
