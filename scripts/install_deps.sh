@@ -3,10 +3,11 @@
 # Idempotent: packages already present are left alone. The CUDA toolkit is optional: when
 # /usr/local/cuda (or nvcc on PATH) exists, ranges are also NVTX3 ranges and GPU collection and
 # the CUDA example are built. libtorch-dev (LibTorch 1.13, CPU) gives dlprof::torch, rapidjson-dev
-# the trace reader (dlprof::import), chromium the test that renders dlprof-report's HTML page.
+# the trace reader (dlprof::import), libdeflate-dev its fast inflating of gzip traces, chromium the
+# test that renders dlprof-report's HTML page.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev nlohmann-json3-dev rapidjson-dev libgtest-dev libgmock-dev
+packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev libdeflate-dev nlohmann-json3-dev rapidjson-dev libgtest-dev libgmock-dev
           libbenchmark-dev python3 python3-venv libtorch-dev chromium)
 missing=()
 for package in "${packages[@]}"; do

@@ -178,15 +178,17 @@ inline std::pair<std::size_t, std::size_t> line_and_column(std::string_view text
   return {line, offset - line_start + 1};
 }
 
-/// Parses the JSON in `text` (consumed: parsed in place) into a Trace. `pristine` gives the text
-/// again, unmodified, for line and column numbers of an error (in-situ parsing rewrites strings).
-inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
-                        std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
+/// Reads text of `bytes_total` bytes into a Trace: `parse(handler)` feeds it to the handler.
+/// `pristine` gives the text again, unmodified, for line and column numbers of an error (in-situ
+/// parsing rewrites strings).
+template <class Parse>
+Trace build_trace(const std::string& source, const ReadOptions& options, std::size_t file_index, std::size_t file_count,
+                  std::uint64_t bytes_total, const std::function<std::optional<ByteBuffer>()>& pristine, Parse&& parse) {
   ReadProgress progress;
   progress.source = source;
   progress.file_index = file_index;
   progress.file_count = file_count;
-  progress.bytes_total = text.size();
+  progress.bytes_total = bytes_total;
   try {
     TraceBuilder builder;
     std::function<void(std::size_t)> on_events;
@@ -197,8 +199,7 @@ inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOp
       };
     }
     TraceHandler handler(builder, std::move(on_events));
-    text.terminate();
-    parse_json_in_place(text.data(), text.size(), handler);
+    parse(handler);
     Trace trace = builder.finish();
     if (options.progress) {
       progress.bytes_done = progress.bytes_total;
@@ -211,6 +212,15 @@ inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOp
     const auto [line, column] = line_and_column(std::string_view(original->data(), original->size()), failure.offset);
     throw TraceReadError(source, failure.message, failure.offset, line, column);
   }
+}
+
+/// Parses the JSON in `text` (consumed: parsed in place) into a Trace.
+inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
+                        std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
+  return build_trace(source, options, file_index, file_count, text.size(), pristine, [&](TraceHandler& handler) {
+    text.terminate();
+    parse_json_in_place(text.data(), text.size(), handler);
+  });
 }
 
 inline ByteBuffer copy_bytes(std::string_view bytes) {
@@ -240,21 +250,28 @@ inline ByteBuffer json_text(ByteBuffer bytes, const std::string& source, const R
   return gunzip(std::string_view(bytes.data(), bytes.size()), options.max_json_bytes, report);
 }
 
-inline Trace read_one(const std::string& path, const ReadOptions& options, std::size_t file_index, std::size_t file_count) {
-  ByteBuffer text;
-  try {
-    text = json_text(read_file(path, options.max_json_bytes), path, options, file_index, file_count);
-  } catch (const FileFailure& failure) {
-    throw TraceReadError(path, failure.message);
-  }
+/// The Trace of a file's bytes or of bytes in memory, which `bytes_of()` gives (again, for an
+/// error's line and column).
+template <class Bytes>
+Trace read_bytes(const std::string& source, const ReadOptions& options, std::size_t file_index, std::size_t file_count,
+                 Bytes&& bytes_of) {
   const auto reread = [&]() -> std::optional<ByteBuffer> {
     try {
-      return json_text(read_file(path, options.max_json_bytes), path, ReadOptions{{}, options.max_json_bytes}, 0, 1);
+      return json_text(bytes_of(), source, ReadOptions{{}, options.max_json_bytes}, 0, 1);
     } catch (const FileFailure&) {
       return std::nullopt;  // changed or gone since: the error keeps its offset
     }
   };
-  return parse_text(std::move(text), path, options, file_index, file_count, reread);
+  try {
+    ByteBuffer text = json_text(bytes_of(), source, options, file_index, file_count);
+    return parse_text(std::move(text), source, options, file_index, file_count, reread);
+  } catch (const FileFailure& failure) {
+    throw TraceReadError(source, failure.message);
+  }
+}
+
+inline Trace read_one(const std::string& path, const ReadOptions& options, std::size_t file_index, std::size_t file_count) {
+  return read_bytes(path, options, file_index, file_count, [&] { return read_file(path, options.max_json_bytes); });
 }
 
 inline bool is_trace_file_name(const std::filesystem::path& path) {
@@ -276,25 +293,11 @@ inline Trace read_trace(const std::string& path, const ReadOptions& options = {}
 /// errors and progress. Throws TraceReadError.
 inline Trace parse_trace(std::string_view json, std::string_view source_name, const ReadOptions& options = {}) {
   using namespace detail::json;
-  const std::string source(source_name);
-  const auto text_of = [&](const ReadOptions& read_options) {
-    if (json.size() > read_options.max_json_bytes)
+  return read_bytes(std::string(source_name), options, 0, 1, [&] {
+    if (json.size() > options.max_json_bytes)
       fail_file(fmt::format("the text has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", json.size(),
-                            read_options.max_json_bytes));
-    return json_text(copy_bytes(json), source, read_options, 0, 1);
-  };
-  ByteBuffer text;
-  try {
-    text = text_of(options);
-  } catch (const FileFailure& failure) {
-    throw TraceReadError(source, failure.message);
-  }
-  return parse_text(std::move(text), source, options, 0, 1, [&]() -> std::optional<ByteBuffer> {
-    try {
-      return text_of(ReadOptions{{}, options.max_json_bytes});
-    } catch (const FileFailure&) {
-      return std::nullopt;
-    }
+                            options.max_json_bytes));
+    return copy_bytes(json);
   });
 }
 

@@ -30,9 +30,10 @@ namespace detail::json {
 
 /// RapidJSON's handler concept over TraceHandler, with the offset of each token: in-situ strings
 /// and numbers point into the text; the stream's position is just past other tokens.
+template <class Stream>
 class RapidJsonAdapter {
  public:
-  RapidJsonAdapter(TraceHandler& handler, const char* text, rapidjson::InsituStringStream& stream) noexcept
+  RapidJsonAdapter(TraceHandler& handler, const char* text, Stream& stream) noexcept
       : handler_(handler), text_(text), stream_(stream) {}
 
   bool Null() {
@@ -83,28 +84,47 @@ class RapidJsonAdapter {
 
   TraceHandler& handler_;
   const char* text_;
-  rapidjson::InsituStringStream& stream_;
+  Stream& stream_;
 };
 
-/// Parses `size` bytes of JSON at `text` in place (strings are unescaped inside it), followed by
-/// a NUL byte. Throws ParseFailure. Recursion is bounded by the handler's depth limit: it refuses
-/// each level beyond kMaxDepth as it opens.
-inline void parse_json_in_place(char* text, std::size_t size, TraceHandler& handler) {
+/// Where the parser stopped, and why: kParseErrorNone when the document parsed to its end.
+struct JsonParseEnd {
+  std::size_t offset = 0;
+  rapidjson::ParseErrorCode error = rapidjson::kParseErrorNone;
+};
+
+/// Parses the JSON text `stream` reads from `text` (an in-situ stream: strings are unescaped
+/// inside the text, which a NUL byte ends). Throws the handler's ParseFailure; syntax errors are
+/// returned, for check_json_end once the text's size is known.
+template <class Stream>
+JsonParseEnd run_json_parser(Stream& stream, const char* text, TraceHandler& handler) {
   // NaN and Infinity: Python's json module writes and reads them, so traces may hold them.
   constexpr unsigned kFlags =
       rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag;
   rapidjson::Reader reader;
-  rapidjson::InsituStringStream stream(text);
-  RapidJsonAdapter adapter(handler, text, stream);
+  RapidJsonAdapter<Stream> adapter(handler, text, stream);
   const rapidjson::ParseResult result = reader.Parse<kFlags>(stream, adapter);
-  if (result.IsError()) {
-    // A NUL byte ends RapidJSON's in-situ stream: name it rather than "document empty" or a
-    // missing bracket.
-    const std::size_t offset = result.Offset();
-    if (offset < size && text[offset] == '\0') fail_at(offset, "NUL byte in the JSON text");
-    fail_at(offset, rapidjson::GetParseError_En(result.Code()));
+  if (result.IsError()) return JsonParseEnd{result.Offset(), result.Code()};
+  return JsonParseEnd{stream.Tell(), rapidjson::kParseErrorNone};
+}
+
+/// Throws ParseFailure unless the parse of a text of `size` bytes ended well, at its end.
+inline void check_json_end(const JsonParseEnd& end, const char* text, std::size_t size) {
+  // A NUL byte ends RapidJSON's in-situ stream: name it rather than "document empty" or a
+  // missing bracket.
+  if (end.error != rapidjson::kParseErrorNone) {
+    if (end.offset < size && text[end.offset] == '\0') fail_at(end.offset, "NUL byte in the JSON text");
+    fail_at(end.offset, rapidjson::GetParseError_En(end.error));
   }
-  if (stream.Tell() != size) fail_at(stream.Tell(), "NUL byte in the JSON text");
+  if (end.offset != size) fail_at(end.offset, "NUL byte in the JSON text");
+}
+
+/// Parses `size` bytes of JSON at `text` in place, followed by a NUL byte. Throws ParseFailure.
+/// Recursion is bounded by the handler's depth limit: it refuses each level beyond kMaxDepth as
+/// it opens.
+inline void parse_json_in_place(char* text, std::size_t size, TraceHandler& handler) {
+  rapidjson::InsituStringStream stream(text);
+  check_json_end(run_json_parser(stream, text, handler), text, size);
 }
 
 }  // namespace detail::json

@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#if DLPROF_WITH_LIBDEFLATE
+#  include <libdeflate.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -121,97 +124,169 @@ inline ByteBuffer read_file(const std::string& path, std::uint64_t limit) {
   return buffer;
 }
 
-/// Checks the gzip trailer ending `member` (CRC-32 and size modulo 2^32) against the member's
-/// output, from `start` to the end of `output`.
-inline void check_member(std::string_view member, const ByteBuffer& output, std::size_t start) {
-  const auto* trailer = reinterpret_cast<const unsigned char*>(member.data() + member.size() - 8);
-  const auto le32 = [](const unsigned char* bytes) {
-    return std::uint32_t{bytes[0]} | std::uint32_t{bytes[1]} << 8 | std::uint32_t{bytes[2]} << 16 |
-           std::uint32_t{bytes[3]} << 24;
-  };
-  const std::size_t size = output.size() - start;
-  if (crc32(0, reinterpret_cast<const unsigned char*>(output.data()) + start, size) != le32(trailer))
-    fail_file(fmt::format("corrupt gzip data: CRC-32 mismatch in the member ending at compressed byte {}", member.size()));
-  if (static_cast<std::uint32_t>(size) != le32(trailer + 4))
-    fail_file(fmt::format("corrupt gzip data: length mismatch in the member ending at compressed byte {}", member.size()));
+/// zlib's inflate over every member of gzip data (as gzip -d and Python's gzip read them), into
+/// output the caller places call by call. Each member's CRC-32 and length are checked against its
+/// trailer as its output is written, so a caller may change output once a call has returned:
+/// zlib reads back from the output only within one call and keeps its own window between calls.
+class GzipInflater {
+ public:
+  explicit GzipInflater(std::string_view compressed) : compressed_(compressed) {
+    if (inflateInit2(&stream_, 16 + MAX_WBITS) != Z_OK) fail_file("cannot initialise zlib");
+#if ZLIB_VERNUM >= 0x1290
+    if (inflateValidate(&stream_, 0) != Z_OK) {
+      inflateEnd(&stream_);
+      fail_file("cannot configure zlib");
+    }
+#endif
+  }
+  GzipInflater(const GzipInflater&) = delete;
+  GzipInflater& operator=(const GzipInflater&) = delete;
+  ~GzipInflater() { inflateEnd(&stream_); }
+
+  /// The size of the text the trailer announces: the last member's size modulo 2^32, which is the
+  /// usual single member's exact size. 0 when the data is too short to have one.
+  static std::uint64_t announced_size(std::string_view compressed) noexcept {
+    if (compressed.size() < 18) return 0;
+    const auto* trailer = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
+    return std::uint64_t{trailer[0]} | std::uint64_t{trailer[1]} << 8 | std::uint64_t{trailer[2]} << 16 |
+           std::uint64_t{trailer[3]} << 24;
+  }
+
+  /// Inflates into the `room` (> 0) bytes at `out`; returns how many it wrote. Throws FileFailure.
+  std::size_t inflate_into(char* out, std::size_t room) {
+    // zlib counts in 32 bits: feed and drain at most 1 GiB at a time.
+    constexpr std::size_t kStep = std::size_t{1} << 30;
+    const auto* input = reinterpret_cast<const unsigned char*>(compressed_.data());
+    stream_.next_in = const_cast<unsigned char*>(input + consumed_);
+    stream_.avail_in = static_cast<uInt>(std::min(compressed_.size() - consumed_, kStep));
+    stream_.next_out = reinterpret_cast<unsigned char*>(out);
+    stream_.avail_out = static_cast<uInt>(std::min(room, kStep));
+    const uInt offered_in = stream_.avail_in;
+    const uInt offered_out = stream_.avail_out;
+    const int status = inflate(&stream_, Z_NO_FLUSH);
+    consumed_ += offered_in - stream_.avail_in;
+    const std::size_t written = offered_out - stream_.avail_out;
+    if (kChecksMembers) member_crc_ = crc32(member_crc_, reinterpret_cast<const unsigned char*>(out), written);
+    member_size_ += written;
+    if (status == Z_STREAM_END) {
+      end_member();
+      return written;
+    }
+    if (status == Z_DATA_ERROR || status == Z_NEED_DICT)
+      fail_file(fmt::format("corrupt gzip data at compressed byte {}: {}", consumed_,
+                            stream_.msg != nullptr ? stream_.msg : "invalid data"));
+    if (status == Z_MEM_ERROR) throw std::bad_alloc();
+    if (status == Z_BUF_ERROR && consumed_ == compressed_.size() && stream_.avail_out != 0)
+      fail_file(fmt::format("truncated gzip data: the stream ends early, after {} compressed bytes", consumed_));
+    if (status != Z_OK && status != Z_BUF_ERROR) fail_file(fmt::format("zlib error {}", status));
+    return written;
+  }
+
+  bool finished() const noexcept { return finished_; }
+  std::size_t consumed() const noexcept { return consumed_; }
+
+ private:
+  // crc32.hpp's folding CRC checks each member where zlib lets it be turned off (1.2.9): zlib's
+  // own is a sixth of the time it takes to read a trace.
+#if ZLIB_VERNUM >= 0x1290
+  static constexpr bool kChecksMembers = true;
+#else
+  static constexpr bool kChecksMembers = false;
+#endif
+
+  void end_member() {
+    if (kChecksMembers) {
+      const auto* trailer = reinterpret_cast<const unsigned char*>(compressed_.data() + consumed_ - 8);
+      const auto le32 = [](const unsigned char* bytes) {
+        return std::uint32_t{bytes[0]} | std::uint32_t{bytes[1]} << 8 | std::uint32_t{bytes[2]} << 16 |
+               std::uint32_t{bytes[3]} << 24;
+      };
+      if (member_crc_ != le32(trailer))
+        fail_file(fmt::format("corrupt gzip data: CRC-32 mismatch in the member ending at compressed byte {}", consumed_));
+      if (static_cast<std::uint32_t>(member_size_) != le32(trailer + 4))
+        fail_file(fmt::format("corrupt gzip data: length mismatch in the member ending at compressed byte {}", consumed_));
+    }
+    member_crc_ = 0;
+    member_size_ = 0;
+    const std::string_view rest = compressed_.substr(consumed_);
+    if (is_gzip(rest)) {  // another member
+      if (inflateReset(&stream_) != Z_OK) fail_file("cannot reset zlib");
+      return;
+    }
+    // Padding with zeros after the last member is accepted, as gzip -d accepts it.
+    if (!std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; }))
+      fail_file(fmt::format("not gzip data after the end of the gzip stream, at compressed byte {}", consumed_));
+    finished_ = true;
+  }
+
+  std::string_view compressed_;
+  z_stream stream_{};
+  std::size_t consumed_ = 0;
+  std::uint32_t member_crc_ = 0;
+  std::uint64_t member_size_ = 0;
+  bool finished_ = false;
+};
+
+/// The most text `compressed` can inflate to within `limit`: deflate expands at most 1032:1, so a
+/// larger announced size is a lie (and must not reserve memory).
+inline std::uint64_t most_inflated(std::string_view compressed, std::uint64_t limit) noexcept {
+  return std::min<std::uint64_t>(limit, std::uint64_t{compressed.size()} * 1032 + 4096);
 }
 
-/// Inflates gzip data (every member, as gzip -d and Python's gzip do) into a new buffer of at
-/// most `limit` bytes; a gzip bomb stops there.
+#if DLPROF_WITH_LIBDEFLATE
+/// Inflates gzip data of one member with libdeflate, whole, into `output` (empty, with room for
+/// the size the trailer announces): three times zlib's speed on a trace (bench/RESULTS.md). False
+/// when it cannot (several members, a wrong announced size, bad data): zlib then reads the data
+/// and names what is wrong.
+inline bool inflate_whole(std::string_view compressed, ByteBuffer& output) {
+  const std::uint64_t announced = GzipInflater::announced_size(compressed);
+  if (announced == 0 || announced + ByteBuffer::kPadding > output.capacity()) return false;
+  struct Free {
+    void operator()(libdeflate_decompressor* decompressor) const noexcept { libdeflate_free_decompressor(decompressor); }
+  };
+  const std::unique_ptr<libdeflate_decompressor, Free> decompressor(libdeflate_alloc_decompressor());
+  if (decompressor == nullptr) throw std::bad_alloc();
+  std::size_t used = 0;
+  std::size_t written = 0;
+  // libdeflate checks the member's CRC-32 and size.
+  if (libdeflate_gzip_decompress_ex(decompressor.get(), compressed.data(), compressed.size(), output.data(),
+                                    static_cast<std::size_t>(announced), &used, &written) != LIBDEFLATE_SUCCESS)
+    return false;
+  const std::string_view rest = compressed.substr(used);
+  if (!std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; })) return false;  // another member
+  output.resize(written);
+  return true;
+}
+#endif
+
+/// Inflates gzip data into a new buffer of at most `limit` bytes; a gzip bomb stops there.
 inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit, const ByteProgress& progress) {
-  // The last member's trailer holds its size modulo 2^32: the usual single member's exact size.
-  std::uint64_t size_hint = 0;
-  if (compressed.size() >= 18) {
-    const auto* trailer = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
-    size_hint = std::uint64_t{trailer[0]} | std::uint64_t{trailer[1]} << 8 | std::uint64_t{trailer[2]} << 16 |
-                std::uint64_t{trailer[3]} << 24;
-  }
-  // Deflate expands at most 1032:1, so a larger hint is a lie (and must not reserve memory).
-  const std::uint64_t most = std::min<std::uint64_t>(limit, std::uint64_t{compressed.size()} * 1032 + 4096);
+  const std::uint64_t most = most_inflated(compressed, limit);
   ByteBuffer output;
   // The padding terminate() adds stays spare all along: no copy at the end.
   constexpr std::size_t kSpare = ByteBuffer::kPadding;
-  output.reserve(static_cast<std::size_t>(std::min(std::max<std::uint64_t>(size_hint, compressed.size() * 4ull), most)) + kSpare);
-
-  z_stream stream{};
-  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) fail_file("cannot initialise zlib");
-  struct Ender {
-    z_stream* stream;
-    ~Ender() { inflateEnd(stream); }
-  } ender{&stream};
-#if ZLIB_VERNUM >= 0x1290
-  // Each member's CRC and length are checked here, with crc32.hpp's folding CRC: zlib's own is
-  // a sixth of the time it takes to read a trace.
-  if (inflateValidate(&stream, 0) != Z_OK) fail_file("cannot configure zlib");
-  constexpr bool kCheckMembers = true;
-#else
-  constexpr bool kCheckMembers = false;
+  output.reserve(static_cast<std::size_t>(std::min(
+                     std::max<std::uint64_t>(GzipInflater::announced_size(compressed), compressed.size() * 4ull), most)) +
+                 kSpare);
+#if DLPROF_WITH_LIBDEFLATE
+  if (inflate_whole(compressed, output)) {
+    if (progress) progress(compressed.size(), compressed.size());
+    return output;
+  }
 #endif
-  std::size_t member_start = 0;  // where the current member's output begins
-  const auto* input = reinterpret_cast<const unsigned char*>(compressed.data());
-  std::size_t consumed = 0;
+  GzipInflater inflater(compressed);
   std::uint64_t next_report = std::uint64_t{16} << 20;
-  for (;;) {
+  while (!inflater.finished()) {
     if (output.size() == output.capacity() - kSpare) {
       if (output.size() >= limit)
         fail_file(fmt::format("the gzip data decompresses to more than {} bytes (ReadOptions::max_json_bytes)", limit));
       output.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{output.capacity()} * 2, limit + kSpare)));
     }
-    // zlib counts in 32 bits: feed and drain at most 1 GiB at a time.
-    constexpr std::size_t kStep = std::size_t{1} << 30;
-    stream.next_in = const_cast<unsigned char*>(input + consumed);
-    stream.avail_in = static_cast<uInt>(std::min(compressed.size() - consumed, kStep));
-    stream.next_out = reinterpret_cast<unsigned char*>(output.data() + output.size());
-    stream.avail_out = static_cast<uInt>(std::min(output.capacity() - kSpare - output.size(), kStep));
-    const uInt offered_in = stream.avail_in;
-    const uInt offered_out = stream.avail_out;
-    const int status = inflate(&stream, Z_NO_FLUSH);
-    consumed += offered_in - stream.avail_in;
-    output.resize(output.size() + (offered_out - stream.avail_out));
+    output.resize(output.size() + inflater.inflate_into(output.data() + output.size(), output.capacity() - kSpare - output.size()));
     if (progress && output.size() >= next_report) {
-      progress(consumed, compressed.size());
+      progress(inflater.consumed(), compressed.size());
       next_report = output.size() + (std::uint64_t{16} << 20);
     }
-    if (status == Z_STREAM_END) {
-      if (kCheckMembers) check_member(compressed.substr(0, consumed), output, member_start);
-      member_start = output.size();
-      const std::string_view rest = compressed.substr(consumed);
-      if (rest.empty()) break;
-      if (is_gzip(rest)) {  // another member
-        if (inflateReset(&stream) != Z_OK) fail_file("cannot reset zlib");
-        continue;
-      }
-      // Padding with zeros after the last member is accepted, as gzip -d accepts it.
-      if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; })) break;
-      fail_file(fmt::format("not gzip data after the end of the gzip stream, at compressed byte {}", consumed));
-    }
-    if (status == Z_DATA_ERROR || status == Z_NEED_DICT)
-      fail_file(fmt::format("corrupt gzip data at compressed byte {}: {}", consumed,
-                            stream.msg != nullptr ? stream.msg : "invalid data"));
-    if (status == Z_MEM_ERROR) throw std::bad_alloc();
-    if (status == Z_BUF_ERROR && consumed == compressed.size() && stream.avail_out != 0)
-      fail_file(fmt::format("truncated gzip data: the stream ends early, after {} compressed bytes", consumed));
-    if (status != Z_OK && status != Z_BUF_ERROR) fail_file(fmt::format("zlib error {}", status));
   }
   if (progress) progress(compressed.size(), compressed.size());
   return output;
