@@ -1014,6 +1014,172 @@ TEST(ImportProgressTest, LongLoadsReportAsTheyGo) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Large texts parsed on two threads (import/detail/split_parse.hpp)
+
+/// What parsing `json` gives, as a Trace or as the error's offset and reason, parsed on two
+/// threads or on one.
+struct ParseOutcome {
+  std::optional<Trace> trace;
+  std::optional<std::size_t> offset;
+  std::string reason;
+};
+
+ParseOutcome parse_outcome(std::string_view json, bool split) {
+  dlprof::ReadOptions options;
+  options.split_parse_min_bytes = split ? 0 : UINT64_MAX;
+  ParseOutcome outcome;
+  try {
+    outcome.trace = dlprof::parse_trace(json, "inline.json", options);
+  } catch (const TraceReadError& error) {
+    outcome.offset = error.offset();
+    outcome.reason = error.reason();
+  }
+  return outcome;
+}
+
+void expect_split_reads_the_same(std::string_view json) {
+  const ParseOutcome one_thread = parse_outcome(json, false);
+  const ParseOutcome two_threads = parse_outcome(json, true);
+  ASSERT_EQ(two_threads.trace.has_value(), one_thread.trace.has_value()) << two_threads.reason << one_thread.reason;
+  if (one_thread.trace) {
+    expect_same(*one_thread.trace, *two_threads.trace);
+  } else {
+    EXPECT_EQ(two_threads.offset, one_thread.offset);
+    EXPECT_EQ(two_threads.reason, one_thread.reason);
+  }
+}
+
+/// Whether the split parse reads `json` itself, cutting at the first place that looks like a cut
+/// at or after `from` (rather than giving up, for the reader to parse it on one thread).
+bool split_parse_reads(std::string json, std::size_t from) {
+  using namespace dlprof::detail::json;
+  const std::size_t size = json.size();
+  json.append(ByteBuffer::kPadding, '\0');
+  TraceBuilder builder;
+  TraceHandler handler(builder);
+  try {
+    return parse_split(json.data(), size, handler, builder, static_cast<double>(from) / static_cast<double>(size));
+  } catch (const ParseFailure&) {
+    return false;
+  }
+}
+
+constexpr std::string_view kEventsThenBaseTime = R"json({"schemaVersion": 1,
+  "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 0.500, "dur": 5, "args": {"External id": 1, "Input Dims": [[4, 8], [8, 8]]}},
+  {"ph": "f", "id": 1, "pid": 10, "tid": 11, "ts": 1, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 2.250, "dur": 3, "args": {"correlation": 5, "grid": [1, 2, 3]}},
+  {"ph": "C", "name": "load", "pid": 10, "tid": 11, "ts": 4, "args": {"value": 3, "other": 2.5}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 10, "tid": 12, "ts": 6.125, "dur": 1, "args": {"Input Dims": [[4, 8]]}}
+  ],
+  "traceName": "t.json",
+  "baseTimeNanoseconds": 1700000000000000000
+})json";
+
+TEST(ImportSplitTest, BothThreadsReadTheEventsTheOneThreadReads) {
+  const std::string json(kEventsThenBaseTime);
+  // Cut after each event but the last in turn: the rest's events, captured args, counters and
+  // flows included.
+  const std::size_t last_event = json.rfind("\n  {");
+  for (std::size_t event = json.find("\n  {"); event < last_event; event = json.find("\n  {", event + 1)) {
+    SCOPED_TRACE(event);
+    EXPECT_TRUE(split_parse_reads(json, event));
+  }
+  expect_split_reads_the_same(json);
+  const Trace trace = *parse_outcome(json, true).trace;
+  ASSERT_EQ(trace.events.size(), 4u);  // two ops and the counter's two series
+  EXPECT_EQ(trace.window_start_ns, 1700000000000000500);  // the base time after the events applies to them all
+  ASSERT_EQ(trace.gpu_events.size(), 1u);
+  EXPECT_EQ(trace.gpu_events[0].kernel.grid[2], 3u);
+}
+
+TEST(ImportSplitTest, BareArraysAndTheEndsOfObjects) {
+  const std::string bare = R"json([
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}
+  ]
+)json";
+  EXPECT_TRUE(split_parse_reads(bare, 0));
+  expect_split_reads_the_same(bare);
+  const std::string events_last = R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}
+  ]})json";
+  EXPECT_TRUE(split_parse_reads(events_last, 0));
+  expect_split_reads_the_same(events_last);
+}
+
+TEST(ImportSplitTest, CutsThatAreNotBetweenEventsAreReadOnOneThread) {
+  const struct {
+    std::string_view what;
+    std::string json;
+  } kCases[] = {
+      {"in a string", R"json([{"ph": "X", "cat": "cpu_op", "name": "a}, {b", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2, "dur": 1}])json"},
+      {"in an arg", R"json([{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"list": [{"x": 1}, {"y": 2}]}},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2, "dur": 1}])json"},
+      {"in deviceProperties", R"json({"deviceProperties": [{"id": 0, "name": "A"}, {"id": 1, "name": "B"}], "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]})json"},
+      {"without spaces", R"json([{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},{"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2, "dur": 1}])json"},
+  };
+  for (const auto& cut : kCases) {
+    SCOPED_TRACE(cut.what);
+    EXPECT_FALSE(split_parse_reads(cut.json, 0));
+    expect_split_reads_the_same(cut.json);
+  }
+}
+
+TEST(ImportSplitTest, ErrorsAreTheOnesOneThreadFinds) {
+  const std::string_view kBad[] = {
+      // in the rest: syntax, a wrong type the handler finds, one the builder finds
+      R"json({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1}, {"ph": "X", "cat": "cpu_op", "ts": 1,, }]})json",
+      R"json({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1}, {"ph": "X", "cat": "cpu_op", "ts": []}]})json",
+      R"json({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1}, {"ph": "X", "cat": "cpu_op", "name": 5, "ts": 1}]})json",
+      // after the array: a trailing comma, a bad base time, two documents, a missing brace
+      R"json({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1}, {"ph": "X", "cat": "cpu_op", "ts": 2}], })json",
+      R"json({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1}, {"ph": "X", "cat": "cpu_op", "ts": 2}], "baseTimeNanoseconds": -1})json",
+      R"json([{"ph": "X", "cat": "cpu_op", "ts": 1}, {"ph": "X", "cat": "cpu_op", "ts": 2}] [])json",
+      R"json({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1}, {"ph": "X", "cat": "cpu_op", "ts": 2}])json",
+      // in the head, before the cut
+      R"json({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": "x"}, {"ph": "X", "cat": "cpu_op", "ts": 2}]})json",
+  };
+  for (const std::string_view bad : kBad) {
+    SCOPED_TRACE(bad);
+    const ParseOutcome outcome = parse_outcome(bad, true);
+    EXPECT_FALSE(outcome.trace.has_value());
+    expect_split_reads_the_same(bad);
+  }
+}
+
+TEST(ImportSplitTest, EveryPrefixFailsAsOnOneThread) {
+  TempDir dir;
+  every_kind_of_event().save((dir.path() / "t.json").string());
+  const std::string json = dlprof_test::read_file(dir.path() / "t.json");
+  EXPECT_TRUE(split_parse_reads(json, json.size() / 2));
+  for (std::size_t size = 0; size <= json.size(); ++size) {
+    SCOPED_TRACE(size);
+    expect_split_reads_the_same(std::string_view(json).substr(0, size));
+    if (HasFailure()) break;
+  }
+}
+
+TEST_F(ReferenceTraceTest, SplitParseReadsWhatOneThreadReads) {
+  for (const char* set : {"hta-1rank-v100-resnet-ns", "hta-1rank-a100-simple-add", "hta-2rank-a100-sampled"}) {
+    SCOPED_TRACE(set);
+    const std::string path = only_file(set).string();
+    dlprof::ReadOptions one_thread;
+    one_thread.split_parse_min_bytes = UINT64_MAX;
+    dlprof::ReadOptions two_threads;
+    two_threads.split_parse_min_bytes = 0;
+    expect_same(dlprof::read_trace(path, one_thread), dlprof::read_trace(path, two_threads));
+    // Kineto's layout is cut where the reader cuts it, not read on one thread after all.
+    const std::string compressed = dlprof_test::read_file(path);
+    const dlprof::detail::json::ByteBuffer text = dlprof::detail::json::gunzip(compressed, UINT64_MAX, {});
+    EXPECT_TRUE(split_parse_reads(std::string(text.data(), text.size()), text.size() * 2 / 5));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The fuzzer's corpus (tests/data/fuzz/trace_reader: seeds and every input that once crashed)
 
 TEST(ImportFuzzCorpusTest, EveryInputLoadsOrFailsCleanly) {

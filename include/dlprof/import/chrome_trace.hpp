@@ -97,6 +97,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/import/detail/json_parser.hpp"
+#include "dlprof/import/detail/split_parse.hpp"
 #include "dlprof/import/detail/trace_builder.hpp"
 #include "dlprof/import/detail/trace_file.hpp"
 #include "dlprof/import/detail/trace_handler.hpp"
@@ -159,6 +160,9 @@ struct ReadOptions {
   /// Largest JSON text accepted (file or decompressed data): a gzip bomb or a runaway file is
   /// refused instead of filling memory. RapidJSON counts string lengths in 32 bits.
   std::uint64_t max_json_bytes = (std::uint64_t{1} << 32) - 2;
+  /// A JSON text at least this large is parsed on two threads (cut between two events; what the
+  /// trace holds is the same): 0 splits every text, UINT64_MAX none.
+  std::uint64_t split_parse_min_bytes = std::uint64_t{4} << 20;
 };
 
 namespace detail::json {
@@ -178,12 +182,13 @@ inline std::pair<std::size_t, std::size_t> line_and_column(std::string_view text
   return {line, offset - line_start + 1};
 }
 
-/// Reads text of `bytes_total` bytes into a Trace: `parse(handler)` feeds it to the handler.
-/// `pristine` gives the text again, unmodified, for line and column numbers of an error (in-situ
-/// parsing rewrites strings).
+/// Reads text of `bytes_total` bytes into a Trace: `parse(handler, builder)` feeds it to the
+/// handler, and says whether it could (nothing when not). `pristine` gives the text again,
+/// unmodified, for line and column numbers of an error (in-situ parsing rewrites strings).
 template <class Parse>
-Trace build_trace(const std::string& source, const ReadOptions& options, std::size_t file_index, std::size_t file_count,
-                  std::uint64_t bytes_total, const std::function<std::optional<ByteBuffer>()>& pristine, Parse&& parse) {
+std::optional<Trace> build_trace(const std::string& source, const ReadOptions& options, std::size_t file_index,
+                                 std::size_t file_count, std::uint64_t bytes_total,
+                                 const std::function<std::optional<ByteBuffer>()>& pristine, Parse&& parse) {
   ReadProgress progress;
   progress.source = source;
   progress.file_index = file_index;
@@ -199,7 +204,7 @@ Trace build_trace(const std::string& source, const ReadOptions& options, std::si
       };
     }
     TraceHandler handler(builder, std::move(on_events));
-    parse(handler);
+    if (!parse(handler, builder)) return std::nullopt;
     Trace trace = builder.finish();
     if (options.progress) {
       progress.bytes_done = progress.bytes_total;
@@ -214,12 +219,28 @@ Trace build_trace(const std::string& source, const ReadOptions& options, std::si
   }
 }
 
-/// Parses the JSON in `text` (consumed: parsed in place) into a Trace.
+/// Parses the JSON in `text` (consumed: parsed in place) into a Trace; a large text on two threads
+/// (split_parse.hpp).
 inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
                         std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
-  return build_trace(source, options, file_index, file_count, text.size(), pristine, [&](TraceHandler& handler) {
+  text.terminate();
+  if (text.size() >= options.split_parse_min_bytes) {
+    // Half the text each: the head's events (ops with their inputs) cost more to parse per byte,
+    // and the head's thread builds the whole trace, but the rest's thread logs its events.
+    constexpr double kHeadShare = 0.5;
+    std::optional<Trace> trace =
+        build_trace(source, options, file_index, file_count, text.size(), pristine, [&](TraceHandler& handler, TraceBuilder& builder) {
+          return parse_split(text.data(), text.size(), handler, builder, kHeadShare);
+        });
+    if (trace) return std::move(*trace);
+    std::optional<ByteBuffer> again = pristine();
+    if (!again) fail_file("the file changed while it was read");
+    text = std::move(*again);
     text.terminate();
+  }
+  return *build_trace(source, options, file_index, file_count, text.size(), pristine, [&](TraceHandler& handler, TraceBuilder&) {
     parse_json_in_place(text.data(), text.size(), handler);
+    return true;
   });
 }
 

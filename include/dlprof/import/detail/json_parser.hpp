@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 // RapidJSON's SIMD switches (RAPIDJSON_SSE2, ...) are left to the program: defined here they
@@ -28,13 +29,14 @@
 DLPROF_BEGIN_NAMESPACE
 namespace detail::json {
 
-/// RapidJSON's handler concept over TraceHandler, with the offset of each token: in-situ strings
-/// and numbers point into the text; the stream's position is just past other tokens.
-template <class Stream>
+/// RapidJSON's handler concept over TraceHandler, with the offset of each token in the text: in-situ
+/// strings and numbers point into it; the stream, which starts `stream_start` bytes in, is just
+/// past other tokens. The parse ends after the object that closes at `stop_after`.
 class RapidJsonAdapter {
  public:
-  RapidJsonAdapter(TraceHandler& handler, const char* text, Stream& stream) noexcept
-      : handler_(handler), text_(text), stream_(stream) {}
+  RapidJsonAdapter(TraceHandler& handler, const char* text, rapidjson::InsituStringStream& stream, std::size_t stream_start,
+                   std::size_t stop_after) noexcept
+      : handler_(handler), text_(text), stream_(stream), stream_start_(stream_start), stop_after_(stop_after) {}
 
   bool Null() {
     handler_.null(position() - 4);
@@ -61,8 +63,9 @@ class RapidJsonAdapter {
     return true;
   }
   bool EndObject(rapidjson::SizeType) {
-    handler_.end_object(position() - 1);
-    return true;
+    const std::size_t offset = position() - 1;
+    handler_.end_object(offset);
+    return offset != stop_after_;
   }
   bool StartArray() {
     handler_.start_array(position() - 1);
@@ -80,11 +83,13 @@ class RapidJsonAdapter {
   bool Double(double) { return true; }
 
  private:
-  std::size_t position() noexcept { return stream_.Tell(); }
+  std::size_t position() noexcept { return stream_start_ + stream_.Tell(); }
 
   TraceHandler& handler_;
   const char* text_;
-  Stream& stream_;
+  rapidjson::InsituStringStream& stream_;
+  std::size_t stream_start_;
+  std::size_t stop_after_;
 };
 
 /// Where the parser stopped, and why: kParseErrorNone when the document parsed to its end.
@@ -93,19 +98,22 @@ struct JsonParseEnd {
   rapidjson::ParseErrorCode error = rapidjson::kParseErrorNone;
 };
 
-/// Parses the JSON text `stream` reads from `text` (an in-situ stream: strings are unescaped
-/// inside the text, which a NUL byte ends). Throws the handler's ParseFailure; syntax errors are
-/// returned, for check_json_end once the text's size is known.
-template <class Stream>
-JsonParseEnd run_json_parser(Stream& stream, const char* text, TraceHandler& handler) {
+/// Parses the JSON value at `start` in `text` in place (strings are unescaped inside the text,
+/// which a NUL byte ends); offsets count from `text`. `kFlags` adds RapidJSON's flags
+/// (kParseStopWhenDoneFlag: the value may be followed by more). Throws the handler's
+/// ParseFailure; syntax errors, and kParseErrorTermination after the object closing at
+/// `stop_after`, are returned.
+template <unsigned kFlags = 0>
+JsonParseEnd run_json_parser(char* text, std::size_t start, TraceHandler& handler, std::size_t stop_after = SIZE_MAX) {
   // NaN and Infinity: Python's json module writes and reads them, so traces may hold them.
-  constexpr unsigned kFlags =
-      rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag;
+  constexpr unsigned kAllFlags = kFlags | rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag |
+                                 rapidjson::kParseNanAndInfFlag;
   rapidjson::Reader reader;
-  RapidJsonAdapter<Stream> adapter(handler, text, stream);
-  const rapidjson::ParseResult result = reader.Parse<kFlags>(stream, adapter);
-  if (result.IsError()) return JsonParseEnd{result.Offset(), result.Code()};
-  return JsonParseEnd{stream.Tell(), rapidjson::kParseErrorNone};
+  rapidjson::InsituStringStream stream(text + start);
+  RapidJsonAdapter adapter(handler, text, stream, start, stop_after);
+  const rapidjson::ParseResult result = reader.Parse<kAllFlags>(stream, adapter);
+  if (result.IsError()) return JsonParseEnd{start + result.Offset(), result.Code()};
+  return JsonParseEnd{start + stream.Tell(), rapidjson::kParseErrorNone};
 }
 
 /// Throws ParseFailure unless the parse of a text of `size` bytes ended well, at its end.
@@ -123,8 +131,7 @@ inline void check_json_end(const JsonParseEnd& end, const char* text, std::size_
 /// Recursion is bounded by the handler's depth limit: it refuses each level beyond kMaxDepth as
 /// it opens.
 inline void parse_json_in_place(char* text, std::size_t size, TraceHandler& handler) {
-  rapidjson::InsituStringStream stream(text);
-  check_json_end(run_json_parser(stream, text, handler), text, size);
+  check_json_end(run_json_parser(text, 0, handler), text, size);
 }
 
 }  // namespace detail::json

@@ -280,5 +280,92 @@ struct RawEvent {
   }
 };
 
+/// Events kept to be given to the TraceBuilder later, in order: what the second thread of a
+/// split parse reads. Only the values each event has are kept, in 16 bytes each (half a RawValue:
+/// this memory is new to the process on every read, and faulting it in is most of what logging
+/// costs); texts of captured args are copied, the rest are where they are in the JSON text.
+class RawEventLog {
+ public:
+  explicit RawEventLog(const char* text) noexcept : text_(text) {}
+
+  /// Room for the events of `bytes` of JSON text, so that growing never copies them (memory not
+  /// written to costs nothing): Kineto writes 200 bytes or more per event, 15 per value.
+  void reserve_for(std::size_t bytes) {
+    entries_.reserve(bytes / 128);
+    values_.reserve(bytes / 12);
+  }
+
+  void add(const RawEvent& event) {
+    for (std::uint32_t bits = event.fields_present; bits != 0; bits &= bits - 1)
+      values_.push_back(logged(event.fields[static_cast<std::size_t>(__builtin_ctz(bits))], false));
+    for (std::uint64_t bits = event.args_present; bits != 0; bits &= bits - 1) {
+      const auto arg = static_cast<Arg>(__builtin_ctzll(bits));
+      values_.push_back(logged(event.args[static_cast<std::size_t>(arg)], is_captured(arg)));
+    }
+    numeric_args_.insert(numeric_args_.end(), event.numeric_args.begin(), event.numeric_args.end());
+    entries_.push_back(Entry{event.offset, event.args_present, event.fields_present,
+                             static_cast<std::uint32_t>(event.numeric_args.size())});
+  }
+
+  /// Calls `consume(const RawEvent&)` for each event, in the order they were added.
+  template <class Consume>
+  void replay(Consume&& consume) const {
+    RawEvent event;
+    std::size_t value = 0;
+    std::size_t numeric = 0;
+    for (const Entry& entry : entries_) {
+      event.clear(entry.offset);
+      for (std::uint32_t bits = entry.fields_present; bits != 0; bits &= bits - 1)
+        event.set(static_cast<EventField>(__builtin_ctz(bits)), raw(values_[value++]));
+      for (std::uint64_t bits = entry.args_present; bits != 0; bits &= bits - 1)
+        event.set(static_cast<Arg>(__builtin_ctzll(bits)), raw(values_[value++]));
+      event.numeric_args.assign(numeric_args_.begin() + static_cast<std::ptrdiff_t>(numeric),
+                                numeric_args_.begin() + static_cast<std::ptrdiff_t>(numeric + entry.numeric_args));
+      numeric += entry.numeric_args;
+      consume(event);
+    }
+  }
+
+ private:
+  struct Entry {
+    std::size_t offset;
+    std::uint64_t args_present;
+    std::uint32_t fields_present;
+    std::uint32_t numeric_args;
+  };
+  /// A RawValue: its text at `start` in the JSON text, or in `captured_`. Texts fit in 32 bits
+  /// (RapidJSON's lengths are 32-bit).
+  struct Value {
+    std::uint32_t start;
+    std::uint32_t length;
+    std::uint32_t offset;
+    JsonType type;
+    bool captured;
+  };
+  static_assert(sizeof(Value) == 16);
+
+  /// `captured`: the text is the handler's (captured args); so are the texts of true, false and null.
+  Value logged(const RawValue& value, bool captured) {
+    const auto length = static_cast<std::uint32_t>(value.text.size());
+    if (!captured && value.type != JsonType::Bool && value.type != JsonType::Null)
+      return Value{static_cast<std::uint32_t>(value.text.data() - text_), length, static_cast<std::uint32_t>(value.offset),
+                   value.type, false};
+    const auto start = static_cast<std::uint32_t>(captured_.size());
+    captured_.append(value.text);
+    return Value{start, length, static_cast<std::uint32_t>(value.offset), value.type, true};
+  }
+
+  RawValue raw(const Value& value) const noexcept {
+    const char* text = value.captured ? captured_.data() : text_;
+    return RawValue{std::string_view(text + value.start, value.length), value.offset, value.type};
+  }
+
+  const char* text_;
+  std::vector<Entry> entries_;
+  std::vector<Value> values_;  ///< each event's fields then args, in the order of their bits
+  std::vector<std::pair<std::string_view, RawValue>> numeric_args_;
+  std::string captured_;
+};
+
 }  // namespace detail::json
 DLPROF_END_NAMESPACE

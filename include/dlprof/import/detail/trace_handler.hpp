@@ -106,6 +106,21 @@ class TraceHandler {
     fail_at(offset, "unexpected key");  // RapidJSON reports keys inside objects only
   }
 
+  /// Events go to `log` instead of the builder: the second thread's share of a split parse.
+  void log_events_to(RawEventLog& log) noexcept { log_ = &log; }
+
+  /// Whether the parse is between two events of the events array, where a split parse cuts.
+  bool between_events() const noexcept { return skip_depth_ == 0 && !capturing() && frame() == Frame::Events; }
+
+  /// Ends the events array, and the object around it, whose rest another parser has read: what
+  /// follows them is parsed as a document of its own (a split parse's tail). Whether the array was
+  /// in an object.
+  bool end_events() noexcept {
+    const bool in_object = frames_.size() > 1;
+    frames_.clear();
+    return in_object;
+  }
+
   void string(std::string_view text, std::size_t offset) { scalar(RawValue{text, offset, JsonType::String}); }
   void number(std::string_view text, std::size_t offset) { scalar(RawValue{text, offset, JsonType::Number}); }
   void boolean(bool value, std::size_t offset) {
@@ -237,7 +252,10 @@ class TraceHandler {
     frames_.pop_back();
     switch (closed) {
       case Frame::Event:
-        builder_.add_event(event_);
+        if (log_ == nullptr)
+          builder_.add_event(event_);
+        else if (phase_ != kIgnoredPhase)  // the builder ignores those
+          log_->add(event_);
         if (on_event_ && (++events_seen_ & 0xFFF) == 0) on_event_(offset);
         break;
       case Frame::Device: builder_.add_device(std::move(device_)); break;
@@ -425,6 +443,7 @@ class TraceHandler {
   enum class CaptureTarget : std::uint8_t { Arg, Metadata };
 
   TraceBuilder& builder_;
+  RawEventLog* log_ = nullptr;
   std::function<void(std::size_t)> on_event_;
   std::vector<Frame> frames_;
   std::size_t skip_depth_ = 0;
