@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -39,23 +40,31 @@ struct FileFailure {
 
 [[noreturn]] inline void fail_file(std::string message) { throw FileFailure{std::move(message)}; }
 
-/// Bytes in one malloc'd block that grows with realloc (large blocks move by remapping pages,
-/// not by copying), uninitialised until written: a size hint costs no memory until used.
+/// Bytes in one block, uninitialised until written: a size hint costs no memory until used. A
+/// small block is malloc'd and grows with realloc; a large one (a trace's text) is mapped, in
+/// huge pages where the kernel gives them, and grows by remapping: the pages of a text are new to
+/// the process on each read, and faulting them in 4 KiB at a time took a tenth of reading it.
 class ByteBuffer {
  public:
   ByteBuffer() = default;
   ByteBuffer(ByteBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
-        capacity_(std::exchange(other.capacity_, 0)) {}
+        capacity_(std::exchange(other.capacity_, 0)), mapped_(std::exchange(other.mapped_, false)) {}
   ByteBuffer& operator=(ByteBuffer&& other) noexcept {
     std::swap(data_, other.data_);
     std::swap(size_, other.size_);
     std::swap(capacity_, other.capacity_);
+    std::swap(mapped_, other.mapped_);
     return *this;
   }
   ByteBuffer(const ByteBuffer&) = delete;
   ByteBuffer& operator=(const ByteBuffer&) = delete;
-  ~ByteBuffer() { std::free(data_); }
+  ~ByteBuffer() {
+    if (mapped_)
+      ::munmap(data_, capacity_);
+    else
+      std::free(data_);
+  }
 
   char* data() noexcept { return data_; }
   const char* data() const noexcept { return data_; }
@@ -64,10 +73,25 @@ class ByteBuffer {
 
   void reserve(std::size_t capacity) {
     if (capacity <= capacity_) return;
-    void* grown = std::realloc(data_, capacity);
-    if (grown == nullptr) throw std::bad_alloc();
-    data_ = static_cast<char*>(grown);
-    capacity_ = capacity;
+    if (!mapped_ && capacity < kMappedBytes) {
+      void* grown = std::realloc(data_, capacity);
+      if (grown == nullptr) throw std::bad_alloc();
+      data_ = static_cast<char*>(grown);
+      capacity_ = capacity;
+      return;
+    }
+    const std::size_t bytes = (capacity + kHugePage - 1) / kHugePage * kHugePage;
+    void* block = mapped_ ? ::mremap(data_, capacity_, bytes, MREMAP_MAYMOVE)
+                          : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (block == MAP_FAILED) throw std::bad_alloc();
+    ::madvise(block, bytes, MADV_HUGEPAGE);  // advice only: without it, 4 KiB pages
+    if (!mapped_) {
+      if (size_ != 0) std::memcpy(block, data_, size_);
+      std::free(data_);
+    }
+    data_ = static_cast<char*>(block);
+    capacity_ = bytes;
+    mapped_ = true;
   }
   void resize(std::size_t size) {
     reserve(size);
@@ -84,9 +108,13 @@ class ByteBuffer {
   static constexpr std::size_t kPadding = 16;
 
  private:
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  static constexpr std::size_t kMappedBytes = kHugePage;
+
   char* data_ = nullptr;
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
+  bool mapped_ = false;  ///< mmap'd (capacity_ bytes), else malloc'd
 };
 
 inline bool is_gzip(std::string_view bytes) noexcept {
