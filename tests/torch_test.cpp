@@ -198,6 +198,36 @@ TEST(TorchTest, RepeatedAndChangedInputsGiveTheirOwnTexts) {
                                           R"([[2,3],[],[]] ["double","Scalar","Scalar"] ["","0.25","False"])", first));
 }
 
+// List inputs are keyed by their element type and values: lists that differ in one value, in
+// their length or in their element type each get their own texts.
+TEST(TorchTest, ListInputsThatDifferInAnyValueGiveTheirOwnTexts) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.record_shapes(true));
+  const auto x = torch::randn({2, 3, 4, 4});
+  profiler.start();
+  for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{0}, {1}, {0}, {0, 1}}) torch::sum(x, dims);
+  for (const double scale : {2.0, 3.0, 2.0})
+    at::upsample_nearest2d(x, c10::nullopt, std::vector<double>{scale, scale});
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  std::vector<std::string> sums, upsamples;
+  for (const auto& event : trace["traceEvents"]) {
+    const nlohmann::json& args = event.value("args", nlohmann::json::object());
+    if (!args.contains("Concrete Inputs")) continue;
+    const std::string texts = args["Input type"].dump() + " " + args["Concrete Inputs"].dump();
+    if (event.value("name", "") == "aten::sum") sums.push_back(texts);
+    if (event.value("name", "") == "aten::upsample_nearest2d") upsamples.push_back(texts);
+  }
+  const std::string sum_type = R"(["float","ScalarList","Scalar",""] )";
+  EXPECT_THAT(sums, testing::ElementsAre(sum_type + R"(["","[0]","False",""])", sum_type + R"(["","[1]","False",""])",
+                                         sum_type + R"(["","[0]","False",""])", sum_type + R"(["","[0, 1]","False",""])"));
+  // The scale factors (a double list), then the overload it calls with the output size (an int
+  // list) and each scale (doubles).
+  const std::string by_scale = R"(["float","","ScalarList"] )", by_size = R"(["float","ScalarList","Scalar","Scalar"] )";
+  EXPECT_THAT(upsamples, testing::ElementsAre(by_scale + R"(["","","[2, 2]"])", by_size + R"(["","[8, 8]","2","2"])",
+                                              by_scale + R"(["","","[3, 3]"])", by_size + R"(["","[12, 12]","3","3"])",
+                                              by_scale + R"(["","","[2, 2]"])", by_size + R"(["","[8, 8]","2","2"])"));
+}
+
 TEST(TorchTest, ANameRewrittenAtTheSameAddressIsRecordedUnderItsNewText) {
   // The observer caches names by the address LibTorch hands them at; a name built per call (a
   // user scope's here, autograd's "evaluate_function: ..." in training) can come back at one
@@ -215,6 +245,25 @@ TEST(TorchTest, ANameRewrittenAtTheSameAddressIsRecordedUnderItsNewText) {
   for (const auto& event : trace["traceEvents"])
     if (event.value("name", "").rfind("scope_", 0) == 0) scopes.push_back(event["name"]);
   EXPECT_THAT(scopes, testing::ElementsAre("scope_a", "scope_b", "scope_a", "scope_c"));
+}
+
+TEST(TorchTest, NamesOfOneLengthAndEndingAtOneAddressKeepTheirOwnTexts) {
+  // Names that miss at their address are looked up by their length and last bytes: names that
+  // share both must still be told apart by their whole text.
+  char name[32] = {};
+  dlprof::Profiler profiler;
+  profiler.start();
+  for (const char* text : {"first_scope_ending", "other_scope_ending", "first_scope_ending", "other_scope_ending"}) {
+    std::snprintf(name, sizeof(name), "%s", text);
+    RECORD_USER_SCOPE(name);
+  }
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  std::vector<std::string> scopes;
+  for (const auto& event : trace["traceEvents"])
+    if (event.value("name", "").find("_scope_ending") != std::string::npos) scopes.push_back(event["name"]);
+  EXPECT_THAT(scopes, testing::ElementsAre("first_scope_ending", "other_scope_ending", "first_scope_ending",
+                                           "other_scope_ending"));
 }
 
 TEST(TorchTest, WithoutRecordShapesOpsCarryNoInputs) {

@@ -91,9 +91,11 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
 /// The interned texts of an op's inputs (dims, types, concrete values), cached per thread by the
 /// raw values they are made of: a training step calls the same ops on the same shapes again and
 /// again, and formatting three texts with fmt and interning them cost more than the rest of the
-/// observer together (bench/RESULTS.md). A hit walks the inputs, hashes a few integers and
-/// compares them; a miss formats and interns. 4-way set-associative: a direct-mapped table missed
-/// 7 % of a small model's lookups through conflicts.
+/// observer together (bench/RESULTS.md). A lookup walks the inputs once into a key of words on the
+/// stack, hashes it, and compares it word by word with the entries of one set; a miss formats,
+/// interns and stores a copy of the key. 4-way set-associative (a direct-mapped table missed 7 % of
+/// a small model's lookups through conflicts), with each set's hashes in one array of their own,
+/// so that a lookup reads one cache line of hashes and then only the entry whose hash matches.
 class InputTextCache {
  public:
   /// Inputs whose key would take more words are formatted every time.
@@ -107,20 +109,24 @@ class InputTextCache {
       format(fn, dims, types_and_concrete);
       return;
     }
-    Entry* set = &entries_[(key.hash & (kSets - 1)) * kWays];
+    const std::size_t set = key.hash & (kSets - 1);
     for (std::size_t way = 0; way < kWays; ++way) {
-      const Entry& entry = set[way];
-      if (entry.dims != 0 && entry.key.hash == key.hash && entry.key.length == key.length &&
-          std::memcmp(entry.key.words, key.words, key.length * sizeof(std::int64_t)) == 0) {
+      if (hashes_[set][way] != key.hash) continue;
+      const Entry& entry = entries_[set][way];
+      if (entry.dims != 0 && entry.length == key.length && same_words(entry.words, key.words, key.length)) {
         dims = entry.dims;
         types_and_concrete = entry.types_and_concrete;
         return;
       }
     }
     format(fn, dims, types_and_concrete);
-    Entry& victim = set[next_victim_[key.hash & (kSets - 1)]++ % kWays];  // round robin within the set
-    victim.key = key;
-    victim.dims = dims;  // 0 (nothing interned) leaves the entry empty
+    if (dims == 0) return;  // nothing interned: nothing to keep
+    const std::size_t way = next_victim_[set]++ % kWays;  // round robin within the set
+    Entry& victim = entries_[set][way];
+    hashes_[set][way] = key.hash;
+    std::memcpy(victim.words, key.words, key.length * sizeof(std::int64_t));
+    victim.length = key.length;
+    victim.dims = dims;
     victim.types_and_concrete = types_and_concrete;
   }
 
@@ -133,64 +139,74 @@ class InputTextCache {
     std::int64_t words[kMaxWords];
   };
   struct Entry {
-    Key key;
-    NameId dims = 0;
+    NameId dims = 0;  // 0: empty
     std::int64_t types_and_concrete = 0;
+    std::uint32_t length = 0;
+    std::int64_t words[kMaxWords];
   };
   enum Tag : std::int64_t {
     kTensor = 1, kBool, kInt, kDouble, kOtherScalar, kIntList, kDoubleList, kBoolList, kTensorList, kOther
   };
 
-  /// Everything the three texts depend on, in words: a tag per input (a defined tensor's holds its
-  /// dtype), then a tensor's rank and sizes, a scalar's value (a double's bits) or a list's length
-  /// and values. False when it does not fit.
+  /// Everything the three texts depend on, in words: a defined tensor's tag, dtype and rank in one
+  /// word, then its sizes; a scalar's tag and value (a double's bits); a list's tag and length, then
+  /// its values; any other input's tag. False when it does not fit.
   static bool make_key(const at::RecordFunction& fn, Key& key) noexcept {
     std::uint32_t n = 0;
     const auto room = [&](std::size_t words) { return n + words <= kMaxWords; };
-    const auto list = [&](std::int64_t tag, const auto& values, auto&& word) {
-      if (!room(2 + values.size())) return false;
-      key.words[n++] = tag;
-      key.words[n++] = static_cast<std::int64_t>(values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) key.words[n++] = word(values, i);
-      return true;
-    };
     for (const c10::IValue& input : fn.inputs()) {
       if (input.isTensor() && input.toTensor().defined()) {
-        const at::Tensor& tensor = input.toTensor();
-        const c10::IntArrayRef sizes = tensor.sizes();
-        if (!room(2 + sizes.size())) return false;
-        key.words[n++] = kTensor | (static_cast<std::int64_t>(tensor.scalar_type()) << 8);
-        key.words[n++] = static_cast<std::int64_t>(sizes.size());
+        const c10::IntArrayRef sizes = input.toTensor().sizes();
+        if (!room(1 + sizes.size())) return false;
+        key.words[n++] = kTensor | (static_cast<std::int64_t>(input.toTensor().scalar_type()) << 8) |
+                         (static_cast<std::int64_t>(sizes.size()) << 16);
         for (const std::int64_t size : sizes) key.words[n++] = size;
       } else if (input.isBool() || input.isInt() || input.isDouble()) {
         if (!room(2)) return false;
         key.words[n++] = input.isBool() ? kBool : input.isInt() ? kInt : kDouble;
         key.words[n++] = input.isBool() ? input.toBool() : input.isInt() ? input.toInt() : double_bits(input.toDouble());
-      } else if (input.isIntList()) {
-        if (!list(kIntList, input.toIntList(), [](const auto& v, std::size_t i) { return static_cast<std::int64_t>(v.get(i)); }))
-          return false;
-      } else if (input.isDoubleList()) {
-        if (!list(kDoubleList, input.toDoubleList(), [](const auto& v, std::size_t i) { return double_bits(v.get(i)); }))
-          return false;
-      } else if (input.isBoolList()) {
-        if (!list(kBoolList, input.toBoolList(), [](const auto& v, std::size_t i) { return static_cast<std::int64_t>(v.get(i)); }))
-          return false;
+      } else if (input.isList()) {
+        // The element type decides the texts (an empty int list is a ScalarList, an empty tensor
+        // list a TensorList); the values are read through the list's IValues, which copies no
+        // List handle (each copy is an atomic reference count up and down).
+        const std::int64_t tag = input.isIntList()      ? kIntList
+                                 : input.isDoubleList() ? kDoubleList
+                                 : input.isBoolList()   ? kBoolList
+                                 : input.isTensorList() ? kTensorList
+                                                        : kOther;
+        if (tag == kTensorList || tag == kOther) {
+          if (!room(1)) return false;
+          key.words[n++] = tag;
+          continue;
+        }
+        const c10::ArrayRef<c10::IValue> values = input.toListRef();
+        if (!room(2 + values.size())) return false;
+        key.words[n++] = tag;
+        key.words[n++] = static_cast<std::int64_t>(values.size());
+        for (const c10::IValue& value : values)
+          key.words[n++] = tag == kIntList ? value.toInt() : tag == kDoubleList ? double_bits(value.toDouble()) : value.toBool();
       } else {
         if (!room(1)) return false;
-        key.words[n++] = input.isScalar() ? kOtherScalar : input.isTensorList() ? kTensorList : kOther;
+        key.words[n++] = input.isScalar() ? kOtherScalar : kOther;
       }
     }
+    // Each word's product is independent of the others, so only a rotate and an xor per word are
+    // serial; murmur3's finaliser then spreads it into the low bits the set index takes.
     std::uint64_t hash = 0x9E3779B97F4A7C15ull ^ n;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      hash ^= static_cast<std::uint64_t>(key.words[i]);
-      hash *= 0xFF51AFD7ED558CCDull;
-      hash ^= hash >> 32;
-    }
-    hash ^= hash >> 33;  // murmur3's finaliser: the set index takes the low bits
+    for (std::uint32_t i = 0; i < n; ++i)
+      hash = ((hash << 5) | (hash >> 59)) ^ (static_cast<std::uint64_t>(key.words[i]) * 0xFF51AFD7ED558CCDull);
+    hash ^= hash >> 33;
     hash *= 0xC4CEB9FE1A85EC53ull;
     hash ^= hash >> 33;
     key.hash = hash;
     key.length = n;
+    return true;
+  }
+
+  /// Inline: keys are a few words, shorter than a call to memcmp costs.
+  static bool same_words(const std::int64_t* a, const std::int64_t* b, std::uint32_t length) noexcept {
+    for (std::uint32_t i = 0; i < length; ++i)
+      if (a[i] != b[i]) return false;
     return true;
   }
 
@@ -200,7 +216,8 @@ class InputTextCache {
     return bits;
   }
 
-  Entry entries_[kSets * kWays];
+  std::uint64_t hashes_[kSets][kWays] = {};
+  Entry entries_[kSets][kWays];
   std::uint8_t next_victim_[kSets] = {};
 };
 
@@ -296,76 +313,101 @@ class TorchOpObserver final : public OpObserver {
     std::size_t depth = 0;
     std::uint32_t backward_depth = 0;  // open ops that make what they contain backward
   };
-  static OpenOps& open_ops() {
-    thread_local OpenOps ops;
-    return ops;
-  }
-
-  static bool starts_backward(const at::RecordFunction& fn, const char* name) noexcept {
-    constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
-    return fn.scope() == at::RecordScope::BACKWARD_FUNCTION || std::strncmp(name, kEngine.data(), kEngine.size()) == 0;
-  }
 
   /// Op names by the address LibTorch hands them at. Operator names live in the dispatcher for
   /// the whole run, so an address repeats and a hit costs one comparison with the interned text
   /// instead of measuring and hashing the name. Names built for one call (autograd's "evaluate_
-  /// function: ...") may come back at that address with another text: the comparison catches it.
+  /// function: ..." and backward nodes', a sixth of a small model's ops) come back at a recycled
+  /// address with another text: the comparison catches it, and a second table keyed by the
+  /// text's length and last bytes finds them without hashing the whole text as interning does.
   class OpNameCache {
    public:
-    NameId intern(const char* name) {
-      Entry& entry = entries_[(reinterpret_cast<std::uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> (64 - kBits)];
-      if (entry.address == name && std::strcmp(name, entry.text->c_str()) == 0) return entry.id;
-      const std::string* text = nullptr;
-      const NameId id = t_intern_cache.intern(std::string_view(name), &text);
-      entry = Entry{name, id, text};
-      return id;
+    struct Name {
+      const char* address = nullptr;
+      const char* text = nullptr;  // the interned copy, stable for the process
+      NameId id = 0;
+      std::uint32_t length = 0;  // a name of 4 GiB or more never matches: interned on every call
+      bool runs_backward_node = false;  // autograd's evaluate_function around a backward node
+    };
+
+    const Name& lookup(const char* name) {
+      Name& at_address = by_address_[slot(reinterpret_cast<std::uintptr_t>(name))];
+      if (at_address.address == name && std::strcmp(name, at_address.text) == 0) return at_address;
+      const std::size_t length = std::strlen(name);
+      Name& with_text = by_text_[slot(text_key(name, length))];
+      if (with_text.text == nullptr || with_text.length != length || std::memcmp(name, with_text.text, length) != 0) {
+        const std::string* text = nullptr;
+        const NameId id = t_intern_cache.intern(std::string_view(name, length), &text);
+        constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
+        with_text = Name{nullptr, text->c_str(), id, static_cast<std::uint32_t>(length),
+                         std::string_view(name, length).substr(0, kEngine.size()) == kEngine};
+      }
+      at_address = with_text;
+      at_address.address = name;
+      return at_address;
     }
 
    private:
     static constexpr unsigned kBits = 8;
-    struct Entry {
-      const char* address = nullptr;
-      NameId id = 0;
-      const std::string* text = nullptr;
-    };
-    Entry entries_[std::size_t{1} << kBits];
+    static std::size_t slot(std::uint64_t key) noexcept { return (key * 0x9E3779B97F4A7C15ull) >> (64 - kBits); }
+    /// The length and the last eight bytes (names of one kind share their start).
+    static std::uint64_t text_key(const char* name, std::size_t length) noexcept {
+      std::uint64_t tail = 0;
+      const std::size_t tail_length = length < sizeof(tail) ? length : sizeof(tail);
+      std::memcpy(&tail, name + length - tail_length, tail_length);
+      return (tail ^ (tail >> 29)) + length * 0xC4CEB9FE1A85EC53ull;
+    }
+    Name by_address_[std::size_t{1} << kBits];
+    Name by_text_[std::size_t{1} << kBits];
   };
-  static OpNameCache& op_names() {
-    thread_local OpNameCache cache;
-    return cache;
+
+  /// What the callbacks keep per thread, in one thread_local so that a callback pays for one
+  /// initialisation check instead of one per object.
+  struct ThreadState {
+    OpenOps open;
+    OpNameCache names;
+    std::unique_ptr<InputTextCache> inputs;  // allocated on first use: 200 KiB, too much for static TLS
+  };
+  static ThreadState& thread_state() {
+    thread_local ThreadState state;
+    return state;
   }
 
   static std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
     const std::uint32_t flags = active_flags();
     if ((flags & kRecording) == 0) return nullptr;  // installed for the warm-up, not recording yet
-    OpenOps& open = open_ops();
+    ThreadState& state = thread_state();
+    OpenOps& open = state.open;
     if (open.depth == OpenOps::kMaxDepth) return nullptr;
     const char* name = fn.name();
     if (name == nullptr) name = "<unnamed op>";
     OpenOp& op = open.ops[open.depth];
+    bool runs_backward_node;
     try {
-      op.name = op_names().intern(name);
+      const OpNameCache::Name& interned = state.names.lookup(name);
+      op.name = interned.id;
+      runs_backward_node = interned.runs_backward_node;
     } catch (...) {  // no memory to intern the name: this op is not recorded
       return nullptr;
     }
     ++open.depth;
     op.record = &fn;
-    op.opens_backward = starts_backward(fn, name);
+    op.opens_backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION || runs_backward_node;
     op.backward = op.opens_backward || open.backward_depth > 0;
     if (op.opens_backward) ++open.backward_depth;
     op.sequence_number = fn.seqNr();
     op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
     op.input_dims = 0;
-    if (kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed)) record_inputs(fn, op);
+    if (kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed))
+      record_inputs(fn, state.inputs, op);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     op.start = now_ticks();
     return nullptr;
   }
 
   /// The op's input dims, types and concrete values as interned JSON texts, from this thread's
-  /// cache (allocated on first use: 200 KiB, too much for static TLS) or formatted.
-  static void record_inputs(const at::RecordFunction& fn, OpenOp& op) {
-    thread_local std::unique_ptr<InputTextCache> cache;
+  /// cache or formatted.
+  static void record_inputs(const at::RecordFunction& fn, std::unique_ptr<InputTextCache>& cache, OpenOp& op) {
     if (cache == nullptr) {
       try {
         cache = std::make_unique<InputTextCache>();
@@ -454,7 +496,7 @@ class TorchOpObserver final : public OpObserver {
 
   static void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
     const std::int64_t end = now_ticks();
-    OpenOps& open = open_ops();
+    OpenOps& open = thread_state().open;
     // Ops leave in the order they entered; one entered before recording began is not there.
     std::size_t index = open.depth;
     while (index > 0 && open.ops[index - 1].record != &fn) --index;
