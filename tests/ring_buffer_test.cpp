@@ -28,7 +28,9 @@ Event indexed_event(std::uint64_t index) {
 
 std::vector<std::uint64_t> drain_indices(ThreadRing& ring) {
   std::vector<std::uint64_t> indices;
-  ring.drain([&](const Event& event) { indices.push_back(event.name); });
+  ring.drain([&](const Event* first, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) indices.push_back(first[i].name);
+  });
   return indices;
 }
 

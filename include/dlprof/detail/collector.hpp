@@ -45,9 +45,12 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
   RingRegistry::instance().drain_all([&](ThreadRing& ring) {
     DrainedEvents::Thread thread{ring.os_tid(), ring.thread_ordinal(), ring.thread_name(), {}};
     thread.events.reserve(ring.pending());  // one allocation instead of a growth per doubling
-    ring.drain([&](const Event& event) {
-      if (event.start >= start_tick && event.start <= end_tick) thread.events.push_back(event);
-    });
+    ring.drain([&](const Event* first, std::size_t count) { thread.events.insert(thread.events.end(), first, first + count); });
+    // Copied in bulk, then the few outside the window dropped: testing each event on its way
+    // cost the drain a third more (perf, bench/torch_bench's recording modes).
+    thread.events.erase(std::remove_if(thread.events.begin(), thread.events.end(),
+                                       [&](const Event& event) { return event.start < start_tick || event.start > end_tick; }),
+                        thread.events.end());
     drained.dropped += ring.take_new_drops();
     if (!thread.events.empty()) drained.threads.push_back(std::move(thread));
   });

@@ -85,14 +85,20 @@ class ThreadRing {
     return static_cast<std::size_t>(head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_relaxed));
   }
 
-  /// Consumer side: hands every published event to `sink` and frees their slots.
+  /// Consumer side: hands every published event to `sink(first, count)`, as the one or two
+  /// spans of slots they lie in (the second where they wrap), in push order, and frees them.
+  /// Spans rather than single events, so the consumer can copy them in bulk.
   template <class Sink>
   std::size_t drain(Sink&& sink) {
     const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     const std::uint64_t head = head_.load(std::memory_order_acquire);
-    for (std::uint64_t i = tail; i != head; ++i) sink(slots_[i & mask_]);
+    const std::size_t count = static_cast<std::size_t>(head - tail);
+    const std::size_t first = static_cast<std::size_t>(tail & mask_);
+    const std::size_t before_wrap = count < capacity_ - first ? count : capacity_ - first;
+    if (before_wrap != 0) sink(&slots_[first], before_wrap);
+    if (count != before_wrap) sink(&slots_[0], count - before_wrap);
     tail_.store(head, std::memory_order_release);
-    return static_cast<std::size_t>(head - tail);
+    return count;
   }
 
   /// Drops counted so far that the consumer has not yet reported; resets the count it reports.
