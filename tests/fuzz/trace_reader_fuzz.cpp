@@ -1,7 +1,7 @@
 // libFuzzer entry point for the trace reader: any bytes given to parse_trace must give a Trace
 // that keeps trace.hpp's invariants (every index in range, the promised orders) or throw
-// TraceReadError; a Trace it gives must also survive being written and read again. Anything
-// else (a crash, a sanitizer report, another exception, a broken invariant) is a finding.
+// TraceReadError; a Trace it gives must also survive being written and read again, and parsing
+// on two threads must give what one thread gives (or the same error). Anything else (a crash, a sanitizer report, another exception, a broken invariant) is a finding.
 // tests/fuzz/README.md says how to run it; tests/data/fuzz/trace_reader holds its corpus.
 #include <dlprof/import/chrome_trace.hpp>
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -53,21 +54,43 @@ void check_invariants(const dlprof::Trace& trace) {
   require(trace.window_start_ns <= trace.window_end_ns, "window");
 }
 
-}  // namespace
+/// The trace `bytes` read into, written back as dlprof writes traces; or the reader's error.
+struct Outcome {
+  std::string written;
+  std::string error;
+};
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  dlprof::ReadOptions options;
-  options.max_json_bytes = std::size_t{64} << 20;  // a gzip bomb stops early instead of exhausting the fuzzer
+Outcome read_and_write(std::string_view bytes, const dlprof::ReadOptions& options) {
+  Outcome outcome;
   dlprof::Trace trace;
   try {
-    trace = dlprof::parse_trace(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz-input", options);
-  } catch (const dlprof::TraceReadError&) {
-    return 0;
+    trace = dlprof::parse_trace(bytes, "fuzz-input", options);
+  } catch (const dlprof::TraceReadError& error) {
+    outcome.error = error.what();
+    return outcome;
   }
   check_invariants(trace);
   // Not caught: a trace the reader accepted, written by dlprof, must read again.
   fmt::memory_buffer written;
   dlprof::write_chrome_trace(trace, written, "fuzz-output");
   check_invariants(dlprof::parse_trace(std::string_view(written.data(), written.size()), "fuzz-output"));
+  outcome.written.assign(written.data(), written.size());
+  return outcome;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  dlprof::ReadOptions options;
+  options.max_json_bytes = std::size_t{64} << 20;  // a gzip bomb stops early instead of exhausting the fuzzer
+  options.split_parse_min_bytes = UINT64_MAX;
+  const Outcome one_thread = read_and_write(bytes, options);
+  // The split parse (two threads, import/detail/split_parse.hpp) must read what one thread reads,
+  // and fail where it fails.
+  options.split_parse_min_bytes = 0;
+  const Outcome two_threads = read_and_write(bytes, options);
+  require(two_threads.error == one_thread.error, "the split parse fails as one thread fails");
+  require(two_threads.written == one_thread.written, "the split parse reads what one thread reads");
   return 0;
 }
