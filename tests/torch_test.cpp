@@ -9,7 +9,9 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -226,6 +228,63 @@ TEST(TorchTest, ListInputsThatDifferInAnyValueGiveTheirOwnTexts) {
   EXPECT_THAT(upsamples, testing::ElementsAre(by_scale + R"(["","","[2, 2]"])", by_size + R"(["","[8, 8]","2","2"])",
                                               by_scale + R"(["","","[3, 3]"])", by_size + R"(["","[12, 12]","3","3"])",
                                               by_scale + R"(["","","[2, 2]"])", by_size + R"(["","[8, 8]","2","2"])"));
+}
+
+/// The input text cache of torch.hpp, looked up from a RecordFunction callback of the test's own
+/// on every aten::empty, with a format that counts its calls and hands out a new id each time.
+struct CacheProbe {
+  static inline dlprof::detail::InputTextCache* cache = nullptr;
+  static inline dlprof::detail::NameId formats = 0;
+  static inline std::vector<dlprof::detail::NameId> ids;  // what each lookup gave
+
+  static std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+    if (std::string_view(fn.name()) != "aten::empty") return nullptr;
+    dlprof::detail::NameId dims = 0;
+    std::int64_t types_and_concrete = 0;
+    cache->texts(fn, dims, types_and_concrete,
+                 [](const at::RecordFunction&, dlprof::detail::NameId& id, std::int64_t&) { id = ++formats; });
+    ids.push_back(dims);
+    return nullptr;
+  }
+};
+
+// The cache formats an op's input texts once per distinct inputs: inputs that repeat hit, however
+// many other inputs there are (a set-associative table evicted them) and however long their key
+// (a conv3d's backward), and each hit gives back the texts of its own inputs. Past kMaxEntries
+// distinct inputs it starts over rather than grow without bound.
+TEST(TorchTest, InputTextsAreFormattedOncePerDistinctInputs) {
+  static_assert(dlprof::detail::TorchOpObserver::kCanReadInputs, "this file is built with NDEBUG");
+  dlprof::detail::InputTextCache cache;
+  CacheProbe::cache = &cache;
+  const at::CallbackHandle handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&CacheProbe::on_enter).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+  constexpr std::int64_t kDistinct = 1000;
+  const auto sizes = [](std::int64_t from, std::int64_t to) {
+    for (std::int64_t size = from; size < to; ++size) at::empty({size});
+  };
+  sizes(0, kDistinct);
+  const std::vector<dlprof::detail::NameId> first = CacheProbe::ids;
+  CacheProbe::ids.clear();
+  sizes(0, kDistinct);
+  EXPECT_EQ(CacheProbe::formats, kDistinct);
+  EXPECT_EQ(CacheProbe::ids, first);
+
+  const std::vector<std::int64_t> many_dims(100, 1);  // a key of over 100 words
+  at::empty(many_dims);
+  at::empty(many_dims);
+  EXPECT_EQ(CacheProbe::formats, kDistinct + 1);
+
+  // Up to kMaxEntries, then one more: the cache starts over with it and keeps what comes next.
+  const auto max_entries = static_cast<std::int64_t>(dlprof::detail::InputTextCache::kMaxEntries);
+  sizes(kDistinct, max_entries - 1);
+  EXPECT_EQ(CacheProbe::formats, max_entries);
+  sizes(0, 1);  // still in
+  EXPECT_EQ(CacheProbe::formats, max_entries);
+  sizes(max_entries, max_entries + 1);  // one too many: starts over
+  sizes(0, 1);                          // gone, formatted again
+  sizes(0, 1);                          // and kept
+  EXPECT_EQ(CacheProbe::formats, max_entries + 2);
+  at::removeCallback(handle);
 }
 
 TEST(TorchTest, ANameRewrittenAtTheSameAddressIsRecordedUnderItsNewText) {

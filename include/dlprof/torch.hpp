@@ -32,6 +32,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -41,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/active.hpp"
@@ -92,16 +94,28 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
 /// raw values they are made of: a training step calls the same ops on the same shapes again and
 /// again, and formatting three texts with fmt and interning them cost more than the rest of the
 /// observer together (bench/RESULTS.md). A lookup walks the inputs once into a key of words on the
-/// stack, hashes it, and compares it word by word with the entries of one set; a miss formats,
-/// interns and stores a copy of the key. 4-way set-associative (a direct-mapped table missed 7 % of
-/// a small model's lookups through conflicts), with each set's hashes in one array of their own,
-/// so that a lookup reads one cache line of hashes and then only the entry whose hash matches.
+/// stack, hashes it and probes an open-addressed table from the hash's low bits: each slot holds
+/// the hash's high half and where the entry lies in an arena, so only an entry whose slot matches
+/// is read and compared word by word. A miss formats, interns and appends the entry (hash, texts,
+/// key) to the arena. Entries lie there in the order they were first seen, a step's op order, so
+/// a step in steady state reads the arena front to back.
+///
+/// Any key that repeats hits once it is in, whatever the others hash to: the table doubles to stay
+/// at most half full, up to kMaxEntries, and starts over empty when that many are in (inputs that
+/// never repeat, such as a value that changes on every call). The 4-way set-associative table of
+/// 512 fixed entries it replaces drew more than four of mnist_cnn's 150 distinct keys to some of
+/// its sets, where they evicted each other on every step: 12 of a step's 334 lookups missed and
+/// were formatted again, and a lookup cost twice what it costs here.
 class InputTextCache {
  public:
-  /// Inputs whose key would take more words are formatted every time.
-  static constexpr std::size_t kMaxWords = 48;
+  /// Inputs whose key would take more words are formatted every time (a conv2d's backward takes
+  /// 43, a conv3d's 50).
+  static constexpr std::size_t kMaxWords = 128;
+  /// Distinct keys kept at most; at that many the cache starts over.
+  static constexpr std::size_t kMaxEntries = 4096;
 
-  /// The ids of `fn`'s input texts, formatted by `format(fn, dims, types_and_concrete)` on a miss.
+  /// The ids of `fn`'s input texts, formatted by `format(fn, dims, types_and_concrete)` on a miss
+  /// only: a key that repeats calls it once until the cache starts over.
   template <class Format>
   void texts(const at::RecordFunction& fn, NameId& dims, std::int64_t& types_and_concrete, Format&& format) {
     Key key;
@@ -109,41 +123,84 @@ class InputTextCache {
       format(fn, dims, types_and_concrete);
       return;
     }
-    const std::size_t set = key.hash & (kSets - 1);
-    for (std::size_t way = 0; way < kWays; ++way) {
-      if (hashes_[set][way] != key.hash) continue;
-      const Entry& entry = entries_[set][way];
-      if (entry.dims != 0 && entry.length == key.length && same_words(entry.words, key.words, key.length)) {
-        dims = entry.dims;
-        types_and_concrete = entry.types_and_concrete;
-        return;
+    const std::uint64_t high = key.hash >> 32;
+    std::size_t slot = 0;
+    if (!slots_.empty()) {
+      const std::size_t mask = slots_.size() - 1;
+      for (slot = key.hash & mask; slots_[slot] != 0; slot = (slot + 1) & mask) {
+        if ((slots_[slot] >> 32) != high) continue;
+        const std::int64_t* entry = &arena_[static_cast<std::uint32_t>(slots_[slot]) - 1];
+        if (entry[kLength] == key.length && same_words(entry + kHeader, key.words, key.length)) {
+          dims = static_cast<NameId>(entry[kDims]);
+          types_and_concrete = entry[kTypesAndConcrete];
+          return;
+        }
       }
     }
     format(fn, dims, types_and_concrete);
     if (dims == 0) return;  // nothing interned: nothing to keep
-    const std::size_t way = next_victim_[set]++ % kWays;  // round robin within the set
-    Entry& victim = entries_[set][way];
-    hashes_[set][way] = key.hash;
-    std::memcpy(victim.words, key.words, key.length * sizeof(std::int64_t));
-    victim.length = key.length;
-    victim.dims = dims;
-    victim.types_and_concrete = types_and_concrete;
+    try {
+      insert(key, slot, dims, types_and_concrete);
+    } catch (...) {  // no memory to keep it: the texts stand, formatted again next time
+    }
   }
 
  private:
-  static constexpr std::size_t kSets = 128;
-  static constexpr std::size_t kWays = 4;
+  static constexpr std::size_t kInitialSlots = 256;
+  // An entry in the arena: these header words, then the key's words.
+  static constexpr std::size_t kHash = 0, kDims = 1, kTypesAndConcrete = 2, kLength = 3, kHeader = 4;
   struct Key {
     std::uint64_t hash;
     std::uint32_t length;
     std::int64_t words[kMaxWords];
   };
-  struct Entry {
-    NameId dims = 0;  // 0: empty
-    std::int64_t types_and_concrete = 0;
-    std::uint32_t length = 0;
-    std::int64_t words[kMaxWords];
-  };
+
+  /// Appends the entry; `slot` is the empty slot the lookup ended on (any slot when there were none).
+  void insert(const Key& key, std::size_t slot, NameId dims, std::int64_t types_and_concrete) {
+    if (entries_ == kMaxEntries) {
+      std::fill(slots_.begin(), slots_.end(), 0);
+      arena_.clear();
+      entries_ = 0;
+      slot = free_slot(key.hash);
+    } else if (2 * (entries_ + 1) > slots_.size()) {
+      grow();
+      slot = free_slot(key.hash);
+    }
+    const std::size_t offset = arena_.size();
+    arena_.resize(offset + kHeader + key.length);  // all or nothing: the only step that may throw after grow()
+    std::int64_t* entry = &arena_[offset];
+    entry[kHash] = static_cast<std::int64_t>(key.hash);
+    entry[kDims] = static_cast<std::int64_t>(dims);
+    entry[kTypesAndConcrete] = types_and_concrete;
+    entry[kLength] = key.length;
+    std::memcpy(entry + kHeader, key.words, key.length * sizeof(std::int64_t));
+    slots_[slot] = slot_value(key.hash, offset);
+    ++entries_;
+  }
+
+  /// Twice the slots (kInitialSlots at first), the entries placed again from their stored hashes.
+  void grow() {
+    std::vector<std::uint64_t> slots(slots_.empty() ? kInitialSlots : 2 * slots_.size(), 0);
+    slots_.swap(slots);
+    for (std::size_t offset = 0; offset < arena_.size();
+         offset += kHeader + static_cast<std::size_t>(arena_[offset + kLength])) {
+      const auto hash = static_cast<std::uint64_t>(arena_[offset + kHash]);
+      slots_[free_slot(hash)] = slot_value(hash, offset);
+    }
+  }
+
+  std::size_t free_slot(std::uint64_t hash) const noexcept {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t slot = hash & mask;
+    while (slots_[slot] != 0) slot = (slot + 1) & mask;
+    return slot;
+  }
+
+  /// The hash's high half and the entry's offset + 1 (never 0, the empty slot).
+  static std::uint64_t slot_value(std::uint64_t hash, std::size_t offset) noexcept {
+    return (hash >> 32 << 32) | (static_cast<std::uint64_t>(offset) + 1);
+  }
+
   enum Tag : std::int64_t {
     kTensor = 1, kBool, kInt, kDouble, kOtherScalar, kIntList, kDoubleList, kBoolList, kTensorList, kOther
   };
@@ -216,9 +273,9 @@ class InputTextCache {
     return bits;
   }
 
-  std::uint64_t hashes_[kSets][kWays] = {};
-  Entry entries_[kSets][kWays];
-  std::uint8_t next_victim_[kSets] = {};
+  std::vector<std::uint64_t> slots_;  // a power of two of them once the first entry is in
+  std::vector<std::int64_t> arena_;   // at most kMaxEntries * (kHeader + kMaxWords) words: offsets fit 32 bits
+  std::size_t entries_ = 0;
 };
 
 /// LibTorch's RecordFunction callbacks turned into Op events.
@@ -366,7 +423,7 @@ class TorchOpObserver final : public OpObserver {
   struct ThreadState {
     OpenOps open;
     OpNameCache names;
-    std::unique_ptr<InputTextCache> inputs;  // allocated on first use: 200 KiB, too much for static TLS
+    InputTextCache inputs;  // allocates on its first miss only
   };
   static ThreadState& thread_state() {
     thread_local ThreadState state;
@@ -399,24 +456,10 @@ class TorchOpObserver final : public OpObserver {
     op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
     op.input_dims = 0;
     if (kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed))
-      record_inputs(fn, state.inputs, op);
+      state.inputs.texts(fn, op.input_dims, op.input_types_and_concrete, &format_inputs);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     op.start = now_ticks();
     return nullptr;
-  }
-
-  /// The op's input dims, types and concrete values as interned JSON texts, from this thread's
-  /// cache or formatted.
-  static void record_inputs(const at::RecordFunction& fn, std::unique_ptr<InputTextCache>& cache, OpenOp& op) {
-    if (cache == nullptr) {
-      try {
-        cache = std::make_unique<InputTextCache>();
-      } catch (...) {  // no memory for it: format every time
-        format_inputs(fn, op.input_dims, op.input_types_and_concrete);
-        return;
-      }
-    }
-    cache->texts(fn, op.input_dims, op.input_types_and_concrete, &format_inputs);
   }
 
   /// Formats and interns the op's input dims, types and concrete values as the JSON texts
