@@ -240,8 +240,13 @@ class InputTextCache {
         if (!room(2 + values.size())) return false;
         key.words[n++] = tag;
         key.words[n++] = static_cast<std::int64_t>(values.size());
-        for (const c10::IValue& value : values)
-          key.words[n++] = tag == kIntList ? value.toInt() : tag == kDoubleList ? double_bits(value.toDouble()) : value.toBool();
+        for (const c10::IValue& value : values) {
+          switch (tag) {
+            case kIntList: key.words[n++] = value.toInt(); break;
+            case kDoubleList: key.words[n++] = double_bits(value.toDouble()); break;
+            default: key.words[n++] = value.toBool(); break;  // kBoolList
+          }
+        }
       } else {
         if (!room(1)) return false;
         key.words[n++] = input.isScalar() ? kOtherScalar : kOther;
