@@ -41,7 +41,13 @@
 //
 // paired_<mode> (the five recording modes, both workloads): the same overhead measured inside one
 // benchmark, W recorded steps alternating with W bare steps (see "Paired"), for mnist_cnn whose
-// step drifts between repetitions by more than any profiler costs.
+// step drifts between repetitions by more than any profiler costs. Besides the means' difference
+// (paired_overhead_ns_per_op), the difference of the step times' 10th, 25th and 50th
+// percentiles (paired_p10/p25/p50_overhead_ns_per_op), which a step slowed by the host moves less.
+//
+// in_callbacks (both workloads): the time spent inside each collector's own callbacks, the
+// collectors taking turns window by window in one benchmark (see "In callbacks"): counters
+// <mode>_ns_per_op and dlprof_ops_shapes_per_<peer>. The steadiest per-op figure on mnist_cnn.
 //
 // --floor adds tiny_mlp/floor_* and mnist_cnn/paired_floor_*: LibTorch's own floor, an empty
 // RecordFunction callback on the observer's scopes (global, global with inputs, thread-local):
@@ -54,6 +60,7 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -413,15 +420,36 @@ void BM_kineto_state_collector_shapes(benchmark::State& state) {
 // profilers are enabled and disabled (their results built) between windows, untimed.
 
 struct PairedTimes {
-  std::int64_t recorded_ns = 0, recorded_steps = 0, bare_ns = 0, bare_steps = 0;
+  std::vector<std::int64_t> recorded_ns, bare_ns;  // one per step
+
+  void add_recorded(std::int64_t ns) { recorded_ns.push_back(ns); }
+  void add_bare(std::int64_t ns) { bare_ns.push_back(ns); }
+
+  /// The q-quantile of a step time, in ns (nearest rank).
+  static double quantile(std::vector<std::int64_t> steps, double q) {
+    const auto rank = static_cast<std::ptrdiff_t>(q * static_cast<double>(steps.size() - 1) + 0.5);
+    std::nth_element(steps.begin(), steps.begin() + rank, steps.end());
+    return static_cast<double>(steps[static_cast<std::size_t>(rank)]);
+  }
+
+  static double mean(const std::vector<std::int64_t>& steps) {
+    double sum = 0;
+    for (const std::int64_t ns : steps) sum += static_cast<double>(ns);
+    return sum / static_cast<double>(steps.size());
+  }
 
   void set_counters(benchmark::State& state, const OpCount& count) const {
     set_common_counters(state, count);
-    if (recorded_steps == 0 || bare_steps == 0) return;
-    const double recorded = static_cast<double>(recorded_ns) / static_cast<double>(recorded_steps);
-    const double bare = static_cast<double>(bare_ns) / static_cast<double>(bare_steps);
-    state.counters["paired_bare_us"] = bare / 1e3;
-    state.counters["paired_overhead_ns_per_op"] = (recorded - bare) / count.ops_per_step;
+    if (recorded_ns.empty() || bare_ns.empty()) return;
+    state.counters["paired_bare_us"] = mean(bare_ns) / 1e3;
+    state.counters["paired_overhead_ns_per_op"] = (mean(recorded_ns) - mean(bare_ns)) / count.ops_per_step;
+    // A step slowed by the host (a preempted vCPU still counts as the thread's CPU time here)
+    // moves the mean by more than a profiler costs on a compute-bound step; it moves the lower
+    // quantiles far less, so their difference is the steadier figure on mnist_cnn.
+    for (const auto& [name, q] : {std::pair{"paired_p10_overhead_ns_per_op", 0.1},
+                                  std::pair{"paired_p25_overhead_ns_per_op", 0.25},
+                                  std::pair{"paired_p50_overhead_ns_per_op", 0.5}})
+      state.counters[name] = (quantile(recorded_ns, q) - quantile(bare_ns, q)) / count.ops_per_step;
   }
 };
 
@@ -448,8 +476,7 @@ void paired_dlprof(benchmark::State& state, bool shapes) {
       profiler.step();
       const std::int64_t elapsed = thread_cpu_ns() - begin;
       if (!after_window) {
-        times.bare_ns += elapsed;
-        ++times.bare_steps;
+        times.add_bare(elapsed);
       }
       after_window = false;
     }
@@ -463,8 +490,7 @@ void paired_dlprof(benchmark::State& state, bool shapes) {
     profiler.step();
     const std::int64_t elapsed = thread_cpu_ns() - begin;
     state.SetIterationTime(static_cast<double>(elapsed) * 1e-9);
-    times.recorded_ns += elapsed;
-    ++times.recorded_steps;
+    times.add_recorded(elapsed);
     if (closes) after_window = true;
   }
   profiler.stop();
@@ -485,16 +511,14 @@ void paired_torch(benchmark::State& state, Open open, Close close) {
     workload->step();
     const std::int64_t elapsed = thread_cpu_ns() - begin;
     state.SetIterationTime(static_cast<double>(elapsed) * 1e-9);
-    times.recorded_ns += elapsed;
-    ++times.recorded_steps;
+    times.add_recorded(elapsed);
     if (++in_window < count.window) continue;
     close();
     for (std::int64_t i = 0; i < count.window; ++i) {
       const std::int64_t bare_begin = thread_cpu_ns();
       workload->step();
       if (i == 0) continue;
-      times.bare_ns += thread_cpu_ns() - bare_begin;
-      ++times.bare_steps;
+      times.add_bare(thread_cpu_ns() - bare_begin);
     }
     open();
     in_window = 0;
@@ -547,6 +571,169 @@ void BM_paired_kineto_state_collector(benchmark::State& state) {
 template <class Workload>
 void BM_paired_kineto_state_collector_shapes(benchmark::State& state) {
   paired_kineto<Workload>(state, true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// In callbacks (<workload>/in_callbacks): the time each collector spends inside its own
+// RecordFunction callbacks, timed by two probe callbacks around them. On mnist_cnn a step's
+// compute drifts by more than any collector costs (see "Paired"); the callbacks' time does not
+// include it, so this figure resolves what the step times cannot. LibTorch runs a RecordFunction's global callbacks, then
+// its thread-local ones, each in the order they were added (checked by check_callback_order()),
+// so a global probe added before the profiler and a thread-local one added after it bracket
+// the profiler's callbacks at both the op's entry and its exit, whether the profiler's are
+// global (dlprof) or thread-local (LibTorch's). What the bracket leaves out is the same for
+// every profiler (RecordFunction itself) except two costs: LibTorch boxing each op's inputs
+// when a callback needs them (dlprof and the KINETO-state collector with shapes; measured by
+// the floor benchmarks), and the KINETO-state collector freeing its per-op context after the
+// exit callbacks. The probes' own cost (probes_only) is measured alongside and subtracted.
+
+struct ProbeTimes {
+  std::int64_t enter_began = 0, exit_began = 0;
+  std::int64_t ticks = 0;  // between the probes, entries and exits
+  std::int64_t calls = 0;  // RecordFunctions probed
+};
+thread_local ProbeTimes t_probe;
+
+std::unique_ptr<at::ObserverContext> probe_first_enter(const at::RecordFunction&) {
+  t_probe.enter_began = dlprof::detail::now_ticks();
+  return nullptr;
+}
+void probe_first_exit(const at::RecordFunction&, at::ObserverContext*) { t_probe.exit_began = dlprof::detail::now_ticks(); }
+std::unique_ptr<at::ObserverContext> probe_last_enter(const at::RecordFunction&) {
+  t_probe.ticks += dlprof::detail::now_ticks() - t_probe.enter_began;
+  ++t_probe.calls;
+  return nullptr;
+}
+void probe_last_exit(const at::RecordFunction&, at::ObserverContext*) {
+  t_probe.ticks += dlprof::detail::now_ticks() - t_probe.exit_began;
+}
+
+thread_local std::vector<int> t_callback_order;  // check_callback_order()'s markers, as they ran
+
+template <int kMarker>
+std::unique_ptr<at::ObserverContext> order_enter(const at::RecordFunction&) {
+  t_callback_order.push_back(kMarker);
+  return nullptr;
+}
+
+template <int kMarker>
+void order_exit(const at::RecordFunction&, at::ObserverContext*) {
+  t_callback_order.push_back(-kMarker);
+}
+
+/// Whether LibTorch runs callbacks in the order the probes rely on: the first global one, a
+/// later global one, a thread-local one, a later thread-local one; entries and exits alike.
+bool check_callback_order() {
+  t_callback_order.clear();
+  const std::array<at::CallbackHandle, 4> handles = {
+      at::addGlobalCallback(at::RecordFunctionCallback(&order_enter<1>, &order_exit<1>)),
+      at::addThreadLocalCallback(at::RecordFunctionCallback(&order_enter<3>, &order_exit<3>)),
+      at::addGlobalCallback(at::RecordFunctionCallback(&order_enter<2>, &order_exit<2>)),
+      at::addThreadLocalCallback(at::RecordFunctionCallback(&order_enter<4>, &order_exit<4>))};
+  { RECORD_USER_SCOPE("dlprof_bench_callback_order"); }
+  for (const at::CallbackHandle handle : handles) at::removeCallback(handle);
+  return t_callback_order == std::vector<int>{1, 2, 3, 4, -1, -2, -3, -4};
+}
+
+/// One collector as the alternating benchmark runs it: open() before a window, close() after.
+struct ProbedMode {
+  const char* name;
+  std::function<void()> open, close;
+  std::int64_t ticks = 0, steps = 0;
+};
+
+/// The collectors take turns, one short window each, the probes around their callbacks;
+/// each window's first step is not counted (it runs in what the previous close left in cache).
+/// Taking turns within one benchmark puts every collector under the same load: on this VM a
+/// mnist_cnn step's speed drifts by 20-30 % between repetitions, and with it every in-callback
+/// figure, so only figures taken side by side compare.
+///   <mode>_ns_per_op: probed time per step / ops_per_step, less the probes' own (probes_only);
+///   dlprof_ops_shapes_per_<peer>: the ratios the targets are about.
+template <class Workload>
+void BM_in_callbacks(benchmark::State& state) {
+  static const bool order_holds = check_callback_order();
+  if (!order_holds) {
+    state.SkipWithError("LibTorch does not run callbacks in the order the probes need");
+    return;
+  }
+  namespace profiler = torch::autograd::profiler;
+  const OpCount& count = op_count<Workload>();
+  auto workload = make_workload<Workload>();
+  dlprof::Profiler dlprof_ops{dlprof::ProfilerOptions{}};
+  dlprof::Profiler dlprof_ops_shapes{dlprof::ProfilerOptions{}.record_shapes(true)};
+  std::uint64_t dlprof_dropped = 0;
+  const auto stop_dlprof = [&](dlprof::Profiler& profiler) {
+    profiler.stop();
+    dlprof_dropped += profiler.last_trace()->dropped_events;
+  };
+  std::ostringstream record_profile_json;
+  std::optional<profiler::RecordProfile> record_profile;
+  const std::set<profiler::ActivityType> cpu{profiler::ActivityType::CPU};
+  const auto kineto = [&](bool shapes) {
+    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/shapes);
+    profiler::prepareProfiler(config, cpu);
+    profiler::enableProfiler(config, cpu);
+  };
+  std::vector<ProbedMode> modes = {
+      {"probes_only", [] {}, [] {}},
+      {"dlprof_ops", [&] { dlprof_ops.start(); }, [&] { stop_dlprof(dlprof_ops); }},
+      {"dlprof_ops_shapes", [&] { dlprof_ops_shapes.start(); }, [&] { stop_dlprof(dlprof_ops_shapes); }},
+      {"record_profile", [&] { record_profile.emplace(record_profile_json); },
+       [&] {
+         record_profile.reset();
+         record_profile_json.str("");
+       }},
+      {"kineto_state_collector", [&] { kineto(false); }, [] { profiler::disableProfiler(); }},
+      {"kineto_state_collector_shapes", [&] { kineto(true); }, [] { profiler::disableProfiler(); }}};
+
+  // Short windows, so that each collector gets many turns in a repetition and the drift averages
+  // out: a sixth of the other benchmarks' W (3 steps of mnist_cnn, 11 of tiny_mlp).
+  const std::int64_t window = std::max<std::int64_t>(2, count.window / 6);
+  const at::CallbackHandle first = at::addGlobalCallback(at::RecordFunctionCallback(&probe_first_enter, &probe_first_exit));
+  std::size_t turn = 0;
+  std::int64_t in_window = 0;
+  at::CallbackHandle last = 0;
+  const auto open_window = [&] {
+    modes[turn].open();
+    last = at::addThreadLocalCallback(at::RecordFunctionCallback(&probe_last_enter, &probe_last_exit));
+  };
+  open_window();
+  for (auto _ : state) {
+    if (in_window == 1) t_probe = ProbeTimes{};  // the window's first step is not counted
+    workload->step();
+    if (++in_window < window) continue;
+    state.PauseTiming();
+    at::removeCallback(last);
+    modes[turn].close();
+    modes[turn].ticks += t_probe.ticks;
+    modes[turn].steps += in_window - 1;
+    turn = (turn + 1) % modes.size();
+    in_window = 0;
+    open_window();
+    state.ResumeTiming();
+  }
+  at::removeCallback(last);
+  modes[turn].close();
+  at::removeCallback(first);
+  set_common_counters(state, count);
+  if (dlprof_dropped != 0) state.SkipWithError("dlprof dropped events: the ring filled");
+
+  const double ns_per_tick = dlprof::detail::process_ns_per_tick();
+  const auto gross = [&](const ProbedMode& mode) {
+    return static_cast<double>(mode.ticks) * ns_per_tick / static_cast<double>(mode.steps) / count.ops_per_step;
+  };
+  if (modes[0].steps == 0) return;
+  const double probes = gross(modes[0]);
+  state.counters["probes_only_ns_per_op"] = probes;
+  std::map<std::string, double> net;
+  for (std::size_t i = 1; i < modes.size(); ++i) {
+    if (modes[i].steps == 0) continue;
+    net[modes[i].name] = gross(modes[i]) - probes;
+    state.counters[fmt::format("{}_ns_per_op", modes[i].name)] = net[modes[i].name];
+  }
+  for (const char* peer : {"record_profile", "kineto_state_collector", "kineto_state_collector_shapes"})
+    if (net.count(peer) != 0 && net.count("dlprof_ops_shapes") != 0)
+      state.counters[fmt::format("dlprof_ops_shapes_per_{}", peer)] = net["dlprof_ops_shapes"] / net[peer];
 }
 
 /// Set when --benchmark_min_time is given: it then applies to every benchmark.
@@ -652,6 +839,11 @@ void register_workload() {
                       ->Unit(benchmark::kMicrosecond)
                       ->UseManualTime(),
                   Workload::kMinTime);
+  // Every collector takes 1/6 of the windows: six times a single mode's time.
+  with_min_time(benchmark::RegisterBenchmark(fmt::format("{}/in_callbacks", Workload::kName).c_str(),
+                                             &BM_in_callbacks<Workload>)
+                    ->Unit(benchmark::kMicrosecond),
+                6 * Workload::kMinTime);
 }
 
 
@@ -717,6 +909,29 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
   }
 }
 
+/// The in_callbacks benchmarks' figures (medians when repeated).
+void print_in_callbacks(const dlprof_bench::SummaryReporter& results) {
+  for (const auto& [workload, min_time] :
+       {std::pair{TinyMlp::kName, TinyMlp::kMinTime}, std::pair{MnistCnnStep::kName, MnistCnnStep::kMinTime}}) {
+    const std::string name = g_min_time_from_flag ? fmt::format("{}/in_callbacks", workload)
+                                                  : fmt::format("{}/in_callbacks/min_time:{:.3f}", workload, 6 * min_time);
+    if (!results.counter(name, "dlprof_ops_shapes_ns_per_op")) continue;
+    std::cout.flush();
+    fmt::print("\n{}: time inside each collector's callbacks, collectors taking turns, ns per op\n", workload);
+    for (const char* mode : {"probes_only", "dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
+                             "kineto_state_collector_shapes"})
+      if (const auto value = results.counter(name, fmt::format("{}_ns_per_op", mode)))
+        fmt::print("  {:<32} {:>12.1f}\n", mode, *value);
+    using dlprof_bench::print_ratio;
+    print_ratio("in callbacks: dlprof_ops_shapes / record_profile",
+                results.counter(name, "dlprof_ops_shapes_per_record_profile"), 0.5);
+    print_ratio("in callbacks: dlprof_ops_shapes / kineto_state_collector",
+                results.counter(name, "dlprof_ops_shapes_per_kineto_state_collector"), 1.0);
+    print_ratio("in callbacks: dlprof_ops_shapes / kineto_state_collector_shapes",
+                results.counter(name, "dlprof_ops_shapes_per_kineto_state_collector_shapes"));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -751,6 +966,7 @@ int main(int argc, char** argv) {
     dlprof_bench::SummaryReporter reporter;
     benchmark::RunSpecifiedBenchmarks(&reporter);
     print_summary(reporter);
+    print_in_callbacks(reporter);
   }
   benchmark::Shutdown();
   return 0;

@@ -22,7 +22,12 @@ Ratios are against record_profile and kineto_state_collector of the same workloa
 
 The paired_<mode> benchmarks (counter paired_overhead_ns_per_op) measure the same overhead inside one
 benchmark, W recorded steps alternating with W bare steps, so that the machine's drift between
-repetitions cancels; they get a table of their own. On a noisy machine trust them for mnist_cnn.
+repetitions cancels; they get a table of their own, with the difference of the step times' 10th, 25th
+and 50th percentiles beside the means'.
+
+The in_callbacks benchmark (counters <mode>_ns_per_op) gives the time spent inside each collector's
+own callbacks, the collectors taking turns window by window: the steadiest figure for mnist_cnn,
+whose step time drifts by more than any collector costs.
 Standard library only.
 """
 import argparse
@@ -99,7 +104,8 @@ def print_separate(workload, results, real):
     base_ns = step_ns(base, real)
     modes = [m for m in MODES if f"{workload}/{m}" in results]
     modes += sorted(n.split("/", 1)[1] for n in results if n.startswith(workload + "/")
-                    and n.split("/", 1)[1] not in MODES and not n.split("/", 1)[1].startswith("paired_"))
+                    and n.split("/", 1)[1] not in MODES
+                    and not n.split("/", 1)[1].startswith(("paired_", "in_callbacks")))
     rows = {}
     for mode in modes:
         entry = results[f"{workload}/{mode}"]
@@ -164,14 +170,17 @@ def print_paired(workload, results):
 
     print(f"\n### {workload}, paired: W recorded steps alternating with W bare steps in one benchmark "
           "(thread CPU time; drift cancels)")
-    header = f"| {'mode':<38} | {'bare step (us)':>14} | {'overhead/op (ns)':>16} | {'x RecordProfile':>15} | {'x KINETO-state':>14} |"
+    header = (f"| {'mode':<38} | {'bare step (us)':>14} | {'overhead/op (ns)':>16} | {'x RecordProfile':>15} | "
+              f"{'x KINETO-state':>14} | {'p10 (ns)':>8} | {'p25 (ns)':>8} | {'p50 (ns)':>8} |")
     print(header)
     print("|" + "|".join("-" * len(cell) if i == 0 else "-" * (len(cell) - 1) + ":" for i, cell in
                          enumerate(header.split("|")[1:-1])) + "|")
     for mode, entry in paired.items():
         print(f"| {mode:<38} | {entry.get('paired_bare_us', 0):>14.2f} | {fmt(po(mode), '>16.1f')} | "
               f"{fmt(ratio(po(mode), po('record_profile')), '>15.3f')} | "
-              f"{fmt(ratio(po(mode), po('kineto_state_collector')), '>14.3f')} |")
+              f"{fmt(ratio(po(mode), po('kineto_state_collector')), '>14.3f')} | "
+              + " | ".join(fmt(entry.get(f"paired_{q}_overhead_ns_per_op"), '>8.1f') for q in ("p10", "p25", "p50"))
+              + " |")
     print()
     verdict("paired: dlprof_ops_shapes / record_profile", ratio(po("dlprof_ops_shapes"), po("record_profile")), 0.5)
     verdict("paired: dlprof_ops_shapes / kineto_state_collector",
@@ -179,6 +188,30 @@ def print_paired(workload, results):
     verdict("paired: dlprof_ops_shapes / kineto_state_collector_shapes",
             ratio(po("dlprof_ops_shapes"), po("kineto_state_collector_shapes")), 1.0)
     verdict("paired: dlprof_ops / kineto_state_collector", ratio(po("dlprof_ops"), po("kineto_state_collector")), 1.0)
+
+
+IN_CALLBACKS_MODES = ["probes_only", "dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
+                      "kineto_state_collector_shapes"]
+
+
+def print_in_callbacks(workload, results):
+    """The in_callbacks benchmark's figures: time inside each collector's callbacks."""
+    entry = results.get(workload + "/in_callbacks")
+    if entry is None:
+        return
+    print(f"\n### {workload}, in callbacks: time inside each collector's own callbacks, collectors taking turns "
+          "(probes_only is the probes' own cost, subtracted from the others)")
+    header = f"| {'collector':<38} | {'ns per op':>10} |"
+    print(header)
+    print(f"|{'-' * 40}|{'-' * 11}:|")
+    for mode in IN_CALLBACKS_MODES:
+        print(f"| {mode:<38} | {fmt(entry.get(f'{mode}_ns_per_op'), '>10.1f')} |")
+    print()
+    verdict("in callbacks: dlprof_ops_shapes / record_profile", entry.get("dlprof_ops_shapes_per_record_profile"), 0.5)
+    verdict("in callbacks: dlprof_ops_shapes / kineto_state_collector",
+            entry.get("dlprof_ops_shapes_per_kineto_state_collector"), 1.0)
+    verdict("in callbacks: dlprof_ops_shapes / kineto_state_collector_shapes",
+            entry.get("dlprof_ops_shapes_per_kineto_state_collector_shapes"), 1.0)
 
 
 def main():
@@ -200,6 +233,7 @@ def main():
     for workload in workloads:
         print_separate(workload, results, args.real)
         print_paired(workload, results)
+        print_in_callbacks(workload, results)
     return 0
 
 

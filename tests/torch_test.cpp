@@ -291,7 +291,7 @@ TEST(TorchTest, InputTextsAreFormattedOncePerDistinctInputs) {
 /// The names recorded for user scopes named `texts` in turn, each written into one buffer (so
 /// LibTorch hands every name at the same address), that contain `marker`.
 std::vector<std::string> scopes_named_at_one_address(std::initializer_list<const char*> texts, std::string_view marker) {
-  char name[32] = {};
+  char name[96] = {};
   dlprof::Profiler profiler;
   profiler.start();
   for (const char* text : texts) {
@@ -312,6 +312,15 @@ TEST(TorchTest, ANameRewrittenAtTheSameAddressIsRecordedUnderItsNewText) {
   // address with another text.
   EXPECT_THAT(scopes_named_at_one_address({"scope_a", "scope_b", "scope_a", "scope_c"}, "scope_"),
               testing::ElementsAre("scope_a", "scope_b", "scope_a", "scope_c"));
+}
+
+TEST(TorchTest, ALongNameRewrittenAtTheSameAddressIsRecordedUnderItsNewText) {
+  // A cached name's text is kept in its entry when short; longer ones are compared with the
+  // interned copy.
+  constexpr const char* kOne = "long_scope_name_longer_than_an_entry_holds_one";
+  constexpr const char* kTwo = "long_scope_name_longer_than_an_entry_holds_two";
+  EXPECT_THAT(scopes_named_at_one_address({kOne, kTwo, kOne, kOne}, "long_scope_"),
+              testing::ElementsAre(kOne, kTwo, kOne, kOne));
 }
 
 TEST(TorchTest, NamesOfOneLengthAndEndingAtOneAddressKeepTheirOwnTexts) {

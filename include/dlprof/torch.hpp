@@ -114,6 +114,16 @@ class InputTextCache {
   /// Distinct keys kept at most; at that many the cache starts over.
   static constexpr std::size_t kMaxEntries = 4096;
 
+  /// Starts loading the inputs' tensor objects, which the key reads: after an op's compute has
+  /// run they are rarely in cache, and loading them together overlaps their misses.
+  static void prefetch_inputs(const at::RecordFunction& fn) noexcept {
+    for (const c10::IValue& input : fn.inputs()) {
+      if (!input.isTensor()) continue;
+      const char* impl = reinterpret_cast<const char*>(input.unsafeToTensorImpl());
+      for (std::size_t line = 0; line < sizeof(c10::TensorImpl); line += 64) __builtin_prefetch(impl + line);
+    }
+  }
+
   /// The ids of `fn`'s input texts, formatted by `format(fn, dims, types_and_concrete)` on a miss
   /// only: a key that repeats calls it once until the cache starts over.
   template <class Format>
@@ -384,17 +394,33 @@ class TorchOpObserver final : public OpObserver {
   /// text's length and last bytes finds them without hashing the whole text as interning does.
   class OpNameCache {
    public:
-    struct Name {
+    /// One cache line: a hit reads this line and the name, both prefetched by prefetch().
+    struct alignas(64) Name {
       const char* address = nullptr;
       const char* text = nullptr;  // the interned copy, stable for the process
       NameId id = 0;
       std::uint32_t length = 0;  // a name of 4 GiB or more never matches: interned on every call
       bool runs_backward_node = false;  // autograd's evaluate_function around a backward node
+      /// The text and its terminator when they fit: most op names do, and comparing with this
+      /// copy spares a hit the load of the interned text (a miss after an op's compute).
+      char short_text[35] = {};
     };
+    static_assert(sizeof(Name) == 64, "a name entry is one cache line");
+
+    /// Whether the entry's text is `name`'s, reading the interned copy only for long names.
+    static bool same_text(const char* name, const Name& entry) noexcept {
+      if (entry.length < sizeof(entry.short_text)) return std::strcmp(name, entry.short_text) == 0;
+      return std::strcmp(name, entry.text) == 0;
+    }
+
+    /// Starts loading the entry lookup(name) reads first.
+    void prefetch(const char* name) const noexcept {
+      __builtin_prefetch(&by_address_[slot(reinterpret_cast<std::uintptr_t>(name))]);
+    }
 
     const Name& lookup(const char* name) {
       Name& at_address = by_address_[slot(reinterpret_cast<std::uintptr_t>(name))];
-      if (at_address.address == name && std::strcmp(name, at_address.text) == 0) return at_address;
+      if (at_address.address == name && same_text(name, at_address)) return at_address;
       const std::size_t length = std::strlen(name);
       Name& with_text = by_text_[slot(text_key(name, length))];
       if (with_text.text == nullptr || with_text.length != length || std::memcmp(name, with_text.text, length) != 0) {
@@ -403,6 +429,7 @@ class TorchOpObserver final : public OpObserver {
         constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
         with_text = Name{nullptr, text->c_str(), id, static_cast<std::uint32_t>(length),
                          std::string_view(name, length).substr(0, kEngine.size()) == kEngine};
+        if (length < sizeof(with_text.short_text)) std::memcpy(with_text.short_text, name, length + 1);
       }
       at_address = with_text;
       at_address.address = name;
@@ -444,6 +471,13 @@ class TorchOpObserver final : public OpObserver {
     const char* name = fn.name();
     if (name == nullptr) name = "<unnamed op>";
     OpenOp& op = open.ops[open.depth];
+    // After an op's compute has run, little of this is in cache: start every load whose address
+    // is known now, so that their misses overlap instead of following one another.
+    __builtin_prefetch(name);
+    state.names.prefetch(name);
+    __builtin_prefetch(&op, 1);
+    const bool inputs = kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed);
+    if (inputs) InputTextCache::prefetch_inputs(fn);
     bool runs_backward_node;
     try {
       const OpNameCache::Name& interned = state.names.lookup(name);
@@ -460,8 +494,7 @@ class TorchOpObserver final : public OpObserver {
     op.sequence_number = fn.seqNr();
     op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
     op.input_dims = 0;
-    if (kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed))
-      state.inputs.texts(fn, op.input_dims, op.input_types_and_concrete, &format_inputs);
+    if (inputs) state.inputs.texts(fn, op.input_dims, op.input_types_and_concrete, &format_inputs);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     op.start = now_ticks();
     return nullptr;
