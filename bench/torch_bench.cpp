@@ -380,17 +380,20 @@ void BM_record_profile(benchmark::State& state) {
       });
 }
 
-template <class Workload>
-void kineto_state(benchmark::State& state, bool shapes) {
+/// Enables LibTorch's KINETO-state collector on the CPU; disableProfiler() ends it.
+void enable_kineto_state(bool shapes) {
   namespace profiler = torch::autograd::profiler;
   const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/shapes);
   const std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+}
+
+template <class Workload>
+void kineto_state(benchmark::State& state, bool shapes) {
+  namespace profiler = torch::autograd::profiler;
   torch_profiler_loop<Workload>(
-      state,
-      [&] {
-        profiler::prepareProfiler(config, activities);
-        profiler::enableProfiler(config, activities);
-      },
+      state, [&] { enable_kineto_state(shapes); },
       [&]() -> std::int64_t {
         const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
         return static_cast<std::int64_t>(result->events().size());
@@ -551,16 +554,8 @@ void BM_paired_record_profile(benchmark::State& state) {
 
 template <class Workload>
 void paired_kineto(benchmark::State& state, bool shapes) {
-  namespace profiler = torch::autograd::profiler;
-  const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/shapes);
-  const std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
   paired_torch<Workload>(
-      state,
-      [&] {
-        profiler::prepareProfiler(config, activities);
-        profiler::enableProfiler(config, activities);
-      },
-      [&] { profiler::disableProfiler(); });
+      state, [&] { enable_kineto_state(shapes); }, [] { torch::autograd::profiler::disableProfiler(); });
 }
 
 template <class Workload>
@@ -668,12 +663,6 @@ void BM_in_callbacks(benchmark::State& state) {
   };
   std::ostringstream record_profile_json;
   std::optional<profiler::RecordProfile> record_profile;
-  const std::set<profiler::ActivityType> cpu{profiler::ActivityType::CPU};
-  const auto kineto = [&](bool shapes) {
-    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/shapes);
-    profiler::prepareProfiler(config, cpu);
-    profiler::enableProfiler(config, cpu);
-  };
   std::vector<ProbedMode> modes = {
       {"probes_only", [] {}, [] {}},
       {"dlprof_ops", [&] { dlprof_ops.start(); }, [&] { stop_dlprof(dlprof_ops); }},
@@ -683,8 +672,8 @@ void BM_in_callbacks(benchmark::State& state) {
          record_profile.reset();
          record_profile_json.str("");
        }},
-      {"kineto_state_collector", [&] { kineto(false); }, [] { profiler::disableProfiler(); }},
-      {"kineto_state_collector_shapes", [&] { kineto(true); }, [] { profiler::disableProfiler(); }}};
+      {"kineto_state_collector", [] { enable_kineto_state(false); }, [] { profiler::disableProfiler(); }},
+      {"kineto_state_collector_shapes", [] { enable_kineto_state(true); }, [] { profiler::disableProfiler(); }}};
 
   // Short windows, so that each collector gets many turns in a repetition and the drift averages
   // out: a sixth of the other benchmarks' W (3 steps of mnist_cnn, 11 of tiny_mlp).
