@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -257,6 +258,8 @@ TEST(TorchTest, InputTextsAreFormattedOncePerDistinctInputs) {
   static_assert(dlprof::detail::TorchOpObserver::kCanReadInputs, "this file is built with NDEBUG");
   dlprof::detail::InputTextCache cache;
   CacheProbe::cache = &cache;
+  CacheProbe::formats = 0;
+  CacheProbe::ids.clear();
   const at::CallbackHandle handle = at::addGlobalCallback(
       at::RecordFunctionCallback(&CacheProbe::on_enter).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   constexpr std::int64_t kDistinct = 1000;
@@ -286,6 +289,33 @@ TEST(TorchTest, InputTextsAreFormattedOncePerDistinctInputs) {
   sizes(0, 1);                          // and kept
   EXPECT_EQ(CacheProbe::formats, max_entries + 2);
   at::removeCallback(handle);
+}
+
+// The cache predicts each lookup from the order of the lookups before it: whatever the order,
+// and however it changes, a lookup gets the texts of its own inputs. Each size below is a key;
+// the order repeats (predictions hold), then breaks off in the middle, repeats one key, comes
+// back to an earlier point and skips ahead.
+TEST(TorchTest, InputTextsFollowTheirInputsWhenTheOrderOfLookupsChanges) {
+  dlprof::detail::InputTextCache cache;
+  CacheProbe::cache = &cache;
+  CacheProbe::formats = 0;
+  CacheProbe::ids.clear();
+  const at::CallbackHandle handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&CacheProbe::on_enter).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+  const std::vector<std::int64_t> order = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 5, 4, 4, 4, 2, 3, 1, 4, 3, 2, 1, 2, 3, 4};
+  for (const std::int64_t size : order) at::empty({size});
+  at::removeCallback(handle);
+
+  ASSERT_EQ(CacheProbe::ids.size(), order.size());
+  std::map<std::int64_t, dlprof::detail::NameId> id_of_size;
+  std::set<dlprof::detail::NameId> distinct_ids;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto [first, inserted] = id_of_size.emplace(order[i], CacheProbe::ids[i]);
+    if (inserted) distinct_ids.insert(CacheProbe::ids[i]);
+    EXPECT_EQ(CacheProbe::ids[i], first->second) << "lookup " << i << " of size " << order[i];
+  }
+  EXPECT_EQ(distinct_ids.size(), id_of_size.size());
+  EXPECT_EQ(CacheProbe::formats, static_cast<dlprof::detail::NameId>(id_of_size.size()));
 }
 
 /// The names recorded for user scopes named `texts` in turn, each written into one buffer (so

@@ -100,6 +100,17 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
 /// key) to the arena. Entries lie there in the order they were first seen, a step's op order, so
 /// a step in steady state reads the arena front to back.
 ///
+/// A step's lookups also repeat in order. The cache keeps the entries its last kHistory lookups
+/// found, in order, and predicts that the lookups go on as they went on after the last one's
+/// previous occurrence: it follows that history while the predictions hold and, at the first
+/// that fails, starts again after the previous occurrence of the entry the lookup did find. In
+/// steady state every prediction holds (mnist_cnn: an entry's last successor alone predicted 57 %
+/// of a step's 334 lookups, several of them seeing the same inputs with different ops after).
+/// The predicted entry is prefetched when the next op enters, along with its inputs, and compared
+/// with the key first: a lookup then reads no slot, and the entry it compares arrived while the
+/// inputs were loading instead of after them (the slot, the entry's header and its key words
+/// were three misses in a row after an op's compute had evicted them).
+///
 /// Any key that repeats hits once it is in, whatever the others hash to: the table doubles to stay
 /// at most half full, up to kMaxEntries, and starts over empty when that many are in (inputs that
 /// never repeat, such as a value that changes on every call). The 4-way set-associative table of
@@ -113,15 +124,29 @@ class InputTextCache {
   static constexpr std::size_t kMaxWords = 128;
   /// Distinct keys kept at most; at that many the cache starts over.
   static constexpr std::size_t kMaxEntries = 4096;
+  /// Lookups whose entries are kept in order to predict the next ones (64 KiB): more than a
+  /// thread's step makes, or its lookups fall back to the table.
+  static constexpr std::size_t kHistory = 8192;
 
   /// Starts loading the inputs' tensor objects, which the key reads: after an op's compute has
-  /// run they are rarely in cache, and loading them together overlaps their misses.
+  /// run they are rarely in cache, and loading them together overlaps their misses. Every line
+  /// the object spans, to its last byte: allocations are 16-byte aligned, so a 192-byte TensorImpl
+  /// (LibTorch 1.13) spans four lines three times in four, and its dtype lies in the fourth.
   static void prefetch_inputs(const at::RecordFunction& fn) noexcept {
     for (const c10::IValue& input : fn.inputs()) {
       if (!input.isTensor()) continue;
       const char* impl = reinterpret_cast<const char*>(input.unsafeToTensorImpl());
       for (std::size_t line = 0; line < sizeof(c10::TensorImpl); line += 64) __builtin_prefetch(impl + line);
+      __builtin_prefetch(impl + sizeof(c10::TensorImpl) - 1);
     }
+  }
+
+  /// Starts loading the entry the next lookup is predicted to find: its header and key words.
+  void prefetch_predicted() const noexcept {
+    if (predicted_ == 0) return;
+    const char* entry = reinterpret_cast<const char*>(&arena_[offset_of(predicted_)]);
+    const std::size_t bytes = (kHeader + words_of(predicted_)) * sizeof(std::int64_t);
+    for (std::size_t line = 0; line < bytes && line < kMaxPrefetchBytes; line += 64) __builtin_prefetch(entry + line);
   }
 
   /// The ids of `fn`'s input texts, formatted by `format(fn, dims, types_and_concrete)` on a miss
@@ -133,44 +158,81 @@ class InputTextCache {
       format(fn, dims, types_and_concrete);
       return;
     }
+    if (predicted_ != 0 && matches(offset_of(predicted_), key))
+      return found(offset_of(predicted_), true, dims, types_and_concrete);
     const std::uint64_t high = key.hash >> 32;
     std::size_t slot = 0;
     if (!slots_.empty()) {
       const std::size_t mask = slots_.size() - 1;
       for (slot = key.hash & mask; slots_[slot] != 0; slot = (slot + 1) & mask) {
         if ((slots_[slot] >> 32) != high) continue;
-        const std::int64_t* entry = &arena_[static_cast<std::uint32_t>(slots_[slot]) - 1];
-        if (entry[kLength] == key.length && same_words(entry + kHeader, key.words, key.length)) {
-          dims = static_cast<NameId>(entry[kDims]);
-          types_and_concrete = entry[kTypesAndConcrete];
-          return;
-        }
+        const std::size_t offset = static_cast<std::uint32_t>(slots_[slot]) - 1;
+        if (matches(offset, key)) return found(offset, false, dims, types_and_concrete);
       }
     }
     format(fn, dims, types_and_concrete);
     if (dims == 0) return;  // nothing interned: nothing to keep
     try {
-      insert(key, slot, dims, types_and_concrete);
+      follow(insert(key, slot, dims, types_and_concrete), false);
     } catch (...) {  // no memory to keep it: the texts stand, formatted again next time
     }
   }
 
  private:
   static constexpr std::size_t kInitialSlots = 256;
-  // An entry in the arena: these header words, then the key's words.
-  static constexpr std::size_t kHash = 0, kDims = 1, kTypesAndConcrete = 2, kLength = 3, kHeader = 4;
+  /// A prefetch covers this much of a predicted entry: the header and a conv2d backward's key.
+  static constexpr std::size_t kMaxPrefetchBytes = 512;
+  // An entry in the arena: these header words, then the key's words. kSeen is the number of
+  // lookups made when the entry was last found or added, counting that one.
+  static constexpr std::size_t kHash = 0, kDims = 1, kTypesAndConcrete = 2, kLength = 3, kSeen = 4, kHeader = 5;
   struct Key {
     std::uint64_t hash;
     std::uint32_t length;
     std::int64_t words[kMaxWords];
   };
 
-  /// Appends the entry; `slot` is the empty slot the lookup ended on (any slot when there were none).
-  void insert(const Key& key, std::size_t slot, NameId dims, std::int64_t types_and_concrete) {
+  /// A reference to an entry: its offset + 1 (never 0, no entry) and, in the high half, its key's
+  /// length in words, so that a prefetch knows how far the entry reaches without reading it.
+  static std::uint64_t reference(std::size_t offset, std::int64_t words) noexcept {
+    return (static_cast<std::uint64_t>(words) << 32) | (static_cast<std::uint64_t>(offset) + 1);
+  }
+  static std::size_t offset_of(std::uint64_t reference) noexcept { return static_cast<std::uint32_t>(reference) - 1; }
+  static std::size_t words_of(std::uint64_t reference) noexcept { return reference >> 32; }
+
+  bool matches(std::size_t offset, const Key& key) const noexcept {
+    const std::int64_t* entry = &arena_[offset];
+    return entry[kHash] == static_cast<std::int64_t>(key.hash) && entry[kLength] == key.length &&
+           same_words(entry + kHeader, key.words, key.length);
+  }
+
+  void found(std::size_t offset, bool was_predicted, NameId& dims, std::int64_t& types_and_concrete) noexcept {
+    dims = static_cast<NameId>(arena_[offset + kDims]);
+    types_and_concrete = arena_[offset + kTypesAndConcrete];
+    follow(offset, was_predicted);
+  }
+
+  /// Appends the entry at `offset` to the history and predicts the next lookup: the one after the
+  /// prediction that held, or else the one after this entry's previous occurrence.
+  void follow(std::size_t offset, bool was_predicted) noexcept {
+    std::uint64_t next = was_predicted ? followed_ + 1 : static_cast<std::uint64_t>(arena_[offset + kSeen]);
+    history_[lookups_ % kHistory] = reference(offset, arena_[offset + kLength]);
+    arena_[offset + kSeen] = static_cast<std::int64_t>(++lookups_);
+    // Only lookups made since the entry was added, and still in the history, are followed: they
+    // are after the cache last started over, so their entries are in the arena.
+    if (next == 0 || next >= lookups_ || lookups_ - next > kHistory) next = 0;
+    followed_ = next;
+    predicted_ = next == 0 ? 0 : history_[next % kHistory];
+  }
+
+  /// Appends the entry and returns its offset; `slot` is the empty slot the lookup ended on (any
+  /// slot when there were none).
+  std::size_t insert(const Key& key, std::size_t slot, NameId dims, std::int64_t types_and_concrete) {
+    if (history_.empty()) history_.resize(kHistory);  // with the first entry: follow() then never allocates
     if (entries_ == kMaxEntries) {
       std::fill(slots_.begin(), slots_.end(), 0);
       arena_.clear();
       entries_ = 0;
+      followed_ = predicted_ = 0;
       slot = free_slot(key.hash);
     } else if (2 * (entries_ + 1) > slots_.size()) {
       grow();
@@ -183,9 +245,11 @@ class InputTextCache {
     entry[kDims] = static_cast<std::int64_t>(dims);
     entry[kTypesAndConcrete] = types_and_concrete;
     entry[kLength] = key.length;
+    entry[kSeen] = 0;
     std::memcpy(entry + kHeader, key.words, key.length * sizeof(std::int64_t));
     slots_[slot] = slot_value(key.hash, offset);
     ++entries_;
+    return offset;
   }
 
   /// Twice the slots (kInitialSlots at first), the entries placed again from their stored hashes.
@@ -288,8 +352,13 @@ class InputTextCache {
     return bits;
   }
 
-  std::vector<std::uint64_t> slots_;  // a power of two of them once the first entry is in
+  // What prefetch_predicted() reads first, at the front: the thread's state starts with this cache.
+  std::uint64_t predicted_ = 0;       // the entry the next lookup is predicted to find; 0: none
   std::vector<std::int64_t> arena_;   // at most kMaxEntries * (kHeader + kMaxWords) words: offsets fit 32 bits
+  std::uint64_t followed_ = 0;        // the lookup in the history that predicted_ comes from
+  std::uint64_t lookups_ = 0;         // made since the cache was created
+  std::vector<std::uint64_t> history_;  // the last kHistory lookups' entries (references), by lookup number
+  std::vector<std::uint64_t> slots_;  // a power of two of them once the first entry is in
   std::size_t entries_ = 0;
 };
 
@@ -363,27 +432,28 @@ class TorchOpObserver final : public OpObserver {
     memory_reporter_.reset();
   }
 
-  /// An op entered on this thread and not yet left.
-  struct OpenOp {
+  /// An op entered on this thread and not yet left: one cache line, which on_enter prefetches.
+  struct alignas(64) OpenOp {
     const at::RecordFunction* record;  // LibTorch calls on_exit with the object it called on_enter with
     std::int64_t start;
     NameId name;
     std::int64_t sequence_number;
     std::uint64_t forward_thread_id;
-    std::uint32_t correlation_sequence;
     NameId input_dims;   // 0: no inputs recorded
     std::int64_t input_types_and_concrete;  // pack_op_input_names()
+    std::uint32_t correlation_sequence;
     bool backward;
     bool opens_backward;  // a backward node, or the engine's evaluate_function around one
   };
+  static_assert(sizeof(OpenOp) == 64, "an open op is one cache line");
 
   /// The ops open on a thread. Fixed depth, so entering an op never allocates; deeper nesting
   /// than this is not recorded.
   struct OpenOps {
     static constexpr std::size_t kMaxDepth = 128;
-    std::array<OpenOp, kMaxDepth> ops;
-    std::size_t depth = 0;
+    std::size_t depth = 0;  // first: in the line that holds the input cache's prediction (ThreadState)
     std::uint32_t backward_depth = 0;  // open ops that make what they contain backward
+    std::array<OpenOp, kMaxDepth> ops;
   };
 
   /// Op names by the address LibTorch hands them at. Operator names live in the dispatcher for
@@ -423,7 +493,7 @@ class TorchOpObserver final : public OpObserver {
       if (at_address.address == name && same_text(name, at_address)) return at_address;
       const std::size_t length = std::strlen(name);
       Name& with_text = by_text_[slot(text_key(name, length))];
-      if (with_text.text == nullptr || with_text.length != length || std::memcmp(name, with_text.text, length) != 0) {
+      if (with_text.text == nullptr || with_text.length != length || !same_text(name, with_text)) {
         const std::string* text = nullptr;
         const NameId id = t_intern_cache.intern(std::string_view(name, length), &text);
         constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
@@ -451,11 +521,13 @@ class TorchOpObserver final : public OpObserver {
   };
 
   /// What the callbacks keep per thread, in one thread_local so that a callback pays for one
-  /// initialisation check instead of one per object.
-  struct ThreadState {
+  /// initialisation check instead of one per object. After an op's compute none of it is in
+  /// cache: what every entry reads first (the open-op depth, the input cache's prediction) lies
+  /// in the first two lines, which load together.
+  struct alignas(64) ThreadState {
+    InputTextCache inputs;  // allocates on its first miss only
     OpenOps open;
     OpNameCache names;
-    InputTextCache inputs;  // allocates on its first miss only
   };
   static ThreadState& thread_state() {
     thread_local ThreadState state;
@@ -477,7 +549,10 @@ class TorchOpObserver final : public OpObserver {
     state.names.prefetch(name);
     __builtin_prefetch(&op, 1);
     const bool inputs = kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed);
-    if (inputs) InputTextCache::prefetch_inputs(fn);
+    if (inputs) {
+      InputTextCache::prefetch_inputs(fn);
+      state.inputs.prefetch_predicted();
+    }
     bool runs_backward_node;
     try {
       const OpNameCache::Name& interned = state.names.lookup(name);
