@@ -90,6 +90,62 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
   std::atomic<bool> reporting_{true};
 };
 
+/// Predicts a thread's next lookup in a cache from the order of its last ones: a training step
+/// makes the same lookups in the same order step after step, and after an op's compute the entry
+/// a lookup reads is rarely in cache, while a predicted one can be prefetched as soon as the next
+/// op enters, before its key is even known. It keeps the entries (`Ref`s, value-initialised for
+/// none) that its last kLength lookups found, in order, and predicts that the lookups go on as
+/// they went on before: it follows that history while the predictions hold and, at the first
+/// that fails, starts again after the previous occurrence of the entry the lookup did find (each
+/// entry keeps the lookup count of its last occurrence). In steady state every prediction holds:
+/// on mnist_cnn's 334 input lookups a step, an entry's last successor alone predicted 57 %,
+/// because several inputs recur with different ops after them. The cache still checks each
+/// prediction against the key.
+template <class Ref>
+class LookupHistory {
+ public:
+  /// Lookups kept: more than a thread's step makes, or its lookups are not predicted.
+  static constexpr std::size_t kLength = 8192;
+
+  /// Allocates the history (64 KiB), once; the cache calls it on a miss. Without the memory for
+  /// it, nothing is predicted.
+  void allocate() noexcept {
+    if (!history_.empty()) return;
+    try {
+      history_.resize(kLength);
+    } catch (...) {
+    }
+  }
+
+  /// The entry the next lookup is predicted to find; Ref{} for none.
+  Ref predicted() const noexcept { return predicted_; }
+
+  /// Appends `found`, the entry the lookup just made found or added, and predicts the next one:
+  /// after the prediction that held, or else after `found`'s previous occurrence. `seen` is the
+  /// count `found` kept (0: never found before); the entry keeps the count returned.
+  std::uint64_t follow(Ref found, std::uint64_t seen, bool was_predicted) noexcept {
+    if (history_.empty()) return 0;  // not allocated: no memory for it
+    std::uint64_t next = was_predicted ? followed_ + 1 : seen;
+    history_[lookups_ % kLength] = found;
+    ++lookups_;
+    // Only lookups made since the entry was added, and still in the history, are followed: they
+    // are after the cache last started over, so their entries are in it.
+    if (next == 0 || next >= lookups_ || lookups_ - next > kLength) next = 0;
+    followed_ = next;
+    predicted_ = next == 0 ? Ref{} : history_[next % kLength];
+    return lookups_;
+  }
+
+  /// Forgets the prediction: the cache starts over, and counts kept by its old entries go with them.
+  void start_over() noexcept { followed_ = 0, predicted_ = Ref{}; }
+
+ private:
+  Ref predicted_{};
+  std::uint64_t followed_ = 0;  // the lookup of the history that predicted_ comes from
+  std::uint64_t lookups_ = 0;   // made since the history was created
+  std::vector<Ref> history_;    // the last kLength lookups' entries, by lookup count
+};
+
 /// The interned texts of an op's inputs (dims, types, concrete values), cached per thread by the
 /// raw values they are made of: a training step calls the same ops on the same shapes again and
 /// again, and formatting three texts with fmt and interning them cost more than the rest of the
@@ -100,16 +156,10 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
 /// key) to the arena. Entries lie there in the order they were first seen, a step's op order, so
 /// a step in steady state reads the arena front to back.
 ///
-/// A step's lookups also repeat in order. The cache keeps the entries its last kHistory lookups
-/// found, in order, and predicts that the lookups go on as they went on after the last one's
-/// previous occurrence: it follows that history while the predictions hold and, at the first
-/// that fails, starts again after the previous occurrence of the entry the lookup did find. In
-/// steady state every prediction holds (mnist_cnn: an entry's last successor alone predicted 57 %
-/// of a step's 334 lookups, several of them seeing the same inputs with different ops after).
-/// The predicted entry is prefetched when the next op enters, along with its inputs, and compared
-/// with the key first: a lookup then reads no slot, and the entry it compares arrived while the
-/// inputs were loading instead of after them (the slot, the entry's header and its key words
-/// were three misses in a row after an op's compute had evicted them).
+/// A LookupHistory predicts each lookup's entry, prefetched when the op enters, along with its
+/// inputs, and compared with the key first: a lookup then reads no slot, and the entry it
+/// compares arrived while the inputs were loading instead of after them (the slot, the entry's
+/// header and its key words were three misses in a row after an op's compute had evicted them).
 ///
 /// Any key that repeats hits once it is in, whatever the others hash to: the table doubles to stay
 /// at most half full, up to kMaxEntries, and starts over empty when that many are in (inputs that
@@ -124,9 +174,6 @@ class InputTextCache {
   static constexpr std::size_t kMaxWords = 128;
   /// Distinct keys kept at most; at that many the cache starts over.
   static constexpr std::size_t kMaxEntries = 4096;
-  /// Lookups whose entries are kept in order to predict the next ones (64 KiB): more than a
-  /// thread's step makes, or its lookups fall back to the table.
-  static constexpr std::size_t kHistory = 8192;
 
   /// Starts loading the inputs' tensor objects, which the key reads: after an op's compute has
   /// run they are rarely in cache, and loading them together overlaps their misses. Every line
@@ -143,9 +190,10 @@ class InputTextCache {
 
   /// Starts loading the entry the next lookup is predicted to find: its header and key words.
   void prefetch_predicted() const noexcept {
-    if (predicted_ == 0) return;
-    const char* entry = reinterpret_cast<const char*>(&arena_[offset_of(predicted_)]);
-    const std::size_t bytes = (kHeader + words_of(predicted_)) * sizeof(std::int64_t);
+    const std::uint64_t predicted = history_.predicted();
+    if (predicted == 0) return;
+    const char* entry = reinterpret_cast<const char*>(&arena_[offset_of(predicted)]);
+    const std::size_t bytes = (kHeader + words_of(predicted)) * sizeof(std::int64_t);
     for (std::size_t line = 0; line < bytes && line < kMaxPrefetchBytes; line += 64) __builtin_prefetch(entry + line);
   }
 
@@ -158,8 +206,9 @@ class InputTextCache {
       format(fn, dims, types_and_concrete);
       return;
     }
-    if (predicted_ != 0 && matches(offset_of(predicted_), key))
-      return found(offset_of(predicted_), true, dims, types_and_concrete);
+    const std::uint64_t predicted = history_.predicted();
+    if (predicted != 0 && matches(offset_of(predicted), key))
+      return found(offset_of(predicted), true, dims, types_and_concrete);
     const std::uint64_t high = key.hash >> 32;
     std::size_t slot = 0;
     if (!slots_.empty()) {
@@ -211,28 +260,21 @@ class InputTextCache {
     follow(offset, was_predicted);
   }
 
-  /// Appends the entry at `offset` to the history and predicts the next lookup: the one after the
-  /// prediction that held, or else the one after this entry's previous occurrence.
   void follow(std::size_t offset, bool was_predicted) noexcept {
-    std::uint64_t next = was_predicted ? followed_ + 1 : static_cast<std::uint64_t>(arena_[offset + kSeen]);
-    history_[lookups_ % kHistory] = reference(offset, arena_[offset + kLength]);
-    arena_[offset + kSeen] = static_cast<std::int64_t>(++lookups_);
-    // Only lookups made since the entry was added, and still in the history, are followed: they
-    // are after the cache last started over, so their entries are in the arena.
-    if (next == 0 || next >= lookups_ || lookups_ - next > kHistory) next = 0;
-    followed_ = next;
-    predicted_ = next == 0 ? 0 : history_[next % kHistory];
+    const std::uint64_t seen = static_cast<std::uint64_t>(arena_[offset + kSeen]);
+    arena_[offset + kSeen] =
+        static_cast<std::int64_t>(history_.follow(reference(offset, arena_[offset + kLength]), seen, was_predicted));
   }
 
   /// Appends the entry and returns its offset; `slot` is the empty slot the lookup ended on (any
   /// slot when there were none).
   std::size_t insert(const Key& key, std::size_t slot, NameId dims, std::int64_t types_and_concrete) {
-    if (history_.empty()) history_.resize(kHistory);  // with the first entry: follow() then never allocates
+    history_.allocate();
     if (entries_ == kMaxEntries) {
       std::fill(slots_.begin(), slots_.end(), 0);
       arena_.clear();
       entries_ = 0;
-      followed_ = predicted_ = 0;
+      history_.start_over();
       slot = free_slot(key.hash);
     } else if (2 * (entries_ + 1) > slots_.size()) {
       grow();
@@ -352,12 +394,9 @@ class InputTextCache {
     return bits;
   }
 
-  // What prefetch_predicted() reads first, at the front: the thread's state starts with this cache.
-  std::uint64_t predicted_ = 0;       // the entry the next lookup is predicted to find; 0: none
+  // What prefetch_predicted() reads, at the front: the thread's state starts with this cache.
+  LookupHistory<std::uint64_t> history_;  // of references to entries
   std::vector<std::int64_t> arena_;   // at most kMaxEntries * (kHeader + kMaxWords) words: offsets fit 32 bits
-  std::uint64_t followed_ = 0;        // the lookup in the history that predicted_ comes from
-  std::uint64_t lookups_ = 0;         // made since the cache was created
-  std::vector<std::uint64_t> history_;  // the last kHistory lookups' entries (references), by lookup number
   std::vector<std::uint64_t> slots_;  // a power of two of them once the first entry is in
   std::size_t entries_ = 0;
 };
@@ -456,7 +495,10 @@ class TorchOpObserver final : public OpObserver {
     std::array<OpenOp, kMaxDepth> ops;
   };
 
-  /// Op names by the address LibTorch hands them at. Operator names live in the dispatcher for
+  /// Op names by the address LibTorch hands them at, the one a LookupHistory predicts compared
+  /// first. RecordFunction::name() reads the operator's schema, which an op's compute has evicted;
+  /// the predicted entry is prefetched before that, where the entry at the name's address could
+  /// only be loaded after it. Operator names live in the dispatcher for
   /// the whole run, so an address repeats and a hit costs one comparison with the interned text
   /// instead of measuring and hashing the name. Names built for one call (autograd's "evaluate_
   /// function: ..." and backward nodes', a sixth of a small model's ops) come back at a recycled
@@ -464,16 +506,17 @@ class TorchOpObserver final : public OpObserver {
   /// text's length and last bytes finds them without hashing the whole text as interning does.
   class OpNameCache {
    public:
-    /// One cache line: a hit reads this line and the name, both prefetched by prefetch().
+    /// One cache line: a hit reads this line and the name, both prefetched.
     struct alignas(64) Name {
       const char* address = nullptr;
       const char* text = nullptr;  // the interned copy, stable for the process
       NameId id = 0;
+      std::uint64_t seen = 0;    // LookupHistory::follow()'s count
       std::uint32_t length = 0;  // a name of 4 GiB or more never matches: interned on every call
       bool runs_backward_node = false;  // autograd's evaluate_function around a backward node
       /// The text and its terminator when they fit: most op names do, and comparing with this
       /// copy spares a hit the load of the interned text (a miss after an op's compute).
-      char short_text[35] = {};
+      char short_text[27] = {};
     };
     static_assert(sizeof(Name) == 64, "a name entry is one cache line");
 
@@ -483,32 +526,52 @@ class TorchOpObserver final : public OpObserver {
       return std::strcmp(name, entry.text) == 0;
     }
 
-    /// Starts loading the entry lookup(name) reads first.
+    /// Starts loading the entry the next lookup is predicted to find.
+    void prefetch_predicted() const noexcept { __builtin_prefetch(history_.predicted()); }
+
+    /// Starts loading the entry at `name`'s address, which lookup(name) reads when the prediction fails.
     void prefetch(const char* name) const noexcept {
       __builtin_prefetch(&by_address_[slot(reinterpret_cast<std::uintptr_t>(name))]);
     }
 
     const Name& lookup(const char* name) {
+      Name* predicted = history_.predicted();
+      if (predicted != nullptr && same_text(name, *predicted)) return follow(*predicted, true);
       Name& at_address = by_address_[slot(reinterpret_cast<std::uintptr_t>(name))];
-      if (at_address.address == name && same_text(name, at_address)) return at_address;
+      if (at_address.address == name && same_text(name, at_address)) return follow(at_address, false);
       const std::size_t length = std::strlen(name);
-      Name& with_text = by_text_[slot(text_key(name, length))];
-      if (with_text.text == nullptr || with_text.length != length || !same_text(name, with_text)) {
+      // Two ways by text, the one found less recently replaced: two names built per call that
+      // shared one slot (1 in 256) evicted each other on every call, each interned again each time.
+      const std::size_t text_slot = slot(text_key(name, length));
+      Name* const ways[2] = {&by_text_[text_slot], &by_text_[text_slot ^ 1]};
+      Name* with_text = nullptr;
+      for (Name* way : ways)
+        if (way->text != nullptr && way->length == length && same_text(name, *way)) with_text = way;
+      if (with_text == nullptr) {
+        history_.allocate();
         const std::string* text = nullptr;
         const NameId id = t_intern_cache.intern(std::string_view(name, length), &text);
         constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
-        with_text = Name{nullptr, text->c_str(), id, static_cast<std::uint32_t>(length),
-                         std::string_view(name, length).substr(0, kEngine.size()) == kEngine};
-        if (length < sizeof(with_text.short_text)) std::memcpy(with_text.short_text, name, length + 1);
+        with_text = ways[0]->seen <= ways[1]->seen ? ways[0] : ways[1];
+        *with_text = Name{};
+        with_text->text = text->c_str();
+        with_text->id = id;
+        with_text->length = static_cast<std::uint32_t>(length);
+        with_text->runs_backward_node = std::string_view(name, length).substr(0, kEngine.size()) == kEngine;
+        if (length < sizeof(with_text->short_text)) std::memcpy(with_text->short_text, name, length + 1);
       }
-      at_address = with_text;
+      at_address = *with_text;
       at_address.address = name;
-      return at_address;
+      return follow(*with_text, false);  // the entry by text: a name built per call comes back at other addresses
     }
 
    private:
     static constexpr unsigned kBits = 8;
     static std::size_t slot(std::uint64_t key) noexcept { return (key * 0x9E3779B97F4A7C15ull) >> (64 - kBits); }
+    const Name& follow(Name& found, bool was_predicted) noexcept {
+      found.seen = history_.follow(&found, found.seen, was_predicted);
+      return found;
+    }
     /// The length and the last eight bytes (names of one kind share their start).
     static std::uint64_t text_key(const char* name, std::size_t length) noexcept {
       std::uint64_t tail = 0;
@@ -516,18 +579,19 @@ class TorchOpObserver final : public OpObserver {
       std::memcpy(&tail, name + length - tail_length, tail_length);
       return (tail ^ (tail >> 29)) + length * 0xC4CEB9FE1A85EC53ull;
     }
+    LookupHistory<Name*> history_;  // first: in the line the op's entry reads first (ThreadState)
     Name by_address_[std::size_t{1} << kBits];
     Name by_text_[std::size_t{1} << kBits];
   };
 
   /// What the callbacks keep per thread, in one thread_local so that a callback pays for one
   /// initialisation check instead of one per object. After an op's compute none of it is in
-  /// cache: what every entry reads first (the open-op depth, the input cache's prediction) lies
-  /// in the first two lines, which load together.
+  /// cache: what every entry reads first (the two caches' predictions, the open-op depth) lies
+  /// at the start of their objects, lines that load together.
   struct alignas(64) ThreadState {
+    OpNameCache names;
     InputTextCache inputs;  // allocates on its first miss only
     OpenOps open;
-    OpNameCache names;
   };
   static ThreadState& thread_state() {
     thread_local ThreadState state;
@@ -540,19 +604,21 @@ class TorchOpObserver final : public OpObserver {
     ThreadState& state = thread_state();
     OpenOps& open = state.open;
     if (open.depth == OpenOps::kMaxDepth) return nullptr;
-    const char* name = fn.name();
-    if (name == nullptr) name = "<unnamed op>";
-    OpenOp& op = open.ops[open.depth];
-    // After an op's compute has run, little of this is in cache: start every load whose address
-    // is known now, so that their misses overlap instead of following one another.
-    __builtin_prefetch(name);
-    state.names.prefetch(name);
-    __builtin_prefetch(&op, 1);
     const bool inputs = kCanReadInputs && fn.needsInputs() && record_inputs_.load(std::memory_order_relaxed);
+    // After an op's compute has run, little of what follows is in cache: start every load whose
+    // address is known, so that their misses overlap instead of following one another. The
+    // predicted entries first: fn.name() itself waits for the operator's schema.
+    state.names.prefetch_predicted();
     if (inputs) {
       InputTextCache::prefetch_inputs(fn);
       state.inputs.prefetch_predicted();
     }
+    const char* name = fn.name();
+    if (name == nullptr) name = "<unnamed op>";
+    OpenOp& op = open.ops[open.depth];
+    __builtin_prefetch(name);
+    state.names.prefetch(name);
+    __builtin_prefetch(&op, 1);
     bool runs_backward_node;
     try {
       const OpNameCache::Name& interned = state.names.lookup(name);
