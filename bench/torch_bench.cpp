@@ -635,6 +635,7 @@ struct ProbedMode {
   const char* name;
   std::function<void()> open, close;
   std::int64_t ticks = 0, steps = 0;
+  std::int64_t step_ticks = 0;  // the counted steps' own time, whole
 };
 
 /// The collectors take turns, one short window each, the probes around their callbacks;
@@ -644,6 +645,10 @@ struct ProbedMode {
 /// figure, so only figures taken side by side compare.
 ///   <mode>_ns_per_op: probed time per step / ops_per_step, less the probes' own (probes_only);
 ///   dlprof_ops_shapes_per_<peer>: the ratios the targets are about.
+/// The same turns also time each counted step whole, which takes in what the bracket leaves out
+/// (input boxing, the collector's per-op context freed) at the price of the step's own noise:
+///   <mode>_step_ns_per_op: the step time's mean less probes_only's, per op;
+///   dlprof_ops_shapes_step_per_<peer>: its ratios.
 template <class Workload>
 void BM_in_callbacks(benchmark::State& state) {
   static const bool order_holds = check_callback_order();
@@ -687,15 +692,20 @@ void BM_in_callbacks(benchmark::State& state) {
     last = at::addThreadLocalCallback(at::RecordFunctionCallback(&probe_last_enter, &probe_last_exit));
   };
   open_window();
+  std::int64_t step_ticks = 0;
   for (auto _ : state) {
     if (in_window == 1) t_probe = ProbeTimes{};  // the window's first step is not counted
+    const std::int64_t step_began = dlprof::detail::now_ticks();
     workload->step();
+    if (in_window >= 1) step_ticks += dlprof::detail::now_ticks() - step_began;
     if (++in_window < window) continue;
     state.PauseTiming();
     at::removeCallback(last);
     modes[turn].close();
     modes[turn].ticks += t_probe.ticks;
     modes[turn].steps += in_window - 1;
+    modes[turn].step_ticks += step_ticks;
+    step_ticks = 0;
     turn = (turn + 1) % modes.size();
     in_window = 0;
     open_window();
@@ -720,9 +730,21 @@ void BM_in_callbacks(benchmark::State& state) {
     net[modes[i].name] = gross(modes[i]) - probes;
     state.counters[fmt::format("{}_ns_per_op", modes[i].name)] = net[modes[i].name];
   }
-  for (const char* peer : {"record_profile", "kineto_state_collector", "kineto_state_collector_shapes"})
+  const auto step_per_op = [&](const ProbedMode& mode) {
+    return static_cast<double>(mode.step_ticks) * ns_per_tick / static_cast<double>(mode.steps) / count.ops_per_step;
+  };
+  std::map<std::string, double> step_net;
+  for (std::size_t i = 1; i < modes.size(); ++i) {
+    if (modes[i].steps == 0) continue;
+    step_net[modes[i].name] = step_per_op(modes[i]) - step_per_op(modes[0]);
+    state.counters[fmt::format("{}_step_ns_per_op", modes[i].name)] = step_net[modes[i].name];
+  }
+  for (const char* peer : {"record_profile", "kineto_state_collector", "kineto_state_collector_shapes"}) {
     if (net.count(peer) != 0 && net.count("dlprof_ops_shapes") != 0)
       state.counters[fmt::format("dlprof_ops_shapes_per_{}", peer)] = net["dlprof_ops_shapes"] / net[peer];
+    if (step_net.count(peer) != 0 && step_net.count("dlprof_ops_shapes") != 0)
+      state.counters[fmt::format("dlprof_ops_shapes_step_per_{}", peer)] = step_net["dlprof_ops_shapes"] / step_net[peer];
+  }
 }
 
 /// Set when --benchmark_min_time is given: it then applies to every benchmark.
@@ -918,6 +940,15 @@ void print_in_callbacks(const dlprof_bench::SummaryReporter& results) {
                 results.counter(name, "dlprof_ops_shapes_per_kineto_state_collector"), 1.0);
     print_ratio("in callbacks: dlprof_ops_shapes / kineto_state_collector_shapes",
                 results.counter(name, "dlprof_ops_shapes_per_kineto_state_collector_shapes"));
+    fmt::print("{}: the same turns' whole steps, less probes_only's, ns per op\n", workload);
+    for (const char* mode :
+         {"dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector", "kineto_state_collector_shapes"})
+      if (const auto value = results.counter(name, fmt::format("{}_step_ns_per_op", mode)))
+        fmt::print("  {:<32} {:>12.1f}\n", mode, *value);
+    print_ratio("whole steps: dlprof_ops_shapes / record_profile",
+                results.counter(name, "dlprof_ops_shapes_step_per_record_profile"), 0.5);
+    print_ratio("whole steps: dlprof_ops_shapes / kineto_state_collector",
+                results.counter(name, "dlprof_ops_shapes_step_per_kineto_state_collector"), 1.0);
   }
 }
 

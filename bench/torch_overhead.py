@@ -27,7 +27,8 @@ and 50th percentiles beside the means'.
 
 The in_callbacks benchmark (counters <mode>_ns_per_op) gives the time spent inside each collector's
 own callbacks, the collectors taking turns window by window: the steadiest figure for mnist_cnn,
-whose step time drifts by more than any collector costs.
+whose step time drifts by more than any collector costs. The same turns' whole steps (counters
+<mode>_step_ns_per_op) take in what the callbacks leave out, such as LibTorch boxing the inputs.
 Standard library only.
 """
 import argparse
@@ -212,6 +213,17 @@ def print_in_callbacks(workload, results):
             entry.get("dlprof_ops_shapes_per_kineto_state_collector"), 1.0)
     verdict("in callbacks: dlprof_ops_shapes / kineto_state_collector_shapes",
             entry.get("dlprof_ops_shapes_per_kineto_state_collector_shapes"), 1.0)
+    if entry.get("dlprof_ops_shapes_step_ns_per_op") is None:
+        return
+    print(f"\n### {workload}, whole steps of the same turns, less probes_only's (input boxing and all)")
+    print(header)
+    print(f"|{'-' * 40}|{'-' * 11}:|")
+    for mode in IN_CALLBACKS_MODES[1:]:
+        print(f"| {mode:<38} | {fmt(entry.get(f'{mode}_step_ns_per_op'), '>10.1f')} |")
+    print()
+    verdict("whole steps: dlprof_ops_shapes / record_profile", entry.get("dlprof_ops_shapes_step_per_record_profile"), 0.5)
+    verdict("whole steps: dlprof_ops_shapes / kineto_state_collector",
+            entry.get("dlprof_ops_shapes_step_per_kineto_state_collector"), 1.0)
 
 
 def main():
