@@ -248,6 +248,24 @@ struct CacheProbe {
     ids.push_back(dims);
     return nullptr;
   }
+
+  /// Probes `cache` while it lives, counting formats and ids from none.
+  class Installed {
+   public:
+    explicit Installed(dlprof::detail::InputTextCache& probed) {
+      cache = &probed;
+      formats = 0;
+      ids.clear();
+      handle_ = at::addGlobalCallback(
+          at::RecordFunctionCallback(&CacheProbe::on_enter).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+    }
+    ~Installed() { at::removeCallback(handle_); }
+    Installed(const Installed&) = delete;
+    Installed& operator=(const Installed&) = delete;
+
+   private:
+    at::CallbackHandle handle_;
+  };
 };
 
 // The cache formats an op's input texts once per distinct inputs: inputs that repeat hit, however
@@ -257,11 +275,7 @@ struct CacheProbe {
 TEST(TorchTest, InputTextsAreFormattedOncePerDistinctInputs) {
   static_assert(dlprof::detail::TorchOpObserver::kCanReadInputs, "this file is built with NDEBUG");
   dlprof::detail::InputTextCache cache;
-  CacheProbe::cache = &cache;
-  CacheProbe::formats = 0;
-  CacheProbe::ids.clear();
-  const at::CallbackHandle handle = at::addGlobalCallback(
-      at::RecordFunctionCallback(&CacheProbe::on_enter).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+  const CacheProbe::Installed probe(cache);
   constexpr std::int64_t kDistinct = 1000;
   const auto sizes = [](std::int64_t from, std::int64_t to) {
     for (std::int64_t size = from; size < to; ++size) at::empty({size});
@@ -288,7 +302,6 @@ TEST(TorchTest, InputTextsAreFormattedOncePerDistinctInputs) {
   sizes(0, 1);                          // gone, formatted again
   sizes(0, 1);                          // and kept
   EXPECT_EQ(CacheProbe::formats, max_entries + 2);
-  at::removeCallback(handle);
 }
 
 // The cache predicts each lookup from the order of the lookups before it: whatever the order,
@@ -297,14 +310,11 @@ TEST(TorchTest, InputTextsAreFormattedOncePerDistinctInputs) {
 // back to an earlier point and skips ahead.
 TEST(TorchTest, InputTextsFollowTheirInputsWhenTheOrderOfLookupsChanges) {
   dlprof::detail::InputTextCache cache;
-  CacheProbe::cache = &cache;
-  CacheProbe::formats = 0;
-  CacheProbe::ids.clear();
-  const at::CallbackHandle handle = at::addGlobalCallback(
-      at::RecordFunctionCallback(&CacheProbe::on_enter).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   const std::vector<std::int64_t> order = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 5, 4, 4, 4, 2, 3, 1, 4, 3, 2, 1, 2, 3, 4};
-  for (const std::int64_t size : order) at::empty({size});
-  at::removeCallback(handle);
+  {
+    const CacheProbe::Installed probe(cache);
+    for (const std::int64_t size : order) at::empty({size});
+  }
 
   ASSERT_EQ(CacheProbe::ids.size(), order.size());
   std::map<std::int64_t, dlprof::detail::NameId> id_of_size;
