@@ -718,25 +718,23 @@ void BM_in_callbacks(benchmark::State& state) {
   if (dlprof_dropped != 0) state.SkipWithError("dlprof dropped events: the ring filled");
 
   const double ns_per_tick = dlprof::detail::process_ns_per_tick();
-  const auto gross = [&](const ProbedMode& mode) {
-    return static_cast<double>(mode.ticks) * ns_per_tick / static_cast<double>(mode.steps) / count.ops_per_step;
+  /// Ticks a mode counted (its probed ticks or its steps' whole ticks) in ns per op.
+  const auto per_op = [&](const ProbedMode& mode, std::int64_t ticks) {
+    return static_cast<double>(ticks) * ns_per_tick / static_cast<double>(mode.steps) / count.ops_per_step;
   };
   if (modes[0].steps == 0) return;
-  const double probes = gross(modes[0]);
+  const double probes = per_op(modes[0], modes[0].ticks);
   state.counters["probes_only_ns_per_op"] = probes;
   std::map<std::string, double> net;
   for (std::size_t i = 1; i < modes.size(); ++i) {
     if (modes[i].steps == 0) continue;
-    net[modes[i].name] = gross(modes[i]) - probes;
+    net[modes[i].name] = per_op(modes[i], modes[i].ticks) - probes;
     state.counters[fmt::format("{}_ns_per_op", modes[i].name)] = net[modes[i].name];
   }
-  const auto step_per_op = [&](const ProbedMode& mode) {
-    return static_cast<double>(mode.step_ticks) * ns_per_tick / static_cast<double>(mode.steps) / count.ops_per_step;
-  };
   std::map<std::string, double> step_net;
   for (std::size_t i = 1; i < modes.size(); ++i) {
     if (modes[i].steps == 0) continue;
-    step_net[modes[i].name] = step_per_op(modes[i]) - step_per_op(modes[0]);
+    step_net[modes[i].name] = per_op(modes[i], modes[i].step_ticks) - per_op(modes[0], modes[0].step_ticks);
     state.counters[fmt::format("{}_step_ns_per_op", modes[i].name)] = step_net[modes[i].name];
   }
   for (const char* peer : {"record_profile", "kineto_state_collector", "kineto_state_collector_shapes"}) {

@@ -140,7 +140,10 @@ class LookupHistory {
   }
 
   /// Forgets the prediction: the cache starts over, and counts kept by its old entries go with them.
-  void start_over() noexcept { followed_ = 0, predicted_ = Ref{}; }
+  void start_over() noexcept {
+    followed_ = 0;
+    predicted_ = Ref{};
+  }
 
  private:
   Ref predicted_{};
@@ -549,7 +552,10 @@ class TorchOpObserver final : public OpObserver {
       Name* const ways[2] = {&by_text_[text_slot], &by_text_[text_slot ^ 1]};
       Name* with_text = nullptr;
       for (Name* way : ways)
-        if (way->text != nullptr && way->length == length && same_text(name, *way)) with_text = way;
+        if (way->text != nullptr && way->length == length && same_text(name, *way)) {
+          with_text = way;
+          break;
+        }
       if (with_text == nullptr) {
         history_.allocate();
         const std::string* text = nullptr;
