@@ -582,6 +582,19 @@ void BM_paired_kineto_state_collector_shapes(benchmark::State& state) {
 // the floor benchmarks), and the KINETO-state collector freeing its per-op context after the
 // exit callbacks. The probes' own cost (probes_only) is measured alongside and subtracted.
 
+/// The floor: a callback doing nothing.
+std::unique_ptr<at::ObserverContext> empty_enter(const at::RecordFunction&) { return nullptr; }
+void empty_exit(const at::RecordFunction&, at::ObserverContext*) {}
+
+/// An empty global callback registered as dlprof's observer registers its own: the same scopes,
+/// inputs when `inputs`. Its whole steps are what any such callback costs, boxing included.
+at::CallbackHandle add_floor_callback(bool inputs) {
+  return at::addGlobalCallback(at::RecordFunctionCallback(&empty_enter, &empty_exit)
+                                   .needsInputs(inputs)
+                                   .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                                            at::RecordScope::USER_SCOPE}));
+}
+
 struct ProbeTimes {
   std::int64_t enter_began = 0, exit_began = 0;
   std::int64_t ticks = 0;  // between the probes, entries and exits
@@ -649,6 +662,9 @@ struct ProbedMode {
 /// (input boxing, the collector's per-op context freed) at the price of the step's own noise:
 ///   <mode>_step_ns_per_op: the step time's mean less probes_only's, per op;
 ///   dlprof_ops_shapes_step_per_<peer>: its ratios.
+/// Two empty callbacks take their turns too, registered as dlprof's is: floor_callback, and
+/// floor_callback_inputs, for which LibTorch boxes every op's inputs. Their whole steps tell what
+/// of a collector's cost is LibTorch's (boxing_step_ns_per_op: the difference of the two).
 template <class Workload>
 void BM_in_callbacks(benchmark::State& state) {
   static const bool order_holds = check_callback_order();
@@ -668,6 +684,7 @@ void BM_in_callbacks(benchmark::State& state) {
   };
   std::ostringstream record_profile_json;
   std::optional<profiler::RecordProfile> record_profile;
+  at::CallbackHandle floor = 0;
   std::vector<ProbedMode> modes = {
       {"probes_only", [] {}, [] {}},
       {"dlprof_ops", [&] { dlprof_ops.start(); }, [&] { stop_dlprof(dlprof_ops); }},
@@ -678,7 +695,9 @@ void BM_in_callbacks(benchmark::State& state) {
          record_profile_json.str("");
        }},
       {"kineto_state_collector", [] { enable_kineto_state(false); }, [] { profiler::disableProfiler(); }},
-      {"kineto_state_collector_shapes", [] { enable_kineto_state(true); }, [] { profiler::disableProfiler(); }}};
+      {"kineto_state_collector_shapes", [] { enable_kineto_state(true); }, [] { profiler::disableProfiler(); }},
+      {"floor_callback", [&] { floor = add_floor_callback(false); }, [&] { at::removeCallback(floor); }},
+      {"floor_callback_inputs", [&] { floor = add_floor_callback(true); }, [&] { at::removeCallback(floor); }}};
 
   // Short windows, so that each collector gets many turns in a repetition and the drift averages
   // out: a sixth of the other benchmarks' W (3 steps of mnist_cnn, 11 of tiny_mlp).
@@ -737,6 +756,8 @@ void BM_in_callbacks(benchmark::State& state) {
     step_net[modes[i].name] = per_op(modes[i], modes[i].step_ticks) - per_op(modes[0], modes[0].step_ticks);
     state.counters[fmt::format("{}_step_ns_per_op", modes[i].name)] = step_net[modes[i].name];
   }
+  if (step_net.count("floor_callback") != 0 && step_net.count("floor_callback_inputs") != 0)
+    state.counters["boxing_step_ns_per_op"] = step_net["floor_callback_inputs"] - step_net["floor_callback"];
   for (const char* peer : {"record_profile", "kineto_state_collector", "kineto_state_collector_shapes"}) {
     if (net.count(peer) != 0 && net.count("dlprof_ops_shapes") != 0)
       state.counters[fmt::format("dlprof_ops_shapes_per_{}", peer)] = net["dlprof_ops_shapes"] / net[peer];
@@ -761,10 +782,6 @@ std::string run_name(const char* workload, double min_time, const std::string& m
 
 // ---------------------------------------------------------------------------------------------
 // LibTorch's floor (run with --floor): an empty callback on the scopes the observer uses.
-
-/// The floor: a global callback on the same scopes, doing nothing.
-std::unique_ptr<at::ObserverContext> empty_enter(const at::RecordFunction&) { return nullptr; }
-void empty_exit(const at::RecordFunction&, at::ObserverContext*) {}
 
 /// kThreadLocal: a thread-local callback, as LibTorch's own profilers install (it sees only this
 /// thread and the threads LibTorch hands its state to; dlprof's must see every thread).
@@ -939,8 +956,8 @@ void print_in_callbacks(const dlprof_bench::SummaryReporter& results) {
     print_ratio("in callbacks: dlprof_ops_shapes / kineto_state_collector_shapes",
                 results.counter(name, "dlprof_ops_shapes_per_kineto_state_collector_shapes"));
     fmt::print("{}: the same turns' whole steps, less probes_only's, ns per op\n", workload);
-    for (const char* mode :
-         {"dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector", "kineto_state_collector_shapes"})
+    for (const char* mode : {"dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
+                             "kineto_state_collector_shapes", "floor_callback", "floor_callback_inputs", "boxing"})
       if (const auto value = results.counter(name, fmt::format("{}_step_ns_per_op", mode)))
         fmt::print("  {:<32} {:>12.1f}\n", mode, *value);
     print_ratio("whole steps: dlprof_ops_shapes / record_profile",

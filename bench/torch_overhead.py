@@ -28,7 +28,9 @@ and 50th percentiles beside the means'.
 The in_callbacks benchmark (counters <mode>_ns_per_op) gives the time spent inside each collector's
 own callbacks, the collectors taking turns window by window: the steadiest figure for mnist_cnn,
 whose step time drifts by more than any collector costs. The same turns' whole steps (counters
-<mode>_step_ns_per_op) take in what the callbacks leave out, such as LibTorch boxing the inputs.
+<mode>_step_ns_per_op) take in what the callbacks leave out, such as LibTorch boxing the inputs;
+two empty callbacks taking turns with them (floor_callback, floor_callback_inputs) measure that
+boxing (boxing_step_ns_per_op).
 Standard library only.
 """
 import argparse
@@ -218,7 +220,7 @@ def print_in_callbacks(workload, results):
     print(f"\n### {workload}, whole steps of the same turns, less probes_only's (input boxing and all)")
     print(header)
     print(f"|{'-' * 40}|{'-' * 11}:|")
-    for mode in IN_CALLBACKS_MODES[1:]:
+    for mode in IN_CALLBACKS_MODES[1:] + ["floor_callback", "floor_callback_inputs", "boxing"]:
         print(f"| {mode:<38} | {fmt(entry.get(f'{mode}_step_ns_per_op'), '>10.1f')} |")
     print()
     verdict("whole steps: dlprof_ops_shapes / record_profile", entry.get("dlprof_ops_shapes_step_per_record_profile"), 0.5)

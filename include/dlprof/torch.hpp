@@ -162,10 +162,11 @@ class LookupHistory {
 /// key) to the arena. Entries lie there in the order they were first seen, a step's op order, so
 /// a step in steady state reads the arena front to back.
 ///
-/// A LookupHistory predicts each lookup's entry, prefetched when the op enters, along with its
-/// inputs, and compared with the key first: a lookup then reads no slot, and the entry it
-/// compares arrived while the inputs were loading instead of after them (the slot, the entry's
-/// header and its key words were three misses in a row after an op's compute had evicted them).
+/// A LookupHistory predicts each lookup's entry, prefetched when the op before it enters and again
+/// when it enters, along with its inputs, and compared with the key first: a lookup then hashes
+/// nothing and reads no slot, and the entry it compares arrived while the inputs were loading
+/// instead of after them (the slot, the entry's header and its key words were three misses in a
+/// row after an op's compute had evicted them).
 ///
 /// Any key that repeats hits once it is in, whatever the others hash to: the table doubles to stay
 /// at most half full, up to kMaxEntries, and starts over empty when that many are in (inputs that
@@ -213,22 +214,25 @@ class InputTextCache {
       return;
     }
     const std::uint64_t predicted = history_.predicted();
-    if (predicted != 0 && matches(offset_of(predicted), key))
+    if (predicted != 0 && same_key(offset_of(predicted), key))
       return found(offset_of(predicted), true, dims, types_and_concrete);
-    const std::uint64_t high = key.hash >> 32;
+    // Hashed only when the prediction fails: a hash is a chain of a multiply, a rotate and an
+    // xor per word, the longest part of a predicted lookup.
+    const std::uint64_t hash = hash_of(key);
+    const std::uint64_t high = hash >> 32;
     std::size_t slot = 0;
     if (!slots_.empty()) {
       const std::size_t mask = slots_.size() - 1;
-      for (slot = key.hash & mask; slots_[slot] != 0; slot = (slot + 1) & mask) {
+      for (slot = hash & mask; slots_[slot] != 0; slot = (slot + 1) & mask) {
         if ((slots_[slot] >> 32) != high) continue;
         const std::size_t offset = static_cast<std::uint32_t>(slots_[slot]) - 1;
-        if (matches(offset, key)) return found(offset, false, dims, types_and_concrete);
+        if (same_key(offset, key)) return found(offset, false, dims, types_and_concrete);
       }
     }
     format(fn, dims, types_and_concrete);
     if (dims == 0) return;  // nothing interned: nothing to keep
     try {
-      follow(insert(key, slot, dims, types_and_concrete), false);
+      follow(insert(key, hash, slot, dims, types_and_concrete), false);
     } catch (...) {  // no memory to keep it: the texts stand, formatted again next time
     }
   }
@@ -241,7 +245,6 @@ class InputTextCache {
   // lookups made when the entry was last found or added, counting that one.
   static constexpr std::size_t kHash = 0, kDims = 1, kTypesAndConcrete = 2, kLength = 3, kSeen = 4, kHeader = 5;
   struct Key {
-    std::uint64_t hash;
     std::uint32_t length;
     std::int64_t words[kMaxWords];
   };
@@ -254,10 +257,10 @@ class InputTextCache {
   static std::size_t offset_of(std::uint64_t reference) noexcept { return static_cast<std::uint32_t>(reference) - 1; }
   static std::size_t words_of(std::uint64_t reference) noexcept { return reference >> 32; }
 
-  bool matches(std::size_t offset, const Key& key) const noexcept {
+  /// Compared by length and words, not hash: the hash is not computed when a prediction holds.
+  bool same_key(std::size_t offset, const Key& key) const noexcept {
     const std::int64_t* entry = &arena_[offset];
-    return entry[kHash] == static_cast<std::int64_t>(key.hash) && entry[kLength] == key.length &&
-           same_words(entry + kHeader, key.words, key.length);
+    return entry[kLength] == key.length && same_words(entry + kHeader, key.words, key.length);
   }
 
   void found(std::size_t offset, bool was_predicted, NameId& dims, std::int64_t& types_and_concrete) noexcept {
@@ -274,28 +277,29 @@ class InputTextCache {
 
   /// Appends the entry and returns its offset; `slot` is the empty slot the lookup ended on (any
   /// slot when there were none).
-  std::size_t insert(const Key& key, std::size_t slot, NameId dims, std::int64_t types_and_concrete) {
+  std::size_t insert(const Key& key, std::uint64_t hash, std::size_t slot, NameId dims,
+                     std::int64_t types_and_concrete) {
     history_.allocate();
     if (entries_ == kMaxEntries) {
       std::fill(slots_.begin(), slots_.end(), 0);
       arena_.clear();
       entries_ = 0;
       history_.start_over();
-      slot = free_slot(key.hash);
+      slot = free_slot(hash);
     } else if (2 * (entries_ + 1) > slots_.size()) {
       grow();
-      slot = free_slot(key.hash);
+      slot = free_slot(hash);
     }
     const std::size_t offset = arena_.size();
     arena_.resize(offset + kHeader + key.length);  // all or nothing: the only step that may throw after grow()
     std::int64_t* entry = &arena_[offset];
-    entry[kHash] = static_cast<std::int64_t>(key.hash);
+    entry[kHash] = static_cast<std::int64_t>(hash);
     entry[kDims] = static_cast<std::int64_t>(dims);
     entry[kTypesAndConcrete] = types_and_concrete;
     entry[kLength] = key.length;
     entry[kSeen] = 0;
     std::memcpy(entry + kHeader, key.words, key.length * sizeof(std::int64_t));
-    slots_[slot] = slot_value(key.hash, offset);
+    slots_[slot] = slot_value(hash, offset);
     ++entries_;
     return offset;
   }
@@ -374,17 +378,20 @@ class InputTextCache {
         key.words[n++] = input.isScalar() ? kOtherScalar : kOther;
       }
     }
+    key.length = n;
+    return true;
+  }
+
+  static std::uint64_t hash_of(const Key& key) noexcept {
     // Each word's product is independent of the others, so only a rotate and an xor per word are
-    // serial; murmur3's finaliser then spreads it into the low bits the set index takes.
-    std::uint64_t hash = 0x9E3779B97F4A7C15ull ^ n;
-    for (std::uint32_t i = 0; i < n; ++i)
+    // serial; murmur3's finaliser then spreads it into the low bits the slot index takes.
+    std::uint64_t hash = 0x9E3779B97F4A7C15ull ^ key.length;
+    for (std::uint32_t i = 0; i < key.length; ++i)
       hash = ((hash << 5) | (hash >> 59)) ^ (static_cast<std::uint64_t>(key.words[i]) * 0xFF51AFD7ED558CCDull);
     hash ^= hash >> 33;
     hash *= 0xC4CEB9FE1A85EC53ull;
     hash ^= hash >> 33;
-    key.hash = hash;
-    key.length = n;
-    return true;
+    return hash;
   }
 
   /// Inline: keys are a few words, shorter than a call to memcmp costs.
@@ -646,6 +653,10 @@ class TorchOpObserver final : public OpObserver {
     op.input_dims = 0;
     if (inputs) state.inputs.texts(fn, op.input_dims, op.input_types_and_concrete, &format_inputs);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
+    // The next op's entries, predicted now, start loading during this op's compute: when it is
+    // short they are still in cache at the next entry, which prefetches them again in case not.
+    state.names.prefetch_predicted();
+    if (inputs) state.inputs.prefetch_predicted();
     op.start = now_ticks();
     return nullptr;
   }
