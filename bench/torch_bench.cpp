@@ -45,9 +45,11 @@
 // (paired_overhead_ns_per_op), the difference of the step times' 10th, 25th and 50th
 // percentiles (paired_p10/p25/p50_overhead_ns_per_op), which a step slowed by the host moves less.
 //
-// in_callbacks (both workloads): the time spent inside each collector's own callbacks, the
-// collectors taking turns window by window in one benchmark (see "In callbacks"): counters
-// <mode>_ns_per_op and dlprof_ops_shapes_per_<peer>. The steadiest per-op figure on mnist_cnn.
+// in_callbacks (both workloads, and mnist_cnn_batch1: the demo model's ops on one image): the
+// time spent inside each collector's own callbacks, the collectors taking turns window by window
+// in one benchmark (see "In callbacks"): counters <mode>_ns_per_op and
+// dlprof_ops_shapes_per_<peer>. The steadiest per-op figure on mnist_cnn. The same turns' whole
+// steps (<mode>_step_ns_per_op) resolve on tiny_mlp and mnist_cnn_batch1, not on mnist_cnn.
 //
 // --floor adds tiny_mlp/floor_* and mnist_cnn/paired_floor_*: LibTorch's own floor, an empty
 // RecordFunction callback on the observer's scopes (global, global with inputs, thread-local):
@@ -112,14 +114,18 @@ struct TinyMlp {
   }
 };
 
-struct MnistCnnStep {
-  static constexpr const char* kName = "mnist_cnn";
+/// The demo model's training step on `kBatch` images.
+template <std::int64_t kBatch>
+struct MnistCnnBatch {
+  // A batch of 32 is the demo's. A batch of 1 makes the same ops, but its step is short enough
+  // for the collectors' cost to show in whole steps (in_callbacks only).
+  static constexpr const char* kName = kBatch == 1 ? "mnist_cnn_batch1" : "mnist_cnn";
   // ~16 ms a step, of which the ops' overhead is ~1 %: more steps per repetition than the default.
   static constexpr double kMinTime = 1.0;
   dlprof_examples::MnistCnn model;
   torch::optim::SGD optimizer{model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9)};
-  torch::Tensor images = torch::randn({32, 1, 28, 28});
-  torch::Tensor labels = torch::randint(0, 10, {32}, torch::kLong);
+  torch::Tensor images = torch::randn({kBatch, 1, 28, 28});
+  torch::Tensor labels = torch::randint(0, 10, {kBatch}, torch::kLong);
 
   void step() {
     optimizer.zero_grad();
@@ -128,6 +134,9 @@ struct MnistCnnStep {
     optimizer.step();
   }
 };
+
+using MnistCnnStep = MnistCnnBatch<32>;
+using MnistCnnSingle = MnistCnnBatch<1>;
 
 /// Steps run before each timed loop, whatever the mode (allocator and autograd warm-up).
 constexpr int kWarmupSteps = 3;
@@ -843,6 +852,17 @@ const std::vector<std::string> kModes = {"no_profiler",    "dlprof_idle",    "dl
                                          "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
                                          "kineto_state_collector_shapes"};
 
+/// in_callbacks' eight modes take turns: each gets the time of one mode's own benchmark.
+constexpr int kInCallbacksModes = 8;
+
+template <class Workload>
+void register_in_callbacks() {
+  with_min_time(benchmark::RegisterBenchmark(fmt::format("{}/in_callbacks", Workload::kName).c_str(),
+                                             &BM_in_callbacks<Workload>)
+                    ->Unit(benchmark::kMicrosecond),
+                kInCallbacksModes * Workload::kMinTime);
+}
+
 template <class Workload>
 void register_workload() {
   using Fn = void (*)(benchmark::State&);
@@ -865,11 +885,7 @@ void register_workload() {
                       ->Unit(benchmark::kMicrosecond)
                       ->UseManualTime(),
                   Workload::kMinTime);
-  // Every collector takes 1/6 of the windows: six times a single mode's time.
-  with_min_time(benchmark::RegisterBenchmark(fmt::format("{}/in_callbacks", Workload::kName).c_str(),
-                                             &BM_in_callbacks<Workload>)
-                    ->Unit(benchmark::kMicrosecond),
-                6 * Workload::kMinTime);
+  register_in_callbacks<Workload>();
 }
 
 
@@ -938,9 +954,11 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
 /// The in_callbacks benchmarks' figures (medians when repeated).
 void print_in_callbacks(const dlprof_bench::SummaryReporter& results) {
   for (const auto& [workload, min_time] :
-       {std::pair{TinyMlp::kName, TinyMlp::kMinTime}, std::pair{MnistCnnStep::kName, MnistCnnStep::kMinTime}}) {
+       {std::pair{TinyMlp::kName, TinyMlp::kMinTime}, std::pair{MnistCnnStep::kName, MnistCnnStep::kMinTime},
+        std::pair{MnistCnnSingle::kName, MnistCnnSingle::kMinTime}}) {
     const std::string name = g_min_time_from_flag ? fmt::format("{}/in_callbacks", workload)
-                                                  : fmt::format("{}/in_callbacks/min_time:{:.3f}", workload, 6 * min_time);
+                                                  : fmt::format("{}/in_callbacks/min_time:{:.3f}", workload,
+                                                                kInCallbacksModes * min_time);
     if (!results.counter(name, "dlprof_ops_shapes_ns_per_op")) continue;
     std::cout.flush();
     fmt::print("\n{}: time inside each collector's callbacks, collectors taking turns, ns per op\n", workload);
@@ -991,6 +1009,7 @@ int main(int argc, char** argv) {
   { const dlprof::Profiler selects_clock; }
   register_workload<TinyMlp>();
   register_workload<MnistCnnStep>();
+  register_in_callbacks<MnistCnnSingle>();
   if (floor) register_floor();
   benchmark::AddCustomContext("libtorch", TORCH_VERSION);
   benchmark::AddCustomContext("torch_threads", std::to_string(torch::get_num_threads()));
