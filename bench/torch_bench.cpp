@@ -595,14 +595,15 @@ void BM_paired_kineto_state_collector_shapes(benchmark::State& state) {
 std::unique_ptr<at::ObserverContext> empty_enter(const at::RecordFunction&) { return nullptr; }
 void empty_exit(const at::RecordFunction&, at::ObserverContext*) {}
 
-/// An empty global callback registered as dlprof's observer registers its own: the same scopes,
-/// inputs when `inputs`. Its whole steps are what any such callback costs, boxing included.
-at::CallbackHandle add_floor_callback(bool inputs) {
-  return at::addGlobalCallback(at::RecordFunctionCallback(&empty_enter, &empty_exit)
-                                   .needsInputs(inputs)
-                                   .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                                            at::RecordScope::USER_SCOPE}));
+/// An empty callback as dlprof's observer registers its own: the same scopes, inputs when
+/// `inputs`. What it costs, any such callback costs, boxing included.
+at::RecordFunctionCallback floor_callback(bool inputs) {
+  return at::RecordFunctionCallback(&empty_enter, &empty_exit)
+      .needsInputs(inputs)
+      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
 }
+
+at::CallbackHandle add_floor_callback(bool inputs) { return at::addGlobalCallback(floor_callback(inputs)); }
 
 struct ProbeTimes {
   std::int64_t enter_began = 0, exit_began = 0;
@@ -799,12 +800,8 @@ void BM_floor_callback(benchmark::State& state) {
   using Workload = TinyMlp;
   const OpCount& count = op_count<Workload>();
   auto workload = make_workload<Workload>();
-  auto callback = at::RecordFunctionCallback(&empty_enter, &empty_exit)
-                      .needsInputs(kInputs)
-                      .needsIds(true)
-                      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
-  const at::CallbackHandle handle =
-      kThreadLocal ? at::addThreadLocalCallback(std::move(callback)) : at::addGlobalCallback(std::move(callback));
+  const at::CallbackHandle handle = kThreadLocal ? at::addThreadLocalCallback(floor_callback(kInputs))
+                                                 : at::addGlobalCallback(floor_callback(kInputs));
   for (auto _ : state) workload->step();
   at::removeCallback(handle);
   set_common_counters(state, count);
@@ -815,15 +812,7 @@ template <bool kInputs>
 void BM_paired_floor_callback_mnist(benchmark::State& state) {
   at::CallbackHandle handle = 0;
   paired_torch<MnistCnnStep>(
-      state,
-      [&] {
-        handle = at::addGlobalCallback(at::RecordFunctionCallback(&empty_enter, &empty_exit)
-                                           .needsInputs(kInputs)
-                                           .needsIds(true)
-                                           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                                                    at::RecordScope::USER_SCOPE}));
-      },
-      [&] { at::removeCallback(handle); });
+      state, [&] { handle = add_floor_callback(kInputs); }, [&] { at::removeCallback(handle); });
 }
 
 void register_floor() {
