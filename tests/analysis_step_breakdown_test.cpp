@@ -169,20 +169,79 @@ TEST(StepBreakdownTest, CpuOnlyTraceKeepsHostStepsAndAnUnsteppedTraceIsOneStep) 
   EXPECT_EQ(stepped.steps[1].duration_ns(), 50);
   EXPECT_TRUE(stepped.devices.empty());
 
+  // Without steps, the one step spans the ops, as TensorBoard's does: the range starting before
+  // them and the Python frame around them reach outside it.
   const dlprof::Trace unstepped = dlprof_test::AnalysisTraceBuilder()
-                                      .range("enumerate(DataPipe)#ShardingFilter", 5, 25)
+                                      .python_frame("train.py(12): <module>", 0, 90)
+                                      .range("enumerate(DataPipe)#ShardingFilter", 5, 35)
                                       .op("aten::mm", 30, 45)
+                                      .op("aten::relu", 60, 70)
                                       .trace();
   const auto whole = dlprof::analysis::step_breakdown(unstepped);
   ASSERT_EQ(whole.steps.size(), 1u);
   EXPECT_EQ(whole.steps[0].number, -1);
-  EXPECT_EQ(whole.steps[0].start_ns, 5);
-  EXPECT_EQ(whole.steps[0].end_ns, 45);
-  EXPECT_EQ(whole.steps[0][StepRole::DataLoader], 20);
-  EXPECT_EQ(whole.steps[0][StepRole::CpuExec], 15);
-  EXPECT_EQ(whole.steps[0][StepRole::Other], 5);
+  EXPECT_EQ(whole.steps[0].start_ns, 30);
+  EXPECT_EQ(whole.steps[0].end_ns, 70);
+  EXPECT_EQ(whole.steps[0][StepRole::DataLoader], 5);
+  EXPECT_EQ(whole.steps[0][StepRole::CpuExec], 10 + 10);
+  EXPECT_EQ(whole.steps[0][StepRole::Other], 15);
+
+  // Without ops either, it spans every CPU slice (TensorBoard's would be empty).
+  const dlprof::Trace ranges_only = dlprof_test::AnalysisTraceBuilder()
+                                        .range("forward", 10, 40)
+                                        .python_frame("train.py(12): <module>", 0, 50)
+                                        .trace();
+  const auto ranges = dlprof::analysis::step_breakdown(ranges_only);
+  ASSERT_EQ(ranges.steps.size(), 1u);
+  EXPECT_EQ(ranges.steps[0].start_ns, 0);
+  EXPECT_EQ(ranges.steps[0].end_ns, 50);
+  EXPECT_EQ(ranges.steps[0][StepRole::CpuExec], 30);
+  EXPECT_EQ(ranges.steps[0][StepRole::Other], 20);
 
   EXPECT_TRUE(dlprof::analysis::step_breakdown(dlprof::Trace{}).steps.empty());
+}
+
+TEST(StepBreakdownTest, PythonFramesAreNoRole) {
+  // TensorBoard counts no time of its own in a python_function slice: the step's time outside
+  // the op is Other, even under the frames.
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .step(1, 0, 100)
+                                  .python_frame("train.py(30): train_step", 0, 100)
+                                  .python_frame("nn.Module: Linear_0", 10, 60, dlprof::Category::Forward)
+                                  .op("aten::addmm", 20, 40)
+                                  .trace();
+  const auto step = dlprof::analysis::step_breakdown(trace).steps.at(0);
+  EXPECT_EQ(step[StepRole::CpuExec], 20);
+  EXPECT_EQ(step[StepRole::Other], 80);
+}
+
+TEST(StepBreakdownTest, OccupancyIsUnknownWithoutKernelsThatHaveOne) {
+  // Kineto writes -99 where it cannot estimate occupancy, and a kernel read from a trace without
+  // the arg (ROCm's) gets the same: such kernels count for no occupancy, as in TensorBoard.
+  const dlprof::Trace partly = dlprof_test::AnalysisTraceBuilder()
+                                   .step(1, 0, 400)
+                                   .call("cudaLaunchKernel", 1, 2, 1)
+                                   .call("cudaLaunchKernel", 3, 4, 2)
+                                   .kernel("a", 0, 100, 1)
+                                   .launch(1, 1, 0.5f, 40)
+                                   .kernel("b", 100, 400, 2)
+                                   .launch(1, 1, 0.5f, -99)
+                                   .trace();
+  const auto known = dlprof::analysis::step_breakdown(partly).devices.at(0);
+  ASSERT_TRUE(known.achieved_occupancy_percent.has_value());
+  EXPECT_DOUBLE_EQ(*known.achieved_occupancy_percent, 40.0);
+
+  const dlprof::Trace rocm = dlprof_test::AnalysisTraceBuilder()
+                                 .step(1, 0, 400)
+                                 .call("cudaLaunchKernel", 1, 2, 1)
+                                 .kernel("Cijk_Ailk_Bljk_SB_MT64x64x16", 0, 100, 1)
+                                 .launch(1, 1, 0.0f, -99)
+                                 .trace();
+  const auto breakdown = dlprof::analysis::step_breakdown(rocm);
+  const auto& unknown = breakdown.devices.at(0);
+  EXPECT_FALSE(unknown.achieved_occupancy_percent.has_value());
+  EXPECT_FALSE(unknown.sm_efficiency.has_value());
+  EXPECT_THAT(breakdown.table(), HasSubstr("est. SM efficiency unknown, est. achieved occupancy unknown"));
 }
 
 TEST(StepBreakdownTest, OnlyNextCallsOfADataLoaderAreDataLoading) {

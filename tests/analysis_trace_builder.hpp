@@ -31,6 +31,11 @@ class AnalysisTraceBuilder {
                               std::uint64_t external_id = 0) {
     return slice(dlprof::EventKind::Range, name, start, end, external_id, category, thread);
   }
+  /// A python_function slice (torch.profiler's with_stack).
+  AnalysisTraceBuilder& python_frame(std::string_view name, std::int64_t start, std::int64_t end,
+                                     dlprof::Category category = dlprof::Category::User, std::uint32_t thread = 0) {
+    return slice(dlprof::EventKind::PythonFrame, name, start, end, 0, category, thread);
+  }
   AnalysisTraceBuilder& step(std::int64_t number, std::int64_t start, std::int64_t end, std::uint32_t thread = 0) {
     return slice(dlprof::EventKind::Step, "ProfilerStep#" + std::to_string(number), start, end, 0, dlprof::Category::Step,
                  thread);

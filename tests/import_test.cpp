@@ -5,6 +5,7 @@
 #include "test_files.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -84,6 +85,12 @@ TraceReadError read_error(Body body) {
 }
 
 Trace parse(std::string_view json) { return dlprof::parse_trace(json, "inline.json"); }
+
+Trace parse_strictly(std::string_view json) {
+  dlprof::ReadOptions options;
+  options.strict = true;
+  return dlprof::parse_trace(json, "inline.json", options);
+}
 
 // ---------------------------------------------------------------------------------------------
 // torch.profiler's traces (tests/data/reference-traces, written by Kineto on A100 and V100 GPUs)
@@ -508,6 +515,11 @@ void expect_same(const Trace& expected, const Trace& actual) {
   EXPECT_EQ(actual.distributed.rank, expected.distributed.rank);
   EXPECT_EQ(actual.distributed.world_size, expected.distributed.world_size);
   EXPECT_EQ(actual.metadata, expected.metadata);
+  EXPECT_EQ(actual.read_result.skipped_events, expected.read_result.skipped_events);
+  EXPECT_EQ(actual.read_result.first_skip_offset, expected.read_result.first_skip_offset);
+  EXPECT_EQ(actual.read_result.first_skip_reason, expected.read_result.first_skip_reason);
+  EXPECT_EQ(actual.read_result.ignored_values, expected.read_result.ignored_values);
+  EXPECT_EQ(actual.read_result.notes, expected.read_result.notes);
   ASSERT_EQ(actual.threads.size(), expected.threads.size());
   for (std::size_t i = 0; i < expected.threads.size(); ++i) {
     EXPECT_EQ(actual.threads[i].os_tid, expected.threads[i].os_tid) << i;
@@ -716,7 +728,7 @@ TEST(ImportEraTest, TimestampsAreExactBeyondDoublePrecision) {
     {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1694039959123456.789, "dur": 0.001},
     {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1694039959123457.7895, "dur": 1.00049},
     {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 1.6940399591234585e15, "dur": 2e-3},
-    {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 1694039959123459.0, "dur": -4}
+    {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 1694039959123459.0, "dur": 0}
   ])json");
   ASSERT_EQ(trace.events.size(), 4u);
   EXPECT_EQ(trace.events[0].start_ns, 1'694'039'959'123'456'789);
@@ -725,7 +737,23 @@ TEST(ImportEraTest, TimestampsAreExactBeyondDoublePrecision) {
   EXPECT_EQ(trace.events[1].duration_ns(), 1000);                  // 1.00049 µs rounds to 1000 ns
   EXPECT_EQ(trace.events[2].start_ns, 1'694'039'959'123'458'500);
   EXPECT_EQ(trace.events[2].duration_ns(), 2);
-  EXPECT_EQ(trace.events[3].duration_ns(), 0);  // negative durations are clamped, as Kineto does
+  EXPECT_EQ(trace.events[3].duration_ns(), 0);
+}
+
+TEST(ImportEraTest, NegativeDurationsAreLeftOutOrClampedWhenStrict) {
+  constexpr std::string_view kJson = R"json([
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 10, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 20, "dur": -4}
+  ])json";
+  const Trace lenient = parse(kJson);
+  ASSERT_EQ(lenient.events.size(), 1u);
+  EXPECT_EQ(lenient.read_result.skipped_events, 1u);
+  EXPECT_EQ(lenient.read_result.first_skip_reason, "\"dur\" must not be negative: -4");
+  EXPECT_EQ(lenient.read_result.first_skip_offset, kJson.find("-4"));
+  EXPECT_EQ(lenient.window_end_ns, 11'000);  // a left-out event leaves no time behind
+  const Trace strict = parse_strictly(kJson);
+  ASSERT_EQ(strict.events.size(), 2u);
+  EXPECT_EQ(strict.events[1].duration_ns(), 0);  // clamped, as Kineto clamps
 }
 
 TEST(ImportEraTest, GzipRecognisedByMagicBytesWhateverTheName) {
@@ -868,7 +896,7 @@ TEST(ImportErrorTest, SyntaxErrorsAndWrongTypes) {
   };
   for (const auto& bad : kCases) {
     SCOPED_TRACE(bad.json);
-    const TraceReadError error = read_error([&] { parse(bad.json); });
+    const TraceReadError error = read_error([&] { parse_strictly(bad.json); });
     EXPECT_THAT(error.reason(), HasSubstr(std::string(bad.reason)));
     EXPECT_THAT(error.what(), HasSubstr("'inline.json' at byte "));
   }
@@ -1024,9 +1052,10 @@ struct ParseOutcome {
   std::string reason;
 };
 
-ParseOutcome parse_outcome(std::string_view json, bool split) {
+ParseOutcome parse_outcome(std::string_view json, bool split, bool strict) {
   dlprof::ReadOptions options;
   options.split_parse_min_bytes = split ? 0 : UINT64_MAX;
+  options.strict = strict;
   ParseOutcome outcome;
   try {
     outcome.trace = dlprof::parse_trace(json, "inline.json", options);
@@ -1037,9 +1066,9 @@ ParseOutcome parse_outcome(std::string_view json, bool split) {
   return outcome;
 }
 
-void expect_split_reads_the_same(std::string_view json) {
-  const ParseOutcome one_thread = parse_outcome(json, false);
-  const ParseOutcome two_threads = parse_outcome(json, true);
+void expect_split_reads_the_same(std::string_view json, bool strict = false) {
+  const ParseOutcome one_thread = parse_outcome(json, false, strict);
+  const ParseOutcome two_threads = parse_outcome(json, true, strict);
   ASSERT_EQ(two_threads.trace.has_value(), one_thread.trace.has_value()) << two_threads.reason << one_thread.reason;
   if (one_thread.trace) {
     expect_same(*one_thread.trace, *two_threads.trace);
@@ -1086,7 +1115,7 @@ TEST(ImportSplitTest, BothThreadsReadTheEventsTheOneThreadReads) {
     EXPECT_TRUE(split_parse_reads(json, event));
   }
   expect_split_reads_the_same(json);
-  const Trace trace = *parse_outcome(json, true).trace;
+  const Trace trace = *parse_outcome(json, true, false).trace;
   ASSERT_EQ(trace.events.size(), 4u);  // two ops and the counter's two series
   EXPECT_EQ(trace.window_start_ns, 1700000000000000500);  // the base time after the events applies to them all
   ASSERT_EQ(trace.gpu_events.size(), 1u);
@@ -1145,10 +1174,32 @@ TEST(ImportSplitTest, ErrorsAreTheOnesOneThreadFinds) {
   };
   for (const std::string_view bad : kBad) {
     SCOPED_TRACE(bad);
-    const ParseOutcome outcome = parse_outcome(bad, true);
+    const ParseOutcome outcome = parse_outcome(bad, true, true);
     EXPECT_FALSE(outcome.trace.has_value());
-    expect_split_reads_the_same(bad);
+    expect_split_reads_the_same(bad, true);
+    expect_split_reads_the_same(bad);  // leniently: the same events left out, the same errors
   }
+}
+
+TEST(ImportSplitTest, EventsLeftOutOnEitherSideAreCountedOnce) {
+  // Unusable events in the head, in the rest (one the handler finds, one the builder finds), and
+  // an ignored value in the rest.
+  const std::string json = R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": "x"},
+    {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 3, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": {"n": 1}, "pid": 1, "tid": 1, "ts": 4},
+    {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 5, "dur": -1},
+    {"ph": "X", "cat": "cpu_op", "name": "e", "pid": 1, "tid": 1, "ts": 6, "dur": 1, "args": {"External id": [1]}}
+  ]})json";
+  ASSERT_TRUE(split_parse_reads(json, json.find("\"c\"")));
+  const ParseOutcome split = parse_outcome(json, true, false);
+  ASSERT_TRUE(split.trace.has_value()) << split.reason;
+  EXPECT_EQ(split.trace->events.size(), 3u);
+  EXPECT_EQ(split.trace->read_result.skipped_events, 3u);
+  EXPECT_EQ(split.trace->read_result.first_skip_offset, json.find("\"x\""));
+  EXPECT_EQ(split.trace->read_result.ignored_values, 1u);
+  expect_split_reads_the_same(json);
 }
 
 TEST(ImportSplitTest, EveryPrefixFailsAsOnOneThread) {
@@ -1248,6 +1299,287 @@ TEST(ImportNumberTest, ScaledExactlyAndRoundedOnce) {
   EXPECT_EQ(value, 2);
   EXPECT_EQ(to_int64("-9223372036854775807", 0, INT64_MAX, true, &value), NumberError::None);
   EXPECT_EQ(value, -INT64_MAX);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Lenient reading: what other writers put where the reader expects something else
+
+TEST(ImportLenientTest, NumericVersionsOfRecentKinetoAreText) {
+  // PyTorch 2.5 and later write "cupti_version": 28, "cuda_runtime_version": 12090 and
+  // "cuda_driver_version": 13000 as numbers.
+  const std::string path = (fs::path(DLPROF_TEST_DATA_DIR) / "kineto" / "h100-torch2.9-numeric-versions.pt.trace.json").string();
+  const Trace trace = dlprof::read_trace(path);
+  EXPECT_TRUE(trace.read_result.empty());
+  EXPECT_EQ(trace.gpu.cupti_version, "28");
+  EXPECT_EQ(trace.gpu.driver_version, "13000");
+  EXPECT_THAT(trace.metadata, ::testing::Contains(std::pair<std::string, std::string>("cuda_runtime_version", "12090")));
+  EXPECT_EQ(trace.distributed.backend, "nccl");
+  EXPECT_EQ(trace.distributed.world_size, 2);
+  ASSERT_EQ(trace.devices.size(), 1u);
+  EXPECT_EQ(trace.devices[0].num_sms, 132);
+  EXPECT_EQ(count_events(trace, EventKind::Step), 1u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Kernel), 1u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Memcpy), 1u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Sync), 1u);
+  EXPECT_EQ(trace.api_events.size(), 3u);
+  EXPECT_EQ(trace.memory_events.size(), 1u);
+
+  dlprof::ReadOptions strict;
+  strict.strict = true;
+  EXPECT_THAT(read_error([&] { dlprof::read_trace(path, strict); }).reason(),
+              HasSubstr("\"cupti_version\" must be a string, not a number"));
+}
+
+TEST(ImportLenientTest, UnusableEventsAreLeftOutAndCountedWithTheFirstReason) {
+  const std::string json = R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "kept", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "abc", "pid": 1, "tid": 1, "ts": 11, "dur": "abc"},
+    {"ph": "X", "cat": "cpu_op", "name": "no ts", "pid": 1, "tid": 1, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": ["list"], "pid": 1, "tid": 1, "ts": 12, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "object pid", "pid": {"a": 1}, "tid": 1, "ts": 12, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "bool tid", "pid": 0, "tid": true, "ts": 12, "dur": 1},
+    {"ph": 5, "cat": "cpu_op", "name": "numeric ph", "pid": 1, "tid": 1, "ts": 12, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": 1, "ts": 4611686018427387, "dur": 1},
+    7, [1, 2], "text", null,
+    {"ph": "X", "cat": "cpu_op", "name": 42, "pid": 1, "tid": 1, "ts": "13", "dur": "1.5"}
+  ]})json";
+  const Trace trace = parse(json);
+  ASSERT_EQ(trace.events.size(), 2u);
+  EXPECT_EQ(trace.names[trace.events[0].name], "kept");
+  EXPECT_EQ(trace.names[trace.events[1].name], "42");  // a number where text is expected is its text
+  EXPECT_EQ(trace.events[1].start_ns, 13'000);         // and a string holding a number is the number
+  EXPECT_EQ(trace.events[1].duration_ns(), 1'500);
+  const dlprof::ReadResult& read = trace.read_result;
+  EXPECT_EQ(read.skipped_events, 11u);
+  EXPECT_EQ(read.first_skip_reason, "\"dur\" must be a number, not a string");
+  EXPECT_EQ(read.first_skip_offset, json.find("\"abc\"}"));
+  EXPECT_EQ(trace.window_start_ns, 10'000);
+  EXPECT_EQ(trace.window_end_ns, 15'000);
+}
+
+TEST(ImportLenientTest, ATraceWithNoUsableEventFailsWithTheFirstReason) {
+  const std::string json = R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": -1},
+    {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": []}
+  ]})json";
+  const TraceReadError error = read_error([&] { parse(json); });
+  EXPECT_EQ(error.reason(), "\"dur\" must not be negative: -1");
+  EXPECT_EQ(error.offset(), json.find("-1"));
+  EXPECT_EQ(error.line(), 2u);
+  // Nothing to leave out is not an error: an empty window reads as one.
+  EXPECT_TRUE(parse(R"json({"traceEvents": []})json").events.empty());
+}
+
+TEST(ImportLenientTest, ArgsOfUnexpectedTypeAreLeftOutOfTheirEvent) {
+  const std::string json = R"json({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+     "args": {"correlation": [1], "External id": "abc", "stream": "7", "device": {"d": 0}, "grid": "big",
+              "block": [128, 1, 1], "blocks per SM": null, "registers per thread": 32}},
+    {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+     "args": {"External id": "12", "Sequence number": "x", "flops": -3}},
+    {"ph": "X", "cat": "cpu_op", "name": "no args", "pid": 1, "tid": 1, "ts": 11, "dur": 1, "args": [1]}
+  ]})json";
+  const Trace trace = parse(json);
+  ASSERT_EQ(trace.gpu_events.size(), 1u);
+  const GpuEvent& kernel = trace.gpu_events[0];
+  EXPECT_EQ(kernel.correlation, 0u);
+  EXPECT_EQ(kernel.external_id, 0u);
+  EXPECT_EQ(kernel.stream, 7);  // a string holding a number is the number
+  EXPECT_EQ(kernel.device, 0u);
+  EXPECT_EQ(kernel.kernel.grid[0], 1u);
+  EXPECT_EQ(kernel.kernel.block[0], 128u);
+  EXPECT_EQ(kernel.kernel.registers_per_thread, 32u);
+  const TraceEvent* op = find_event(trace, "op");
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->external_id, 12u);
+  EXPECT_EQ(op->sequence_number, -1);
+  EXPECT_NE(find_event(trace, "no args"), nullptr);
+  const dlprof::ReadResult& read = trace.read_result;
+  EXPECT_EQ(read.skipped_events, 0u);
+  EXPECT_EQ(read.ignored_values, 8u);
+  ASSERT_EQ(read.notes.size(), 1u);
+  EXPECT_EQ(read.notes[0], fmt::format("8 event values of an unexpected type left out; the first, at byte {}: "
+                                       "\"correlation\" must be a scalar, not an array",
+                                       json.find("[1]")));
+}
+
+TEST(ImportLenientTest, MetadataOfUnexpectedTypeIsKeptAsText) {
+  const std::string json = R"json({"schemaVersion": "1", "cupti_version": 12.4, "cuda_driver_version": true,
+    "dlprof_dropped_events": "7", "dlprof_clipped_ranges": "many", "dlprof_clock": null,
+    "deviceProperties": [{"id": "1", "name": 5, "numSms": {"n": 80}, "totalGlobalMem": "lots", "warpSize": null}, 3],
+    "distributedInfo": {"backend": 1, "rank": "3", "world_size": [4]},
+    "baseTimeNanoseconds": "1700000000000000000",
+    "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})json";
+  const Trace trace = parse(json);
+  ASSERT_EQ(trace.events.size(), 1u);
+  EXPECT_EQ(trace.events[0].start_ns, 1'700'000'000'000'001'000);
+  EXPECT_EQ(trace.gpu.cupti_version, "12.4");
+  EXPECT_EQ(trace.gpu.driver_version, "true");
+  EXPECT_EQ(trace.dropped_events, 7u);
+  EXPECT_EQ(trace.clipped_ranges, 0u);
+  EXPECT_EQ(trace.clock_source, "");
+  ASSERT_EQ(trace.devices.size(), 1u);
+  EXPECT_EQ(trace.devices[0].id, 1);
+  EXPECT_EQ(trace.devices[0].name, "5");
+  EXPECT_EQ(trace.devices[0].num_sms, 0);
+  EXPECT_EQ(trace.distributed.backend, "1");
+  EXPECT_EQ(trace.distributed.rank, 3);
+  EXPECT_EQ(trace.distributed.world_size, 1);
+  using Entry = std::pair<std::string, std::string>;
+  EXPECT_THAT(trace.metadata, ::testing::IsSupersetOf({Entry{"dlprof_clipped_ranges", "\"many\""},
+                                                       Entry{"deviceProperties[0].numSms", "{\"n\": 80}"},
+                                                       Entry{"deviceProperties[0].totalGlobalMem", "\"lots\""},
+                                                       Entry{"deviceProperties[1]", "3"},
+                                                       Entry{"distributedInfo.world_size", "[4]"}}));
+  EXPECT_EQ(trace.read_result.ignored_values, 5u);
+  ASSERT_EQ(trace.read_result.notes.size(), 5u);
+  EXPECT_EQ(trace.read_result.notes[0],
+            fmt::format("\"dlprof_clipped_ranges\" must be a number, not a string (at byte {}); kept in the metadata as "
+                        "\"dlprof_clipped_ranges\"",
+                        json.find("\"many\"")));
+}
+
+TEST(ImportLenientTest, StructuresWhereTheReaderNeedsOthersAreKeptAsText) {
+  const Trace trace = parse(R"json({"deviceProperties": {"id": 0}, "distributedInfo": "rank 3", "dlprof_clock": ["tsc"],
+    "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})json");
+  EXPECT_TRUE(trace.devices.empty());
+  EXPECT_EQ(trace.distributed.rank, 0);
+  using Entry = std::pair<std::string, std::string>;
+  EXPECT_THAT(trace.metadata, ::testing::IsSupersetOf({Entry{"deviceProperties", "{\"id\": 0}"},
+                                                       Entry{"distributedInfo", "\"rank 3\""},
+                                                       Entry{"dlprof_clock", "[\"tsc\"]"}}));
+  EXPECT_EQ(trace.read_result.ignored_values, 3u);
+  // What no reading can get past stays an error.
+  EXPECT_THAT(read_error([] { parse(R"json({"traceEvents": {"ph": "X"}})json"); }).reason(),
+              HasSubstr("\"traceEvents\" must be an array, not an object"));
+  EXPECT_THAT(read_error([] { parse(R"json({"traceEvents": 3})json"); }).reason(),
+              HasSubstr("\"traceEvents\" must be an array, not a number"));
+  EXPECT_THAT(read_error([] { parse("42"); }).reason(), HasSubstr("a trace is a JSON object or array"));
+}
+
+TEST(ImportLenientTest, KeysInAnyOrder) {
+  const Trace trace = parse(R"json([
+    {"args": {"stream": 7, "correlation": 5, "device": 1}, "dur": 2, "ts": 10, "tid": 7, "pid": 1, "name": "k", "cat": "kernel", "ph": "X"},
+    {"args": {"value": 3}, "ts": 11, "tid": 1, "pid": 1, "name": "c", "ph": "C"},
+    {"args": {"correlation": 5}, "dur": 1, "ts": 9, "tid": 1, "pid": 1, "name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X"}
+  ])json");
+  EXPECT_TRUE(trace.read_result.empty());
+  ASSERT_EQ(trace.gpu_events.size(), 1u);
+  EXPECT_EQ(trace.gpu_events[0].stream, 7);
+  EXPECT_EQ(trace.gpu_events[0].device, 1u);
+  EXPECT_EQ(trace.gpu_events[0].correlation, 5u);
+  ASSERT_EQ(trace.api_events.size(), 1u);
+  EXPECT_EQ(count_events(trace, EventKind::Counter), 1u);
+}
+
+TEST(ImportLenientTest, TheBadInputTableReadsOrFailsAsItMust) {
+  // Strictly every one of these fails (ImportErrorTest.SyntaxErrorsAndWrongTypes); leniently only
+  // what is not JSON, not a trace, or has no usable event.
+  const struct {
+    std::string_view json;
+    std::string_view reason;  ///< empty: reads
+  } kCases[] = {
+      {"not json", "Invalid value."},
+      {"{\"traceEvents\": {}}", "\"traceEvents\" must be an array, not an object"},
+      {"[1]", "a trace event must be an object, not a number"},
+      {"[{\"ph\": 1}]", "\"ph\" must be a string, not a number"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1e300}]", "\"ts\" is out of range: 1e300"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": -0.5}]", "\"ts\" must not be negative: -0.5"},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": 5, \"ts\": 1}]", ""},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1, \"args\": {\"External id\": \"7\"}}]", ""},
+      {"[{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"args\": {\"grid\": [1, 2, 3, 4]}}]", ""},
+      {"[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 1, \"args\": 3}]", ""},
+      {"{\"deviceProperties\": [{\"id\": \"zero\"}]}", ""},
+      {"{\"distributedInfo\": []}", ""},
+      {"{\"baseTimeNanoseconds\": -1, \"traceEvents\": []}", ""},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": 4611686018427387.904}], \"baseTimeNanoseconds\": 4611686018427387904}",
+       "\"baseTimeNanoseconds\" plus a timestamp is beyond 2^62 ns"},
+  };
+  for (const auto& bad : kCases) {
+    SCOPED_TRACE(bad.json);
+    if (bad.reason.empty()) {
+      EXPECT_NO_THROW(parse(bad.json));
+      EXPECT_THAT(read_error([&] { parse_strictly(bad.json); }).what(), HasSubstr("'inline.json' at byte "));
+    } else {
+      EXPECT_THAT(read_error([&] { parse(bad.json); }).reason(), HasSubstr(std::string(bad.reason)));
+    }
+  }
+}
+
+TEST(ImportDeviceTest, EveryDeviceKinetoWritesIsClassifiedAsHtaDoes) {
+  const Trace trace = parse(R"json([
+    {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "rocm_kernel", "pid": 0, "tid": 1, "ts": 2, "dur": 1, "args": {"correlation": 1, "stream": 1, "device": 0}},
+    {"ph": "X", "cat": "xpu_runtime", "name": "zeCommandListAppendLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 1, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "xpu_driver", "name": "zeEventHostSynchronize", "pid": 1, "tid": 1, "ts": 3, "dur": 1},
+    {"ph": "X", "cat": "kernel", "name": "xpu_kernel", "pid": 1, "tid": 2, "ts": 4, "dur": 1, "args": {"correlation": 2, "device": 1}},
+    {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "mtia_kernel", "pid": 2, "tid": 3, "ts": 6, "dur": 1, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_copy", "pid": 2, "tid": 3, "ts": 7, "dur": 1},
+    {"ph": "X", "cat": "privateuse1_runtime", "name": "npuLaunch", "pid": 1, "tid": 1, "ts": 8, "dur": 1},
+    {"ph": "X", "cat": "privateuse1_driver", "name": "npuDrv", "pid": 1, "tid": 1, "ts": 8, "dur": 1},
+    {"ph": "X", "cat": "cuda_event", "name": "cudaEventRecord", "pid": 0, "tid": 1, "ts": 9, "dur": 0, "args": {"stream": 1}},
+    {"ph": "X", "cat": "mlu_kernel", "name": "unknown_device_kernel", "pid": 3, "tid": 4, "ts": 10, "dur": 2},
+    {"ph": "X", "cat": "GCU_MEMCPY", "name": "unknown_device_copy", "pid": 3, "tid": 4, "ts": 12, "dur": 2},
+    {"ph": "X", "cat": "npu_op", "name": "unknown_device_work", "pid": 3, "tid": 4, "ts": 14, "dur": 2, "args": {"stream": 4}},
+    {"ph": "X", "cat": "npu_op", "name": "unknown_device_work", "pid": 3, "tid": 4, "ts": 16, "dur": 2, "args": {"stream": 4}},
+    {"ph": "X", "cat": "host_thing", "name": "not device work", "pid": 1, "tid": 1, "ts": 18, "dur": 2}
+  ])json");
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Kernel), 7u);
+  EXPECT_EQ(count_gpu(trace, GpuEventKind::Memcpy), 1u);
+  ASSERT_EQ(trace.api_events.size(), 6u);
+  EXPECT_EQ(std::count_if(trace.api_events.begin(), trace.api_events.end(), [](const dlprof::ApiEvent& call) { return call.driver; }),
+            2);
+  EXPECT_EQ(trace.window_end_ns, 18'000);  // the unknown host category is not read
+  EXPECT_THAT(trace.read_result.notes,
+              ::testing::ElementsAre("1 slice of category \"GCU_MEMCPY\", which dlprof does not know, counted as GPU kernels",
+                                     "1 slice of category \"mlu_kernel\", which dlprof does not know, counted as GPU kernels",
+                                     "2 slices of category \"npu_op\", which dlprof does not know, counted as GPU kernels"));
+}
+
+TEST_F(ReferenceTraceTest, EverySetReadsAsWrittenStrictlyAndLeniently) {
+  dlprof::ReadOptions strict;
+  strict.strict = true;
+  std::size_t sets = 0;
+  for (const fs::directory_entry& set : fs::directory_iterator(kReferenceTraces)) {
+    if (!set.is_directory()) continue;
+    SCOPED_TRACE(set.path().filename().string());
+    ++sets;
+    const std::vector<Trace> lenient = dlprof::read_trace_set({set.path().string()});
+    const std::vector<Trace> strictly = dlprof::read_trace_set({set.path().string()}, strict);
+    ASSERT_EQ(lenient.size(), strictly.size());
+    for (std::size_t i = 0; i < lenient.size(); ++i) {
+      EXPECT_TRUE(lenient[i].read_result.empty()) << fmt::format("{}", fmt::join(lenient[i].read_result.notes, "\n"));
+      EXPECT_FALSE(lenient[i].gpu_events.empty());
+      expect_same(strictly[i], lenient[i]);
+    }
+  }
+  EXPECT_EQ(sets, 7u);
+}
+
+TEST(ImportRoundTripTest, PythonFramesAndUnknownOccupancyReadBackAsWritten) {
+  // A with_stack frame stays a python_function slice; a ROCm kernel, without Kineto's occupancy
+  // args, has an unknown occupancy (Kineto's -99), not 0.
+  const Trace trace = parse(R"json({"traceEvents": [
+    {"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_0", "pid": 10, "tid": 11, "ts": 100, "dur": 50,
+     "args": {"Python id": 3, "Python module id": 0}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 10, "tid": 11, "ts": 110, "dur": 20, "args": {"External id": 7}},
+    {"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_SB_MT64x64x16", "pid": 2, "tid": 1, "ts": 120, "dur": 10,
+     "args": {"device": 2, "stream": 1, "correlation": 5, "External id": 7}}
+  ]})json");
+  const TraceEvent* frame = find_event(trace, "nn.Module: Linear_0");
+  ASSERT_NE(frame, nullptr);
+  EXPECT_EQ(frame->kind, EventKind::PythonFrame);
+  EXPECT_EQ(frame->category, Category::Forward);
+  ASSERT_EQ(trace.gpu_events.size(), 1u);
+  EXPECT_LT(trace.gpu_events[0].kernel.est_achieved_occupancy_percent, 0);
+
+  TempDir dir;
+  const std::string path = (dir.path() / "again.pt.trace.json").string();
+  trace.save(path);
+  EXPECT_THAT(dlprof_test::read_file(path), HasSubstr(R"("cat": "python_function", "name": "nn.Module: Linear_0")"));
+  expect_same(trace, dlprof::read_trace(path));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -183,8 +184,9 @@ TEST(ReportTextTest, StepBreakdownPerStepAverageAndShares) {
 
 TEST(ReportTextTest, GpuSummaryAndHtaBreakdowns) {
   const std::string text = dlprof::render_text(dlprof::make_report(one_rank()));
-  EXPECT_TRUE(has_line(text, R"(GPU summary over the steps \(TensorBoard\))"));
-  EXPECT_TRUE(has_line(text, R"(  0 +A100 \(sm_80\) +50\.0% +- +0\.0% +0\.0% +2\.500)"));
+  EXPECT_TRUE(has_line(text, R"(GPU summary over the steps \(TensorBoard; TC: dlprof's share of kernel time on Tensor Cores\))"));
+  EXPECT_TRUE(has_line(text, R"(  GPU +Name +Utilization +Est\. SM efficiency +Est\. occupancy +TC \(dlprof\) +Kernels \(ms\))"));
+  EXPECT_TRUE(has_line(text, R"(  0 +A100 \(sm_80\) +50\.0% +unknown +0\.0% +0\.0% +2\.500)"));
   EXPECT_TRUE(has_line(text, R"(GPU time \(HTA temporal breakdown\))"));
   EXPECT_TRUE(has_line(text, R"(  idle +0\.400 +13\.8%)"));
   EXPECT_TRUE(has_line(text, R"(  compute +0\.700 +24\.1%)"));
@@ -298,6 +300,7 @@ TEST(ReportJsonTest, RequiredKeysAndValues) {
   EXPECT_EQ(rank["gpus"][0]["name"], "A100");
   EXPECT_EQ(rank["gpus"][0]["compute_capability"], "8.0");
   EXPECT_TRUE(rank["gpus"][0]["sm_efficiency_pct"].is_null());
+  EXPECT_DOUBLE_EQ(rank["gpus"][0]["dlprof_tensor_core_pct"].get<double>(), 0.0);
 
   EXPECT_EQ(rank["top_kernels"][1]["name"], kGemm);  // escaped and read back whole
   EXPECT_EQ(rank["top_kernels"][2]["name"], kLongKernel);
@@ -317,6 +320,51 @@ TEST(ReportJsonTest, RequiredKeysAndValues) {
     dataloader = dataloader || advice["id"] == "dataloader_bound";
   }
   EXPECT_TRUE(dataloader);
+}
+
+TEST(ReportTest, HeaderListsTheDeparturesFromTensorBoard) {
+  const dlprof::Report report = dlprof::make_report(one_rank());
+  const std::size_t deviations = std::size(dlprof::analysis::kTensorBoardDeviations);
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, "Step times and GPU summary: TensorBoard's profiler plugin's rules, except on purpose:"));
+  for (const dlprof::analysis::TensorBoardDeviation& deviation : dlprof::analysis::kTensorBoardDeviations)
+    EXPECT_THAT(text, HasSubstr(fmt::format("\n  - {}\n", dlprof::detail::wrap(fmt::format("{}: {}", deviation.what, deviation.why), 96, "    "))));
+  const Json json = Json::parse(dlprof::render_json(report));
+  ASSERT_EQ(json["tensorboard_deviations"].size(), deviations);
+  for (const Json& deviation : json["tensorboard_deviations"]) {
+    EXPECT_FALSE(deviation["what"].get<std::string>().empty());
+    EXPECT_FALSE(deviation["why"].get<std::string>().empty());
+  }
+  const std::string html = dlprof::render_html(report);
+  EXPECT_THAT(html, HasSubstr("TensorBoard's rules but for " + std::to_string(deviations) + " deviations"));
+  const std::size_t details = html.find("<details");
+  ASSERT_NE(details, std::string::npos);
+  EXPECT_EQ(count_of(html.substr(details, html.find("</details>") - details), "<li>"), deviations);
+}
+
+TEST(ReportTest, SaysWhatReadingTheFileLeftOut) {
+  dlprof::Trace trace = one_rank();
+  const dlprof::Report clean = dlprof::make_report(trace);
+  EXPECT_THAT(dlprof::render_text(clean), Not(HasSubstr("Read with changes")));
+  trace.read_result.skipped_events = 3;
+  trace.read_result.first_skip_offset = 812;
+  trace.read_result.first_skip_reason = "\"dur\" must not be negative: -4";
+  trace.read_result.ignored_values = 1;
+  trace.read_result.notes = {"2 slices of category \"npu_op\", which dlprof does not know, counted as GPU kernels"};
+  const dlprof::Report report = dlprof::make_report(std::move(trace));
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, "Read with changes \\(the numbers below are of what was read\\):"));
+  EXPECT_TRUE(has_line(text, R"(  3 events left out, unusable on their own; the first, at byte 812: "dur" must not be negative: -4)"));
+  EXPECT_TRUE(has_line(text, R"(  2 slices of category "npu_op", which dlprof does not know, counted as GPU kernels)"));
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& read = json["ranks"][0]["read"];
+  EXPECT_EQ(read["skipped_events"], 3);
+  EXPECT_EQ(read["first_skip"]["offset"], 812);
+  EXPECT_EQ(read["first_skip"]["reason"], "\"dur\" must not be negative: -4");
+  EXPECT_EQ(read["ignored_values"], 1);
+  EXPECT_EQ(read["notes"].size(), 1u);
+  EXPECT_TRUE(Json::parse(dlprof::render_json(clean))["ranks"][0]["read"]["first_skip"].is_null());
+  EXPECT_THAT(dlprof::render_html(report), HasSubstr("counted as GPU kernels"));
 }
 
 TEST(ReportJsonTest, RankComparisonAndStragglers) {
@@ -521,6 +569,16 @@ TEST_F(ReferenceReportTest, OneRankSets) {
     EXPECT_TRUE(self_contained(html));
     EXPECT_EQ(count_of(html, "<svg"), 3u);
   }
+}
+
+TEST_F(ReferenceReportTest, RocmOccupancyIsUnknown) {
+  // ROCm's kernels carry no `est. achieved occupancy %` and no `blocks per SM`.
+  const dlprof::Report report = dlprof::make_report(read("tracelens-mi300-bert-small"));
+  const Json json = Json::parse(dlprof::render_json(report));
+  ASSERT_EQ(json["ranks"][0]["gpus"].size(), 1u);
+  EXPECT_TRUE(json["ranks"][0]["gpus"][0]["achieved_occupancy_pct"].is_null());
+  EXPECT_TRUE(json["ranks"][0]["gpus"][0]["sm_efficiency_pct"].is_null());
+  EXPECT_TRUE(has_line(dlprof::render_text(report), R"(  [0-9]+ +.* +[0-9.]+% +unknown +unknown +[0-9.]+% +[0-9.]+)"));
 }
 
 #endif  // DLPROF_WITH_IMPORT

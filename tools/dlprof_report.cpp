@@ -35,7 +35,7 @@ namespace {
 
 constexpr std::string_view kProgram = "dlprof-report";
 
-constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--format text|json|html] [--hta-compat] [-o FILE] PATH...
+constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--format text|json|html] [--hta-compat] [--strict] [-o FILE] PATH...
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
 recommendations, from traces written by dlprof or torch.profiler.
@@ -48,6 +48,9 @@ recommendations, from traces written by dlprof or torch.profiler.
                     round fractional microseconds inward, so that numbers compare with HTA's one
                     to one (by default every complete step is analysed, in exact nanoseconds)
   --top N           rows of the longer tables and charts (default 10)
+  --strict          refuse a trace with any event or value the reader cannot use as written (by
+                    default such events are left out and such values ignored, and the report
+                    says how many and why)
   -o, --output FILE write the report to FILE (replaced whole, never half-written), not stdout
   -h, --help        this text
 
@@ -72,6 +75,7 @@ struct Options {
   std::optional<std::int64_t> rank;
   Format format = Format::Text;
   bool hta_compat = false;
+  bool strict = false;
   std::size_t top_rows = 10;
   std::string output;  // empty: stdout
   bool help = false;
@@ -106,6 +110,10 @@ Options parse_command_line(int argc, char** argv) {
     }
     if (argument == "--hta-compat") {
       options.hta_compat = true;
+      continue;
+    }
+    if (argument == "--strict") {
+      options.strict = true;
       continue;
     }
     const std::size_t equals = argument.substr(0, 2) == "--" ? argument.find('=') : std::string_view::npos;
@@ -186,6 +194,7 @@ class LoadProgress {
 std::vector<dlprof::Trace> read_traces(const Options& options) {
   LoadProgress progress;
   dlprof::ReadOptions read_options;
+  read_options.strict = options.strict;
   read_options.progress = [&progress](const dlprof::ReadProgress& at) { progress(at); };
   std::vector<dlprof::Trace> traces;
   try {

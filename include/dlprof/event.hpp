@@ -69,6 +69,9 @@ enum class EventKind : std::uint8_t {
   /// Internal to the rings: the allocator's totals after the Memory event that follows it (name
   /// holds the bytes allocated, end the bytes reserved).
   MemoryTotals = 8,
+  /// A frame of the Python interpreter (torch.profiler's with_stack): a python_function slice.
+  /// Read from traces only; TensorBoard counts no time of its own in it.
+  PythonFrame = 9,
 };
 
 /// Where memory was allocated: c10::DeviceType's values, as `[memory]` events write them.
@@ -76,7 +79,7 @@ enum class MemoryDeviceType : std::int8_t { CPU = 0, CUDA = 1 };
 
 /// Kinds written as slices ("X" events) that nest on their thread.
 constexpr bool is_slice(EventKind kind) noexcept {
-  return kind == EventKind::Range || kind == EventKind::Step || kind == EventKind::Op;
+  return kind == EventKind::Range || kind == EventKind::Step || kind == EventKind::Op || kind == EventKind::PythonFrame;
 }
 
 DLPROF_END_NAMESPACE

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -115,7 +116,7 @@ struct KernelDetails {
   std::int64_t queued_ns = 0;               ///< CUPTI's queued timestamp; 0 when not collected
   float blocks_per_sm = 0;
   float warps_per_sm = 0;
-  int est_achieved_occupancy_percent = 0;
+  int est_achieved_occupancy_percent = 0;  ///< negative: unknown (Kineto's -99, also for a kernel read without it)
 };
 
 /// A copy or a fill: size and the kinds of memory at both ends (CUPTI's enum values).
@@ -203,6 +204,24 @@ struct GpuCollectionStats {
   std::string driver_version;
 };
 
+/// What reading a trace file left out or could not take as written: what a report of that file
+/// must say. Empty for a trace recorded in-process and for a file read without surprises.
+struct ReadResult {
+  /// Events unusable on their own (a "ts" or "dur" that is not a time, a negative "dur", a "name"
+  /// that is an object, ...), left out of the trace.
+  std::uint64_t skipped_events = 0;
+  std::string first_skip_reason;      ///< why the first of them was left out
+  std::size_t first_skip_offset = 0;  ///< where it starts: a byte of the (decompressed) JSON text
+  /// Values of an unexpected type that the reader could neither use nor convert: event args (left
+  /// out of their event) and metadata fields (kept as JSON text in Trace::metadata).
+  std::uint64_t ignored_values = 0;
+  /// One line each, for people: the first ignored value, slices of a device category the reader
+  /// does not know and how they were counted, ...
+  std::vector<std::string> notes;
+
+  bool empty() const noexcept { return skipped_events == 0 && ignored_values == 0 && notes.empty(); }
+};
+
 /// What one recording window collected. Events are ordered by thread, then by start time,
 /// enclosing ranges before the ranges they enclose; ranges on one thread nest strictly.
 struct Trace {
@@ -233,6 +252,8 @@ struct Trace {
   GpuCollectionStats gpu;
   /// Extra top-level keys, written verbatim: the value must already be JSON text.
   std::vector<std::pair<std::string, std::string>> metadata;
+  /// Read from a file: what the reader left out or changed (import/chrome_trace.hpp).
+  ReadResult read_result;
 
   std::string_view name_of(const TraceEvent& event) const noexcept { return names[event.name]; }
   std::int64_t window_ns() const noexcept { return window_end_ns - window_start_ns; }

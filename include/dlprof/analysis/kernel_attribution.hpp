@@ -6,11 +6,11 @@
 // - op: the Op whose External id it carries (Kineto and dlprof give work the External id of the
 //   innermost op around its launch); failing that, the innermost Op around its launch call
 //   (matched by correlation id).
-// - layer: the innermost Forward range (module ranges: `nn.Module: Conv2d_features.0`, dlprof's
-//   annotate_modules) around the op, else the innermost range around it. Backward ops run outside
-//   any module range, on autograd's thread: they take the layer of their forward op, found as
-//   the fwdbwd flow finds it (the autograd node's forward thread and sequence number; the latest
-//   forward op with both).
+// - layer: the innermost Forward range or Python frame (module ranges: `nn.Module: Conv2d_features.0`,
+//   dlprof's annotate_modules; torch's module frames with with_stack) around the op, else the
+//   innermost range or Python frame around it. Backward ops run outside any module range, on
+//   autograd's thread: they take the layer of their forward op, found as the fwdbwd flow finds it
+//   (the autograd node's forward thread and sequence number; the latest forward op with both).
 // - step: the ProfilerStep#N whose span holds the launch call's start (any thread: autograd's
 //   threads launch too).
 // - direction: backward when the op or anything around it is in the Backward category.
@@ -101,10 +101,10 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
   constexpr std::uint32_t kNone = detail::SliceTree::kNone;
   const detail::SliceTree tree(trace);
   const auto is_op = [](const TraceEvent& event) { return event.kind == EventKind::Op; };
-  const auto is_layer = [](const TraceEvent& event) {
-    return event.kind == EventKind::Range && event.category == Category::Forward;
+  const auto is_range = [](const TraceEvent& event) {
+    return event.kind == EventKind::Range || event.kind == EventKind::PythonFrame;
   };
-  const auto is_range = [](const TraceEvent& event) { return event.kind == EventKind::Range; };
+  const auto is_layer = [&](const TraceEvent& event) { return is_range(event) && event.category == Category::Forward; };
   const auto is_backward = [](const TraceEvent& event) { return event.category == Category::Backward; };
   const auto inputs_of = [&](std::uint32_t op) -> const OpInputs* {
     return op == kNone || trace.events[op].inputs == TraceEvent::kNoInputs ? nullptr

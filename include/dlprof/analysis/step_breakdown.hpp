@@ -1,13 +1,18 @@
 // dlprof/analysis/step_breakdown.hpp: where each ProfilerStep's time went, as TensorBoard's
-// profiler plugin draws its Overview (torch_tb_profiler 0.4.3: event_parser.py, overall_parser.py,
-// gpu_metrics_parser.py; TRACE_FORMAT.md §4.3–4.5), and the GPU summary under it.
+// profiler plugin draws its Overview, and the GPU summary under it. The rules are those of the
+// plugin's sources (github.com/pytorch/kineto, tb_plugin/torch_tb_profiler/profiler: trace.py,
+// event_parser.py, overall_parser.py, gpu_metrics_parser.py; TRACE_FORMAT.md §4.3–4.5). Its
+// release on PyPI, 0.4.3, predates three of their fixes: it ignores the category `cuda_runtime`,
+// keeps no user_annotation range but ProfilerStep#N and its five collectives, and reads Kineto's
+// GPU-side copy of a ProfilerStep#N as a second step. tests/tools/check_tb_agreement.py checks
+// the breakdown and the GPU summary (Tensor Core % aside) against 0.4.3 with those three corrected.
 //
 // Steps. The ProfilerStep#N slices, sorted by start; a trace without any is one step spanning its
-// CPU slices. When some GPU work was launched (a CUDA runtime call with the work's correlation id)
-// from inside a step, every step is carried over to device time: it starts at the later of its
-// host start and the previous step's end, and ends at the later of its host end and the end of the
-// last work launched by runtime calls lying wholly inside it. Trailing steps that launched nothing
-// are dropped, and so is the last step when it launched fewer than 0.8× the work of the one before
+// ops. When some GPU work was launched (a CUDA runtime call with the work's correlation id) from
+// inside a step, every step is carried over to device time: it starts at the later of its host
+// start and the previous step's end, and ends at the later of its host end and the end of the last
+// work launched by runtime calls lying wholly inside it. Trailing steps that launched nothing are
+// dropped, and so is the last step when it launched fewer than 0.8× the work of the one before
 // (the profiler likely missed some of it).
 //
 // Roles, by priority; each gets the step time it covers that no role before it claimed:
@@ -18,26 +23,22 @@
 //                  and those ops and ranges
 //   Runtime        CUDA runtime calls
 //   DataLoader     ops and ranges named enumerate(DataLoader)#....__next__ or enumerate(DataPipe)#...
-//   CPU Exec       every other op and range (ProfilerStep itself excepted)
+//   CPU Exec       every other op and range (ProfilerStep itself excepted); Python frames
+//                  (python_function slices) are no role's
 //   Other          the rest of the step
 //
 // GPU summary, per device with kernels, over [first step start, last step end]:
 //   utilization            the union of kernels' time over the span;
-//   est. SM efficiency     ∫ min(Σ blocks per SM of the running kernels, 1) dt over the span;
-//   est. achieved occupancy  mean `est. achieved occupancy %` weighted by kernel time in the span;
-//   Tensor Core %          the share of that kernel time spent in Tensor Core kernels
-//                          (tensor_cores.hpp).
+//   est. SM efficiency     ∫ min(Σ blocks per SM of the running kernels, 1) dt over the span; none
+//                          when no kernel there has `blocks per SM`;
+//   est. achieved occupancy  mean `est. achieved occupancy %` weighted by kernel time in the span,
+//                          over the kernels that have one (Kineto writes -99 where it has none);
+//                          none when no kernel there has one (ROCm's traces);
+//   Tensor Core %          dlprof's own figure, not the plugin's: the share of the kernel time in
+//                          the span spent in Tensor Core kernels (tensor_cores.hpp).
 //
-// Deviations from TensorBoard 0.4.3, each because the plugin's choice is an accident of its era:
-// - Communication ops are any nccl:*/gloo:* name, not only its five collectives (broadcast, reduce,
-//   all_reduce, all_gather, reduce_scatter), which miss send/recv, all_to_all and the *_base and
-//   coalesced collectives of recent PyTorch.
-// - CUDA runtime calls count as Runtime and link kernels to steps; 0.4.3 ignores the category
-//   `cuda_runtime` (fixed in the plugin's sources in 2025).
-// - gpu_user_annotation spans are GPU-side copies of ranges, not CPU execution: the plugin counts
-//   them as CPU Exec (and a GPU-side ProfilerStep#N as a second step); here they are ignored.
-// - Tensor Core % counts the kernels in the steps' span; the plugin counts the kernels linked to an
-//   op anywhere in the trace.
+// Where this departs from the plugin's rules on purpose, and why: kTensorBoardDeviations below
+// (the report's header and the README list them too).
 //
 //   const auto breakdown = dlprof::analysis::step_breakdown(trace);
 //   fmt::print("{}", breakdown.table());
@@ -63,6 +64,24 @@
 
 DLPROF_BEGIN_NAMESPACE
 namespace analysis {
+
+/// A deliberate departure from TensorBoard's profiler plugin, and why.
+struct TensorBoardDeviation {
+  std::string_view what;
+  std::string_view why;
+};
+
+/// Every way step_breakdown() departs from the plugin's rules; in all else it follows them.
+inline constexpr TensorBoardDeviation kTensorBoardDeviations[] = {
+    {"Communication ops are any nccl:* or gloo:* name, not only the plugin's five collectives",
+     "send/recv, all_to_all and the *_base and coalesced collectives of recent PyTorch communicate too"},
+    {"gpu_user_annotation slices are left out",
+     "they are Kineto's GPU-side copies of CPU ranges, not CPU execution; the plugin counts them as CPU Exec, and a copied ProfilerStep#N as a second step"},
+    {"A trace without ProfilerStep and without ops is one step spanning its other CPU slices",
+     "the plugin spans such a trace by its ops alone, which gives it no step"},
+    {"Tensor Core % is dlprof's own: kernel time in the steps' span, Tensor Core kernels by tensor_cores.hpp",
+     "the plugin's list misses newer Tensor Core kernels (cuBLAS 12's nvjet, CUTLASS 3, FlashAttention), and its figure takes the kernels ops launched anywhere in the trace, not the steps' kernels"},
+};
 
 /// TensorBoard's step-time roles, in priority order.
 enum class StepRole : std::uint8_t { Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CpuExec, Other };
@@ -103,8 +122,9 @@ struct DeviceMetrics {
   std::int64_t kernel_ns = 0;            ///< kernel time in the steps' span
   double utilization = 0;                ///< [0, 1]
   std::optional<double> sm_efficiency;   ///< [0, 1]; none without `blocks per SM`
-  std::optional<double> achieved_occupancy_percent;  ///< none without kernels in the span
-  double tensor_core_percent = 0;
+  /// None without a kernel in the span that has `est. achieved occupancy %` (ROCm's traces)
+  std::optional<double> achieved_occupancy_percent;
+  double tensor_core_percent = 0;        ///< dlprof's own figure (kTensorBoardDeviations)
 };
 
 struct StepBreakdown {
@@ -148,10 +168,12 @@ struct StepBreakdown {
     for (const DeviceMetrics& device : devices) {
       fmt::format_to(line, "\nGPU {}{}{}: utilization {:.2f}%", device.device, device.name.empty() ? "" : " ", device.name,
                      100.0 * device.utilization);
-      if (device.sm_efficiency) fmt::format_to(line, ", est. SM efficiency {:.2f}%", 100.0 * *device.sm_efficiency);
-      if (device.achieved_occupancy_percent)
-        fmt::format_to(line, ", est. achieved occupancy {:.2f}%", *device.achieved_occupancy_percent);
-      fmt::format_to(line, ", Tensor Cores {:.2f}% of kernel time", device.tensor_core_percent);
+      const auto percent = [](const std::optional<double>& value, double scale) {
+        return value ? fmt::format("{:.2f}%", scale * *value) : std::string("unknown");
+      };
+      fmt::format_to(line, ", est. SM efficiency {}, est. achieved occupancy {}", percent(device.sm_efficiency, 100.0),
+                     percent(device.achieved_occupancy_percent, 1.0));
+      fmt::format_to(line, ", Tensor Cores (dlprof's kernel list) {:.2f}% of kernel time", device.tensor_core_percent);
     }
     if (!devices.empty()) fmt::format_to(line, "\n");
     return fmt::to_string(out);
@@ -287,6 +309,7 @@ inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_
     };
     std::vector<Boundary> blocks;
     double occupancy_time = 0;
+    std::int64_t occupancy_ns = 0;  // of the kernels with an occupancy
     std::int64_t tensor_core_ns = 0;
     for (const GpuEvent& work : trace.gpu_events) {
       if (work.kind != GpuEventKind::Kernel || work.device != id) continue;
@@ -298,15 +321,17 @@ inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_
       const std::int64_t in_span = std::min(work.end_ns, span_end) - std::max(work.start_ns, span_start);
       if (in_span <= 0) continue;
       metrics.kernel_ns += in_span;
-      occupancy_time += static_cast<double>(work.kernel.est_achieved_occupancy_percent) * static_cast<double>(in_span);
+      if (work.kernel.est_achieved_occupancy_percent >= 0) {
+        occupancy_time += static_cast<double>(work.kernel.est_achieved_occupancy_percent) * static_cast<double>(in_span);
+        occupancy_ns += in_span;
+      }
       if (tensor_core_kernel(work.name)) tensor_core_ns += in_span;
     }
     merge(busy);
     if (span > 0) metrics.utilization = static_cast<double>(intersection_length(busy, {{span_start, span_end}})) / static_cast<double>(span);
-    if (metrics.kernel_ns > 0) {
-      metrics.achieved_occupancy_percent = occupancy_time / static_cast<double>(metrics.kernel_ns);
+    if (occupancy_ns > 0) metrics.achieved_occupancy_percent = occupancy_time / static_cast<double>(occupancy_ns);
+    if (metrics.kernel_ns > 0)
       metrics.tensor_core_percent = 100.0 * static_cast<double>(tensor_core_ns) / static_cast<double>(metrics.kernel_ns);
-    }
     // merge_ranges_with_value: between boundaries, min(Σ blocks per SM, 1); starts before ends.
     std::sort(blocks.begin(), blocks.end(), [](const Boundary& a, const Boundary& b) {
       return a.time != b.time ? a.time < b.time : a.end < b.end;
@@ -338,20 +363,23 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
   std::array<std::vector<detail::Interval>, kStepRoleCount> roles;
   std::vector<std::uint64_t> communication_ids;
   std::vector<StepTime> steps;
-  std::int64_t cpu_first = INT64_MAX;
-  std::int64_t cpu_last = INT64_MIN;
+  // The span of a trace without steps: its ops, as TensorBoard's; without ops, every CPU slice.
+  detail::Interval ops_span{INT64_MAX, INT64_MIN};
+  detail::Interval slices_span{INT64_MAX, INT64_MIN};
   const auto role_intervals = [&](StepRole role) -> std::vector<detail::Interval>& {
     return roles[static_cast<std::size_t>(role)];
   };
   for (const TraceEvent& event : trace.events) {
     if (!is_slice(event.kind)) continue;
+    detail::Interval& span = event.kind == EventKind::Op ? ops_span : slices_span;
+    span.start = std::min(span.start, event.start_ns);
+    span.end = std::max(span.end, event.end_ns);
+    if (event.kind == EventKind::PythonFrame) continue;
     if (!role_known[event.name]) {
       role_of_name[event.name] = detail::slice_role(event, trace.names[event.name]);
       role_known[event.name] = 1;
     }
     const detail::SliceRole role = event.kind == EventKind::Step ? detail::SliceRole::Step : role_of_name[event.name];
-    cpu_first = std::min(cpu_first, event.start_ns);
-    cpu_last = std::max(cpu_last, event.end_ns);
     switch (role) {
       case detail::SliceRole::Step: {
         StepTime step;
@@ -391,11 +419,12 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
 
   StepBreakdown result;
   if (steps.empty()) {
-    if (cpu_first == INT64_MAX) return result;
+    const detail::Interval& span = ops_span.start != INT64_MAX ? ops_span : slices_span;
+    if (span.start == INT64_MAX) return result;
     StepTime whole;
     whole.name = "whole trace";
-    whole.start_ns = cpu_first;
-    whole.end_ns = cpu_last;
+    whole.start_ns = span.start;
+    whole.end_ns = span.end;
     steps.push_back(whole);
   }
   std::stable_sort(steps.begin(), steps.end(), [](const StepTime& a, const StepTime& b) { return a.start_ns < b.start_ns; });

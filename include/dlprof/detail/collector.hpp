@@ -201,6 +201,7 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
           case EventKind::OpInputs:
           case EventKind::Memory:
           case EventKind::MemoryTotals: break;  // consumed above
+          case EventKind::PythonFrame: break;   // never recorded, only read from traces
           case EventKind::Instant: event.end_ns = event.start_ns; break;
           case EventKind::Counter:
             event.end_ns = event.start_ns;

@@ -6,7 +6,8 @@
 //    baseTimeNanoseconds, traceEvents (Record Window End last), traceName;
 //  * ts/dur in microseconds with exactly three decimals, relative to baseTimeNanoseconds, which
 //    is the window start floored to Kineto's 3-month interval so every rank shares it;
-//  * ranges and ProfilerStep#N are `user_annotation` slices with External id / Ev Idx args.
+//  * ranges and ProfilerStep#N are `user_annotation` slices with External id / Ev Idx args,
+//    Python frames (read from torch's traces) `python_function` slices.
 // Formatting writes into one reused buffer with fmt's integer formatter; nothing is allocated
 // per event.
 #pragma once
@@ -110,6 +111,7 @@ constexpr std::string_view event_opening(EventKind kind) noexcept {
     case EventKind::Range:
     case EventKind::Step: return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
     case EventKind::Op: return "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
+    case EventKind::PythonFrame: return "  {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": ";
     case EventKind::Instant: return "  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": ";
     case EventKind::Counter: return "  {\"ph\": \"C\", \"cat\": \"counter\", \"name\": ";
     case EventKind::OpDetails:
@@ -724,6 +726,7 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
       case EventKind::Range:
       case EventKind::Step:
       case EventKind::Op:
+      case EventKind::PythonFrame:
         json.raw(", \"dur\": ");
         json.microseconds(event.duration_ns());
         json.raw(", \"args\": {\"External id\": ");

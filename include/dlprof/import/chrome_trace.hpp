@@ -22,9 +22,10 @@
 //    Category Backward for an op that is an autograd node (name matching `Backward\d*$`) or
 //    autograd's frame around one (`autograd::engine::evaluate_function...`), and for every op
 //    nested in one (same thread, time containment, ranges in between included); User otherwise.
-//  * "X" user_annotation, python_function, cpu_instant_event -> kind Range; category from the
-//    name: DataLoader ("enumerate(DataLoader)#", "enumerate(DataPipe)#"), Optimizer
-//    ("Optimizer."), Communication ("nccl:", "gloo:"), Forward ("nn.Module:"), User otherwise.
+//  * "X" user_annotation, cpu_instant_event -> kind Range; python_function -> kind PythonFrame;
+//    category from the name: DataLoader ("enumerate(DataLoader)#", "enumerate(DataPipe)#"),
+//    Optimizer ("Optimizer."), Communication ("nccl:", "gloo:"), Forward ("nn.Module:"), User
+//    otherwise.
 //    Any CPU slice named `^ProfilerStep#\d+` (Operator in old traces) -> kind Step, category
 //    Step, the name kept ("ProfilerStep#101").
 //  * On any CPU slice: "Input Dims" (or "Input dims"), "Input type", "Concrete Inputs" -> an
@@ -40,7 +41,8 @@
 //    when absent; (uint32)-1 is -1. correlation, External id, context. Kernels: grid, block,
 //    "registers per thread", "shared memory" (into static_shared_memory; dynamic is 0),
 //    queued (µs -> queued_ns), "blocks per SM" and "warps per SM" ("inf" accepted),
-//    "est. achieved occupancy %". Copies and fills: bytes; copy_kind, source_kind and
+//    "est. achieved occupancy %" (-99, Kineto's unknown, where absent, as in ROCm's traces).
+//    Copies and fills: bytes; copy_kind, source_kind and
 //    destination_kind (CUPTI's enum values) from the name, "Memcpy HtoD (Pageable -> Device)",
 //    "Memset (Device)"; peer copies' fromDevice/toDevice/fromContext/toContext. Syncs: name kept,
 //    type from "cuda_sync_kind" (Event Sync 1, Stream Wait Event 2, Stream Sync 3, Context Sync
@@ -71,11 +73,27 @@
 //    start; memory events by time. Slices are not clipped: a trace whose slices overlap
 //    partially keeps them so (clipped_ranges is what the file says).
 //
-// Errors: anything that is not a readable trace (missing file, corrupt or truncated gzip, bad
-// JSON, a wrong type where the mapping needs a number, a negative ts or a time beyond 2^62 ns
-// (the year 2116), a correlation id beyond 32 bits, nesting deeper than 256 levels, more than
-// ReadOptions::max_json_bytes) throws TraceReadError naming the file and, for JSON problems, the
-// byte offset, line and column.
+// Devices: CUDA; ROCm (Kineto writes HIP calls and kernels under the CUDA categories); XPU
+// (xpu_runtime, xpu_driver); MTIA (mtia_runtime; mtia_ccp_events -> Kernel, its copies being
+// "dma..." kernels); PrivateUse1 backends (privateuse1_runtime, privateuse1_driver), grouped as
+// Holistic Trace Analysis 0.6 groups them. A slice of a category the reader does not know that
+// names kernels, copies or fills, or that sits on a "stream", is device work of a device it does
+// not know: a Kernel (Memcpy, Memset), with one note per category in Trace::read_result.
+//
+// Errors. A trace is refused, with a TraceReadError naming the file and, for JSON problems, the
+// byte offset, line and column, when it is not one: a missing file, corrupt or truncated gzip, bad
+// JSON, a document that is not an object or array, "traceEvents" that is not an array, nesting
+// deeper than 256 levels, more than ReadOptions::max_json_bytes, a base time that pushes an event
+// beyond 2^62 ns (the year 2116), or no usable event where some were left out (the first one's
+// reason). Everything else is read leniently, as traces from every PyTorch version and device
+// need, and said in Trace::read_result: an event whose ph, ts, dur, pid, tid or name is unusable
+// (not a number, negative, out of range, an object, ...) is left out and counted, the first with
+// its reason and byte offset; an arg of an unexpected type is left out of its event and counted; a
+// top-level, deviceProperties or distributedInfo value of an unexpected type is kept as JSON text
+// in Trace::metadata ("deviceProperties[0].numSms") with a note; a number where text is expected
+// is its text ("cupti_version": 28) and a string holding a number where a number is expected is
+// that number. ReadOptions::strict refuses all of those instead (the first one found), and clamps
+// a negative dur at 0 as Kineto does.
 #pragma once
 
 #include <algorithm>
@@ -163,6 +181,9 @@ struct ReadOptions {
   /// A JSON text at least this large is parsed on two threads (cut between two events; what the
   /// trace holds is the same): 0 splits every text, UINT64_MAX none.
   std::uint64_t split_parse_min_bytes = std::uint64_t{4} << 20;
+  /// Refuse every value of an unexpected type and every unusable event (TraceReadError naming
+  /// the first), instead of leaving them out and saying so in Trace::read_result.
+  bool strict = false;
 };
 
 namespace detail::json {
@@ -195,7 +216,7 @@ std::optional<Trace> build_trace(const std::string& source, const ReadOptions& o
   progress.file_count = file_count;
   progress.bytes_total = bytes_total;
   try {
-    TraceBuilder builder;
+    TraceBuilder builder(options.strict);
     std::function<void(std::size_t)> on_events;
     if (options.progress) {
       on_events = [&](std::size_t offset) {
@@ -278,7 +299,9 @@ Trace read_bytes(const std::string& source, const ReadOptions& options, std::siz
                  Bytes&& bytes_of) {
   const auto reread = [&]() -> std::optional<ByteBuffer> {
     try {
-      return json_text(bytes_of(), source, ReadOptions{{}, options.max_json_bytes}, 0, 1);
+      ReadOptions quiet;
+      quiet.max_json_bytes = options.max_json_bytes;
+      return json_text(bytes_of(), source, quiet, 0, 1);
     } catch (const FileFailure&) {
       return std::nullopt;  // changed or gone since: the error keeps its offset
     }

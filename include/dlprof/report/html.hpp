@@ -403,6 +403,12 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
   const std::string id = fmt::format("rank-{}", rank.rank);
   html.format("<section id=\"{}\">\n", id);
   html.element("h2", rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
+  if (rank.read.skipped_events != 0)
+    html.element("p",
+                 fmt::format("Read with changes: {} event(s) left out, unusable on their own; the first, at byte {}: {}",
+                             rank.read.skipped_events, rank.read.first_skip_offset, rank.read.first_skip_reason),
+                 "class=\"muted\"");
+  for (const std::string& note : rank.read.notes) html.element("p", "Read with changes: " + note, "class=\"muted\"");
 
   html.element("h3", "Step time breakdown (TensorBoard's roles by priority)");
   if (rank.steps.steps.empty()) {
@@ -440,10 +446,11 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
       std::vector<std::vector<std::string>> rows;
       for (const analysis::DeviceMetrics& device : rank.steps.devices)
         rows.push_back({std::to_string(device.device), std::string(device.name), percent_text(100 * device.utilization),
-                        device.sm_efficiency ? percent_text(100 * *device.sm_efficiency) : "-",
-                        device.achieved_occupancy_percent ? percent_text(*device.achieved_occupancy_percent) : "-",
+                        device.sm_efficiency ? percent_text(100 * *device.sm_efficiency) : "unknown",
+                        device.achieved_occupancy_percent ? percent_text(*device.achieved_occupancy_percent) : "unknown",
                         percent_text(device.tensor_core_percent), ms(device.kernel_ns)});
-      html.table({"GPU", "Name", "Utilization", "Est. SM efficiency", "Est. achieved occupancy", "Tensor Cores", "Kernel time (ms)"},
+      html.table({"GPU", "Name", "Utilization", "Est. SM efficiency", "Est. achieved occupancy", "Tensor Cores (dlprof)",
+                  "Kernel time (ms)"},
                  rows, 1);
     }
     const analysis::TemporalBreakdown& temporal = rank.hta.temporal;
@@ -566,6 +573,11 @@ inline std::string render_html(const Report& report) {
                                : "over every complete step, in exact ns",
                            DLPROF_VERSION_STRING),
                "class=\"meta\"");
+  html.format("<details class=\"meta\"><summary>Step times and GPU summary by TensorBoard's rules but for {} deviations</summary><ul>\n",
+              std::size(analysis::kTensorBoardDeviations));
+  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations)
+    html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
+  html.raw("</ul></details>\n");
 
   html.raw("<section id=\"recommendations\">\n");
   html.element("h2", "Recommendations");

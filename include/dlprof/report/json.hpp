@@ -5,9 +5,14 @@
 // Keys that stay (more may come): times in µs (`*_us`, exact to the ns), shares in % (`*_pct`),
 // absent values null.
 //   {"dlprof_version", "title", "hta_compat",
+//    "tensorboard_deviations": [{"what", "why"}]: where the step breakdown and GPU summary depart
+//                 from TensorBoard's rules on purpose,
 //    "origin_us": the earliest window start of the ranks, µs since the epoch (step starts count
 //                 from it),
 //    "ranks": [{"rank", "world_size",
+//      "read": {"skipped_events", "first_skip": null or {"offset", "reason"}, "ignored_values",
+//               "notes": [text]},     what reading the file left out or changed (all 0 and empty
+//                                     for a file read as written)
 //      "temporal_breakdown": {"idle_us", "compute_us", "non_compute_us", "kernel_time_us",
 //                             "idle_pct", "compute_pct", "non_compute_pct"},     HTA
 //      "kernel_type_breakdown": [{"type", "time_us", "pct"}],                    HTA, longest first
@@ -18,7 +23,8 @@
 //      "average_step": {"steps", "total_us", "<role>_us"..., "<role>_pct"...},
 //      "gpu_utilization": mean over the rank's GPUs in % (null without kernels),
 //      "gpus": [{"device", "name", "compute_capability", "utilization_pct", "sm_efficiency_pct",
-//                "achieved_occupancy_pct", "tensor_core_pct", "kernel_us"}],
+//                "achieved_occupancy_pct" (null: unknown), "dlprof_tensor_core_pct" (dlprof's own
+//                figure, not TensorBoard's), "kernel_us"}],
 //      "idle_time_breakdown": [{"device", "stream", "idle_us", "host_wait_us", "kernel_wait_us", "other_us"}],
 //      "comm_comp_overlap": {"communication_us", "computation_us", "overlap_us", "overlap_pct"},
 //      "launch_stats": {"launches", "mean_cpu_duration_us", "mean_launch_delay_us",
@@ -233,7 +239,7 @@ inline void json_steps(JsonTree& json, const analysis::StepBreakdown& breakdown,
     json.optional_number(device.sm_efficiency ? std::optional<double>(100.0 * *device.sm_efficiency) : std::nullopt);
     json.key("achieved_occupancy_pct");
     json.optional_number(device.achieved_occupancy_percent);
-    json.member_number("tensor_core_pct", device.tensor_core_percent);
+    json.member_number("dlprof_tensor_core_pct", device.tensor_core_percent);
     json.member_us("kernel_us", device.kernel_ns);
     json.end_object();
   }
@@ -322,10 +328,32 @@ inline void json_hta(JsonTree& json, const analysis::HtaAnalyses& hta) {
   json.end_object();
 }
 
+inline void json_read_result(JsonTree& json, const ReadResult& read) {
+  json.key("read");
+  json.begin_object();
+  json.member_integer("skipped_events", static_cast<std::int64_t>(read.skipped_events));
+  json.key("first_skip");
+  if (read.skipped_events == 0) {
+    json.null();
+  } else {
+    json.begin_object();
+    json.member_integer("offset", static_cast<std::int64_t>(read.first_skip_offset));
+    json.member("reason", read.first_skip_reason);
+    json.end_object();
+  }
+  json.member_integer("ignored_values", static_cast<std::int64_t>(read.ignored_values));
+  json.key("notes");
+  json.begin_array();
+  for (const std::string& note : read.notes) json.string(note);
+  json.end_array();
+  json.end_object();
+}
+
 inline void json_rank(JsonTree& json, const RankReport& rank, const Report& report) {
   json.begin_object();
   json.member_integer("rank", rank.rank);
   json.member_integer("world_size", rank.world_size);
+  json_read_result(json, rank.read);
   json_hta(json, rank.hta);
   json_steps(json, rank.steps, report.origin_ns);
   json.key("gpu_utilization");
@@ -440,6 +468,15 @@ inline std::string render_json(const Report& report) {
   json.member("title", report.options.title);
   json.key("hta_compat");
   json.boolean(report.options.analysis.hta_compat);
+  json.key("tensorboard_deviations");
+  json.begin_array();
+  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations) {
+    json.begin_object();
+    json.member("what", deviation.what);
+    json.member("why", deviation.why);
+    json.end_object();
+  }
+  json.end_array();
   json.member_us("origin_us", report.origin_ns);
   json.key("ranks");
   json.begin_array();

@@ -89,6 +89,7 @@ struct RankReport {
   std::vector<MemoryCurve> memory;       ///< by device type, then device
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
+  ReadResult read;                       ///< what reading the trace file left out or changed
 
   /// The mean GPU utilization of the rank's GPUs over its steps, [0, 1]; none without kernels.
   std::optional<double> gpu_utilization() const noexcept {
@@ -230,6 +231,7 @@ inline RankReport rank_report(const Trace& trace, const ReportOptions& options) 
   rank.memory = memory_curves(trace);
   rank.dropped_events = trace.dropped_events;
   rank.dropped_gpu_records = trace.gpu.dropped_records + trace.gpu.cupti_dropped_records;
+  rank.read = trace.read_result;
   return rank;
 }
 

@@ -77,16 +77,16 @@ inline void text_step_breakdown(fmt::memory_buffer& out, const analysis::StepBre
 }
 
 inline void text_gpu_summary(fmt::memory_buffer& out, const analysis::StepBreakdown& breakdown) {
-  section(out, "GPU summary over the steps (TensorBoard)");
+  section(out, "GPU summary over the steps (TensorBoard; TC: dlprof's share of kernel time on Tensor Cores)");
   TextTable table({{"GPU", Align::Left}, {"Name", Align::Left, 30}, {"Utilization"}, {"Est. SM efficiency"},
-                   {"Est. occupancy"}, {"Tensor Cores"}, {"Kernels (ms)"}});
+                   {"Est. occupancy"}, {"TC (dlprof)"}, {"Kernels (ms)"}});
   for (const analysis::DeviceMetrics& device : breakdown.devices) {
     const std::string compute = device.compute_major == 0 ? std::string()
                                                           : fmt::format(" (sm_{}{})", device.compute_major, device.compute_minor);
     table.add_row({std::to_string(device.device), device.name.empty() ? "-" : fmt::format("{}{}", device.name, compute),
                    format_percent(100.0 * device.utilization),
-                   device.sm_efficiency ? format_percent(100.0 * *device.sm_efficiency) : "-",
-                   device.achieved_occupancy_percent ? format_percent(*device.achieved_occupancy_percent) : "-",
+                   device.sm_efficiency ? format_percent(100.0 * *device.sm_efficiency) : "unknown",
+                   device.achieved_occupancy_percent ? format_percent(*device.achieved_occupancy_percent) : "unknown",
                    format_percent(device.tensor_core_percent), fmt::format("{:.3f}", static_cast<double>(device.kernel_ns) / 1e6)});
   }
   table.render(out);
@@ -200,8 +200,21 @@ inline void text_memory(fmt::memory_buffer& out, const std::vector<MemoryCurve>&
   fmt::format_to(std::back_inserter(out), "\n");
 }
 
+/// What reading the file left out or changed: the numbers below are of what was read.
+inline void text_read_result(fmt::memory_buffer& out, const ReadResult& read) {
+  if (read.empty()) return;
+  const auto line = std::back_inserter(out);
+  fmt::format_to(line, "\nRead with changes (the numbers below are of what was read):\n");
+  if (read.skipped_events != 0)
+    fmt::format_to(line, "  {} event{} left out, unusable on {} own; the first, at byte {}: {}\n", read.skipped_events,
+                   read.skipped_events == 1 ? "" : "s", read.skipped_events == 1 ? "its" : "their", read.first_skip_offset,
+                   read.first_skip_reason);
+  for (const std::string& note : read.notes) fmt::format_to(line, "  {}\n", note);
+}
+
 inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const ReportOptions& options) {
   heading(out, rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
+  text_read_result(out, rank.read);
   text_step_breakdown(out, rank.steps);
   if (!rank.gpu_activity) {
     fmt::format_to(std::back_inserter(out), "\nNo GPU activity in this trace: the GPU and HTA sections are left out.\n");
@@ -273,10 +286,14 @@ inline std::string render_text(const Report& report) {
     fmt::format_to(append, "No trace to report on.\n");
     return fmt::to_string(out);
   }
-  fmt::format_to(append, "{} rank{}; HTA's analyses {}\n\n", report.ranks.size(), report.ranks.size() == 1 ? "" : "s",
+  fmt::format_to(append, "{} rank{}; HTA's analyses {}\n", report.ranks.size(), report.ranks.size() == 1 ? "" : "s",
                  report.options.analysis.hta_compat
                      ? "with HTA's conventions (the last ProfilerStep dropped, times rounded inward to whole us)"
                      : "over every complete step, in exact ns");
+  fmt::format_to(append, "Step times and GPU summary: TensorBoard's profiler plugin's rules, except on purpose:\n");
+  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations)
+    fmt::format_to(append, "  - {}\n", detail::wrap(fmt::format("{}: {}", deviation.what, deviation.why), 96, "    "));
+  fmt::format_to(append, "\n");
   for (const RankReport& rank : report.ranks) {
     detail::text_rank(out, rank, report.options);
     fmt::format_to(append, "\n");

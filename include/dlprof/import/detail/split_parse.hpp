@@ -74,10 +74,12 @@ inline bool parse_split(char* text, std::size_t size, TraceHandler& handler, Tra
   rest_events.reserve_for(size - rest_open);
   JsonParseEnd rest_end;
   std::exception_ptr rest_failure;
+  // The rest's handler logs events; what else reaches its builder is the events it leaves out
+  // and the values it ignores, merged into `builder` once the rest is parsed.
+  TraceBuilder rest_builder(builder.strict());
   std::thread rest_thread([&] {
     try {
-      TraceBuilder unused;  // the rest's handler logs events; nothing else in an array reaches a builder
-      TraceHandler rest_handler(unused);
+      TraceHandler rest_handler(rest_builder);
       rest_handler.log_events_to(rest_events);
       rest_end = run_json_parser<rapidjson::kParseStopWhenDoneFlag>(text, rest_open, rest_handler);
     } catch (...) {
@@ -109,6 +111,7 @@ inline bool parse_split(char* text, std::size_t size, TraceHandler& handler, Tra
   // Errors the builder finds in the rest's events are the text's first: everything before them
   // has parsed.
   rest_events.replay([&](const RawEvent& event) { builder.add_event(event); });
+  builder.merge_read_result(rest_builder);
 
   std::size_t at = rest_end.offset;
   const auto skip_space = [&] {

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/occupancy.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/event.hpp"
 #include "dlprof/import/detail/json_number.hpp"
@@ -50,6 +53,32 @@ constexpr std::string_view type_name(JsonType type) noexcept {
     case JsonType::Object: return "an object";
   }
   return "a value";
+}
+
+/// Appends a JSON string literal: quotes, backslashes and control characters escaped, as
+/// export/chrome_trace.hpp writes them.
+inline void append_json_string(std::string& out, std::string_view text) {
+  out.push_back('"');
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (byte < 0x20) {
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(byte));
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+}
+
+/// Appends a scalar's JSON text: a string literal, or a number, true, false or null as written.
+inline void append_json_value(std::string& out, const RawValue& value) {
+  if (value.type == JsonType::String)
+    append_json_string(out, value.text);
+  else
+    out += value.text;
 }
 
 /// Times are nanoseconds in [0, 2^62] (1970 to 2116), before and after adding the file's base
@@ -184,32 +213,43 @@ inline std::uint8_t sync_type_of(std::string_view text) noexcept {
   return 0;
 }
 
-/// What a category string means to the reader. Legacy (PyTorch < 1.10) spellings included.
+/// What a category string means to the reader: Kineto's categories for every device it writes
+/// (CUDA; ROCm, whose HIP calls and kernels Kineto writes under the CUDA categories; XPU; MTIA;
+/// PrivateUse1 backends), as Holistic Trace Analysis 0.6 groups them, and the legacy
+/// (PyTorch < 1.10) spellings.
 enum class Cat : std::uint8_t {
   Op,             // cpu_op, Operator
-  Range,          // user_annotation, python_function, cpu_instant_event slices
-  Runtime,        // cuda_runtime, Runtime
-  Driver,         // cuda_driver
-  Kernel,         // kernel, Kernel
+  Range,          // user_annotation, cpu_instant_event slices
+  PythonFrame,    // python_function
+  Runtime,        // cuda_runtime, Runtime, xpu_runtime, mtia_runtime, privateuse1_runtime
+  Driver,         // cuda_driver, xpu_driver, privateuse1_driver
+  Kernel,         // kernel, Kernel, mtia_ccp_events (MTIA's device work; its copies are "dma..." kernels)
   Memcpy,         // gpu_memcpy, Memcpy
   Memset,         // gpu_memset, Memset
   Sync,           // cuda_sync
   GpuAnnotation,  // gpu_user_annotation
   Overhead,       // overhead (CUPTI's own time)
   Span,           // Trace: Kineto's span of the whole window
+  NotWork,        // cuda_event, cuda_profiler_range: markers on device rows, not work
 };
 
 inline const KeyTable<Cat>& categories() {
-  static const KeyTable<Cat> table(std::array<std::pair<std::string_view, Cat>, 20>{{
+  static const KeyTable<Cat> table(std::array<std::pair<std::string_view, Cat>, 29>{{
       {"cpu_op", Cat::Op},
       {"Operator", Cat::Op},
       {"user_annotation", Cat::Range},
-      {"python_function", Cat::Range},
+      {"python_function", Cat::PythonFrame},
       {"cpu_instant_event", Cat::Range},
       {"cuda_runtime", Cat::Runtime},
       {"Runtime", Cat::Runtime},
       {"runtime", Cat::Runtime},
+      {"xpu_runtime", Cat::Runtime},
+      {"mtia_runtime", Cat::Runtime},
+      {"privateuse1_runtime", Cat::Runtime},
       {"cuda_driver", Cat::Driver},
+      {"xpu_driver", Cat::Driver},
+      {"privateuse1_driver", Cat::Driver},
+      {"mtia_ccp_events", Cat::Kernel},
       {"kernel", Cat::Kernel},
       {"Kernel", Cat::Kernel},
       {"gpu_memcpy", Cat::Memcpy},
@@ -221,6 +261,8 @@ inline const KeyTable<Cat>& categories() {
       {"overhead", Cat::Overhead},
       {"Trace", Cat::Span},
       {"trace", Cat::Span},
+      {"cuda_event", Cat::NotWork},
+      {"cuda_profiler_range", Cat::NotWork},
   }});
   return table;
 }
@@ -323,9 +365,227 @@ inline const KeyTable<DistributedKey>& distributed_keys() {
 }
 
 /// Builds a Trace from the events of one file, in file order; finish() sorts, links and names.
+///
+/// Leniency. Traces come from every PyTorch version and device, so a lenient builder (the
+/// default) fails only where the analyses cannot go on: an event whose ph, ts, dur, pid, tid or
+/// name is unusable is left out and counted (ReadResult::skipped_events, the first with its
+/// reason and byte offset), an arg it cannot use is left out of its event, a metadata field is
+/// kept as JSON text in Trace::metadata, and a number where text is expected becomes its text
+/// (Kineto writes "cupti_version": 28 since PyTorch 2.5), a string holding a number where a
+/// number is expected becomes that number. A strict builder throws ParseFailure for each of them.
 class TraceBuilder {
  public:
+  explicit TraceBuilder(bool strict = false) noexcept : strict_(strict) {}
+
+  bool strict() const noexcept { return strict_; }
+
   void add_event(const RawEvent& event) {
+    if (strict_) return map_event(event);
+    try {
+      map_event(event);
+    } catch (ParseFailure& failure) {
+      skip_event(failure.offset, std::move(failure.message));
+    }
+  }
+
+  /// An event left out: unusable on its own. Throws in a strict read.
+  void skip_event(std::size_t offset, std::string reason) {
+    if (strict_) fail_at(offset, std::move(reason));
+    ReadResult& read = trace_.read_result;
+    if (read.skipped_events++ == 0 || offset < read.first_skip_offset) {
+      read.first_skip_offset = offset;
+      read.first_skip_reason = std::move(reason);
+    }
+  }
+
+  /// A value of an unexpected type left out. Throws in a strict read.
+  void ignore_value(std::size_t offset, std::string reason) {
+    if (strict_) fail_at(offset, std::move(reason));
+    if (ignored_values_++ == 0 || offset < first_ignored_offset_) {
+      first_ignored_offset_ = offset;
+      first_ignored_reason_ = std::move(reason);
+    }
+  }
+
+  /// A metadata value of an unexpected type, about to be kept as JSON text under `key` in
+  /// Trace::metadata (add_metadata). Throws in a strict read.
+  void keep_as_metadata(std::string_view key, std::size_t offset, std::string reason) {
+    if (strict_) fail_at(offset, std::move(reason));
+    ++trace_.read_result.ignored_values;
+    note(fmt::format("{} (at byte {}); kept in the metadata as \"{}\"", reason, offset, key));
+  }
+
+  /// The skips and ignored values of another builder that read part of the same text (the second
+  /// thread of a split parse), and its notes.
+  void merge_read_result(TraceBuilder& other) {
+    ReadResult& from = other.trace_.read_result;
+    if (from.skipped_events != 0) {
+      const std::uint64_t skipped = from.skipped_events;
+      const std::uint64_t mine = trace_.read_result.skipped_events;
+      skip_event(from.first_skip_offset, std::move(from.first_skip_reason));
+      trace_.read_result.skipped_events = mine + skipped;
+    }
+    if (other.ignored_values_ != 0) {
+      const std::uint64_t mine = ignored_values_;
+      ignore_value(other.first_ignored_offset_, std::move(other.first_ignored_reason_));
+      ignored_values_ = mine + other.ignored_values_;
+    }
+    trace_.read_result.ignored_values += from.ignored_values;
+    for (std::string& line : from.notes) note(std::move(line));
+  }
+
+  /// A number: a JSON number, or in a lenient read a string that holds one ("12090").
+  RawValue numeric(const RawValue& value) const noexcept {
+    if (strict_ || value.type != JsonType::String) return value;
+    double number = 0;
+    return to_double(value.text, &number) == NumberError::None ? RawValue{value.text, value.offset, JsonType::Number}
+                                                               : value;
+  }
+
+  /// Text: a JSON string, or in a lenient read the text of a number or a boolean (or nothing).
+  std::optional<std::string_view> text_of(const RawValue& value, std::string_view key) const {
+    if (value.type == JsonType::String) return value.text;
+    if (!strict_ && (value.type == JsonType::Number || value.type == JsonType::Bool)) return value.text;
+    if (!strict_) return std::nullopt;
+    fail_at(value.offset, fmt::format("\"{}\" must be a string, not {}", key, type_name(value.type)));
+  }
+
+  std::int64_t signed_of(const RawValue& value, std::string_view key, std::int64_t limit) const {
+    return json::signed_of(numeric(value), key, limit);
+  }
+  std::uint64_t unsigned_of(const RawValue& value, std::string_view key, std::uint64_t limit) const {
+    return json::unsigned_of(numeric(value), key, limit);
+  }
+  std::uint64_t id_of(const RawValue& value, std::string_view key, std::uint64_t limit) const {
+    return json::id_of(numeric(value), key, limit);
+  }
+  std::int64_t nanoseconds_of(const RawValue& value, std::string_view key) const {
+    return json::nanoseconds_of(numeric(value), key);
+  }
+  float float_of(const RawValue& value, std::string_view key) const { return json::float_of(numeric(value), key); }
+
+  /// `convert()`, or nothing when it fails in a lenient read (the value is counted as ignored).
+  template <class Convert>
+  auto optional(Convert&& convert) -> std::optional<decltype(convert())> {
+    if (strict_) return convert();
+    try {
+      return convert();
+    } catch (ParseFailure& failure) {
+      ignore_value(failure.offset, std::move(failure.message));
+      return std::nullopt;
+    }
+  }
+
+  void set_base_time(const RawValue& value) {
+    const auto fail = [&](std::string reason) {
+      keep_as_metadata("baseTimeNanoseconds", value.offset, reason + ": times are read as absolute");
+      std::string json;
+      append_json_value(json, value);
+      add_metadata("baseTimeNanoseconds", std::move(json));
+    };
+    const std::optional<std::int64_t> base = optional_quietly([&] { return signed_of(value, "baseTimeNanoseconds", kTimeLimitNs); });
+    if (!base) return fail(conversion_failure_);
+    if (*base < 0) {
+      if (strict_) fail_at(value.offset, "\"baseTimeNanoseconds\" must not be negative");
+      return fail(fmt::format("\"baseTimeNanoseconds\" is negative: {}", value.text));
+    }
+    base_time_ns_ = *base;
+    base_time_offset_ = value.offset;
+  }
+
+  void add_device(DeviceProperties device) { trace_.devices.push_back(std::move(device)); }
+  DistributedInfo& distributed() noexcept { return trace_.distributed; }
+
+  /// A top-level key the reader maps to a field of the Trace. A value it cannot use is kept in
+  /// the metadata (lenient) or fails the read (strict).
+  void set_top_level(TopKey key, const RawValue& value, std::string_view name) {
+    if (value.type == JsonType::Null && !strict_) return;  // no value: the field keeps its default
+    bool used = true;
+    const auto count = [&](std::uint64_t& field) {
+      const std::optional<std::uint64_t> number = optional_quietly([&] { return unsigned_of(value, name, UINT64_MAX); });
+      if (number) field = *number;
+      used = number.has_value();
+    };
+    const auto text = [&](std::string& field) {
+      const std::optional<std::string_view> found = text_of(value, name);
+      if (found) field = std::string(*found);
+      if (!found) conversion_failure_ = fmt::format("\"{}\" must be a string, not {}", name, type_name(value.type));
+      used = found.has_value();
+    };
+    switch (key) {
+      case TopKey::DroppedEvents: count(trace_.dropped_events); break;
+      case TopKey::ClippedRanges: count(trace_.clipped_ranges); break;
+      case TopKey::OverflowedNames: count(trace_.overflowed_names); break;
+      case TopKey::Clock: text(trace_.clock_source); break;
+      case TopKey::GpuRecords:
+        count(trace_.gpu.records);
+        trace_.gpu.enabled = trace_.gpu.enabled || used;
+        break;
+      case TopKey::GpuDroppedRecords: count(trace_.gpu.dropped_records); break;
+      case TopKey::CuptiDroppedRecords: count(trace_.gpu.cupti_dropped_records); break;
+      case TopKey::GpuUnknownRecords: count(trace_.gpu.unknown_records); break;
+      case TopKey::GpuLateRecords: count(trace_.gpu.late_records); break;
+      case TopKey::GpuClippedAnnotations: count(trace_.gpu.clipped_annotations); break;
+      case TopKey::CuptiVersion: text(trace_.gpu.cupti_version); break;
+      case TopKey::DriverVersion: text(trace_.gpu.driver_version); break;
+      case TopKey::TraceEvents:
+      case TopKey::DeviceProperties:
+      case TopKey::DistributedInfo:
+      case TopKey::BaseTime:
+      case TopKey::Written: break;
+    }
+    if (used) return;
+    if (strict_) fail_at(value.offset, conversion_failure_);
+    keep_as_metadata(name, value.offset, conversion_failure_);
+    std::string json;
+    append_json_value(json, value);
+    add_metadata(std::string(name), std::move(json));
+  }
+
+  /// A line for the report (bounded: a hostile file must not make thousands).
+  void note(std::string line) {
+    constexpr std::size_t kMaxNotes = 16;
+    std::vector<std::string>& notes = trace_.read_result.notes;
+    if (notes.size() < kMaxNotes) notes.push_back(std::move(line));
+    else ++notes_left_out_;
+  }
+
+  void add_metadata(std::string key, std::string json_text) {
+    trace_.metadata.emplace_back(std::move(key), std::move(json_text));
+  }
+
+  /// The trace: base time applied, threads and the process chosen, everything in the order
+  /// trace.hpp promises, ops inside autograd's backward frames in the Backward category. A lenient
+  /// read that left out events and kept none fails with the first one's reason.
+  Trace finish() {
+    ReadResult& read = trace_.read_result;
+    if (read.skipped_events != 0 && trace_.events.empty() && trace_.gpu_events.empty() && trace_.api_events.empty() &&
+        trace_.memory_events.empty() && trace_.overhead_events.empty())
+      fail_at(read.first_skip_offset, read.first_skip_reason);
+    if (ignored_values_ != 0) {
+      read.ignored_values += ignored_values_;
+      note(fmt::format("{} event value{} of an unexpected type left out; the first, at byte {}: {}", ignored_values_,
+                       ignored_values_ == 1 ? "" : "s", first_ignored_offset_, first_ignored_reason_));
+    }
+    for (const auto& [category, count] : unknown_device_slices_)
+      note(fmt::format("{} slice{} of category \"{}\", which dlprof does not know, counted as GPU kernels", count,
+                       count == 1 ? "" : "s", category));
+    if (notes_left_out_ != 0) read.notes.push_back(fmt::format("and {} more", notes_left_out_));
+    choose_process();
+    remap_threads();
+    apply_base_time();
+    sort_and_categorise();
+    trace_.names.reserve(names_.size());
+    for (std::string& name : names_) trace_.names.push_back(std::move(name));
+    names_.clear();
+    name_index_.clear();
+    if (!trace_.gpu_events.empty() || !trace_.api_events.empty()) trace_.gpu.enabled = true;
+    trace_.file_time_base_ns = base_time_ns_;
+    return std::move(trace_);
+  }
+
+ private:
+  void map_event(const RawEvent& event) {
     const RawValue* phase = event.field(EventField::Ph);
     if (phase == nullptr) return;  // not a trace event; Chrome's viewers skip it too
     if (phase->type != JsonType::String)
@@ -341,68 +601,29 @@ class TraceBuilder {
     }
   }
 
-  void set_base_time(const RawValue& value) {
-    base_time_ns_ = signed_of(value, "baseTimeNanoseconds", kTimeLimitNs);
-    if (base_time_ns_ < 0) fail_at(value.offset, "\"baseTimeNanoseconds\" must not be negative");
-    base_time_offset_ = value.offset;
-  }
-
-  void add_device(DeviceProperties device) { trace_.devices.push_back(std::move(device)); }
-  DistributedInfo& distributed() noexcept { return trace_.distributed; }
-
-  /// A top-level key the reader maps to a field of the Trace.
-  void set_top_level(TopKey key, const RawValue& value, std::string_view name) {
-    const auto count = [&] { return unsigned_of(value, name, UINT64_MAX); };
-    const auto text = [&] {
-      if (value.type != JsonType::String)
-        fail_at(value.offset, fmt::format("\"{}\" must be a string, not {}", name, type_name(value.type)));
-      return std::string(value.text);
-    };
-    switch (key) {
-      case TopKey::DroppedEvents: trace_.dropped_events = count(); break;
-      case TopKey::ClippedRanges: trace_.clipped_ranges = count(); break;
-      case TopKey::OverflowedNames: trace_.overflowed_names = count(); break;
-      case TopKey::Clock: trace_.clock_source = text(); break;
-      case TopKey::GpuRecords:
-        trace_.gpu.records = count();
-        trace_.gpu.enabled = true;
-        break;
-      case TopKey::GpuDroppedRecords: trace_.gpu.dropped_records = count(); break;
-      case TopKey::CuptiDroppedRecords: trace_.gpu.cupti_dropped_records = count(); break;
-      case TopKey::GpuUnknownRecords: trace_.gpu.unknown_records = count(); break;
-      case TopKey::GpuLateRecords: trace_.gpu.late_records = count(); break;
-      case TopKey::GpuClippedAnnotations: trace_.gpu.clipped_annotations = count(); break;
-      case TopKey::CuptiVersion: trace_.gpu.cupti_version = text(); break;
-      case TopKey::DriverVersion: trace_.gpu.driver_version = text(); break;
-      case TopKey::TraceEvents:
-      case TopKey::DeviceProperties:
-      case TopKey::DistributedInfo:
-      case TopKey::BaseTime:
-      case TopKey::Written: break;
+  /// Like optional(), but a failure is not counted: its message is left in conversion_failure_
+  /// for the caller, which keeps the value elsewhere.
+  template <class Convert>
+  auto optional_quietly(Convert&& convert) -> std::optional<decltype(convert())> {
+    if (strict_) return convert();
+    try {
+      return convert();
+    } catch (ParseFailure& failure) {
+      conversion_failure_ = std::move(failure.message);
+      return std::nullopt;
     }
   }
 
-  void add_metadata(std::string key, std::string json_text) {
-    trace_.metadata.emplace_back(std::move(key), std::move(json_text));
+  /// An arg the event can do without, converted; nothing when absent or, in a lenient read,
+  /// unusable (counted).
+  template <class Convert>
+  auto arg_value(const RawEvent& event, Arg arg, Convert&& convert)
+      -> std::optional<decltype(convert(std::declval<const RawValue&>()))> {
+    const RawValue* value = event.arg(arg);
+    if (value == nullptr) return std::nullopt;
+    return optional([&] { return convert(*value); });
   }
 
-  /// The trace: base time applied, threads and the process chosen, everything in the order
-  /// trace.hpp promises, ops inside autograd's backward frames in the Backward category.
-  Trace finish() {
-    choose_process();
-    remap_threads();
-    apply_base_time();
-    sort_and_categorise();
-    trace_.names.reserve(names_.size());
-    for (std::string& name : names_) trace_.names.push_back(std::move(name));
-    names_.clear();
-    name_index_.clear();
-    if (!trace_.gpu_events.empty() || !trace_.api_events.empty()) trace_.gpu.enabled = true;
-    trace_.file_time_base_ns = base_time_ns_;
-    return std::move(trace_);
-  }
-
- private:
   /// A pid or tid: an integer, or a string (Kineto's "Spans", "stream 7" of older traces).
   struct Id {
     std::int64_t number = 0;  ///< the integer, or the integer a string ends with
@@ -445,10 +666,10 @@ class TraceBuilder {
     }
   };
 
-  static Id id_of_field(const RawValue* value, std::string_view key) {
+  Id id_of_field(const RawValue* value, std::string_view key) const {
     if (value == nullptr) return {};  // Perfetto takes a missing pid or tid as 0
     if (value->type == JsonType::String) return Id{trailing_integer(value->text), value->text, false};
-    return Id{signed_of(*value, key, INT64_MAX), {}, true};
+    return Id{json::signed_of(*value, key, INT64_MAX), {}, true};
   }
 
   std::uint32_t intern(std::string_view text) {
@@ -460,32 +681,35 @@ class TraceBuilder {
     return index;
   }
 
-  std::string_view name_of(const RawEvent& event) {
+  std::string_view name_of(const RawEvent& event) const {
     const RawValue* name = event.field(EventField::Name);
-    if (name == nullptr) return {};
-    if (name->type != JsonType::String)
-      fail_at(name->offset, fmt::format("\"name\" must be a string, not {}", type_name(name->type)));
-    return name->text;
+    if (name == nullptr || name->type == JsonType::Null) return {};
+    const std::optional<std::string_view> text = text_of(*name, "name");
+    if (!text) fail_at(name->offset, fmt::format("\"name\" must be a string, not {}", type_name(name->type)));
+    return *text;
   }
 
-  std::int64_t start_of(const RawEvent& event) {
+  std::int64_t start_of(const RawEvent& event) const {
     const RawValue* ts = event.field(EventField::Ts);
     if (ts == nullptr) fail_at(event.offset, "event without \"ts\"");
     return time_of(*ts);
   }
 
   /// A ts, which Kineto never writes negative (relative times are clamped at 0).
-  static std::int64_t time_of(const RawValue& ts) {
+  std::int64_t time_of(const RawValue& ts) const {
     const std::int64_t ns = nanoseconds_of(ts, "ts");
     if (ns < 0) fail_at(ts.offset, fmt::format("\"ts\" must not be negative: {}", ts.text));
     return ns;
   }
 
-  /// End of a slice; Kineto clamps durations at 0, and so does the reader.
-  std::int64_t end_of(const RawEvent& event, std::int64_t start) {
+  /// End of a slice. Kineto clamps durations at 0; a negative one is someone else's mistake, which
+  /// a lenient read does not guess about (the event is left out) and a strict one clamps.
+  std::int64_t end_of(const RawEvent& event, std::int64_t start) const {
     const RawValue* dur = event.field(EventField::Dur);
     if (dur == nullptr) return start;
-    const std::int64_t end = start + std::max<std::int64_t>(nanoseconds_of(*dur, "dur"), 0);
+    const std::int64_t duration = nanoseconds_of(*dur, "dur");
+    if (duration < 0 && !strict_) fail_at(dur->offset, fmt::format("\"dur\" must not be negative: {}", dur->text));
+    const std::int64_t end = start + std::max<std::int64_t>(duration, 0);
     if (end > kTimeLimitNs) fail_at(dur->offset, "\"ts\" plus \"dur\" is beyond 2^62 ns (the year 2116)");
     return end;
   }
@@ -542,42 +766,76 @@ class TraceBuilder {
   }
 
   std::uint64_t external_id_of(const RawEvent& event) {
-    if (const RawValue* id = event.arg(Arg::ExternalId)) return id_of(*id, "External id", UINT64_MAX);
-    if (const RawValue* id = event.arg(Arg::ExternalIdLower)) return id_of(*id, "external id", UINT64_MAX);
-    return 0;
+    if (event.arg(Arg::ExternalId) != nullptr)
+      return arg_value(event, Arg::ExternalId, [&](const RawValue& id) { return id_of(id, "External id", UINT64_MAX); }).value_or(0);
+    return arg_value(event, Arg::ExternalIdLower, [&](const RawValue& id) { return id_of(id, "external id", UINT64_MAX); })
+        .value_or(0);
   }
 
   /// CUPTI's correlation ids are 32-bit; -1 (HTA's "none") becomes 0.
   std::uint32_t correlation_of(const RawEvent& event) {
-    const RawValue* correlation = event.arg(Arg::Correlation);
-    return correlation == nullptr ? 0 : static_cast<std::uint32_t>(id_of(*correlation, "correlation", UINT32_MAX));
+    return static_cast<std::uint32_t>(
+        arg_value(event, Arg::Correlation, [&](const RawValue& id) { return id_of(id, "correlation", UINT32_MAX); }).value_or(0));
   }
 
   std::uint32_t uint32_arg(const RawEvent& event, Arg arg, std::string_view key, std::uint32_t otherwise = 0) {
-    const RawValue* value = event.arg(arg);
-    return value == nullptr ? otherwise : static_cast<std::uint32_t>(unsigned_of(*value, key, UINT32_MAX));
+    return static_cast<std::uint32_t>(
+        arg_value(event, arg, [&](const RawValue& value) { return unsigned_of(value, key, UINT32_MAX); }).value_or(otherwise));
+  }
+
+  /// The category of a slice whose "cat" the reader does not know: device work, as Holistic Trace
+  /// Analysis takes it (a category naming kernels or copies, or a slice on a stream), or nothing.
+  static std::optional<Cat> unknown_device_category(std::string_view category, const RawEvent& event) noexcept {
+    const auto names = [&](std::string_view word) {
+      return std::search(category.begin(), category.end(), word.begin(), word.end(), [](char a, char b) {
+               return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
+             }) != category.end();
+    };
+    if (names("memcpy")) return Cat::Memcpy;
+    if (names("memset")) return Cat::Memset;
+    if (names("kernel") || event.arg(Arg::Stream) != nullptr) return Cat::Kernel;
+    return std::nullopt;
   }
 
   void add_slice(const RawEvent& event) {
     const RawValue* category_value = event.field(EventField::Cat);
     if (category_value == nullptr || category_value->type != JsonType::String) return;  // no category: unknown
-    const std::optional<Cat> category = categories().find(category_value->text);
-    if (!category) return;
+    std::optional<Cat> category = categories().find(category_value->text);
+    bool unknown_device = false;
+    if (!category) {
+      category = unknown_device_category(category_value->text, event);
+      if (!category) return;
+      unknown_device = true;
+    }
     const std::int64_t start = start_of(event);
     const std::int64_t end = end_of(event, start);
-    see_time(start, end);
-    switch (*category) {
+    if (*category == Cat::NotWork) return;
+    add_slice_of(event, *category, start, end);
+    see_time(start, end);  // once the event is in: a skipped one leaves no trace
+    if (unknown_device) {
+      const auto found = unknown_device_slices_.find(category_value->text);
+      if (found != unknown_device_slices_.end())
+        ++found->second;
+      else
+        unknown_device_slices_.emplace(std::string(category_value->text), 1);
+    }
+  }
+
+  void add_slice_of(const RawEvent& event, Cat category, std::int64_t start, std::int64_t end) {
+    switch (category) {
       case Cat::Op:
-      case Cat::Range: add_cpu_slice(event, *category, start, end); break;
+      case Cat::Range:
+      case Cat::PythonFrame: add_cpu_slice(event, category, start, end); break;
       case Cat::Runtime:
-      case Cat::Driver: add_api_call(event, *category == Cat::Driver, start, end); break;
+      case Cat::Driver: add_api_call(event, category == Cat::Driver, start, end); break;
       case Cat::Kernel:
       case Cat::Memcpy:
       case Cat::Memset:
       case Cat::Sync:
-      case Cat::GpuAnnotation: add_gpu_work(event, *category, start, end); break;
+      case Cat::GpuAnnotation: add_gpu_work(event, category, start, end); break;
       case Cat::Overhead: trace_.overhead_events.push_back(OverheadEvent{start, end, intern(name_of(event))}); break;
-      case Cat::Span: break;  // the window: counted by see_time
+      case Cat::Span:  // the window: counted by see_time
+      case Cat::NotWork: break;
     }
   }
 
@@ -597,13 +855,15 @@ class TraceBuilder {
       // Ops nested in a backward frame join it in sort_and_categorise().
       slice.category = is_backward_op(name) ? Category::Backward : Category::User;
     } else {
-      slice.kind = EventKind::Range;
+      slice.kind = category == Cat::PythonFrame ? EventKind::PythonFrame : EventKind::Range;
       slice.category = range_category(name);
     }
-    if (const RawValue* sequence = event.arg(Arg::SequenceNumber))
-      slice.sequence_number = signed_of(*sequence, "Sequence number", INT64_MAX);
-    if (const RawValue* thread = event.arg(Arg::ForwardThreadId))
-      slice.forward_thread_id = unsigned_of(*thread, "Fwd thread id", UINT64_MAX);
+    slice.sequence_number =
+        arg_value(event, Arg::SequenceNumber, [&](const RawValue& value) { return signed_of(value, "Sequence number", INT64_MAX); })
+            .value_or(-1);
+    slice.forward_thread_id =
+        arg_value(event, Arg::ForwardThreadId, [&](const RawValue& value) { return unsigned_of(value, "Fwd thread id", UINT64_MAX); })
+            .value_or(0);
     slice.inputs = inputs_of(event, slice.name);
     trace_.events.push_back(slice);
   }
@@ -619,7 +879,8 @@ class TraceBuilder {
     if (dims == nullptr && types == nullptr && concrete == nullptr && flops == nullptr) return TraceEvent::kNoInputs;
     const auto text = [&](const RawValue* value) { return intern(value == nullptr ? std::string_view{} : value->text); };
     const InputsKey key{op, text(dims), text(types), text(concrete),
-                        flops == nullptr ? 0 : unsigned_of(*flops, "flops", UINT64_MAX)};
+                        arg_value(event, Arg::Flops, [&](const RawValue& value) { return unsigned_of(value, "flops", UINT64_MAX); })
+                            .value_or(0)};
     const auto [found, inserted] = inputs_index_.try_emplace(key, static_cast<std::uint32_t>(trace_.op_inputs.size()));
     if (inserted) trace_.op_inputs.push_back(OpInputs{key.dims, key.types, key.concrete, key.op, key.flops, 0});
     return found->second;
@@ -639,7 +900,7 @@ class TraceBuilder {
   }
 
   /// CUDA stream ids; CUPTI writes "no stream" as (uint32_t)-1.
-  static std::int64_t stream_of(const RawValue& value) {
+  std::int64_t stream_of(const RawValue& value) const {
     const std::int64_t stream = signed_of(value, "stream", INT64_MAX);
     return stream == std::int64_t{UINT32_MAX} ? -1 : stream;
   }
@@ -657,14 +918,13 @@ class TraceBuilder {
     work.correlation = correlation_of(event);
     // pid = device and tid = stream are the fallbacks: gpu_user_annotation has neither arg.
     work.device = static_cast<std::uint32_t>(pid.number < 0 || pid.number > UINT32_MAX ? 0 : pid.number);
-    if (const RawValue* device = event.arg(Arg::Device)) {
-      work.device = static_cast<std::uint32_t>(unsigned_of(*device, "device", UINT32_MAX));
-    } else if (const RawValue* in_device = event.arg(Arg::InDevice)) {
-      work.device = static_cast<std::uint32_t>(unsigned_of(*in_device, "inDevice", UINT32_MAX));
-    }
+    if (event.arg(Arg::Device) != nullptr)
+      work.device = uint32_arg(event, Arg::Device, "device", work.device);
+    else
+      work.device = uint32_arg(event, Arg::InDevice, "inDevice", work.device);
     work.context = uint32_arg(event, Arg::Context, "context", uint32_arg(event, Arg::InContext, "inContext"));
-    const RawValue* stream = event.arg(Arg::Stream);
-    work.stream = stream != nullptr ? stream_of(*stream) : tid.number;
+    const std::optional<std::int64_t> stream = arg_value(event, Arg::Stream, [&](const RawValue& value) { return stream_of(value); });
+    work.stream = stream.value_or(tid.number);
     switch (category) {
       case Cat::Kernel:
         work.kind = GpuEventKind::Kernel;
@@ -712,29 +972,31 @@ class TraceBuilder {
         work.sync.cuda_event_id = uint32_arg(event, Arg::WaitOnCudaEventId, "wait_on_cuda_event_id");
         // A synchronisation's row is not its stream (dlprof's "stream N (sync)" rows, Kineto's
         // context syncs on tid -1): the stream comes from args alone.
-        work.stream = stream != nullptr ? stream_of(*stream) : -1;
+        work.stream = stream.value_or(-1);
         break;
       }
       case Cat::GpuAnnotation: work.kind = GpuEventKind::Annotation; break;
       case Cat::Op:
       case Cat::Range:
+      case Cat::PythonFrame:
       case Cat::Runtime:
       case Cat::Driver:
       case Cat::Overhead:
-      case Cat::Span: break;
+      case Cat::Span:
+      case Cat::NotWork: break;
     }
     trace_.gpu_events.push_back(work);
   }
 
   std::uint64_t bytes_of(const RawEvent& event) {
-    const RawValue* bytes = event.arg(Arg::Bytes);
-    return bytes == nullptr ? 0 : unsigned_of(*bytes, "bytes", UINT64_MAX);
+    return arg_value(event, Arg::Bytes, [&](const RawValue& value) { return unsigned_of(value, "bytes", UINT64_MAX); }).value_or(0);
   }
 
-  /// "[512, 1, 1]" (compact text from the handler) into x, y, z; missing dimensions stay 1.
-  static void read_dims(const RawValue& value, std::string_view key, std::uint32_t (&xyz)[3]) {
+  /// "[512, 1, 1]" (compact text from the handler) into x, y, z; missing dimensions are 1.
+  static std::array<std::uint32_t, 3> dims_of(const RawValue& value, std::string_view key) {
     if (value.type != JsonType::Array)
       fail_at(value.offset, fmt::format("\"{}\" must be an array, not {}", key, type_name(value.type)));
+    std::array<std::uint32_t, 3> xyz{1, 1, 1};
     std::string_view rest = value.text.substr(1, value.text.size() - 2);
     for (std::size_t i = 0; !rest.empty(); ++i) {
       if (i == 3) fail_at(value.offset, fmt::format("\"{}\" has more than 3 dimensions: {}", key, value.text));
@@ -746,39 +1008,51 @@ class TraceBuilder {
       xyz[i] = static_cast<std::uint32_t>(dimension);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 2);  // ", "
     }
+    return xyz;
   }
 
   KernelDetails kernel_details(const RawEvent& event) {
     KernelDetails kernel;
-    if (const RawValue* grid = event.arg(Arg::Grid)) read_dims(*grid, "grid", kernel.grid);
-    if (const RawValue* block = event.arg(Arg::Block)) read_dims(*block, "block", kernel.block);
+    const auto dims = [&](Arg arg, std::string_view key, std::uint32_t (&xyz)[3]) {
+      if (const auto found = arg_value(event, arg, [&](const RawValue& value) { return dims_of(value, key); }))
+        std::copy(found->begin(), found->end(), xyz);
+    };
+    dims(Arg::Grid, "grid", kernel.grid);
+    dims(Arg::Block, "block", kernel.block);
     kernel.registers_per_thread = uint32_arg(event, Arg::RegistersPerThread, "registers per thread");
     // Kineto writes static + dynamic as one figure; it is read back as static.
     kernel.static_shared_memory = uint32_arg(event, Arg::SharedMemory, "shared memory");
-    if (const RawValue* queued = event.arg(Arg::Queued)) kernel.queued_ns = nanoseconds_of(*queued, "queued");
-    if (const RawValue* blocks = event.arg(Arg::BlocksPerSm)) kernel.blocks_per_sm = float_of(*blocks, "blocks per SM");
-    if (const RawValue* warps = event.arg(Arg::WarpsPerSm)) kernel.warps_per_sm = float_of(*warps, "warps per SM");
-    if (const RawValue* occupancy = event.arg(Arg::AchievedOccupancy))
-      kernel.est_achieved_occupancy_percent = static_cast<int>(signed_of(*occupancy, "est. achieved occupancy %", INT32_MAX));
+    kernel.queued_ns = arg_value(event, Arg::Queued, [&](const RawValue& value) { return nanoseconds_of(value, "queued"); }).value_or(0);
+    kernel.blocks_per_sm =
+        arg_value(event, Arg::BlocksPerSm, [&](const RawValue& value) { return float_of(value, "blocks per SM"); }).value_or(0.0f);
+    kernel.warps_per_sm =
+        arg_value(event, Arg::WarpsPerSm, [&](const RawValue& value) { return float_of(value, "warps per SM"); }).value_or(0.0f);
+    kernel.est_achieved_occupancy_percent = static_cast<int>(
+        arg_value(event, Arg::AchievedOccupancy, [&](const RawValue& value) {
+          return signed_of(value, "est. achieved occupancy %", INT32_MAX);
+        }).value_or(kKinetoOccupancyUnknown));
     return kernel;
   }
 
   void add_instant(const RawEvent& event) {
     const std::int64_t time = start_of(event);
-    see_time(time, time);
     const std::string_view name = name_of(event);
     const RawValue* pid = event.field(EventField::Pid);
-    if (pid != nullptr && pid->type == JsonType::String) return;  // Kineto's own marks: "Record Window End", ...
-    if (name == "[memory]") {
-      add_memory(event, time);
+    if (pid != nullptr && pid->type == JsonType::String) {  // Kineto's own marks: "Record Window End", ...
+      see_time(time, time);
       return;
     }
-    TraceEvent instant;
-    instant.start_ns = instant.end_ns = time;
-    instant.name = intern(name);
-    instant.thread = event_thread(event);
-    instant.kind = EventKind::Instant;
-    trace_.events.push_back(instant);
+    if (name == "[memory]") {
+      add_memory(event, time);
+    } else {
+      TraceEvent instant;
+      instant.start_ns = instant.end_ns = time;
+      instant.name = intern(name);
+      instant.thread = event_thread(event);
+      instant.kind = EventKind::Instant;
+      trace_.events.push_back(instant);
+    }
+    see_time(time, time);
   }
 
   void add_memory(const RawEvent& event, std::int64_t time) {
@@ -786,12 +1060,12 @@ class TraceBuilder {
     memory.time_ns = time;
     memory.thread = event_thread(event);
     const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
-      const RawValue* value = event.arg(arg);
-      return value == nullptr ? 0 : signed_of(*value, key, limit);
+      return arg_value(event, arg, [&](const RawValue& value) { return signed_of(value, key, limit); }).value_or(0);
     };
     memory.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, "Device Type", INT8_MAX));
     memory.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, "Device Id", INT32_MAX));
-    if (const RawValue* address = event.arg(Arg::MemoryAddress)) memory.address = unsigned_of(*address, "Addr", UINT64_MAX);
+    memory.address =
+        arg_value(event, Arg::MemoryAddress, [&](const RawValue& value) { return unsigned_of(value, "Addr", UINT64_MAX); }).value_or(0);
     memory.bytes = signed_arg(Arg::MemoryBytes, "Bytes", INT64_MAX);
     memory.total_allocated = signed_arg(Arg::TotalAllocated, "Total Allocated", INT64_MAX);
     memory.total_reserved = signed_arg(Arg::TotalReserved, "Total Reserved", INT64_MAX);
@@ -802,14 +1076,20 @@ class TraceBuilder {
   /// series is "<name> <series>" as Perfetto names its tracks.
   void add_counter(const RawEvent& event) {
     const std::int64_t time = start_of(event);
-    see_time(time, time);
     const std::string_view name = name_of(event);
     const std::uint32_t thread = event_thread(event);
+    see_time(time, time);
     for (const auto& [series, value] : event.numeric_args) {
       TraceEvent counter;
       counter.start_ns = counter.end_ns = time;
-      const NumberError error = to_double(value.text, &counter.value);
-      if (error != NumberError::None) fail_number(value, series, error);
+      const std::optional<double> sample = optional([&, &series = series, &value = value] {
+        double number = 0;
+        const NumberError error = to_double(value.text, &number);
+        if (error != NumberError::None) fail_number(value, series, error);
+        return number;
+      });
+      if (!sample) continue;
+      counter.value = *sample;
       counter.name = series == "value" ? intern(name) : intern(fmt::format("{} {}", name, series));
       counter.thread = thread;
       counter.kind = EventKind::Counter;
@@ -818,19 +1098,18 @@ class TraceBuilder {
   }
 
   void add_metadata_event(const RawEvent& event) {
-    if (const RawValue* ts = event.field(EventField::Ts)) {
-      const std::int64_t time = time_of(*ts);
-      see_time(time, time);
-    }
+    const RawValue* ts = event.field(EventField::Ts);
+    const std::optional<std::int64_t> time = ts != nullptr ? std::optional(time_of(*ts)) : std::nullopt;
     const std::string_view kind = name_of(event);
     const auto text_arg = [&](Arg arg, std::string_view key) -> std::string_view {
-      const RawValue* value = event.arg(arg);
-      if (value == nullptr) return {};
-      if (value->type != JsonType::String)
-        fail_at(value->offset, fmt::format("\"{}\" must be a string, not {}", key, type_name(value->type)));
-      return value->text;
+      return arg_value(event, arg, [&](const RawValue& value) {
+               const std::optional<std::string_view> text = text_of(value, key);
+               if (!text) fail_at(value.offset, fmt::format("\"{}\" must be a string, not {}", key, type_name(value.type)));
+               return *text;
+             }).value_or(std::string_view{});
     };
     const Id pid = id_of_field(event.field(EventField::Pid), "pid");
+    if (time) see_time(*time, *time);
     if (kind == "process_name") {
       if (pid.is_number) process_names_[pid.number] = std::string(text_arg(Arg::MetadataName, "name"));
     } else if (kind == "process_labels") {
@@ -1008,6 +1287,13 @@ class TraceBuilder {
   std::unordered_map<std::int64_t, std::string> process_names_;
   std::optional<std::int64_t> cpu_pid_label_;
   std::uint64_t mentions_ = 0;
+  bool strict_ = false;
+  std::uint64_t ignored_values_ = 0;  ///< event values; metadata kept as text counts in read_result itself
+  std::size_t first_ignored_offset_ = 0;
+  std::string first_ignored_reason_;
+  std::string conversion_failure_;  ///< optional_quietly()'s last failure
+  std::size_t notes_left_out_ = 0;
+  std::map<std::string, std::uint64_t, std::less<>> unknown_device_slices_;  ///< category -> slices
   std::int64_t base_time_ns_ = 0;
   std::size_t base_time_offset_ = 0;
   std::int64_t first_ns_ = 0;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,24 +32,6 @@ namespace detail::json {
 /// Nesting deeper than this is refused: Kineto's deepest value (an arg holding lists of lists)
 /// is 6 levels down; a "[[[[..." bomb ends here with an error.
 inline constexpr std::size_t kMaxDepth = 256;
-
-/// Appends a JSON string literal: quotes, backslashes and control characters escaped, as
-/// export/chrome_trace.hpp writes them.
-inline void append_json_string(std::string& out, std::string_view text) {
-  out.push_back('"');
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (byte < 0x20) {
-      fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(byte));
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-}
 
 class TraceHandler {
  public:
@@ -174,12 +157,18 @@ class TraceHandler {
             push(Frame::Events, offset);
             return;
           case TopKey::DeviceProperties:
-            if (type != JsonType::Array) fail_type(offset, "\"deviceProperties\"", "an array", type);
-            push(Frame::Devices, offset);
+            if (type == JsonType::Array) {
+              device_index_ = 0;
+              push(Frame::Devices, offset);
+            } else {
+              capture_as_metadata(std::string(pending_key_), offset, type, type_mismatch("\"deviceProperties\"", "an array", type));
+            }
             return;
           case TopKey::DistributedInfo:
-            if (type != JsonType::Object) fail_type(offset, "\"distributedInfo\"", "an object", type);
-            push(Frame::Distributed, offset);
+            if (type == JsonType::Object)
+              push(Frame::Distributed, offset);
+            else
+              capture_as_metadata(std::string(pending_key_), offset, type, type_mismatch("\"distributedInfo\"", "an object", type));
             return;
           default: break;
         }
@@ -189,25 +178,45 @@ class TraceHandler {
           capture_open(offset, type);
           return;
         }
-        if (pending_top_ != TopKey::Written)
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
+        if (pending_top_ != TopKey::Written) {
+          capture_as_metadata(std::string(pending_key_), offset, type,
+                              fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
+          return;
+        }
         start_skip();
         return;
       case Frame::Events:
-        if (type != JsonType::Object) fail_type(offset, "a trace event", "an object", type);
+        if (type != JsonType::Object) {
+          builder_.skip_event(offset, type_mismatch("a trace event", "an object", type));
+          start_skip();
+          return;
+        }
         event_.clear(offset);
         arena_.reset();
         phase_ = 0;
+        defect_.clear();
         push(Frame::Event, offset);
         return;
       case Frame::Event:
         if (pending_field_ == EventField::Args) {  // of an event the mapping reads: key() tells
-          if (type != JsonType::Object) fail_type(offset, "\"args\"", "an object", type);
-          push(Frame::Args, offset);
+          if (type == JsonType::Object) {
+            push(Frame::Args, offset);
+          } else {
+            builder_.ignore_value(offset, type_mismatch("\"args\"", "an object", type));
+            start_skip();
+          }
           return;
         }
-        if (pending_field_ != EventField::Count)
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
+        if (pending_field_ == EventField::Cat) {  // a category the reader cannot know: the event is ignored
+          builder_.ignore_value(offset, fmt::format("\"cat\" must be a scalar, not {}", type_name(type)));
+        } else if (pending_field_ != EventField::Count) {
+          std::string reason = fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type));
+          if (builder_.strict()) fail_at(offset, std::move(reason));
+          if (defect_.empty()) {
+            defect_ = std::move(reason);
+            defect_offset_ = offset;
+          }
+        }
         start_skip();
         return;
       case Frame::Args:
@@ -222,18 +231,25 @@ class TraceHandler {
         // Other known args are scalars; structured values of unknown args (Kineto's
         // "occupancy", "Call stack", ...) are of no use to the mapping.
         if (pending_arg_ != Arg::Count)
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
+          builder_.ignore_value(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
         start_skip();
         return;
       case Frame::Devices:
-        if (type != JsonType::Object) fail_type(offset, "a deviceProperties entry", "an object", type);
+        if (type != JsonType::Object) {
+          capture_as_metadata(fmt::format("deviceProperties[{}]", device_index_++), offset, type,
+                              type_mismatch("a deviceProperties entry", "an object", type));
+          return;
+        }
         device_ = DeviceProperties{};
         push(Frame::Device, offset);
         return;
       case Frame::Device:
       case Frame::Distributed:
-        if (pending_key_is_kept())
-          fail_at(offset, fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
+        if (pending_key_is_kept()) {
+          capture_as_metadata(nested_key(), offset, type,
+                              fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
+          return;
+        }
         start_skip();
         return;
     }
@@ -252,13 +268,18 @@ class TraceHandler {
     frames_.pop_back();
     switch (closed) {
       case Frame::Event:
-        if (log_ == nullptr)
+        if (!defect_.empty())
+          builder_.skip_event(defect_offset_, std::move(defect_));
+        else if (log_ == nullptr)
           builder_.add_event(event_);
         else if (phase_ != kIgnoredPhase)  // the builder ignores those
           log_->add(event_);
         if (on_event_ && (++events_seen_ & 0xFFF) == 0) on_event_(offset);
         break;
-      case Frame::Device: builder_.add_device(std::move(device_)); break;
+      case Frame::Device:
+        builder_.add_device(std::move(device_));
+        ++device_index_;
+        break;
       case Frame::Root:
       case Frame::TopObject:
       case Frame::Events:
@@ -288,20 +309,22 @@ class TraceHandler {
         }
         switch (pending_top_) {
           case TopKey::BaseTime: builder_.set_base_time(value); return;
-          case TopKey::TraceEvents:
+          case TopKey::TraceEvents: fail_type(value.offset, "\"traceEvents\"", "an array", value.type);
           case TopKey::DeviceProperties:
           case TopKey::DistributedInfo:
-            fail_at(value.offset, fmt::format("\"{}\" must be {}, not {}", pending_key_,
-                                              pending_top_ == TopKey::DistributedInfo ? "an object" : "an array",
-                                              type_name(value.type)));
+            if (value.type == JsonType::Null && !builder_.strict()) return;
+            keep_scalar_as_metadata(std::string(pending_key_), value,
+                                    type_mismatch(pending_top_ == TopKey::DistributedInfo ? "\"distributedInfo\"" : "\"deviceProperties\"",
+                                                  pending_top_ == TopKey::DistributedInfo ? "an object" : "an array", value.type));
+            return;
           case TopKey::Written: return;
           default: builder_.set_top_level(pending_top_, value, pending_key_); return;
         }
-      case Frame::Events: fail_type(value.offset, "a trace event", "an object", value.type);
+      case Frame::Events: builder_.skip_event(value.offset, type_mismatch("a trace event", "an object", value.type)); return;
       case Frame::Event:
         if (pending_field_ == EventField::Args) {
-          if (value.type == JsonType::Null) return;
-          fail_type(value.offset, "\"args\"", "an object", value.type);
+          if (value.type != JsonType::Null) builder_.ignore_value(value.offset, type_mismatch("\"args\"", "an object", value.type));
+          return;
         }
         if (pending_field_ == EventField::Count) return;
         event_.set(pending_field_, value);
@@ -320,7 +343,10 @@ class TraceHandler {
         if (value.type == JsonType::Number && (phase_ == 0 || phase_ == 'C'))
           event_.numeric_args.emplace_back(pending_key_, value);
         return;
-      case Frame::Devices: fail_type(value.offset, "a deviceProperties entry", "an object", value.type);
+      case Frame::Devices:
+        keep_scalar_as_metadata(fmt::format("deviceProperties[{}]", device_index_++), value,
+                                type_mismatch("a deviceProperties entry", "an object", value.type));
+        return;
       case Frame::Device:
         if (pending_device_) read_device_field(*pending_device_, value);
         return;
@@ -332,26 +358,27 @@ class TraceHandler {
 
   void read_device_field(DeviceKey key, const RawValue& value) {
     if (key == DeviceKey::Name) {
-      if (value.type != JsonType::String) fail_type(value.offset, "\"name\"", "a string", value.type);
-      device_.name = std::string(value.text);
+      if (const std::optional<std::string_view> name = text_of_field(value)) device_.name = std::string(*name);
       return;
     }
-    const auto int_field = [&] { return static_cast<int>(signed_of(value, pending_key_, INT32_MAX)); };
-    const auto int64_field = [&] { return signed_of(value, pending_key_, INT64_MAX); };
+    const auto int_field = [&](auto& field, std::int64_t limit) {
+      const std::optional<std::int64_t> number = number_of_field(value, limit);
+      if (number) field = static_cast<std::remove_reference_t<decltype(field)>>(*number);
+    };
     switch (key) {
-      case DeviceKey::Id: device_.id = int_field(); break;
-      case DeviceKey::TotalGlobalMem: device_.total_global_mem = int64_field(); break;
-      case DeviceKey::ComputeMajor: device_.compute_major = int_field(); break;
-      case DeviceKey::ComputeMinor: device_.compute_minor = int_field(); break;
-      case DeviceKey::MaxThreadsPerBlock: device_.max_threads_per_block = int_field(); break;
-      case DeviceKey::MaxThreadsPerMultiprocessor: device_.max_threads_per_multiprocessor = int_field(); break;
-      case DeviceKey::RegsPerBlock: device_.regs_per_block = int_field(); break;
-      case DeviceKey::RegsPerMultiprocessor: device_.regs_per_multiprocessor = int_field(); break;
-      case DeviceKey::WarpSize: device_.warp_size = int_field(); break;
-      case DeviceKey::SharedMemPerBlock: device_.shared_mem_per_block = int64_field(); break;
-      case DeviceKey::SharedMemPerBlockOptin: device_.shared_mem_per_block_optin = int64_field(); break;
-      case DeviceKey::SharedMemPerMultiprocessor: device_.shared_mem_per_multiprocessor = int64_field(); break;
-      case DeviceKey::NumSms: device_.num_sms = int_field(); break;
+      case DeviceKey::Id: int_field(device_.id, INT32_MAX); break;
+      case DeviceKey::TotalGlobalMem: int_field(device_.total_global_mem, INT64_MAX); break;
+      case DeviceKey::ComputeMajor: int_field(device_.compute_major, INT32_MAX); break;
+      case DeviceKey::ComputeMinor: int_field(device_.compute_minor, INT32_MAX); break;
+      case DeviceKey::MaxThreadsPerBlock: int_field(device_.max_threads_per_block, INT32_MAX); break;
+      case DeviceKey::MaxThreadsPerMultiprocessor: int_field(device_.max_threads_per_multiprocessor, INT32_MAX); break;
+      case DeviceKey::RegsPerBlock: int_field(device_.regs_per_block, INT32_MAX); break;
+      case DeviceKey::RegsPerMultiprocessor: int_field(device_.regs_per_multiprocessor, INT32_MAX); break;
+      case DeviceKey::WarpSize: int_field(device_.warp_size, INT32_MAX); break;
+      case DeviceKey::SharedMemPerBlock: int_field(device_.shared_mem_per_block, INT64_MAX); break;
+      case DeviceKey::SharedMemPerBlockOptin: int_field(device_.shared_mem_per_block_optin, INT64_MAX); break;
+      case DeviceKey::SharedMemPerMultiprocessor: int_field(device_.shared_mem_per_multiprocessor, INT64_MAX); break;
+      case DeviceKey::NumSms: int_field(device_.num_sms, INT32_MAX); break;
       case DeviceKey::Name: break;
     }
   }
@@ -360,12 +387,60 @@ class TraceHandler {
     DistributedInfo& info = builder_.distributed();
     switch (key) {
       case DistributedKey::Backend:
-        if (value.type != JsonType::String) fail_type(value.offset, "\"backend\"", "a string", value.type);
-        info.backend = std::string(value.text);
+        if (const std::optional<std::string_view> backend = text_of_field(value)) info.backend = std::string(*backend);
         break;
-      case DistributedKey::Rank: info.rank = signed_of(value, "rank", INT64_MAX); break;
-      case DistributedKey::WorldSize: info.world_size = signed_of(value, "world_size", INT64_MAX); break;
+      case DistributedKey::Rank: info.rank = number_of_field(value, INT64_MAX).value_or(info.rank); break;
+      case DistributedKey::WorldSize: info.world_size = number_of_field(value, INT64_MAX).value_or(info.world_size); break;
     }
+  }
+
+  /// The text of a deviceProperties or distributedInfo field (a number's text in a lenient read);
+  /// otherwise the value is kept as metadata (or, null, taken as absent).
+  std::optional<std::string_view> text_of_field(const RawValue& value) {
+    if (value.type == JsonType::Null && !builder_.strict()) return std::nullopt;
+    if (const std::optional<std::string_view> text = builder_.text_of(value, pending_key_)) return text;
+    keep_scalar_as_metadata(nested_key(), value, type_mismatch(fmt::format("\"{}\"", pending_key_), "a string", value.type));
+    return std::nullopt;
+  }
+
+  /// The integer of a deviceProperties or distributedInfo field, as text_of_field() for text.
+  std::optional<std::int64_t> number_of_field(const RawValue& value, std::int64_t limit) {
+    if (builder_.strict()) return signed_of(value, pending_key_, limit);
+    if (value.type == JsonType::Null) return std::nullopt;
+    try {
+      return builder_.signed_of(value, pending_key_, limit);
+    } catch (ParseFailure& failure) {
+      keep_scalar_as_metadata(nested_key(), value, std::move(failure.message));
+      return std::nullopt;
+    }
+  }
+
+  static std::string type_mismatch(std::string_view what, std::string_view expected, JsonType found) {
+    return fmt::format("{} must be {}, not {}", what, expected, type_name(found));
+  }
+
+  /// Where a deviceProperties or distributedInfo field is kept in the metadata when it cannot be
+  /// read: "deviceProperties[0].totalGlobalMem", "distributedInfo.rank".
+  std::string nested_key() const {
+    if (frame() == Frame::Device) return fmt::format("deviceProperties[{}].{}", device_index_, pending_key_);
+    return fmt::format("distributedInfo.{}", pending_key_);
+  }
+
+  /// A structured value the reader cannot use, kept as JSON text in the metadata (lenient), or
+  /// the read's failure (strict).
+  void capture_as_metadata(std::string key, std::size_t offset, JsonType type, std::string reason) {
+    builder_.keep_as_metadata(key, offset, std::move(reason));
+    metadata_key_ = std::move(key);
+    capture_target_ = CaptureTarget::Metadata;
+    capture_.clear();
+    capture_open(offset, type);
+  }
+
+  void keep_scalar_as_metadata(std::string key, const RawValue& value, std::string reason) {
+    builder_.keep_as_metadata(key, value.offset, std::move(reason));
+    std::string json;
+    append_json_value(json, value);
+    builder_.add_metadata(std::move(key), std::move(json));
   }
 
   void start_skip() noexcept { skip_depth_ = 1; }
@@ -462,6 +537,9 @@ class TraceHandler {
   RawEvent event_;
   ScratchArena arena_;
   DeviceProperties device_;
+  std::size_t device_index_ = 0;  ///< of the deviceProperties entry being read
+  std::string defect_;            ///< why the current event is unusable; empty while it is not
+  std::size_t defect_offset_ = 0;
   std::uint64_t events_seen_ = 0;
 
   std::string capture_;
