@@ -1042,7 +1042,7 @@ TEST(ImportProgressTest, LongLoadsReportAsTheyGo) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Large texts parsed on two threads (import/detail/split_parse.hpp)
+// Texts parsed in parts on two threads, from memory and from files (import/detail/chunked_parse.hpp)
 
 /// What parsing `json` gives, as a Trace or as the error's offset and reason, parsed on two
 /// threads or on one.
@@ -1052,9 +1052,10 @@ struct ParseOutcome {
   std::string reason;
 };
 
+/// `split`: in parts of about a byte, a cut after nearly every event.
 ParseOutcome parse_outcome(std::string_view json, bool split, bool strict) {
   dlprof::ReadOptions options;
-  options.split_parse_min_bytes = split ? 0 : UINT64_MAX;
+  options.parse_part_bytes = split ? 1 : UINT64_MAX;
   options.strict = strict;
   ParseOutcome outcome;
   try {
@@ -1078,16 +1079,18 @@ void expect_split_reads_the_same(std::string_view json, bool strict = false) {
   }
 }
 
-/// Whether the split parse reads `json` itself, cutting at the first place that looks like a cut
-/// at or after `from` (rather than giving up, for the reader to parse it on one thread).
+/// Whether the parse in parts reads `json` itself, cutting at the first place that looks like a
+/// cut at or after `from` and every `from` bytes after (rather than giving up, for the reader to
+/// parse it on one thread).
 bool split_parse_reads(std::string json, std::size_t from) {
   using namespace dlprof::detail::json;
   const std::size_t size = json.size();
   json.append(ByteBuffer::kPadding, '\0');
   TraceBuilder builder;
   TraceHandler handler(builder);
+  MemoryParts parts(json.data(), size, std::max<std::size_t>(from, 1));
   try {
-    return parse_split(json.data(), size, handler, builder, static_cast<double>(from) / static_cast<double>(size));
+    return parse_in_parts(parts, handler, builder, 4, nullptr);
   } catch (const ParseFailure&) {
     return false;
   }
@@ -1153,7 +1156,8 @@ TEST(ImportSplitTest, CutsThatAreNotBetweenEventsAreReadOnOneThread) {
   };
   for (const auto& cut : kCases) {
     SCOPED_TRACE(cut.what);
-    EXPECT_FALSE(split_parse_reads(cut.json, 0));
+    // Without spaces there is no cut at all: the text is one part.
+    EXPECT_EQ(split_parse_reads(cut.json, 0), cut.what == "without spaces");
     expect_split_reads_the_same(cut.json);
   }
 }
@@ -1220,14 +1224,98 @@ TEST_F(ReferenceTraceTest, SplitParseReadsWhatOneThreadReads) {
     SCOPED_TRACE(set);
     const std::string path = only_file(set).string();
     dlprof::ReadOptions one_thread;
-    one_thread.split_parse_min_bytes = UINT64_MAX;
+    one_thread.parse_part_bytes = UINT64_MAX;
     dlprof::ReadOptions two_threads;
-    two_threads.split_parse_min_bytes = 0;
+    two_threads.parse_part_bytes = 4096;
     expect_same(dlprof::read_trace(path, one_thread), dlprof::read_trace(path, two_threads));
     // Kineto's layout is cut where the reader cuts it, not read on one thread after all.
     const std::string compressed = dlprof_test::read_file(path);
     const dlprof::detail::json::ByteBuffer text = dlprof::detail::json::gunzip(compressed, UINT64_MAX, {});
     EXPECT_TRUE(split_parse_reads(std::string(text.data(), text.size()), text.size() * 2 / 5));
+  }
+}
+
+TEST_F(ReferenceTraceTest, FilesAreReadPartByPartAsWhole) {
+  // The V100 trace decompressed into a file: read in parts of 2 MiB (the default), of 64 KiB, and
+  // of 1 byte (a cut after nearly every event, parts out and buffers reused all the time).
+  TempDir dir;
+  const std::string compressed = dlprof_test::read_file(only_file("hta-1rank-v100-resnet-ns"));
+  const dlprof::detail::json::ByteBuffer text = dlprof::detail::json::gunzip(compressed, UINT64_MAX, {});
+  const std::string path = (dir.path() / "v100.json").string();
+  std::ofstream(path, std::ios::binary).write(text.data(), static_cast<std::streamsize>(text.size()));
+  dlprof::ReadOptions whole;
+  whole.parse_part_bytes = UINT64_MAX;
+  const Trace expected = dlprof::read_trace(path, whole);
+  for (const std::uint64_t part_bytes : {std::uint64_t{2} << 20, std::uint64_t{64} << 10, std::uint64_t{1}}) {
+    SCOPED_TRACE(part_bytes);
+    dlprof::ReadOptions parts;
+    parts.parse_part_bytes = part_bytes;
+    std::vector<std::uint64_t> progress;
+    parts.progress = [&](const dlprof::ReadProgress& report) { progress.push_back(report.bytes_done); };
+    expect_same(expected, dlprof::read_trace(path, parts));
+    EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+    ASSERT_FALSE(progress.empty());
+    EXPECT_EQ(progress.back(), text.size());
+  }
+}
+
+TEST(ImportPartsTest, FilesWithLongEventsOddLayoutsAndErrorsReadAsWhole) {
+  TempDir dir;
+  std::string long_name(100'000, 'n');
+  const std::string event = R"json({"ph": "X", "cat": "cpu_op", "name": "NAME", "pid": 1, "tid": 1, "ts": TS, "dur": 1})json";
+  const auto events = [&](int count, bool with_long) {
+    std::string out;
+    for (int i = 0; i < count; ++i) {
+      std::string one = event;
+      one.replace(one.find("NAME"), 4, with_long && i % 50 == 7 ? long_name : "op" + std::to_string(i));
+      one.replace(one.find("TS"), 2, std::to_string(10 + i));
+      out += (i == 0 ? "\n  " : ",\n  ") + one;
+    }
+    return out;
+  };
+  const struct {
+    std::string_view what;
+    std::string json;
+  } kCases[] = {
+      {"events longer than a part", "{\"traceEvents\": [" + events(200, true) + "\n]}"},
+      {"metadata after the events", "{\"traceEvents\": [" + events(300, false) +
+                                        "\n], \"deviceProperties\": [{\"id\": 0, \"name\": \"A\"}, {\"id\": 1, \"name\": \"B\"}], "
+                                        "\"baseTimeNanoseconds\": 1700000000000000000}"},
+      {"a bare array", "[" + events(300, false) + "\n]\n"},
+      {"without spaces", "[" + [&] {
+         std::string compact = events(300, false);
+         for (std::size_t at = compact.find(",\n  "); at != std::string::npos; at = compact.find(",\n  ", at)) compact.replace(at, 4, ",");
+         return compact;
+       }() + "]"},
+      {"a syntax error late", "{\"traceEvents\": [" + events(300, false) + ",\n  {\"ph\": \"X\",, }\n]}"},
+      {"an unusable event late", "{\"traceEvents\": [" + events(300, false) + ",\n  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"ts\": [1]}\n]}"},
+      {"truncated", "{\"traceEvents\": [" + events(300, false)},
+  };
+  for (const auto& layout : kCases) {
+    SCOPED_TRACE(layout.what);
+    const std::string path = (dir.path() / "t.json").string();
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << layout.json;
+    for (const bool strict : {false, true}) {
+      dlprof::ReadOptions whole;
+      whole.parse_part_bytes = UINT64_MAX;
+      whole.strict = strict;
+      dlprof::ReadOptions parts = whole;
+      parts.parse_part_bytes = 4096;
+      std::optional<Trace> expected;
+      std::string expected_error;
+      try {
+        expected = dlprof::read_trace(path, whole);
+      } catch (const TraceReadError& error) {
+        expected_error = error.what();
+      }
+      try {
+        const Trace trace = dlprof::read_trace(path, parts);
+        ASSERT_TRUE(expected.has_value()) << "read in parts, refused whole: " << expected_error;
+        expect_same(*expected, trace);
+      } catch (const TraceReadError& error) {
+        EXPECT_EQ(error.what(), expected_error);
+      }
+    }
   }
 }
 

@@ -84,13 +84,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   dlprof::ReadOptions options;
   options.max_json_bytes = std::size_t{64} << 20;  // a gzip bomb stops early instead of exhausting the fuzzer
-  options.split_parse_min_bytes = UINT64_MAX;
+  options.parse_part_bytes = UINT64_MAX;
   const Outcome one_thread = read_and_write(bytes, options);
-  // The split parse (two threads, import/detail/split_parse.hpp) must read what one thread reads,
-  // and fail where it fails.
-  options.split_parse_min_bytes = 0;
+  // The parse in parts (two threads, a cut after nearly every event: import/detail/chunked_parse.hpp)
+  // must read what one thread reads, and fail where it fails.
+  options.parse_part_bytes = 1;
   const Outcome two_threads = read_and_write(bytes, options);
-  require(two_threads.error == one_thread.error, "the split parse fails as one thread fails");
-  require(two_threads.written == one_thread.written, "the split parse reads what one thread reads");
+  require(two_threads.error == one_thread.error, "the parse in parts fails as one thread fails");
+  require(two_threads.written == one_thread.written, "the parse in parts reads what one thread reads");
   return 0;
 }

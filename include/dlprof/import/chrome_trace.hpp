@@ -96,6 +96,10 @@
 // a negative dur at 0 as Kineto does.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -114,8 +118,8 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/import/detail/chunked_parse.hpp"
 #include "dlprof/import/detail/json_parser.hpp"
-#include "dlprof/import/detail/split_parse.hpp"
 #include "dlprof/import/detail/trace_builder.hpp"
 #include "dlprof/import/detail/trace_file.hpp"
 #include "dlprof/import/detail/trace_handler.hpp"
@@ -178,9 +182,10 @@ struct ReadOptions {
   /// Largest JSON text accepted (file or decompressed data): a gzip bomb or a runaway file is
   /// refused instead of filling memory. RapidJSON counts string lengths in 32 bits.
   std::uint64_t max_json_bytes = (std::uint64_t{1} << 32) - 2;
-  /// A JSON text at least this large is parsed on two threads (cut between two events; what the
-  /// trace holds is the same): 0 splits every text, UINT64_MAX none.
-  std::uint64_t split_parse_min_bytes = std::uint64_t{4} << 20;
+  /// A JSON text is parsed in parts of about this many bytes, cut between two events, on two
+  /// threads (what the trace holds is the same); a file that is not gzip is read part by part, so
+  /// its text is never in memory whole. UINT64_MAX: one part, on one thread.
+  std::uint64_t parse_part_bytes = std::uint64_t{2} << 20;
   /// Refuse every value of an unexpected type and every unusable event (TraceReadError naming
   /// the first), instead of leaving them out and saying so in Trace::read_result.
   bool strict = false;
@@ -224,8 +229,8 @@ std::optional<Trace> build_trace(const std::string& source, const ReadOptions& o
         options.progress(progress);
       };
     }
-    TraceHandler handler(builder, std::move(on_events));
-    if (!parse(handler, builder)) return std::nullopt;
+    TraceHandler handler(builder, on_events);
+    if (!parse(handler, builder, on_events)) return std::nullopt;
     Trace trace = builder.finish();
     if (options.progress) {
       progress.bytes_done = progress.bytes_total;
@@ -240,18 +245,25 @@ std::optional<Trace> build_trace(const std::string& source, const ReadOptions& o
   }
 }
 
-/// Parses the JSON in `text` (consumed: parsed in place) into a Trace; a large text on two threads
-/// (split_parse.hpp).
+/// Parts of a text handed out and not yet given to the builder: enough for both threads to
+/// parse while the builder takes one.
+inline constexpr std::size_t kPartsOut = 4;
+
+inline std::size_t part_bytes(const ReadOptions& options) noexcept {
+  return static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::uint64_t>(options.parse_part_bytes, 1), SIZE_MAX / 4));
+}
+
+/// Parses the JSON in `text` (consumed: parsed in place) into a Trace, in parts on two threads
+/// (chunked_parse.hpp), or, when that does not go as planned, whole on one.
 inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
                         std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
   text.terminate();
-  if (text.size() >= options.split_parse_min_bytes) {
-    // Half the text each: the head's events (ops with their inputs) cost more to parse per byte,
-    // and the head's thread builds the whole trace, but the rest's thread logs its events.
-    constexpr double kHeadShare = 0.5;
-    std::optional<Trace> trace =
-        build_trace(source, options, file_index, file_count, text.size(), pristine, [&](TraceHandler& handler, TraceBuilder& builder) {
-          return parse_split(text.data(), text.size(), handler, builder, kHeadShare);
+  if (text.size() > options.parse_part_bytes) {
+    std::optional<Trace> trace = build_trace(
+        source, options, file_index, file_count, text.size(), pristine,
+        [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
+          MemoryParts parts(text.data(), text.size(), part_bytes(options));
+          return parse_in_parts(parts, handler, builder, kPartsOut, parsed);
         });
     if (trace) return std::move(*trace);
     std::optional<ByteBuffer> again = pristine();
@@ -259,10 +271,11 @@ inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOp
     text = std::move(*again);
     text.terminate();
   }
-  return *build_trace(source, options, file_index, file_count, text.size(), pristine, [&](TraceHandler& handler, TraceBuilder&) {
-    parse_json_in_place(text.data(), text.size(), handler);
-    return true;
-  });
+  return *build_trace(source, options, file_index, file_count, text.size(), pristine,
+                      [&](TraceHandler& handler, TraceBuilder&, const std::function<void(std::size_t)>&) {
+                        parse_json_in_place(text.data(), text.size(), handler);
+                        return true;
+                      });
 }
 
 inline ByteBuffer copy_bytes(std::string_view bytes) {
@@ -314,7 +327,50 @@ Trace read_bytes(const std::string& source, const ReadOptions& options, std::siz
   }
 }
 
+/// A file that is not gzip, read part by part (chunked_parse.hpp); nothing when that did not go as
+/// planned and the file must be read whole.
+inline std::optional<Trace> read_in_parts(int fd, std::uint64_t file_bytes, const std::string& path, const ReadOptions& options,
+                                          std::size_t file_index, std::size_t file_count) {
+  const auto pristine = [&]() -> std::optional<ByteBuffer> {
+    try {
+      return read_file(path, options.max_json_bytes);
+    } catch (const FileFailure&) {
+      return std::nullopt;  // changed or gone since: the error keeps its offset
+    }
+  };
+  return build_trace(path, options, file_index, file_count, file_bytes, pristine,
+                     [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
+                       // The head, the parts out, and the last part, kept until what follows its events is read.
+                       FileParts parts(fd, options.max_json_bytes, part_bytes(options), kPartsOut + 2);
+                       return parse_in_parts(parts, handler, builder, kPartsOut, parsed);
+                     });
+}
+
 inline Trace read_one(const std::string& path, const ReadOptions& options, std::size_t file_index, std::size_t file_count) {
+  try {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail_file(std::strerror(errno));
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat status {};
+    if (::fstat(fd, &status) != 0) fail_file(std::strerror(errno));
+    if (S_ISDIR(status.st_mode)) fail_file("is a directory");
+    const auto file_bytes = static_cast<std::uint64_t>(status.st_size);
+    if (file_bytes > options.max_json_bytes)
+      fail_file(fmt::format("the file has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", file_bytes,
+                            options.max_json_bytes));
+    char magic[2] = {};
+    const bool regular = S_ISREG(status.st_mode);
+    if (regular && file_bytes > options.parse_part_bytes && ::pread(fd, magic, 2, 0) == 2 &&
+        !is_gzip(std::string_view(magic, 2))) {
+      if (std::optional<Trace> trace = read_in_parts(fd, file_bytes, path, options, file_index, file_count))
+        return std::move(*trace);
+    }
+  } catch (const FileFailure& failure) {
+    throw TraceReadError(path, failure.message);
+  }
   return read_bytes(path, options, file_index, file_count, [&] { return read_file(path, options.max_json_bytes); });
 }
 

@@ -31,48 +31,50 @@ namespace detail::json {
 
 /// RapidJSON's handler concept over TraceHandler, with the offset of each token in the text: in-situ
 /// strings and numbers point into it; the stream, which starts `stream_start` bytes in, is just
-/// past other tokens. The parse ends after the object that closes at `stop_after`.
+/// past other tokens. The parse ends after the object that closes at `stop_after`. The handler is
+/// given offsets in the whole text, of which `text` starts `base_offset` bytes in.
 class RapidJsonAdapter {
  public:
   RapidJsonAdapter(TraceHandler& handler, const char* text, rapidjson::InsituStringStream& stream, std::size_t stream_start,
-                   std::size_t stop_after) noexcept
-      : handler_(handler), text_(text), stream_(stream), stream_start_(stream_start), stop_after_(stop_after) {}
+                   std::size_t stop_after, std::size_t base_offset) noexcept
+      : handler_(handler), text_(text), stream_(stream), stream_start_(stream_start), stop_after_(stop_after),
+        base_offset_(base_offset) {}
 
   bool Null() {
-    handler_.null(position() - 4);
+    handler_.null(base_offset_ + position() - 4);
     return true;
   }
   bool Bool(bool value) {
-    handler_.boolean(value, position() - (value ? 4 : 5));
+    handler_.boolean(value, base_offset_ + position() - (value ? 4 : 5));
     return true;
   }
   bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
-    handler_.number(std::string_view(text, length), static_cast<std::size_t>(text - text_));
+    handler_.number(std::string_view(text, length), base_offset_ + static_cast<std::size_t>(text - text_));
     return true;
   }
   bool String(const char* text, rapidjson::SizeType length, bool) {
-    handler_.string(std::string_view(text, length), static_cast<std::size_t>(text - text_) - 1);
+    handler_.string(std::string_view(text, length), base_offset_ + static_cast<std::size_t>(text - text_) - 1);
     return true;
   }
   bool Key(const char* text, rapidjson::SizeType length, bool) {
-    handler_.key(std::string_view(text, length), static_cast<std::size_t>(text - text_) - 1);
+    handler_.key(std::string_view(text, length), base_offset_ + static_cast<std::size_t>(text - text_) - 1);
     return true;
   }
   bool StartObject() {
-    handler_.start_object(position() - 1);
+    handler_.start_object(base_offset_ + position() - 1);
     return true;
   }
   bool EndObject(rapidjson::SizeType) {
     const std::size_t offset = position() - 1;
-    handler_.end_object(offset);
+    handler_.end_object(base_offset_ + offset);
     return offset != stop_after_;
   }
   bool StartArray() {
-    handler_.start_array(position() - 1);
+    handler_.start_array(base_offset_ + position() - 1);
     return true;
   }
   bool EndArray(rapidjson::SizeType) {
-    handler_.end_array(position() - 1);
+    handler_.end_array(base_offset_ + position() - 1);
     return true;
   }
   // Never called with kParseNumbersAsStringsFlag; part of the concept.
@@ -90,6 +92,7 @@ class RapidJsonAdapter {
   rapidjson::InsituStringStream& stream_;
   std::size_t stream_start_;
   std::size_t stop_after_;
+  std::size_t base_offset_;
 };
 
 /// Where the parser stopped, and why: kParseErrorNone when the document parsed to its end.
@@ -99,18 +102,19 @@ struct JsonParseEnd {
 };
 
 /// Parses the JSON value at `start` in `text` in place (strings are unescaped inside the text,
-/// which a NUL byte ends); offsets count from `text`. `kFlags` adds RapidJSON's flags
-/// (kParseStopWhenDoneFlag: the value may be followed by more). Throws the handler's
-/// ParseFailure; syntax errors, and kParseErrorTermination after the object closing at
-/// `stop_after`, are returned.
+/// which a NUL byte ends); offsets count from `text`, and the handler's from `base_offset` bytes
+/// before it. `kFlags` adds RapidJSON's flags (kParseStopWhenDoneFlag: the value may be followed
+/// by more). Throws the handler's ParseFailure; syntax errors, and kParseErrorTermination after
+/// the object closing at `stop_after`, are returned.
 template <unsigned kFlags = 0>
-JsonParseEnd run_json_parser(char* text, std::size_t start, TraceHandler& handler, std::size_t stop_after = SIZE_MAX) {
+JsonParseEnd run_json_parser(char* text, std::size_t start, TraceHandler& handler, std::size_t stop_after = SIZE_MAX,
+                             std::size_t base_offset = 0) {
   // NaN and Infinity: Python's json module writes and reads them, so traces may hold them.
   constexpr unsigned kAllFlags = kFlags | rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag |
                                  rapidjson::kParseNanAndInfFlag;
   rapidjson::Reader reader;
   rapidjson::InsituStringStream stream(text + start);
-  RapidJsonAdapter adapter(handler, text, stream, start, stop_after);
+  RapidJsonAdapter adapter(handler, text, stream, start, stop_after, base_offset);
   const rapidjson::ParseResult result = reader.Parse<kAllFlags>(stream, adapter);
   if (result.IsError()) return JsonParseEnd{start + result.Offset(), result.Code()};
   return JsonParseEnd{start + stream.Tell(), rapidjson::kParseErrorNone};

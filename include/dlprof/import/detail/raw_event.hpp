@@ -288,6 +288,15 @@ class RawEventLog {
  public:
   explicit RawEventLog(const char* text) noexcept : text_(text) {}
 
+  /// Forgets every event, keeping the memory, for events of `text`.
+  void reset(const char* text) noexcept {
+    text_ = text;
+    entries_.clear();
+    values_.clear();
+    numeric_args_.clear();
+    captured_.clear();
+  }
+
   /// Room for the events of `bytes` of JSON text, so that growing never copies them (memory not
   /// written to costs nothing): Kineto writes 200 bytes or more per event, 15 per value.
   void reserve_for(std::size_t bytes) {

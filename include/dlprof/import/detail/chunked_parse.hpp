@@ -1,0 +1,454 @@
+// dlprof/import/detail/chunked_parse.hpp: a trace's JSON text parsed in parts, on two threads,
+// from memory or straight from its file. Parsing is most of reading a trace, and one JSON parse
+// cannot be shared, so the text is cut between two events of its events array into parts of
+// about ReadOptions::parse_chunk_bytes: the calling thread parses the head (the document up to
+// the first cut) into the TraceBuilder; both threads then parse the following parts, each into a
+// RawEventLog, and the calling thread gives the logs to the builder in order, part by part, and
+// parses what follows the events array (Kineto writes "baseTimeNanoseconds" there) last, as a
+// document of its own. Read from a file, a part lives in one of a few buffers, each reused once
+// its log is given to the builder, so the memory a read takes grows with the events it keeps,
+// not with the size of the text.
+//
+// A cut is a guess made by looking at bytes ("}", a comma and whitespace, "{"), checked as the
+// part is parsed: its parse must close an event at the guessed "}" and be between events there.
+// Each part's text is its own: the byte after the "}" becomes NUL, so no parse runs on, and the
+// byte before the next part's "{" becomes "[", so that part reads as an array. Anything
+// unexpected (a wrong guess, any error) makes the chunked parse give up: the text is then parsed
+// again, whole and pristine, on one thread, which reports errors exactly where they are.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dlprof/config.hpp"
+#include "dlprof/import/detail/json_parser.hpp"
+#include "dlprof/import/detail/raw_event.hpp"
+#include "dlprof/import/detail/trace_builder.hpp"
+#include "dlprof/import/detail/trace_file.hpp"
+#include "dlprof/import/detail/trace_handler.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail::json {
+
+inline bool is_json_space(char c) noexcept { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/// The "}" that ends an event and the "{" that starts the next one, at a cut.
+struct Cut {
+  std::size_t head_end;
+  std::size_t rest_start;
+};
+
+/// Whether the "}" at `brace` is followed by a comma and a "{" (whitespace around the comma)
+/// within `size` bytes, and where that "{" is.
+inline std::optional<std::size_t> next_event_after(const char* text, std::size_t size, std::size_t brace) noexcept {
+  std::size_t next = brace + 1;
+  while (next < size && is_json_space(text[next])) ++next;
+  if (next == size || text[next] != ',') return std::nullopt;
+  ++next;
+  while (next < size && is_json_space(text[next])) ++next;
+  if (next == size || text[next] != '{') return std::nullopt;
+  return next;
+}
+
+/// The first cut at or after `from`, searched within `window` bytes, with whitespace around the
+/// comma (at least one byte of it: in one text, the NUL after the "}" and the "[" before the
+/// "{" must be two bytes).
+inline std::optional<Cut> find_cut_after(const char* text, std::size_t size, std::size_t from, std::size_t window) {
+  const std::size_t last = std::min(size, from + window);
+  for (std::size_t at = from; at < last;) {
+    const void* brace = std::memchr(text + at, '}', last - at);
+    if (brace == nullptr) return std::nullopt;
+    const std::size_t head_end = static_cast<std::size_t>(static_cast<const char*>(brace) - text);
+    at = head_end + 1;
+    const std::optional<std::size_t> next = next_event_after(text, size, head_end);
+    if (next && *next - head_end >= 3) return Cut{head_end, *next};
+  }
+  return std::nullopt;
+}
+
+/// The last cut in `size` bytes that starts after `from`: a buffer of a file is cut as late as
+/// it can be, and what follows is carried into the next one.
+inline std::optional<Cut> find_last_cut(const char* text, std::size_t size, std::size_t from) noexcept {
+  std::size_t end = size;
+  while (end > from) {
+    const void* brace = ::memrchr(text + from, '}', end - from);
+    if (brace == nullptr) return std::nullopt;
+    const std::size_t head_end = static_cast<std::size_t>(static_cast<const char*>(brace) - text);
+    if (const std::optional<std::size_t> next = next_event_after(text, size, head_end)) return Cut{head_end, *next};
+    end = head_end;
+  }
+  return std::nullopt;
+}
+
+/// A part of the text: `base[open]` is where its parse starts (the document's start, for the
+/// head; the byte before its first "{", which becomes "[", for the others) and `base[end - 1]`
+/// the "}" of its last event, followed by a NUL; the last part runs to `end`, the text's end.
+/// `base_offset` is the offset of base[0] in the whole text.
+struct TextPart {
+  char* base = nullptr;
+  std::size_t base_offset = 0;
+  std::size_t open = 0;
+  std::size_t end = 0;
+  bool last = false;
+  std::size_t buffer = 0;  ///< which of its source's buffers holds it
+};
+
+/// The parts of a text that is in memory: windows of it.
+class MemoryParts {
+ public:
+  MemoryParts(char* text, std::size_t size, std::size_t part_bytes) noexcept : text_(text), size_(size), part_bytes_(part_bytes) {}
+
+  TextPart first() { return part_from(0); }
+
+  std::optional<TextPart> next() {
+    if (done_) return std::nullopt;
+    return part_from(rest_start_ - 1);
+  }
+
+  void release(const TextPart&) noexcept {}
+
+ private:
+  // A cut within a MiB after the part's size, or none: the rest is one part (a trace whose
+  // events are written without spaces, "},{", is read on one thread).
+  static constexpr std::size_t kWindow = std::size_t{1} << 20;
+
+  TextPart part_from(std::size_t open) {
+    TextPart part;
+    part.base = text_;
+    part.open = open;
+    const std::size_t from = open + part_bytes_;
+    const std::optional<Cut> cut = from < size_ ? find_cut_after(text_, size_, from, kWindow) : std::nullopt;
+    if (!cut) {
+      part.end = size_;
+      part.last = true;
+      done_ = true;
+      return part;
+    }
+    part.end = cut->head_end + 1;
+    text_[part.end] = '\0';
+    rest_start_ = cut->rest_start;
+    return part;
+  }
+
+  char* text_;
+  std::size_t size_;
+  std::size_t part_bytes_;
+  std::size_t rest_start_ = 0;
+  bool done_ = false;
+};
+
+/// The parts of a file, read into a few buffers as they are handed out: each holds what was
+/// carried over from the one before (the start of an event, after the last cut), then about a
+/// part's worth of the file.
+class FileParts {
+ public:
+  /// `buffers`: how many parts may be handed out and not yet released.
+  FileParts(int fd, std::uint64_t limit, std::size_t part_bytes, std::size_t buffers)
+      : fd_(fd), limit_(limit), part_bytes_(part_bytes), buffers_(buffers) {
+    free_.resize(buffers, true);
+  }
+
+  TextPart first() { return read_part(true); }
+
+  std::optional<TextPart> next() {
+    if (done_) return std::nullopt;
+    return read_part(false);
+  }
+
+  void release(const TextPart& part) noexcept { free_[part.buffer] = true; }
+
+  std::uint64_t bytes_read() const noexcept { return file_offset_; }
+
+ private:
+  TextPart read_part(bool first) {
+    std::size_t index = 0;
+    while (!free_[index]) ++index;  // the caller keeps fewer parts out than there are buffers
+    free_[index] = false;
+    ByteBuffer& buffer = buffers_[index];
+    // Byte 0 of a part after the head is the one before its first "{", which becomes "[".
+    const std::size_t start = first ? 0 : 1;
+    buffer.resize(0);
+    buffer.reserve(start + carry_.size() + part_bytes_ + ByteBuffer::kPadding);
+    buffer.resize(start + carry_.size());
+    if (!carry_.empty()) std::memcpy(buffer.data() + start, carry_.data(), carry_.size());
+    const std::uint64_t base_offset = file_offset_ - carry_.size() - start;
+    carry_.clear();
+    std::size_t searched = start;
+    for (;;) {
+      fill(buffer, start + part_bytes_);
+      const std::optional<Cut> cut = eof_ ? std::nullopt : find_last_cut(buffer.data(), buffer.size(), searched);
+      if (eof_ || cut) {
+        TextPart part;
+        part.base = buffer.data();
+        part.base_offset = static_cast<std::size_t>(base_offset);
+        part.open = 0;
+        part.buffer = index;
+        if (eof_) {
+          part.end = buffer.size();
+          part.last = true;
+          done_ = true;
+        } else {
+          part.end = cut->head_end + 1;
+          carry_.assign(buffer.data() + cut->rest_start, buffer.size() - cut->rest_start);
+          buffer.resize(part.end);
+        }
+        buffer.terminate();
+        return part;
+      }
+      // No cut yet (an event, or a document's head, longer than a part): read on. A cut whose
+      // "}" is among the last bytes searched may end in what comes next.
+      constexpr std::size_t kOverlap = 4096;
+      searched = std::max(start, buffer.size() > kOverlap ? buffer.size() - kOverlap : 0);
+      fill(buffer, buffer.size() + std::max(buffer.size(), kOverlap));
+    }
+  }
+
+  /// Reads until `buffer` holds `size` bytes or the file ends.
+  void fill(ByteBuffer& buffer, std::size_t size) {
+    buffer.reserve(size + ByteBuffer::kPadding);
+    while (!eof_ && buffer.size() < size) {
+      const ssize_t count = ::read(fd_, buffer.data() + buffer.size(), size - buffer.size());
+      if (count < 0 && errno == EINTR) continue;
+      if (count < 0) fail_file(std::strerror(errno));
+      if (count == 0) {
+        eof_ = true;
+        break;
+      }
+      buffer.resize(buffer.size() + static_cast<std::size_t>(count));
+      file_offset_ += static_cast<std::uint64_t>(count);
+      if (file_offset_ > limit_) fail_file(fmt::format("the file has more than {} bytes (ReadOptions::max_json_bytes)", limit_));
+    }
+  }
+
+  int fd_;
+  std::uint64_t limit_;
+  std::size_t part_bytes_;
+  std::vector<ByteBuffer> buffers_;
+  std::vector<bool> free_;
+  std::string carry_;
+  std::uint64_t file_offset_ = 0;
+  bool eof_ = false;
+  bool done_ = false;
+};
+
+/// Parses the rest of a document at `at` in `text` (`size` bytes), once its events array has
+/// been read: nothing, "}" or the object's remaining members, read as an object of their own
+/// (", "k": v}" -> "{ "k": v}"). Whether it parsed to the end.
+inline bool parse_after_events(char* text, std::size_t at, std::size_t size, TraceHandler& handler, std::size_t base_offset) {
+  const auto skip_space = [&] {
+    while (at < size && is_json_space(text[at])) ++at;
+  };
+  skip_space();
+  if (!handler.end_events()) return at == size;  // a bare array of events: nothing may follow
+  if (at < size && text[at] == '}') {
+    ++at;
+    skip_space();
+    return at == size;
+  }
+  if (at == size || text[at] != ',') return false;
+  const std::size_t tail_open = at;
+  ++at;
+  skip_space();
+  if (at == size || text[at] != '"') return false;
+  text[tail_open] = '{';
+  const JsonParseEnd tail_end = run_json_parser(text, tail_open, handler, SIZE_MAX, base_offset);
+  return tail_end.error == rapidjson::kParseErrorNone && tail_end.offset == size;
+}
+
+/// Parses `source`'s parts into `handler` (the head, the part after the events array) and its
+/// `builder` (every event, in order) on this thread and one more. False when the text did not
+/// parse this way (a cut guessed wrong, or an error): what was read must be dropped and the text
+/// parsed again on one thread. Throws ParseFailure for an error in the events the builder is given
+/// or after the events array, which the text's first error then is. `parsed(offset)` is called as
+/// the text up to `offset` has been read.
+template <class Parts>
+bool parse_in_parts(Parts& source, TraceHandler& handler, TraceBuilder& builder, std::size_t max_parts_out,
+                    const std::function<void(std::size_t)>& parsed) {
+  TextPart head = source.first();
+  if (head.last) {  // one part: the whole document
+    const JsonParseEnd end = run_json_parser(head.base, 0, handler, SIZE_MAX, head.base_offset);
+    check_json_end(end, head.base, head.end);
+    if (parsed) parsed(head.base_offset + head.end);
+    return true;
+  }
+
+  struct Slot {
+    TextPart part;
+    RawEventLog* log = nullptr;
+    bool parsed = false;
+    bool ok = false;
+    std::size_t after_events = 0;  ///< the last part: where its events array ended
+  };
+  std::deque<Slot> slots;  // every part after the head, in order; elements never move
+  std::vector<std::unique_ptr<RawEventLog>> logs;  // as many as parts are out at once
+  std::vector<RawEventLog*> free_logs;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t claimed = 0;
+  std::size_t given = 0;  ///< parts whose logs the builder has had
+  bool all_claimed = false;
+  bool failed = false;
+  std::exception_ptr failure;  ///< a file problem while reading parts
+
+  // The next part for a thread to parse, or none (all claimed, too many out, or a failure).
+  const auto claim = [&]() -> Slot* {
+    if (failed || all_claimed || claimed - given >= max_parts_out) return nullptr;
+    std::optional<TextPart> part;
+    try {
+      part = source.next();
+    } catch (...) {
+      failure = std::current_exception();
+      failed = true;
+      changed.notify_all();
+      return nullptr;
+    }
+    if (!part) {
+      all_claimed = true;
+      changed.notify_all();
+      return nullptr;
+    }
+    Slot& slot = slots.emplace_back();
+    slot.part = *part;
+    if (free_logs.empty()) free_logs.push_back(logs.emplace_back(std::make_unique<RawEventLog>(nullptr)).get());
+    slot.log = free_logs.back();
+    free_logs.pop_back();
+    ++claimed;
+    return &slot;
+  };
+  // Each thread's handler reports the events it leaves out and the values it ignores to its own
+  // builder, merged into `builder` at the end.
+  TraceBuilder worker_problems(builder.strict());
+  TraceBuilder main_problems(builder.strict());
+  const auto parse_slot = [&](Slot& slot, TraceBuilder& problems) {
+    const TextPart& part = slot.part;
+    slot.log->reset(part.base);
+    slot.log->reserve_for(part.end - part.open);
+    bool ok = false;
+    try {
+      part.base[part.open] = '[';
+      TraceHandler rest_handler(problems);
+      rest_handler.log_events_to(*slot.log);
+      if (part.last) {
+        const JsonParseEnd end = run_json_parser<rapidjson::kParseStopWhenDoneFlag>(part.base, part.open, rest_handler, SIZE_MAX,
+                                                                                    part.base_offset);
+        ok = end.error == rapidjson::kParseErrorNone;
+        slot.after_events = end.offset;
+      } else {
+        const JsonParseEnd end = run_json_parser<rapidjson::kParseStopWhenDoneFlag>(part.base, part.open, rest_handler,
+                                                                                    part.end - 1, part.base_offset);
+        ok = end.error == rapidjson::kParseErrorTermination && rest_handler.between_events();
+      }
+    } catch (const ParseFailure&) {
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    slot.parsed = true;
+    slot.ok = ok;
+    failed = failed || !ok;
+    changed.notify_all();
+  };
+
+  std::thread worker([&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      changed.wait(lock, [&] { return failed || all_claimed || claimed - given < max_parts_out; });
+      Slot* slot = claim();
+      if (slot == nullptr) {
+        if (failed || all_claimed) return;
+        continue;
+      }
+      lock.unlock();
+      parse_slot(*slot, worker_problems);
+      lock.lock();
+    }
+  });
+  struct Stopper {
+    std::thread& thread;
+    std::mutex& mutex;
+    std::condition_variable& changed;
+    bool& failed;
+    ~Stopper() {
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        failed = true;
+        changed.notify_all();
+      }
+      thread.join();
+    }
+  };
+  bool read_all = false;
+  Slot* last = nullptr;
+  {
+    const Stopper stopper{worker, mutex, changed, failed};
+    const JsonParseEnd head_end = run_json_parser(head.base, head.open, handler, head.end - 1, head.base_offset);
+    if (head_end.error != rapidjson::kParseErrorTermination || !handler.between_events()) return false;
+    if (parsed) parsed(head.base_offset + head.end);
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      source.release(head);
+      changed.notify_all();
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      // The builder takes the parts parsed so far, in order; the logs go back for reuse.
+      while (given < claimed && slots[given].parsed && !failed) {
+        Slot& slot = slots[given];
+        lock.unlock();
+        slot.log->replay([&](const RawEvent& event) { builder.add_event(event); });
+        if (parsed) parsed(slot.part.base_offset + slot.part.end);
+        lock.lock();
+        if (slot.part.last) {
+          last = &slot;
+        } else {
+          source.release(slot.part);
+        }
+        free_logs.push_back(slot.log);
+        slot.log = nullptr;
+        ++given;
+        changed.notify_all();
+      }
+      if (failed) break;
+      if (all_claimed && given == claimed) {
+        read_all = true;
+        break;
+      }
+      if (Slot* slot = claim()) {
+        lock.unlock();
+        parse_slot(*slot, main_problems);
+        lock.lock();
+        continue;
+      }
+      if (failed) break;
+      changed.wait(lock, [&] {
+        return failed || (given < claimed && slots[given].parsed) || (!all_claimed && claimed - given < max_parts_out) ||
+               (all_claimed && given == claimed);
+      });
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (!read_all || last == nullptr) return false;
+  builder.merge_read_result(worker_problems);
+  builder.merge_read_result(main_problems);
+  return parse_after_events(last->part.base, last->after_events, last->part.end, handler, last->part.base_offset);
+}
+
+}  // namespace detail::json
+DLPROF_END_NAMESPACE
