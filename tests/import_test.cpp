@@ -1090,7 +1090,7 @@ bool split_parse_reads(std::string json, std::size_t from) {
   TraceHandler handler(builder);
   MemoryParts parts(json.data(), size, std::max<std::size_t>(from, 1));
   try {
-    return parse_in_parts(parts, handler, builder, 4, nullptr);
+    return parse_in_parts(parts, size, handler, builder, 4, nullptr);
   } catch (const ParseFailure&) {
     return false;
   }

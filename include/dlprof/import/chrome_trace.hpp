@@ -185,7 +185,7 @@ struct ReadOptions {
   /// A JSON text is parsed in parts of about this many bytes, cut between two events, on two
   /// threads (what the trace holds is the same); a file that is not gzip is read part by part, so
   /// its text is never in memory whole. UINT64_MAX: one part, on one thread.
-  std::uint64_t parse_part_bytes = std::uint64_t{2} << 20;
+  std::uint64_t parse_part_bytes = std::uint64_t{1} << 20;
   /// Refuse every value of an unexpected type and every unusable event (TraceReadError naming
   /// the first), instead of leaving them out and saying so in Trace::read_result.
   bool strict = false;
@@ -263,7 +263,7 @@ inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOp
         source, options, file_index, file_count, text.size(), pristine,
         [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
           MemoryParts parts(text.data(), text.size(), part_bytes(options));
-          return parse_in_parts(parts, handler, builder, kPartsOut, parsed);
+          return parse_in_parts(parts, text.size(), handler, builder, kPartsOut, parsed);
         });
     if (trace) return std::move(*trace);
     std::optional<ByteBuffer> again = pristine();
@@ -342,7 +342,7 @@ inline std::optional<Trace> read_in_parts(int fd, std::uint64_t file_bytes, cons
                      [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
                        // The head, the parts out, and the last part, kept until what follows its events is read.
                        FileParts parts(fd, options.max_json_bytes, part_bytes(options), kPartsOut + 2);
-                       return parse_in_parts(parts, handler, builder, kPartsOut, parsed);
+                       return parse_in_parts(parts, static_cast<std::size_t>(file_bytes), handler, builder, kPartsOut, parsed);
                      });
 }
 

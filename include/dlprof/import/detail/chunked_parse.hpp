@@ -187,14 +187,14 @@ class FileParts {
     // Byte 0 of a part after the head is the one before its first "{", which becomes "[".
     const std::size_t start = first ? 0 : 1;
     buffer.resize(0);
-    buffer.reserve(start + carry_.size() + part_bytes_ + ByteBuffer::kPadding);
+    buffer.reserve(std::max(start + carry_.size(), part_bytes_) + ByteBuffer::kPadding);
     buffer.resize(start + carry_.size());
     if (!carry_.empty()) std::memcpy(buffer.data() + start, carry_.data(), carry_.size());
     const std::uint64_t base_offset = file_offset_ - carry_.size() - start;
     carry_.clear();
     std::size_t searched = start;
     for (;;) {
-      fill(buffer, start + part_bytes_);
+      fill(buffer, part_bytes_);
       const std::optional<Cut> cut = eof_ ? std::nullopt : find_last_cut(buffer.data(), buffer.size(), searched);
       if (eof_ || cut) {
         TextPart part;
@@ -274,15 +274,15 @@ inline bool parse_after_events(char* text, std::size_t at, std::size_t size, Tra
   return tail_end.error == rapidjson::kParseErrorNone && tail_end.offset == size;
 }
 
-/// Parses `source`'s parts into `handler` (the head, the part after the events array) and its
-/// `builder` (every event, in order) on this thread and one more. False when the text did not
+/// Parses `source`'s parts (`total_bytes` in all) into `handler` (the head, the part after the
+/// events array) and its `builder` (every event, in order) on this thread and one more. False when the text did not
 /// parse this way (a cut guessed wrong, or an error): what was read must be dropped and the text
 /// parsed again on one thread. Throws ParseFailure for an error in the events the builder is given
 /// or after the events array, which the text's first error then is. `parsed(offset)` is called as
 /// the text up to `offset` has been read.
 template <class Parts>
-bool parse_in_parts(Parts& source, TraceHandler& handler, TraceBuilder& builder, std::size_t max_parts_out,
-                    const std::function<void(std::size_t)>& parsed) {
+bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handler, TraceBuilder& builder,
+                    std::size_t max_parts_out, const std::function<void(std::size_t)>& parsed) {
   TextPart head = source.first();
   if (head.last) {  // one part: the whole document
     const JsonParseEnd end = run_json_parser(head.base, 0, handler, SIZE_MAX, head.base_offset);
@@ -400,6 +400,7 @@ bool parse_in_parts(Parts& source, TraceHandler& handler, TraceBuilder& builder,
     const Stopper stopper{worker, mutex, changed, failed};
     const JsonParseEnd head_end = run_json_parser(head.base, head.open, handler, head.end - 1, head.base_offset);
     if (head_end.error != rapidjson::kParseErrorTermination || !handler.between_events()) return false;
+    builder.expect_more(head.base_offset + head.end, total_bytes);
     if (parsed) parsed(head.base_offset + head.end);
     {
       const std::lock_guard<std::mutex> lock(mutex);

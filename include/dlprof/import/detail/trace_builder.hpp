@@ -542,6 +542,19 @@ class TraceBuilder {
     add_metadata(std::string(name), std::move(json));
   }
 
+  /// Room for the events of a text of `total_bytes`, judged from what the first `parsed_bytes`
+  /// held: a large trace's vectors are then never copied as they grow (memory reserved and not
+  /// used costs address space only).
+  void expect_more(std::size_t parsed_bytes, std::size_t total_bytes) {
+    if (parsed_bytes == 0 || total_bytes <= parsed_bytes) return;
+    const double scale = 1.25 * static_cast<double>(total_bytes) / static_cast<double>(parsed_bytes);
+    const auto room = [&](auto& events) { events.reserve(static_cast<std::size_t>(static_cast<double>(events.size()) * scale) + 1024); };
+    room(trace_.events);
+    room(trace_.gpu_events);
+    room(trace_.api_events);
+    room(trace_.memory_events);
+  }
+
   /// A line for the report (bounded: a hostile file must not make thousands).
   void note(std::string line) {
     constexpr std::size_t kMaxNotes = 16;
