@@ -36,7 +36,6 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -171,12 +170,30 @@ struct RuleInputs {
   CommCompOverlap overlap;
   std::int64_t kernel_ns = 0;  ///< summed kernel durations
   std::int64_t span_ns = 0;    ///< the steps' span (first start to last end)
+  /// (correlation, index into trace.api_events) of every call with one, by correlation: a sorted
+  /// array, not a hash map, as a trace's hundreds of thousands of calls miss the cache in one.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> calls_by_correlation;
 
   RuleInputs(const Trace& t, const AnalysisOptions& options)
       : trace(t), steps(step_breakdown(t)), kernels(kernel_attribution(t)), overlap(comm_comp_overlap(t, options)) {
     for (const GpuEvent& work : t.gpu_events)
       if (work.kind == GpuEventKind::Kernel) kernel_ns += work.duration_ns();
     if (!steps.steps.empty()) span_ns = steps.steps.back().end_ns - steps.steps.front().start_ns;
+    calls_by_correlation.reserve(t.api_events.size());
+    for (std::size_t i = 0; i < t.api_events.size(); ++i)
+      if (t.api_events[i].correlation != 0)
+        calls_by_correlation.emplace_back(t.api_events[i].correlation, static_cast<std::uint32_t>(i));
+    // The first call of a correlation wins, as the first insertion into a map would.
+    std::stable_sort(calls_by_correlation.begin(), calls_by_correlation.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+
+  /// The API call that issued the GPU work of `correlation`; null for none (or 0).
+  const ApiEvent* call_of(std::uint32_t correlation) const noexcept {
+    if (correlation == 0) return nullptr;
+    const auto found = std::lower_bound(calls_by_correlation.begin(), calls_by_correlation.end(), correlation,
+                                        [](const auto& entry, std::uint32_t key) { return entry.first < key; });
+    return found != calls_by_correlation.end() && found->first == correlation ? &trace.api_events[found->second] : nullptr;
   }
 };
 
@@ -197,9 +214,6 @@ inline void dataloader_bound(const RuleInputs& in, std::vector<Recommendation>& 
 }
 
 inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendation>& out) {
-  std::unordered_map<std::uint32_t, const ApiEvent*> call_of;  // correlation -> the API call that issued it
-  for (const ApiEvent& call : in.trace.api_events)
-    if (call.correlation != 0) call_of.emplace(call.correlation, &call);
   std::size_t copies = 0, pageable = 0, synchronous = 0;
   std::uint64_t bytes = 0, pageable_bytes = 0;
   std::int64_t pageable_ns = 0, blocked_ns = 0;
@@ -213,11 +227,11 @@ inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendati
       pageable_bytes += work.copy.bytes;
       pageable_ns += work.duration_ns();
     }
-    const auto call = work.correlation != 0 ? call_of.find(work.correlation) : call_of.end();
-    const bool blocking_call = call != call_of.end() && in.trace.names[call->second->name].find("Async") == std::string::npos;
+    const ApiEvent* call = in.call_of(work.correlation);
+    const bool blocking_call = call != nullptr && in.trace.names[call->name].find("Async") == std::string::npos;
     if (blocking_call || from_pageable) {  // a copy from pageable memory returns only once staged
       ++synchronous;
-      if (call != call_of.end()) blocked_ns += call->second->duration_ns();
+      if (call != nullptr) blocked_ns += call->duration_ns();
     }
   }
   const double pageable_share = percent(static_cast<double>(pageable_bytes), static_cast<double>(bytes));
@@ -324,9 +338,6 @@ inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& o
 /// GPU finishes every kernel before the CPU has launched the next.
 inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out) {
   constexpr std::size_t kMinRun = 32;
-  std::unordered_map<std::uint32_t, std::int64_t> call_ns;  // correlation -> launch call duration
-  for (const ApiEvent& call : in.trace.api_events)
-    if (call.correlation != 0) call_ns.emplace(call.correlation, call.duration_ns());
   std::map<std::pair<std::uint32_t, std::int64_t>, std::vector<const GpuEvent*>> streams;
   for (const GpuEvent& work : in.trace.gpu_events)
     if (work.kind == GpuEventKind::Kernel) streams[{work.device, work.stream}].push_back(&work);
@@ -344,13 +355,13 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
         run_span_ns += kernels[end - 1]->end_ns - kernels[begin]->start_ns;
         for (std::size_t i = begin; i < end; ++i) {
           kernel_durations.push_back(kernels[i]->duration_ns());
-          call_durations.push_back(call_ns.at(kernels[i]->correlation));
+          call_durations.push_back(in.call_of(kernels[i]->correlation)->duration_ns());
         }
       }
     };
     for (std::size_t i = 0; i < kernels.size(); ++i) {
-      const auto call = call_ns.find(kernels[i]->correlation);
-      const bool starved = kernels[i]->correlation != 0 && call != call_ns.end() && kernels[i]->duration_ns() < call->second;
+      const ApiEvent* call = in.call_of(kernels[i]->correlation);
+      const bool starved = call != nullptr && kernels[i]->duration_ns() < call->duration_ns();
       if (starved) continue;
       close_run(i);
       begin = i + 1;
