@@ -1082,7 +1082,7 @@ void expect_split_reads_the_same(std::string_view json, bool strict = false) {
 /// Whether the parse in parts reads `json` itself, cutting at the first place that looks like a
 /// cut at or after `from` and every `from` bytes after (rather than giving up, for the reader to
 /// parse it on one thread).
-bool split_parse_reads(std::string json, std::size_t from) {
+bool parts_parse_reads(std::string json, std::size_t from) {
   using namespace dlprof::detail::json;
   const std::size_t size = json.size();
   json.append(ByteBuffer::kPadding, '\0');
@@ -1115,7 +1115,7 @@ TEST(ImportSplitTest, BothThreadsReadTheEventsTheOneThreadReads) {
   const std::size_t last_event = json.rfind("\n  {");
   for (std::size_t event = json.find("\n  {"); event < last_event; event = json.find("\n  {", event + 1)) {
     SCOPED_TRACE(event);
-    EXPECT_TRUE(split_parse_reads(json, event));
+    EXPECT_TRUE(parts_parse_reads(json, event));
   }
   expect_split_reads_the_same(json);
   const Trace trace = *parse_outcome(json, true, false).trace;
@@ -1131,13 +1131,13 @@ TEST(ImportSplitTest, BareArraysAndTheEndsOfObjects) {
     {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}
   ]
 )json";
-  EXPECT_TRUE(split_parse_reads(bare, 0));
+  EXPECT_TRUE(parts_parse_reads(bare, 0));
   expect_split_reads_the_same(bare);
   const std::string events_last = R"json({"traceEvents": [
     {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
     {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}
   ]})json";
-  EXPECT_TRUE(split_parse_reads(events_last, 0));
+  EXPECT_TRUE(parts_parse_reads(events_last, 0));
   expect_split_reads_the_same(events_last);
 }
 
@@ -1157,7 +1157,7 @@ TEST(ImportSplitTest, CutsThatAreNotBetweenEventsAreReadOnOneThread) {
   for (const auto& cut : kCases) {
     SCOPED_TRACE(cut.what);
     // Without spaces there is no cut at all: the text is one part.
-    EXPECT_EQ(split_parse_reads(cut.json, 0), cut.what == "without spaces");
+    EXPECT_EQ(parts_parse_reads(cut.json, 0), cut.what == "without spaces");
     expect_split_reads_the_same(cut.json);
   }
 }
@@ -1196,7 +1196,7 @@ TEST(ImportSplitTest, EventsLeftOutOnEitherSideAreCountedOnce) {
     {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 5, "dur": -1},
     {"ph": "X", "cat": "cpu_op", "name": "e", "pid": 1, "tid": 1, "ts": 6, "dur": 1, "args": {"External id": [1]}}
   ]})json";
-  ASSERT_TRUE(split_parse_reads(json, json.find("\"c\"")));
+  ASSERT_TRUE(parts_parse_reads(json, json.find("\"c\"")));
   const ParseOutcome split = parse_outcome(json, true, false);
   ASSERT_TRUE(split.trace.has_value()) << split.reason;
   EXPECT_EQ(split.trace->events.size(), 3u);
@@ -1210,7 +1210,7 @@ TEST(ImportSplitTest, EveryPrefixFailsAsOnOneThread) {
   TempDir dir;
   every_kind_of_event().save((dir.path() / "t.json").string());
   const std::string json = dlprof_test::read_file(dir.path() / "t.json");
-  EXPECT_TRUE(split_parse_reads(json, json.size() / 2));
+  EXPECT_TRUE(parts_parse_reads(json, json.size() / 2));
   // Every third prefix, and the whole text: each kind of cut end is met many times over.
   for (std::size_t size = 0; size <= json.size(); size = size == json.size() ? size + 1 : std::min(size + 3, json.size())) {
     SCOPED_TRACE(size);
@@ -1231,7 +1231,7 @@ TEST_F(ReferenceTraceTest, SplitParseReadsWhatOneThreadReads) {
     // Kineto's layout is cut where the reader cuts it, not read on one thread after all.
     const std::string compressed = dlprof_test::read_file(path);
     const dlprof::detail::json::ByteBuffer text = dlprof::detail::json::gunzip(compressed, UINT64_MAX, {});
-    EXPECT_TRUE(split_parse_reads(std::string(text.data(), text.size()), text.size() * 2 / 5));
+    EXPECT_TRUE(parts_parse_reads(std::string(text.data(), text.size()), text.size() * 2 / 5));
   }
 }
 

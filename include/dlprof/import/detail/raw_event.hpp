@@ -280,10 +280,10 @@ struct RawEvent {
   }
 };
 
-/// Events kept to be given to the TraceBuilder later, in order: what the second thread of a
-/// split parse reads. Only the values each event has are kept, in 16 bytes each (half a RawValue:
-/// this memory is new to the process on every read, and faulting it in is most of what logging
-/// costs); texts of captured args are copied, the rest are where they are in the JSON text.
+/// Events kept to be given to the TraceBuilder later, in order: what a parse in parts reads of
+/// each part after the head. Only the values each event has are kept, in 16 bytes each (half a
+/// RawValue: memory new to the process is faulted in as it is written, and that is most of what
+/// logging costs); texts of captured args are copied, the rest are where they are in the text.
 class RawEventLog {
  public:
   explicit RawEventLog(const char* text) noexcept : text_(text) {}

@@ -416,7 +416,7 @@ class TraceBuilder {
   }
 
   /// The skips and ignored values of another builder that read part of the same text (the second
-  /// thread of a split parse), and its notes.
+  /// thread of a parse in parts), and its notes.
   void merge_read_result(TraceBuilder& other) {
     ReadResult& from = other.trace_.read_result;
     if (from.skipped_events != 0) {

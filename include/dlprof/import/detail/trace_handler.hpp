@@ -89,14 +89,14 @@ class TraceHandler {
     fail_at(offset, "unexpected key");  // RapidJSON reports keys inside objects only
   }
 
-  /// Events go to `log` instead of the builder: the second thread's share of a split parse.
+  /// Events go to `log` instead of the builder: a part after the head of a parse in parts.
   void log_events_to(RawEventLog& log) noexcept { log_ = &log; }
 
-  /// Whether the parse is between two events of the events array, where a split parse cuts.
+  /// Whether the parse is between two events of the events array, where a parse in parts cuts.
   bool between_events() const noexcept { return skip_depth_ == 0 && !capturing() && frame() == Frame::Events; }
 
   /// Ends the events array, and the object around it, whose rest another parser has read: what
-  /// follows them is parsed as a document of its own (a split parse's tail). Whether the array was
+  /// follows them is parsed as a document of its own (a parse in parts' tail). Whether the array was
   /// in an object.
   bool end_events() noexcept {
     const bool in_object = frames_.size() > 1;
