@@ -96,8 +96,6 @@
 // a negative dur at 0 as Kineto does.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -348,24 +346,11 @@ inline std::optional<Trace> read_in_parts(int fd, std::uint64_t file_bytes, cons
 
 inline Trace read_one(const std::string& path, const ReadOptions& options, std::size_t file_index, std::size_t file_count) {
   try {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail_file(std::strerror(errno));
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat status {};
-    if (::fstat(fd, &status) != 0) fail_file(std::strerror(errno));
-    if (S_ISDIR(status.st_mode)) fail_file("is a directory");
-    const auto file_bytes = static_cast<std::uint64_t>(status.st_size);
-    if (file_bytes > options.max_json_bytes)
-      fail_file(fmt::format("the file has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", file_bytes,
-                            options.max_json_bytes));
+    const OpenFile file(path, options.max_json_bytes);
     char magic[2] = {};
-    const bool regular = S_ISREG(status.st_mode);
-    if (regular && file_bytes > options.parse_part_bytes && ::pread(fd, magic, 2, 0) == 2 &&
+    if (file.regular() && file.size() > options.parse_part_bytes && ::pread(file.fd(), magic, 2, 0) == 2 &&
         !is_gzip(std::string_view(magic, 2))) {
-      if (std::optional<Trace> trace = read_in_parts(fd, file_bytes, path, options, file_index, file_count))
+      if (std::optional<Trace> trace = read_in_parts(file.fd(), file.size(), path, options, file_index, file_count))
         return std::move(*trace);
     }
   } catch (const FileFailure& failure) {

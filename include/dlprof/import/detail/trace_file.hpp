@@ -124,22 +124,41 @@ inline bool is_gzip(std::string_view bytes) noexcept {
 /// Called with (bytes done, bytes in all) as a long step goes on.
 using ByteProgress = std::function<void(std::uint64_t, std::uint64_t)>;
 
+/// A file opened for reading, closed with the object: not a directory, and of at most `limit`
+/// bytes as it stands.
+class OpenFile {
+ public:
+  OpenFile(const std::string& path, std::uint64_t limit) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) fail_file(std::strerror(errno));
+    struct stat status {};
+    if (::fstat(fd_, &status) != 0) fail_file(std::strerror(errno));
+    if (S_ISDIR(status.st_mode)) fail_file("is a directory");
+    size_ = static_cast<std::uint64_t>(status.st_size);
+    regular_ = S_ISREG(status.st_mode);
+    if (size_ > limit)
+      fail_file(fmt::format("the file has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", size_, limit));
+  }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  ~OpenFile() { ::close(fd_); }
+
+  int fd() const noexcept { return fd_; }
+  std::uint64_t size() const noexcept { return size_; }
+  bool regular() const noexcept { return regular_; }  ///< not a pipe or a device: its size is what it holds
+
+ private:
+  int fd_;
+  std::uint64_t size_ = 0;
+  bool regular_ = false;
+};
+
 /// Reads a whole file; more than `limit` bytes is an error.
 inline ByteBuffer read_file(const std::string& path, std::uint64_t limit) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_file(std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat status {};
-  if (::fstat(fd, &status) != 0) fail_file(std::strerror(errno));
-  if (S_ISDIR(status.st_mode)) fail_file("is a directory");
-  if (static_cast<std::uint64_t>(status.st_size) > limit)
-    fail_file(fmt::format("the file has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", status.st_size, limit));
+  const OpenFile file(path, limit);
+  const int fd = file.fd();
   ByteBuffer buffer;
   // A pipe or a file that grows reads on past its size.
-  buffer.reserve(static_cast<std::size_t>(status.st_size) + ByteBuffer::kPadding);
+  buffer.reserve(static_cast<std::size_t>(file.size()) + ByteBuffer::kPadding);
   for (;;) {
     if (buffer.size() == buffer.capacity()) buffer.reserve(buffer.capacity() * 2 + 4096);
     const ssize_t count = ::read(fd, buffer.data() + buffer.size(), buffer.capacity() - buffer.size());
