@@ -150,7 +150,9 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
 
   detail::PerName<bool> tensor_core_kernel(trace, uses_tensor_cores);
   KernelAttribution result;
+  result.kernels.reserve(trace.gpu_events.size());
   std::vector<std::uint32_t> costed_op;  // per row: the op whose FLOPs it shares, or kNone
+  costed_op.reserve(trace.gpu_events.size());
   std::vector<std::int64_t> costed_op_time(trace.events.size(), 0);
   for (const GpuEvent& work : trace.gpu_events) {
     if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;

@@ -85,17 +85,25 @@ struct RankComparison {
   }
 };
 
-/// The ranks of `traces` side by side, with the stragglers of each step.
-inline RankComparison compare_ranks(const std::vector<Trace>& traces, const AnalysisOptions& options = {}) {
+/// What compare_analysed_ranks reads of one rank: analyses that whoever holds them (make_report) computes
+/// once and shares.
+struct RankAnalyses {
+  const Trace& trace;
+  const StepBreakdown& steps;
+  const TemporalBreakdown& temporal;
+  const CommCompOverlap& overlap;
+};
+
+/// The ranks side by side, with the stragglers of each step, from their analyses.
+inline RankComparison compare_analysed_ranks(const std::vector<RankAnalyses>& ranks) {
   RankComparison result;
   std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> step_times;  // step -> (time, rank)
-  for (const Trace& trace : traces) {
+  for (const RankAnalyses& rank : ranks) {
     RankSummary summary;
-    summary.rank = trace.distributed.rank;
-    const detail::HtaView view = detail::hta_view(trace, options);
-    summary.temporal = detail::temporal_breakdown(trace, view);
-    summary.overlap = detail::comm_comp_overlap(trace, view);
-    const StepBreakdown breakdown = step_breakdown(trace);
+    summary.rank = rank.trace.distributed.rank;
+    summary.temporal = rank.temporal;
+    summary.overlap = rank.overlap;
+    const StepBreakdown& breakdown = rank.steps;
     summary.steps = breakdown.steps.size();
     summary.step_time_mean_ns = breakdown.average_step_ns();
     for (std::size_t i = 0; i < breakdown.steps.size(); ++i) {
@@ -129,6 +137,23 @@ inline RankComparison compare_ranks(const std::vector<Trace>& traces, const Anal
     result.steps.push_back(step);
   }
   return result;
+}
+
+/// The ranks of `traces` side by side, with the stragglers of each step.
+inline RankComparison compare_ranks(const std::vector<Trace>& traces, const AnalysisOptions& options = {}) {
+  std::vector<StepBreakdown> steps;
+  std::vector<TemporalBreakdown> temporal;
+  std::vector<CommCompOverlap> overlap;
+  steps.reserve(traces.size());
+  temporal.reserve(traces.size());
+  overlap.reserve(traces.size());
+  std::vector<RankAnalyses> ranks;
+  for (const Trace& trace : traces) {
+    const detail::HtaView view = detail::hta_view(trace, options);
+    ranks.push_back({trace, steps.emplace_back(step_breakdown(trace)), temporal.emplace_back(detail::temporal_breakdown(trace, view)),
+                     overlap.emplace_back(detail::comm_comp_overlap(trace, view))});
+  }
+  return compare_analysed_ranks(ranks);
 }
 
 }  // namespace analysis

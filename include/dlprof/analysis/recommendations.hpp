@@ -165,17 +165,17 @@ inline std::int64_t median(std::vector<std::int64_t> values) {
 /// Everything the per-trace rules read, computed once.
 struct RuleInputs {
   const Trace& trace;
-  StepBreakdown steps;
-  KernelAttribution kernels;
-  CommCompOverlap overlap;
+  const StepBreakdown& steps;
+  const KernelAttribution& kernels;
+  const CommCompOverlap& overlap;
   std::int64_t kernel_ns = 0;  ///< summed kernel durations
   std::int64_t span_ns = 0;    ///< the steps' span (first start to last end)
   /// (correlation, index into trace.api_events) of every call with one, by correlation: a sorted
   /// array, not a hash map, as a trace's hundreds of thousands of calls miss the cache in one.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> calls_by_correlation;
 
-  RuleInputs(const Trace& t, const AnalysisOptions& options)
-      : trace(t), steps(step_breakdown(t)), kernels(kernel_attribution(t)), overlap(comm_comp_overlap(t, options)) {
+  RuleInputs(const Trace& t, const StepBreakdown& s, const KernelAttribution& k, const CommCompOverlap& o)
+      : trace(t), steps(s), kernels(k), overlap(o) {
     for (const GpuEvent& work : t.gpu_events)
       if (work.kind == GpuEventKind::Kernel) kernel_ns += work.duration_ns();
     if (!steps.steps.empty()) span_ns = steps.steps.back().end_ns - steps.steps.front().start_ns;
@@ -427,39 +427,18 @@ inline void memory_near_capacity(const RuleInputs& in, std::vector<Recommendatio
   }
 }
 
-inline std::vector<Recommendation> recommendations_of_rank(const Trace& trace, const AnalysisOptions& options) {
-  const RuleInputs in(trace, options);
-  std::vector<Recommendation> out;
-  dataloader_bound(in, out);
-  host_to_device_copies(in, out);
-  layout_transposes(in, out);
-  tensor_core_use(in, out);
-  gpu_utilization(in, out);
-  launch_bound(in, out);
-  communication(in, out);
-  memory_near_capacity(in, out);
-  return out;
+/// "rank N: " before each finding of a rank when the report covers several.
+inline void add_findings_of_rank(std::int64_t rank, bool several_ranks, std::vector<Recommendation>&& findings,
+                                 std::vector<Recommendation>& out) {
+  for (Recommendation& finding : findings) {
+    if (several_ranks) finding.text = fmt::format("rank {}: {}", rank, finding.text);
+    out.push_back(std::move(finding));
+  }
 }
 
-}  // namespace detail
-
-/// The findings of one trace (one rank).
-inline std::vector<Recommendation> recommendations(const Trace& trace, const AnalysisOptions& options = {}) {
-  return detail::recommendations_of_rank(trace, options);
-}
-
-/// The findings of every rank ("rank N: " before the text when there are several), and whether
-/// one rank holds the others back: the slowest in at least half the steps, by more than 5 % of
-/// the median step on average.
-inline std::vector<Recommendation> recommendations(const std::vector<Trace>& ranks, const AnalysisOptions& options = {}) {
-  std::vector<Recommendation> out;
-  for (const Trace& trace : ranks)
-    for (Recommendation& finding : detail::recommendations_of_rank(trace, options)) {
-      if (ranks.size() > 1) finding.text = fmt::format("rank {}: {}", trace.distributed.rank, finding.text);
-      out.push_back(std::move(finding));
-    }
-  if (ranks.size() < 2) return out;
-  const RankComparison comparison = compare_ranks(ranks, options);
+/// Whether one rank holds the others back: the slowest in at least half the steps, by more than
+/// 5 % of the median step on average.
+inline void straggler(const RankComparison& comparison, std::vector<Recommendation>& out) {
   std::map<std::int64_t, std::pair<std::size_t, double>> slowest;  // rank -> (steps slowest, summed % over median)
   std::size_t compared_steps = 0;
   for (const StepAcrossRanks& step : comparison.steps) {
@@ -481,6 +460,39 @@ inline std::vector<Recommendation> recommendations(const std::vector<Trace>& ran
                    fmt::format("rank {} slowest in {}/{} steps, on average {:.1f}% above the median rank's step", rank,
                                count, compared_steps, mean_over_median)});
   }
+}
+
+}  // namespace detail
+
+/// The findings of one trace (one rank) from its analyses, which a caller that has them (make_report)
+/// gives so that none is computed twice.
+inline std::vector<Recommendation> recommendations(const Trace& trace, const StepBreakdown& steps,
+                                                   const KernelAttribution& kernels, const CommCompOverlap& overlap) {
+  const detail::RuleInputs in(trace, steps, kernels, overlap);
+  std::vector<Recommendation> out;
+  detail::dataloader_bound(in, out);
+  detail::host_to_device_copies(in, out);
+  detail::layout_transposes(in, out);
+  detail::tensor_core_use(in, out);
+  detail::gpu_utilization(in, out);
+  detail::launch_bound(in, out);
+  detail::communication(in, out);
+  detail::memory_near_capacity(in, out);
+  return out;
+}
+
+/// The findings of one trace (one rank).
+inline std::vector<Recommendation> recommendations(const Trace& trace, const AnalysisOptions& options = {}) {
+  return recommendations(trace, step_breakdown(trace), kernel_attribution(trace), comm_comp_overlap(trace, options));
+}
+
+/// The findings of every rank ("rank N: " before the text when there are several), and whether
+/// one rank holds the others back (detail::straggler).
+inline std::vector<Recommendation> recommendations(const std::vector<Trace>& ranks, const AnalysisOptions& options = {}) {
+  std::vector<Recommendation> out;
+  for (const Trace& trace : ranks)
+    detail::add_findings_of_rank(trace.distributed.rank, ranks.size() > 1, recommendations(trace, options), out);
+  if (ranks.size() > 1) detail::straggler(compare_ranks(ranks, options), out);
   return out;
 }
 

@@ -13,14 +13,16 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <future>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -205,15 +207,14 @@ inline std::vector<MemoryCurve> memory_curves(const Trace& trace) {
   return curves;
 }
 
-inline RankReport rank_report(const Trace& trace, const ReportOptions& options) {
-  RankReport rank;
+/// What a rank's report shows besides its step breakdown and HTA's analyses: its facts, top ops
+/// and kernels, GPU summary and memory.
+inline void rank_tables(const Trace& trace, const ReportOptions& options, RankReport& rank) {
   rank.rank = trace.distributed.rank;
   rank.world_size = trace.distributed.world_size;
   rank.window_start_ns = trace.window_start_ns;
   rank.window_end_ns = trace.window_end_ns;
   rank.gpu_activity = !trace.gpu_events.empty();
-  rank.steps = analysis::step_breakdown(trace);
-  rank.hta = analysis::hta_analyses(trace, options.analysis);
 
   KeyAverages averages(trace);
   averages.sort_by(SortBy::SelfTime);
@@ -232,24 +233,76 @@ inline RankReport rank_report(const Trace& trace, const ReportOptions& options) 
   rank.dropped_events = trace.dropped_events;
   rank.dropped_gpu_records = trace.gpu.dropped_records + trace.gpu.cupti_dropped_records;
   rank.read = trace.read_result;
-  return rank;
 }
 
-/// Runs `first` on a thread of its own while `second` runs on this one: the analyses are pure
-/// functions of const traces, and the recommendations take about as long as the rest, so a report
-/// of a big trace takes half the time on two cores. Where no thread can be started, both run here.
-template <class First, class Second>
-void run_side_by_side(First& first, Second& second) {
-  std::future<void> other;
-  try {
-    other = std::async(std::launch::async, [&first] { first(); });
-  } catch (const std::system_error&) {
-    first();
-    second();
-    return;
+/// Runs every task, each once, on this thread and as many more as the machine has cores (at most
+/// one per task): the analyses are pure functions of const traces. Where no thread can be started,
+/// the tasks run here.
+inline void run_in_parallel(const std::vector<std::function<void()>>& tasks) {
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t task = next++; task < tasks.size(); task = next++) tasks[task]();
+  };
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> helpers;
+  for (std::size_t i = 1; i < std::min(cores, tasks.size()); ++i) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
   }
-  second();
-  other.get();
+  work();
+  for (std::thread& helper : helpers) helper.join();
+}
+
+/// The analyses of every rank, and what reads them: the recommendations (with "rank N: " when
+/// there are several ranks, and a straggler) and the comparison of the ranks.
+inline void analyse_ranks(const std::vector<const Trace*>& traces, const ReportOptions& options, Report& report) {
+  const std::size_t count = traces.size();
+  report.ranks.resize(count);
+  std::vector<analysis::KernelAttribution> kernels(count);
+  std::vector<std::function<void()>> tasks;
+  // The longest first, so that the short ones fill in around them.
+  for (std::size_t i = 0; i < count; ++i) {
+    const Trace* trace = traces[i];
+    RankReport* rank = &report.ranks[i];
+    analysis::KernelAttribution* attribution = &kernels[i];
+    tasks.emplace_back([trace, rank, &options] { rank->hta = analysis::hta_analyses(*trace, options.analysis); });
+    tasks.emplace_back([trace, attribution] { *attribution = analysis::kernel_attribution(*trace); });
+    tasks.emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
+    tasks.emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
+  }
+  run_in_parallel(tasks);
+
+  std::vector<std::vector<analysis::Recommendation>> findings(count);
+  tasks.clear();
+  for (std::size_t i = 0; i < count; ++i)
+    tasks.emplace_back([&, i] {
+      findings[i] = analysis::recommendations(*traces[i], report.ranks[i].steps, kernels[i], report.ranks[i].hta.overlap);
+    });
+  if (count > 1)
+    tasks.emplace_back([&] {
+      std::vector<analysis::RankAnalyses> ranks;
+      for (std::size_t i = 0; i < count; ++i)
+        ranks.push_back({*traces[i], report.ranks[i].steps, report.ranks[i].hta.temporal, report.ranks[i].hta.overlap});
+      report.comparison = analysis::compare_analysed_ranks(ranks);
+    });
+  run_in_parallel(tasks);
+
+  std::vector<std::size_t> by_rank(count);
+  for (std::size_t i = 0; i < count; ++i) by_rank[i] = i;
+  std::stable_sort(by_rank.begin(), by_rank.end(),
+                   [&](std::size_t a, std::size_t b) { return report.ranks[a].rank < report.ranks[b].rank; });
+  std::vector<RankReport> ranks;
+  for (const std::size_t i : by_rank) {
+    analysis::detail::add_findings_of_rank(report.ranks[i].rank, count > 1, std::move(findings[i]), report.recommendations);
+    ranks.push_back(std::move(report.ranks[i]));
+  }
+  report.ranks = std::move(ranks);
+  if (report.comparison) analysis::detail::straggler(*report.comparison, report.recommendations);
+  for (std::size_t i = 0; i < count; ++i)
+    report.origin_ns = i == 0 ? traces[i]->window_start_ns : std::min(report.origin_ns, traces[i]->window_start_ns);
 }
 
 }  // namespace detail
@@ -258,33 +311,18 @@ void run_side_by_side(First& first, Second& second) {
 inline Report make_report(const Trace& trace, const ReportOptions& options = {}) {
   Report report;
   report.options = options;
-  std::vector<analysis::Recommendation> recommendations;
-  auto recommend = [&] { recommendations = analysis::recommendations(trace, options.analysis); };
-  auto analyse = [&] { report.ranks.push_back(detail::rank_report(trace, options)); };
-  detail::run_side_by_side(recommend, analyse);
-  report.recommendations = std::move(recommendations);
-  report.origin_ns = trace.window_start_ns;
+  detail::analyse_ranks({&trace}, options, report);
   return report;
 }
 
 /// The report of a run, one trace per rank (read_trace_set() gives them by rank): each rank's
 /// analyses and, with two ranks or more, the ranks compared and the stragglers.
 inline Report make_report(const std::vector<Trace>& ranks, const ReportOptions& options = {}) {
-  if (ranks.size() == 1) return make_report(ranks.front(), options);
   Report report;
   report.options = options;
-  std::vector<analysis::Recommendation> recommendations;
-  auto recommend = [&] { recommendations = analysis::recommendations(ranks, options.analysis); };
-  auto analyse = [&] {
-    for (const Trace& trace : ranks) report.ranks.push_back(detail::rank_report(trace, options));
-    std::stable_sort(report.ranks.begin(), report.ranks.end(),
-                     [](const RankReport& a, const RankReport& b) { return a.rank < b.rank; });
-    if (ranks.size() > 1) report.comparison = analysis::compare_ranks(ranks, options.analysis);
-  };
-  detail::run_side_by_side(recommend, analyse);
-  report.recommendations = std::move(recommendations);
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    report.origin_ns = i == 0 ? ranks[i].window_start_ns : std::min(report.origin_ns, ranks[i].window_start_ns);
+  std::vector<const Trace*> traces;
+  for (const Trace& trace : ranks) traces.push_back(&trace);
+  detail::analyse_ranks(traces, options, report);
   return report;
 }
 

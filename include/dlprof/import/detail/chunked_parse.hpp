@@ -414,6 +414,7 @@ bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handle
         Slot& slot = slots[given];
         lock.unlock();
         slot.log->replay([&](const RawEvent& event) { builder.add_event(event); });
+        builder.expect_more(slot.part.base_offset + slot.part.end, total_bytes);
         if (parsed) parsed(slot.part.base_offset + slot.part.end);
         lock.lock();
         if (slot.part.last) {
