@@ -50,6 +50,7 @@
 #include "dlprof/detail/collector.hpp"
 #include "dlprof/detail/gpu_activity.hpp"
 #include "dlprof/detail/gpu_collector.hpp"
+#include "dlprof/detail/lifecycle.hpp"
 #include "dlprof/detail/op_observer.hpp"
 #include "dlprof/detail/ring_buffer.hpp"
 #include "dlprof/detail/string_table.hpp"
@@ -172,71 +173,6 @@ namespace detail {
 
 inline void warn(std::string_view message) { fmt::print(stderr, "dlprof: warning: {}\n", message); }
 
-/// Runs jobs (building traces, background handlers) in order on one thread. The queue is bounded:
-/// when it is full the submitting thread waits, so a slow disk slows training instead of growing
-/// memory.
-class BackgroundWriter {
- public:
-  using Job = std::function<void()>;
-
-  BackgroundWriter() : thread_([this] { run(); }) {}
-
-  ~BackgroundWriter() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    thread_.join();
-  }
-
-  BackgroundWriter(const BackgroundWriter&) = delete;
-  BackgroundWriter& operator=(const BackgroundWriter&) = delete;
-
-  /// Queues `job`, which must not throw: it reports its own failures.
-  void submit(Job job) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return jobs_.size() < kQueueCapacity; });
-    jobs_.push_back(std::move(job));
-    changed_.notify_all();
-  }
-
-  /// Returns when every submitted job has finished.
-  void wait_idle() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return jobs_.empty() && !busy_; });
-  }
-
-  bool on_writer_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
-
- private:
-  static constexpr std::size_t kQueueCapacity = 4;
-
-  void run() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      changed_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, and everything submitted is done
-      Job job = std::move(jobs_.front());
-      jobs_.pop_front();
-      busy_ = true;
-      changed_.notify_all();
-      lock.unlock();
-      job();
-      lock.lock();
-      busy_ = false;
-      changed_.notify_all();
-    }
-  }
-
-  std::mutex mutex_;  // guards jobs_, busy_ and stopping_
-  std::condition_variable changed_;
-  std::deque<Job> jobs_;
-  bool busy_ = false;
-  bool stopping_ = false;
-  std::thread thread_;  // last: starts after everything it reads is constructed
-};
-
 /// A closed window's events and what turning them into a Trace needs, taken on the training
 /// thread so the trace can be built on another.
 struct ClosedWindow {
@@ -248,9 +184,6 @@ struct ClosedWindow {
   std::uint64_t overflowed_names = 0;
   std::string clock_source;
 };
-
-/// The Profiler that currently owns the recording flag; only one may be started at a time.
-inline std::atomic<const void*> g_started_profiler{nullptr};
 
 inline std::string host_name() {
   char name[256] = {};
@@ -268,14 +201,21 @@ inline std::string process_name() {
 
 }  // namespace detail
 
-/// Collects a trace of the calling process over the steps a schedule selects. Methods are
-/// meant to be called from one thread (the training loop's); ranges may be recorded from any.
+/// Collects a trace of the calling process over the steps a schedule selects. start(), step()
+/// and stop() are meant for one thread (the training loop's); calls from several threads are
+/// serialised, each counting as it would alone. Ranges may be recorded from any thread.
+///
+/// Process lifecycle: a Profiler may be a global, or still be started when the process exits
+/// (its destructor saves the window); a trace whose window closed is on disk before exit()
+/// ends the process. After fork(), a Profiler inherited by the child records and writes nothing
+/// there (start() throws); a Profiler made in the child records the child's own trace.
 class Profiler {
  public:
   /// Records CPU activity from start() to stop(), no schedule, no handler.
   Profiler() : Profiler(ProfilerOptions{}) {}
 
-  explicit Profiler(ProfilerOptions options) : options_(std::move(options)) {
+  explicit Profiler(ProfilerOptions options) : options_(std::move(options)), generation_(detail::fork_generation()) {
+    detail::install_lifecycle_hooks();
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
     if (options_.wants(Activity::CPU))
@@ -294,6 +234,12 @@ class Profiler {
   }
 
   ~Profiler() {
+    if (inherited()) {
+      // The parent's writer thread does not exist here and its lock may be held for good: the
+      // writer is left as it is, never waited for or destroyed.
+      static_cast<void>(writer_.release());
+      return;
+    }
     if (started_) {
       try {
         stop();
@@ -307,8 +253,14 @@ class Profiler {
 
   /// Starts (or resumes) the schedule at the current step: 0 the first time; after stop(), step
   /// numbers keep counting step() calls since construction, as in torch.profiler. Throws
-  /// std::logic_error if this or another Profiler is already started.
+  /// std::logic_error if this or another Profiler is already started, from a handler, and in a
+  /// fork's child for a Profiler made in the parent.
   void start() {
+    if (inherited())
+      throw std::logic_error(
+          "dlprof::Profiler::start(): this Profiler was made before fork() and records nothing in the child; make a "
+          "new Profiler in the child process");
+    const ControlLock control(*this, "start");
     const void* expected = nullptr;
     if (!detail::g_started_profiler.compare_exchange_strong(expected, this))
       throw std::logic_error(expected == this ? "dlprof::Profiler::start(): already started"
@@ -317,10 +269,17 @@ class Profiler {
     action_ = options_.schedule()(step_num_);
     transit(Action::None, action_);
     open_step();
+    stop_if_requested();
   }
 
-  /// Ends step N and begins step N+1, running the transition the schedule asks for.
+  /// Ends step N and begins step N+1, running the transition the schedule asks for. Throws
+  /// std::logic_error when not started, or from an on_trace_ready handler.
   void step() {
+    if (inherited()) {  // a fork's child: counts, records nothing
+      ++step_num_;
+      return;
+    }
+    const ControlLock control(*this, "step");
     if (!started_) throw std::logic_error("dlprof::Profiler::step(): the profiler is not started");
     close_step();
     const Action previous = action_;
@@ -328,26 +287,25 @@ class Profiler {
     action_ = options_.schedule()(step_num_);
     transit(previous, action_);
     open_step();
+    stop_if_requested();
   }
 
   /// Ends the current step; a trace still recording is saved (handlers run). Waits until
-  /// background handlers have finished.
+  /// background handlers have finished. From an on_trace_ready handler, the Profiler stops once
+  /// the step() that runs the handler is done, dropping the window that step() had just begun (a
+  /// background handler: at the next step()).
   void stop() {
-    if (!started_) return;
-    close_step();
-    switch (action_) {
-      case Action::None: break;
-      case Action::Warmup: break;  // torch starts and stops an empty trace here: nothing to save
-      case Action::Record:
-      case Action::RecordAndSave:
-        stop_trace();
-        trace_ready();
-        break;
+    if (inherited()) {
+      started_ = false;
+      return;
     }
-    disable_collectors();
-    started_ = false;
-    detail::g_started_profiler.store(nullptr);
-    if (writer_) writer_->wait_idle();
+    if (controller_.load(std::memory_order_acquire) == std::this_thread::get_id() ||
+        (writer_ != nullptr && writer_->on_writer_thread())) {
+      stop_requested_.store(true, std::memory_order_release);
+      return;
+    }
+    const ControlLock control(*this, "stop");
+    stop_locked();
   }
 
   bool started() const noexcept { return started_; }
@@ -359,6 +317,7 @@ class Profiler {
   /// The trace of the most recently closed window, or null. A trace still being built on the
   /// writer thread is waited for (except from a background handler, which is handed its trace).
   std::shared_ptr<const Trace> last_trace() const {
+    if (inherited()) return nullptr;  // the parent's, guarded by a lock its writer may hold for good
     std::unique_lock<std::mutex> lock(results_mutex_);
     if (writer_ == nullptr || !writer_->on_writer_thread())
       trace_published_.wait(lock, [this] { return traces_in_progress_ == 0; });
@@ -383,11 +342,69 @@ class Profiler {
   /// Messages of handlers that threw (an unwritable trace directory, for example). Training
   /// keeps running when a handler fails; each failure is also printed once to stderr.
   std::vector<std::string> errors() const {
+    if (inherited()) return {};
     std::lock_guard<std::mutex> lock(results_mutex_);
     return errors_;
   }
 
  private:
+  /// Serialises start(), step() and stop() across threads, and refuses them from a handler that
+  /// one of them is running on the same thread (which would otherwise deadlock or re-enter).
+  class ControlLock {
+   public:
+    ControlLock(Profiler& profiler, const char* method) : profiler_(profiler) {
+      if (profiler.controller_.load(std::memory_order_acquire) == std::this_thread::get_id() ||
+          (profiler.writer_ != nullptr && profiler.writer_->on_writer_thread()))
+        throw std::logic_error(
+            fmt::format("dlprof::Profiler::{}(): called from an on_trace_ready handler; only stop() may be", method));
+      profiler.control_mutex_.lock();
+      profiler.controller_.store(std::this_thread::get_id(), std::memory_order_release);
+    }
+    ~ControlLock() {
+      profiler_.controller_.store(std::thread::id(), std::memory_order_release);
+      profiler_.control_mutex_.unlock();
+    }
+    ControlLock(const ControlLock&) = delete;
+    ControlLock& operator=(const ControlLock&) = delete;
+
+   private:
+    Profiler& profiler_;
+  };
+
+  bool inherited() const noexcept { return generation_ != detail::fork_generation(); }
+
+  /// `save`: whether a window still recording is saved (handlers run) or dropped.
+  void stop_locked(bool save = true) {
+    if (started_) {
+      close_step();
+      switch (action_) {
+        case Action::None: break;
+        case Action::Warmup: break;  // torch starts and stops an empty trace here: nothing to save
+        case Action::Record:
+        case Action::RecordAndSave:
+          stop_trace();
+          if (save) {
+            trace_ready();
+          } else {
+            drained_ = {};
+            device_activity_.reset();
+          }
+          break;
+      }
+      disable_collectors();
+      started_ = false;
+      detail::g_started_profiler.store(nullptr);
+      if (writer_) writer_->wait_idle();
+    }
+    stop_requested_.store(false, std::memory_order_release);  // also a request made by the handlers just run
+  }
+
+  /// A stop() asked for by a handler during start() or step(): the window the call has just
+  /// begun holds nothing yet and is dropped, not saved as an empty trace.
+  void stop_if_requested() {
+    if (stop_requested_.load(std::memory_order_acquire)) stop_locked(/*save=*/false);
+  }
+
   void transit(Action previous, Action current) {
     transit_cpu(previous, current);
     if (current == Action::None) disable_collectors();  // idle steps pay nothing for CUPTI or op observers
@@ -423,7 +440,14 @@ class Profiler {
   /// CUPTI's start-up cost falls outside the recorded steps.
   void prepare_trace() {
     detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
-    if (detail::t_ring == nullptr || detail::t_ring->retired()) detail::attach_thread_ring();
+    if (detail::t_ring == nullptr || detail::t_ring->retired()) {
+      try {
+        detail::attach_thread_ring();
+      } catch (const std::bad_alloc&) {  // each event of this thread tries again, and is counted as dropped if it fails
+        detail::warn(fmt::format("cannot allocate a ring of {} events for this thread: its events are dropped and counted",
+                                 options_.events_per_thread()));
+      }
+    }
     if (op_observer_ != nullptr && !op_observer_enabled_) {
       op_observer_->enable(
           detail::OpObserverOptions{options_.record_shapes(), options_.with_flops(), options_.profile_memory()});
@@ -596,6 +620,10 @@ class Profiler {
   }
 
   ProfilerOptions options_;
+  const std::uint32_t generation_;  // the fork generation this Profiler was made in
+  std::mutex control_mutex_;
+  std::atomic<std::thread::id> controller_{};  // the thread inside start(), step() or stop(), if any
+  std::atomic<bool> stop_requested_{false};    // stop() from a handler, done when its caller returns
   bool started_ = false;
   std::int64_t step_num_ = 0;
   Action action_ = Action::None;

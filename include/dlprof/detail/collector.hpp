@@ -54,6 +54,7 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
     drained.dropped += ring.take_new_drops();
     if (!thread.events.empty()) drained.threads.push_back(std::move(thread));
   });
+  drained.dropped += RingRegistry::instance().take_ringless_events();
   return drained;
 }
 

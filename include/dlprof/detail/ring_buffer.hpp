@@ -157,9 +157,11 @@ class ThreadRing {
 /// collector drains, and when a thread is renamed: never on the recording path.
 class RingRegistry {
  public:
+  /// Constructed on first use and never destroyed: a Profiler that is a global, or still
+  /// started at std::exit, drains the rings while static objects are being destroyed.
   static RingRegistry& instance() {
-    static RingRegistry registry;  // construct on first use, shared by every translation unit
-    return registry;
+    static RingRegistry* registry = new RingRegistry();
+    return *registry;
   }
 
   std::shared_ptr<ThreadRing> attach(std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0) {
@@ -203,11 +205,30 @@ class RingRegistry {
     return rings_.size();
   }
 
+  /// Events lost because their thread had no ring and none could be allocated.
+  void count_ringless_event() noexcept { ringless_events_.fetch_add(1, std::memory_order_relaxed); }
+  /// Ringless events counted since the last call.
+  std::uint64_t take_ringless_events() noexcept { return ringless_events_.exchange(0, std::memory_order_relaxed); }
+
+  /// fork(): the forking thread holds the lock across the fork, so that the child's copy of the
+  /// registry is consistent (pthread_atfork's prepare, parent and child handlers).
+  void lock_for_fork() noexcept { mutex_.lock(); }
+  void unlock_after_fork() noexcept { mutex_.unlock(); }
+  /// In a fork's child, after unlock_after_fork(): the rings are the parent's threads', holding
+  /// the parent's events; they are forgotten (retired, so a thread of the child holding one
+  /// attaches a fresh ring).
+  void forget_all_in_child() noexcept {
+    for (auto& ring : rings_) ring->retire();
+    rings_.clear();
+    ringless_events_.store(0, std::memory_order_relaxed);
+  }
+
  private:
   RingRegistry() = default;
   std::mutex mutex_;
   std::vector<std::shared_ptr<ThreadRing>> rings_;
   std::size_t capacity_ = kDefaultEventsPerThread;
+  std::atomic<std::uint64_t> ringless_events_{0};
 };
 
 /// This thread's ring. Constant-initialised, so reading it is one %fs-relative load with no
@@ -250,7 +271,8 @@ DLPROF_ALWAYS_INLINE void push_event(Event event) noexcept {  // by value: see T
   if (DLPROF_LIKELY(ring != nullptr) && DLPROF_LIKELY(ring->push(event) != ThreadRing::PushResult::Retired)) return;
   try {
     attach_thread_ring()->push(event);
-  } catch (...) {  // no memory for a new ring: this event is lost, the thread keeps running
+  } catch (...) {  // no memory for a new ring: the event is lost and counted, the thread keeps running
+    RingRegistry::instance().count_ringless_event();
   }
 }
 

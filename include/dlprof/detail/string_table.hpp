@@ -73,9 +73,11 @@ inline std::pair<NameId, NameId> unpack_op_input_names(std::int64_t packed) noex
 
 class InternTable {
  public:
+  /// Constructed on first use and never destroyed: names are resolved while static objects are
+  /// being destroyed (a global Profiler's last window, a trace built as the process exits).
   static InternTable& instance() {
-    static InternTable table;
-    return table;
+    static InternTable* table = new InternTable();
+    return *table;
   }
 
   /// Id of `name`, adding it on first sight. Takes the table's lock; use intern() instead.
@@ -117,6 +119,11 @@ class InternTable {
     std::lock_guard<std::mutex> lock(mutex_);
     return overflowed_;
   }
+
+  /// fork(): held by the forking thread across the fork, so that the child's copy is consistent
+  /// and its lock free (pthread_atfork's prepare, parent and child handlers).
+  void lock_for_fork() noexcept { mutex_.lock(); }
+  void unlock_after_fork() noexcept { mutex_.unlock(); }
 
  private:
   InternTable() = default;

@@ -1,0 +1,306 @@
+// The process's life around the recording window: exit, fork, several threads driving one
+// Profiler, handlers that stop it, threads that get no ring. Exit and fork are judged in child
+// processes (tests/lifecycle/scenarios.cpp, or a fork of this test), by exit status and files.
+#include <dlprof/profiler.hpp>
+
+#include "test_files.hpp"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using dlprof_test::read_file;
+using dlprof_test::TempDir;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#  else
+constexpr bool kSanitized = false;
+#  endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// A child's end: its exit status, or the signal that ended it; timed_out when it was killed for
+// running past the limit (a hang).
+struct ChildEnd {
+  bool exited = false;
+  int status = -1;
+  int signal = 0;
+  bool timed_out = false;
+};
+
+ChildEnd wait_with_limit(pid_t child, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  ChildEnd end;
+  for (;;) {
+    int status = 0;
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) {
+      end.exited = WIFEXITED(status);
+      end.status = end.exited ? WEXITSTATUS(status) : -1;
+      end.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      return end;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      end.timed_out = true;
+      return end;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::string describe(const ChildEnd& end) {
+  if (end.timed_out) return "hung (killed after the time limit)";
+  if (end.exited) return fmt::format("exited with status {}", end.status);
+  return fmt::format("killed by signal {}", end.signal);
+}
+
+ChildEnd run_scenario(const std::string& scenario, const fs::path& dir) {
+  const std::string program = DLPROF_LIFECYCLE_SCENARIOS;
+  const std::string dir_text = dir.string();
+  std::vector<char*> argv{const_cast<char*>(program.c_str()), const_cast<char*>(scenario.c_str()),
+                          const_cast<char*>(dir_text.c_str()), nullptr};
+  const std::string env_dir = "LIFECYCLE_DIR=" + dir_text;
+  std::vector<char*> env;
+  for (char** variable = environ; *variable != nullptr; ++variable) env.push_back(*variable);
+  env.push_back(const_cast<char*>(env_dir.c_str()));
+  env.push_back(nullptr);
+  pid_t child = 0;
+  if (::posix_spawn(&child, program.c_str(), nullptr, nullptr, argv.data(), env.data()) != 0) return {};
+  return wait_with_limit(child, std::chrono::seconds(60));
+}
+
+// Trace files (.pt.trace.json) in `dir`, and every other file there.
+std::vector<fs::path> traces_in(const fs::path& dir, std::vector<fs::path>* others = nullptr) {
+  std::vector<fs::path> traces;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".pt.trace.json") == 0)
+      traces.push_back(entry.path());
+    else if (others != nullptr)
+      others->push_back(entry.path());
+  }
+  std::sort(traces.begin(), traces.end());
+  return traces;
+}
+
+std::set<std::string> event_names(const fs::path& trace_file) {
+  const json trace = json::parse(read_file(trace_file));
+  std::set<std::string> names;
+  for (const json& event : trace.at("traceEvents"))
+    if (event.contains("name") && event["name"].is_string()) names.insert(event["name"].get<std::string>());
+  return names;
+}
+
+TEST(ProcessExit, AGlobalProfilerStillStartedWhenMainReturnsSavesItsWindow) {
+  const TempDir dir;
+  const ChildEnd end = run_scenario("global-started-at-exit", dir.path());
+  ASSERT_TRUE(end.exited && end.status == 0) << describe(end);
+  const auto traces = traces_in(dir.path());
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_TRUE(event_names(traces[0]).count("before-exit"));
+}
+
+TEST(ProcessExit, ExitRightAfterTheWindowEndingStepLeavesTheWholeTraceOnDisk) {
+  const TempDir dir;
+  const ChildEnd end = run_scenario("exit-after-window", dir.path());
+  ASSERT_TRUE(end.exited && end.status == 0) << describe(end);
+  std::vector<fs::path> others;
+  const auto traces = traces_in(dir.path(), &others);
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_TRUE(others.empty()) << "left behind: " << others.front();
+  EXPECT_TRUE(event_names(traces[0]).count("last-step-work"));
+}
+
+TEST(ProcessFork, AChildStoppingTheInheritedProfilerNeitherHangsNorWrites) {
+  const TempDir dir;
+  const ChildEnd end = run_scenario("fork-after-save", dir.path());
+  ASSERT_TRUE(end.exited && end.status == 0) << describe(end);
+  const auto traces = traces_in(dir.path());
+  ASSERT_EQ(traces.size(), 1u);  // the parent's window, written once
+  EXPECT_TRUE(event_names(traces[0]).count("parent-work"));
+}
+
+TEST(ProcessFork, AChildRecordsOnlyItsOwnTraceUnderItsOwnPidAndTheParentsIsUntouched) {
+  const TempDir dir;
+  const ChildEnd end = run_scenario("child-records-own", dir.path());
+  ASSERT_TRUE(end.exited && end.status == 0) << describe(end);
+  const auto traces = traces_in(dir.path());
+  ASSERT_EQ(traces.size(), 2u);
+  const fs::path child_trace = traces[0].filename().string().rfind("child.", 0) == 0 ? traces[0] : traces[1];
+  const fs::path parent_trace = child_trace == traces[0] ? traces[1] : traces[0];
+  ASSERT_EQ(parent_trace.filename().string().rfind("parent.", 0), 0u);
+
+  const std::set<std::string> parent = event_names(parent_trace);
+  EXPECT_TRUE(parent.count("parent-before-fork"));
+  EXPECT_TRUE(parent.count("parent-after-fork"));
+  EXPECT_FALSE(parent.count("child-work"));
+  EXPECT_FALSE(parent.count("inherited-idle"));
+
+  const std::set<std::string> child = event_names(child_trace);
+  EXPECT_TRUE(child.count("child-work"));
+  EXPECT_FALSE(child.count("parent-before-fork"));
+  EXPECT_FALSE(child.count("inherited-idle"));
+  const json parsed_child = json::parse(read_file(child_trace));
+  const json parsed_parent = json::parse(read_file(parent_trace));
+  for (const json& event : parsed_child["traceEvents"])
+    if (event.value("ph", "") == "X") {
+      EXPECT_NE(event["pid"], parsed_parent["traceEvents"][0]["pid"]);
+      break;
+    }
+}
+
+// Threads intern names (DLPROF_RANGE_F, set_thread_name) without pause while the main thread
+// forks: each child must be able to intern and record at once.
+TEST(ProcessFork, ChildrenForkedWhileOtherThreadsInternNamesDoNotDeadlock) {
+  dlprof::Profiler prof;
+  prof.start();
+  std::atomic<bool> done{false};
+  std::vector<std::thread> interning;
+  for (int t = 0; t < 3; ++t)
+    interning.emplace_back([&, t] {
+      for (std::uint64_t i = 0; !done.load(std::memory_order_relaxed); ++i) {
+        DLPROF_RANGE_F("interned {} {}", t, i % 50'000);
+        if (i % 1024 == 0) dlprof::set_thread_name(fmt::format("interner-{}-{}", t, i));
+      }
+    });
+  for (int round = 0; round < 12; ++round) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      dlprof::Profiler own;
+      own.start();
+      {
+        DLPROF_RANGE_F("child {}", round);
+        dlprof::set_thread_name("forked-child");
+      }
+      own.stop();
+      const auto trace = own.last_trace();
+      ::_exit(trace != nullptr && trace->events.size() == 1 ? 0 : 7);
+    }
+    const ChildEnd end = wait_with_limit(child, std::chrono::seconds(30));
+    EXPECT_TRUE(end.exited && end.status == 0) << "fork " << round << ": " << describe(end);
+  }
+  done = true;
+  for (std::thread& thread : interning) thread.join();
+  prof.stop();
+}
+
+// The class is meant for one thread; two threads stepping it at once are serialised, so every
+// step counts and nothing is corrupted (ASan and TSan run this).
+TEST(ProfilerThreads, StepFromTwoThreadsAtOnceCountsEveryStep) {
+  std::atomic<int> traces{0};
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}
+                            .schedule(dlprof::schedule(1, 1, 2, 0))
+                            .on_trace_ready([&](const dlprof::Trace&) { ++traces; }));
+  prof.start();
+  constexpr int kStepsPerThread = 2000;
+  std::vector<std::thread> steppers;
+  for (int t = 0; t < 2; ++t)
+    steppers.emplace_back([&] {
+      for (int i = 0; i < kStepsPerThread; ++i) {
+        DLPROF_RANGE("work");
+        prof.step();
+      }
+    });
+  for (std::thread& thread : steppers) thread.join();
+  EXPECT_EQ(prof.step_num(), 2 * kStepsPerThread);
+  prof.stop();
+  EXPECT_EQ(traces.load(), 2 * kStepsPerThread / 4);  // a cycle of 4 steps each, the last one's saved at its end
+}
+
+TEST(ProfilerThreads, StopFromAForegroundHandlerStopsOnceTheStepReturns) {
+  dlprof::Profiler* self = nullptr;
+  int handled = 0;
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}
+                            .schedule(dlprof::schedule(0, 0, 1, 0))
+                            .on_trace_ready([&](const dlprof::Trace&) {
+                              ++handled;
+                              self->stop();
+                            }));
+  self = &prof;
+  prof.start();
+  prof.step();  // ends the first window; its handler stops the profiler
+  EXPECT_EQ(handled, 1);
+  EXPECT_FALSE(prof.started());
+  EXPECT_FALSE(dlprof::detail::is_recording());
+  EXPECT_TRUE(prof.errors().empty());
+  dlprof::Profiler next;  // the recording flag is free for another
+  EXPECT_NO_THROW(next.start());
+  next.stop();
+}
+
+TEST(ProfilerThreads, StepFromAHandlerIsRefusedWithAClearError) {
+  dlprof::Profiler* self = nullptr;
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}
+                            .schedule(dlprof::schedule(0, 0, 1, 1))
+                            .on_trace_ready([&](const dlprof::Trace&) { self->step(); }));
+  self = &prof;
+  prof.start();
+  prof.step();
+  prof.stop();
+  ASSERT_EQ(prof.errors().size(), 1u);
+  EXPECT_THAT(prof.errors()[0], HasSubstr("step(): called from an on_trace_ready handler"));
+}
+
+// A thread whose ring cannot be allocated loses its events; each one is counted as dropped.
+TEST(RingAllocation, EventsOfThreadsWithoutARingAreCountedAsDropped) {
+  if (kSanitized) GTEST_SKIP() << "a sanitizer's shadow memory does not fit under the address-space limit this test sets";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    constexpr std::size_t kRingEvents = std::size_t{1} << 26;  // 2 GiB per ring: more than the limit allows
+    const rlimit limit{std::size_t{1} << 30, std::size_t{1} << 30};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
+    dlprof::Profiler prof(dlprof::ProfilerOptions{}.events_per_thread(kRingEvents));
+    prof.start();  // this thread gets no ring either: warned, not thrown
+    if (!prof.started()) ::_exit(11);
+    constexpr int kThreads = 4;
+    constexpr int kRanges = 250;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([] {
+        for (int i = 0; i < kRanges; ++i) {
+          DLPROF_RANGE("lost");
+        }
+      });
+    for (std::thread& thread : threads) thread.join();
+    for (int i = 0; i < kRanges; ++i) {
+      DLPROF_RANGE("lost here too");
+    }
+    prof.stop();
+    const auto trace = prof.last_trace();
+    if (trace == nullptr) ::_exit(12);
+    ::_exit(trace->events.empty() && trace->dropped_events == (kThreads + 1) * kRanges ? 0 : 13);
+  }
+  const ChildEnd end = wait_with_limit(child, std::chrono::seconds(60));
+  EXPECT_TRUE(end.exited && end.status == 0) << describe(end);
+}
+
+}  // namespace
