@@ -312,4 +312,96 @@ TEST(RingAllocation, EventsOfThreadsWithoutARingAreCountedAsDropped) {
   EXPECT_TRUE(end.exited && end.status == 0) << describe(end);
 }
 
+
+// A range that is open when its window ends is saved ending at the window's end and counted as
+// clipped, never lost: around the step() that ends the window, around stop(), on another thread.
+const dlprof::TraceEvent* range_named(const dlprof::Trace& trace, const std::string& name) {
+  for (const dlprof::TraceEvent& event : trace.events)
+    if (event.kind == dlprof::EventKind::Range && trace.name_of(event) == name) return &event;
+  return nullptr;
+}
+
+TEST(WindowEnd, ARangeAroundTheStepThatEndsTheWindowIsClippedAndCounted) {
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(0, 0, 2, 1)));
+  prof.start();
+  for (int i = 0; i < 2; ++i) {
+    DLPROF_RANGE("loop-body");
+    prof.step();  // the second ends the window inside this range
+  }
+  prof.stop();
+  const auto trace = prof.last_trace();
+  ASSERT_NE(trace, nullptr);
+  int bodies = 0;
+  for (const dlprof::TraceEvent& event : trace->events)
+    if (event.kind == dlprof::EventKind::Range && trace->name_of(event) == "loop-body") ++bodies;
+  EXPECT_EQ(bodies, 2);
+  EXPECT_EQ(trace->clipped_ranges, 2u);  // each outlives the step it began in
+  for (const dlprof::TraceEvent& event : trace->events) EXPECT_LE(event.end_ns, trace->window_end_ns + 1);
+}
+
+TEST(WindowEnd, ARangeOpenAtStopIsClippedAndCounted) {
+  dlprof::Profiler prof;
+  prof.start();
+  {
+    DLPROF_RANGE("outer");
+    {
+      DLPROF_RANGE("closed");
+    }
+    prof.stop();
+  }
+  const auto trace = prof.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const dlprof::TraceEvent* outer = range_named(*trace, "outer");
+  const dlprof::TraceEvent* closed = range_named(*trace, "closed");
+  ASSERT_NE(outer, nullptr);
+  ASSERT_NE(closed, nullptr);
+  EXPECT_EQ(trace->clipped_ranges, 1u);
+  EXPECT_LE(outer->start_ns, closed->start_ns);
+  EXPECT_GE(outer->end_ns, closed->end_ns);
+
+  dlprof::Profiler next;  // the range's own late event belongs to no window
+  next.start();
+  next.stop();
+  EXPECT_EQ(range_named(*next.last_trace(), "outer"), nullptr);
+}
+
+TEST(WindowEnd, ARangeOpenOnAnotherThreadIsClippedAndCounted) {
+  dlprof::Profiler prof;
+  prof.start();
+  std::atomic<int> stage{0};
+  std::thread worker([&] {
+    DLPROF_RANGE("worker-open");
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  prof.stop();
+  stage = 2;
+  worker.join();
+  const auto trace = prof.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const dlprof::TraceEvent* open = range_named(*trace, "worker-open");
+  ASSERT_NE(open, nullptr);
+  EXPECT_EQ(trace->clipped_ranges, 1u);
+  EXPECT_LE(open->end_ns, trace->window_end_ns + 1);
+}
+
+
+// Setting up a thread's ring (allocating and touching 64 MiB here) happens before its first
+// range reads its start time, so that range measures only itself.
+TEST(RingAllocation, TheFirstRangeOfANewThreadDoesNotTimeItsRingsSetUp) {
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}.events_per_thread(std::size_t{1} << 21));
+  prof.start();
+  std::thread([] {
+    DLPROF_RANGE("first-on-thread");
+    { DLPROF_RANGE("inner"); }  // the thread's first event pushed
+  }).join();
+  prof.stop();
+  const auto trace = prof.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const dlprof::TraceEvent* first = range_named(*trace, "first-on-thread");
+  ASSERT_NE(first, nullptr);
+  EXPECT_LT(first->end_ns - first->start_ns, 2'000'000) << "an empty range took as long as setting up 64 MiB";
+}
+
 }  // namespace

@@ -51,8 +51,7 @@ class ScopedRange {
       if (flags_ & detail::kRecording) {
         name_ = detail::site_name_id(site);
         category_ = site.category;
-        if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
-        begin_ = detail::now_ticks();
+        begin_recording();
       }
     }
   }
@@ -75,8 +74,10 @@ class ScopedRange {
   DLPROF_ALWAYS_INLINE ~ScopedRange() {
     if (DLPROF_UNLIKELY(flags_ != 0)) {
       if (flags_ & detail::kRecording) {
-        detail::push_event(
-            detail::Event{name_, begin_, {detail::now_ticks()}, EventKind::Range, category_, correlation_sequence_});
+        const std::int64_t end = detail::now_ticks();
+        if (flags_ & kOpenOnRing)
+          if (detail::ThreadRing* ring = detail::t_ring) ring->close_range();  // none in a fork's child
+        detail::push_event(detail::Event{name_, begin_, {end}, EventKind::Range, category_, correlation_sequence_});
         if (correlation_sequence_ != 0) detail::pop_external_correlation();
       }
       if (flags_ & detail::kNvtxAttached) detail::nvtx_pop();
@@ -91,6 +92,22 @@ class ScopedRange {
   static void* operator new[](std::size_t) = delete;
 
  private:
+  /// Set in flags_ when the range is on its thread's stack of open ranges (detail::ThreadRing).
+  static constexpr std::uint32_t kOpenOnRing = 1u << 31;
+
+  /// The recording part of a constructor, once name_ and category_ are set: the ring first, so
+  /// that attaching a thread's first ring is not timed, then the start time, then the range on
+  /// the ring's stack of open ranges.
+  DLPROF_ALWAYS_INLINE void begin_recording() noexcept {
+    detail::ThreadRing* ring = detail::current_ring();
+    if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
+    begin_ = detail::now_ticks();
+    if (DLPROF_LIKELY(ring != nullptr)) {
+      ring->open_range(detail::ThreadRing::OpenRange{name_, begin_, category_, correlation_sequence_});
+      flags_ |= kOpenOnRing;
+    }
+  }
+
   static fmt::memory_buffer& format_buffer() {
     thread_local fmt::memory_buffer buffer;
     return buffer;
@@ -120,8 +137,7 @@ class ScopedRange {
         return;
       }
       category_ = category;
-      if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
-      begin_ = detail::now_ticks();
+      begin_recording();
     }
   }
 

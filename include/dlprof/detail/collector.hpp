@@ -35,15 +35,24 @@ struct DrainedEvents {
   };
   std::vector<Thread> threads;
   std::uint64_t dropped = 0;
+  std::uint64_t clipped_open = 0;  ///< ranges still open at the window's end, saved ending there
+  std::int64_t end_tick = 0;       ///< the window's end, where those ranges end
 };
 
 /// Empties every ring, keeping the events that started inside [start_tick, end_tick]: later ones
-/// belong to no window (a range that began while recording and ended after it stopped), earlier
-/// ones to a window already closed.
+/// belong to no window, earlier ones to a window already closed. A range that began in the window
+/// and is still open at its end (one around the step() or stop() that ends it) is kept, ending at
+/// `end_tick`, and counted in clipped_open; when it ends later its own event is outside every
+/// window. Ranges open deeper than a ring tracks are counted as dropped.
 inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
   DrainedEvents drained;
+  drained.end_tick = end_tick;
+  std::vector<ThreadRing::OpenRange> open;
   RingRegistry::instance().drain_all([&](ThreadRing& ring) {
     DrainedEvents::Thread thread{ring.os_tid(), ring.thread_ordinal(), ring.thread_name(), {}};
+    // Read before the events: a range that ends in between is in both, and kept once below.
+    open.clear();
+    if (!ring.exited() && !ring.superseded()) drained.dropped += ring.open_ranges(open);
     thread.events.reserve(ring.pending());  // one allocation instead of a growth per doubling
     ring.drain([&](const Event* first, std::size_t count) { thread.events.insert(thread.events.end(), first, first + count); });
     // Copied in bulk, then the few outside the window dropped: testing each event on its way
@@ -52,6 +61,15 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
                                        [&](const Event& event) { return event.start < start_tick || event.start > end_tick; }),
                         thread.events.end());
     drained.dropped += ring.take_new_drops();
+    for (const ThreadRing::OpenRange& range : open) {
+      if (range.start < start_tick || range.start > end_tick) continue;
+      const bool ended_meanwhile = std::any_of(thread.events.begin(), thread.events.end(), [&](const Event& event) {
+        return event.kind == EventKind::Range && event.start == range.start && event.name == range.name;
+      });
+      if (ended_meanwhile) continue;
+      thread.events.push_back(Event{range.name, range.start, {end_tick}, EventKind::Range, range.category, range.correlation_sequence});
+      ++drained.clipped_open;
+    }
     if (!thread.events.empty()) drained.threads.push_back(std::move(thread));
   });
   drained.dropped += RingRegistry::instance().take_ringless_events();
@@ -61,8 +79,10 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
 /// Orders one thread's events (start ascending, enclosing range first) and shortens any range
 /// that would end after the range enclosing its start, so that slices nest strictly as
 /// Perfetto requires. That happens when a user range straddles a step() call (the loop body's
-/// range outlives ProfilerStep#N). Returns how many ranges were shortened.
-inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t begin, std::size_t end) {
+/// range outlives ProfilerStep#N). Returns how many ranges were shortened, leaving out those that
+/// end at `counted_end_ns`: ranges open at the window's end, shortened to it and counted already.
+inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t begin, std::size_t end,
+                                    std::int64_t counted_end_ns = INT64_MIN) {
   const auto first = events.begin() + static_cast<std::ptrdiff_t>(begin);
   const auto last = events.begin() + static_cast<std::ptrdiff_t>(end);
   std::sort(first, last, [](const TraceEvent& a, const TraceEvent& b) {
@@ -71,18 +91,20 @@ inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t
     return a.kind == EventKind::Step && b.kind != EventKind::Step;  // a step encloses ranges of equal extent
   });
   std::uint64_t clipped = 0;
+  bool shortened = false;
   std::vector<std::int64_t> open_ends;
   for (auto it = first; it != last; ++it) {
     if (!is_slice(it->kind)) continue;
     while (!open_ends.empty() && open_ends.back() <= it->start_ns) open_ends.pop_back();
     if (!open_ends.empty() && it->end_ns > open_ends.back()) {
+      if (it->end_ns != counted_end_ns) ++clipped;
       it->end_ns = open_ends.back();
-      ++clipped;
+      shortened = true;
     }
     open_ends.push_back(it->end_ns);
   }
   // Clipping can shorten a range below a later sibling with the same start; keep the order.
-  if (clipped != 0)
+  if (shortened)
     std::stable_sort(first, last, [](const TraceEvent& a, const TraceEvent& b) {
       if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
       return a.end_ns > b.end_ns;
@@ -114,6 +136,8 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
   trace.window_start_ns = window_start_ns;
   trace.window_end_ns = window_end_ns;
   trace.dropped_events = drained.dropped;
+  trace.clipped_ranges = drained.clipped_open;
+  const std::int64_t window_clip_ns = drained.clipped_open != 0 ? clock.to_realtime_ns(drained.end_tick) : INT64_MIN;
 
   std::unordered_map<NameId, std::uint32_t> name_index;
   std::unordered_map<std::uint64_t, std::uint32_t> step_name_index;
@@ -222,7 +246,7 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
         event.name = raw.kind == EventKind::Step ? index_of_step(raw.name) : index_of_name(raw.name);
         trace.events.push_back(event);
       }
-      trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size());
+      trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size(), window_clip_ns);
     }
   });
   return trace;

@@ -120,9 +120,80 @@ class ThreadRing {
     return PushResult::Stored;
   }
 
+  /// A range open on the ring's thread, recorded when it began: at the end of a window, ranges
+  /// still open are saved clipped to the window's end (a loop-body range around the step() that
+  /// ends the window, a range around stop()), so they are counted rather than lost.
+  struct OpenRange {
+    NameId name;
+    std::int64_t start;
+    Category category;
+    std::uint32_t correlation_sequence;
+  };
+  /// Open ranges tracked per thread; deeper ones are counted as dropped if a window ends inside them.
+  static constexpr std::uint32_t kTrackedOpenRanges = 32;
+
+  /// Producer side: a recorded range began. The consumer reads the stack under a sequence lock
+  /// (odd while an entry is written), so it never takes a half-written entry.
+  DLPROF_ALWAYS_INLINE void open_range(const OpenRange& range) noexcept {
+    const std::uint32_t depth = open_depth_.load(std::memory_order_relaxed);
+    if (DLPROF_LIKELY(depth < kTrackedOpenRanges)) {
+      const std::uint32_t sequence = open_sequence_.load(std::memory_order_relaxed);
+      open_sequence_.store(sequence + 1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+      TrackedRange& entry = open_[depth];
+      entry.name.store(range.name, std::memory_order_relaxed);
+      entry.start.store(range.start, std::memory_order_relaxed);
+      entry.category.store(range.category, std::memory_order_relaxed);
+      entry.correlation_sequence.store(range.correlation_sequence, std::memory_order_relaxed);
+      open_sequence_.store(sequence + 2, std::memory_order_release);
+    }
+    open_depth_.store(depth + 1, std::memory_order_release);
+  }
+
+  /// Producer side: the innermost recorded range ended (before its event is pushed).
+  DLPROF_ALWAYS_INLINE void close_range() noexcept {
+    const std::uint32_t depth = open_depth_.load(std::memory_order_relaxed);
+    if (DLPROF_LIKELY(depth != 0)) open_depth_.store(depth - 1, std::memory_order_release);
+  }
+
+  /// Consumer side: the ranges open now, outermost first, and how many more are open than are
+  /// tracked. Retries while the producer writes an entry; after many tries, reports none.
+  std::uint32_t open_ranges(std::vector<OpenRange>& out) const {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      out.clear();
+      const std::uint32_t before = open_sequence_.load(std::memory_order_acquire);
+      if (before % 2 != 0) continue;
+      const std::uint32_t depth = open_depth_.load(std::memory_order_acquire);
+      const std::uint32_t tracked = depth < kTrackedOpenRanges ? depth : kTrackedOpenRanges;
+      for (std::uint32_t i = 0; i < tracked; ++i) {
+        const TrackedRange& entry = open_[i];
+        out.push_back(OpenRange{entry.name.load(std::memory_order_relaxed), entry.start.load(std::memory_order_relaxed),
+                                entry.category.load(std::memory_order_relaxed),
+                                entry.correlation_sequence.load(std::memory_order_relaxed)});
+      }
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (open_sequence_.load(std::memory_order_relaxed) == before) return depth - tracked;
+    }
+    out.clear();
+    return 0;
+  }
+
+  /// A ring replacing a retired one takes over its thread's open ranges, so that ranges opened
+  /// on the old ring close on the new one.
+  void take_open_ranges_of(const ThreadRing& old) {
+    std::vector<OpenRange> open;
+    const std::uint32_t untracked = old.open_ranges(open);
+    for (const OpenRange& range : open) open_range(range);
+    for (std::uint32_t i = 0; i < untracked; ++i) open_range(OpenRange{});
+  }
+
   /// A retired ring accepts nothing more: its thread attaches a fresh one on its next push.
   void retire() noexcept { limit_.store(0, std::memory_order_relaxed); }
   bool retired() const noexcept { return limit_.load(std::memory_order_relaxed) == 0; }
+
+  /// Set once its thread has attached a newer ring: its open ranges are that ring's now.
+  void mark_superseded() noexcept { superseded_.store(true, std::memory_order_release); }
+  bool superseded() const noexcept { return superseded_.load(std::memory_order_acquire); }
 
   void mark_exited() noexcept { exited_.store(true, std::memory_order_release); }
   bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
@@ -144,10 +215,21 @@ class ThreadRing {
   std::size_t capacity_;
   std::size_t mask_;
   std::atomic<std::size_t> limit_;
+  // The thread's open ranges: written by the producer as ranges begin and end.
+  struct TrackedRange {
+    std::atomic<NameId> name{0};
+    std::atomic<std::int64_t> start{0};
+    std::atomic<Category> category{Category::User};
+    std::atomic<std::uint32_t> correlation_sequence{0};
+  };
+  alignas(kCacheLine) std::atomic<std::uint32_t> open_depth_{0};
+  std::atomic<std::uint32_t> open_sequence_{0};
+  TrackedRange open_[kTrackedOpenRanges];
   // Consumer-owned line.
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
   std::uint64_t drops_reported_ = 0;
   std::atomic<bool> exited_{false};
+  std::atomic<bool> superseded_{false};
   std::int64_t os_tid_;
   std::uint32_t thread_ordinal_;
   std::string thread_name_;
@@ -260,9 +342,27 @@ DLPROF_NOINLINE inline ThreadRing* attach_thread_ring() {
   std::string name = t_ring_owner.ring             ? t_ring_owner.ring->thread_name()
                      : !t_pending_thread_name.empty() ? t_pending_thread_name
                                                       : native_thread_name();
-  t_ring_owner.ring = RingRegistry::instance().attach(current_os_tid(), std::move(name), thread_ordinal());
+  std::shared_ptr<ThreadRing> ring = RingRegistry::instance().attach(current_os_tid(), std::move(name), thread_ordinal());
+  if (t_ring_owner.ring) {
+    ring->take_open_ranges_of(*t_ring_owner.ring);
+    t_ring_owner.ring->mark_superseded();
+  }
+  t_ring_owner.ring = std::move(ring);
   t_ring = t_ring_owner.ring.get();
   return t_ring;
+}
+
+/// This thread's ring, attached first if it has none (or a retired one): a range calls it before
+/// it reads its start time, so that setting up a ring is never inside a measured range. Null
+/// when no ring can be allocated.
+DLPROF_ALWAYS_INLINE ThreadRing* current_ring() noexcept {
+  ThreadRing* ring = t_ring;
+  if (DLPROF_LIKELY(ring != nullptr) && DLPROF_LIKELY(!ring->retired())) return ring;
+  try {
+    return attach_thread_ring();
+  } catch (...) {  // no memory for a ring: the events of this thread are counted as dropped
+    return nullptr;
+  }
 }
 
 /// Writes one event to this thread's ring; a full ring counts the event as dropped.
