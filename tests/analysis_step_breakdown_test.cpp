@@ -1,6 +1,7 @@
 // TensorBoard's step-time breakdown and GPU summary on hand-built traces; every number is worked
 // out in the comments.
 #include <dlprof/analysis/step_breakdown.hpp>
+#include <dlprof/detail/profiler_step.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -256,6 +257,37 @@ TEST(StepBreakdownTest, OnlyNextCallsOfADataLoaderAreDataLoading) {
   EXPECT_EQ(step[StepRole::DataLoader], 30);
   EXPECT_EQ(step[StepRole::CpuExec], 10);
   EXPECT_EQ(step[StepRole::Communication], 20);
+}
+
+TEST(StepBreakdownTest, AStepIsProfilerStepHashDigitsAsForTheReader) {
+  // The reader makes "ProfilerStep#-1" a range (key averages: category User); the step table
+  // must not count it as a step.
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .step(3, 0, 1'000)
+                                  .op("aten::mm", 100, 600)
+                                  .range("ProfilerStep#-1", 1'000, 2'000)
+                                  .range("ProfilerStep#", 2'000, 2'500)
+                                  .range("ProfilerStep#x1", 2'500, 2'800)
+                                  .trace();
+  const auto breakdown = dlprof::analysis::step_breakdown(trace);
+  ASSERT_EQ(breakdown.steps.size(), 1u);
+  EXPECT_EQ(breakdown.steps[0].name, "ProfilerStep#3");
+  EXPECT_EQ(breakdown.steps[0].number, 3);
+}
+
+TEST(StepBreakdownTest, StepNumbersAreTheDigitsAfterTheHash) {
+  using dlprof::detail::is_profiler_step;
+  using dlprof::detail::profiler_step_number;
+  EXPECT_EQ(profiler_step_number("ProfilerStep#0"), 0);
+  EXPECT_EQ(profiler_step_number("ProfilerStep#12"), 12);
+  EXPECT_EQ(profiler_step_number("ProfilerStep#7 (copy)"), 7);  // `^ProfilerStep#\d+`, as HTA and TensorBoard match
+  EXPECT_EQ(profiler_step_number("ProfilerStep#9223372036854775807"), INT64_MAX);
+  for (const char* name : {"ProfilerStep#-1", "ProfilerStep#", "ProfilerStep#x1", "ProfilerStep 3", "MyProfilerStep#3"}) {
+    EXPECT_FALSE(is_profiler_step(name)) << name;
+    EXPECT_EQ(profiler_step_number(name), -1) << name;
+  }
+  EXPECT_TRUE(is_profiler_step("ProfilerStep#99999999999999999999"));
+  EXPECT_EQ(profiler_step_number("ProfilerStep#99999999999999999999"), -1);  // a step without a usable number
 }
 
 }  // namespace

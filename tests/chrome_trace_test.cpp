@@ -7,12 +7,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -352,6 +359,26 @@ TEST_F(ChromeTraceDistributedInfoTest, GarbageRankFallsThroughToTheNextLauncher)
   }
 }
 
+TEST_F(ChromeTraceDistributedInfoTest, NegativeRankIsRefusedWithAWarningOncePerValue) {
+  set("RANK", "-5");
+  set("WORLD_SIZE", "8");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(rank_and_size(), (RankAndSize{0, 1}));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "dlprof: warning: RANK='-5' is not a rank (an integer from 0): ignored\n");
+
+  // The next launcher's variables are used; each bad value is reported once, not every window.
+  set("SLURM_PROCID", "-7");
+  set("SLURM_NTASKS", "16");
+  set("OMPI_COMM_WORLD_RANK", "3");
+  set("OMPI_COMM_WORLD_SIZE", "4");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(rank_and_size(), (RankAndSize{3, 4}));
+  EXPECT_EQ(rank_and_size(), (RankAndSize{3, 4}));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "dlprof: warning: SLURM_PROCID='-7' is not a rank (an integer from 0): ignored\n");
+}
+
 TEST_F(ChromeTraceDistributedInfoTest, GarbageRankAloneMeansRankZeroOfOne) {
   set("RANK", "zero");
   set("WORLD_SIZE", "4");
@@ -594,13 +621,96 @@ TEST(ChromeTraceTest, NonFiniteCounterValuesKeepTheFileValidJson) {
       .event("grad_norm", kBaseNs + 3'000, kBaseNs + 3'000, dlprof::EventKind::Counter,
              std::numeric_limits<double>::infinity())
       .event("lr", kBaseNs + 4'000, kBaseNs + 4'000, dlprof::EventKind::Counter, 1e-3);
+  builder.event("grad_min", kBaseNs + 5'000, kBaseNs + 5'000, dlprof::EventKind::Counter,
+                -std::numeric_limits<double>::infinity());
   json document;
   ASSERT_NO_THROW(document = json::parse(chrome_text(builder.trace())));
   const auto counters = events_where(document, [](const json& e) { return e.at("ph") == "C"; });
-  ASSERT_EQ(counters.size(), 3u);
-  EXPECT_TRUE(counters[0].at("args").at("value").is_null());
-  EXPECT_TRUE(counters[1].at("args").at("value").is_null());
+  ASSERT_EQ(counters.size(), 4u);
+  // As Python's json module and JavaScript spell them, as strings: the reader takes them back
+  // (ImportRoundTripTest.NonFiniteCounterSamplesRoundTrip).
+  EXPECT_EQ(counters[0].at("args").at("value"), "NaN");
+  EXPECT_EQ(counters[1].at("args").at("value"), "Infinity");
   EXPECT_EQ(counters[2].at("args").at("value"), 1e-3);
+  EXPECT_EQ(counters[3].at("args").at("value"), "-Infinity");
+}
+
+// Strictly valid UTF-8 (no overlong form, surrogate or code point beyond U+10FFFF), checked
+// apart from the writer's own code.
+bool is_valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    std::uint32_t code_point = length == 1 ? lead : lead & (0x7Fu >> length);
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0u) != 0x80u) return false;
+      code_point = (code_point << 6) | (next & 0x3Fu);
+    }
+    static constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code_point < kSmallest[length] || (code_point >= 0xD800 && code_point <= 0xDFFF) || code_point > 0x10FFFF)
+      return false;
+    i += length;
+  }
+  return true;
+}
+
+TEST(ChromeTraceTest, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
+  // A thread name cut by prctl's 15 bytes in the middle of a character, a stray byte, a
+  // truncated sequence at the end, an overlong '/', a surrogate.
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.event("bad\xff range", kBaseNs + 2'000, kBaseNs + 3'000)
+      .event("cut \xe2\x82", kBaseNs + 4'000, kBaseNs + 5'000)
+      .event("overlong \xc0\xaf surrogate \xed\xa0\x80", kBaseNs + 6'000, kBaseNs + 7'000);
+  builder.trace().threads[0].name = "w-\xce\xb1\xce\xb1\xce\xb1\xce\xb1\xce\xb1\xce\xb1\xce";
+  builder.trace().process_name = "proc\x80";
+  const std::string text = chrome_text(builder.trace());
+  EXPECT_TRUE(is_valid_utf8(text));
+  json document;
+  ASSERT_NO_THROW(document = json::parse(text));  // nlohmann refuses invalid UTF-8
+
+  std::vector<std::string> written;
+  for (const json& event : events_where(document, [](const json& e) { return e.at("ph") == "X"; }))
+    written.push_back(event.at("name").get<std::string>());
+  EXPECT_THAT(written, ElementsAre("bad\uFFFD range", "cut \uFFFD\uFFFD",
+                                   "overlong \uFFFD\uFFFD surrogate \uFFFD\uFFFD\uFFFD"));
+  const auto thread_names = events_where(document, [](const json& e) { return e.at("name") == "thread_name"; });
+  ASSERT_EQ(thread_names.size(), 1u);
+  EXPECT_EQ(thread_names[0].at("args").at("name"), "thread 4243 (w-\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\uFFFD)");
+  const auto process = events_where(document, [](const json& e) { return e.at("name") == "process_name"; });
+  ASSERT_EQ(process.size(), 1u);
+  EXPECT_EQ(process[0].at("args").at("name"), "proc\uFFFD");
+}
+
+TEST(ChromeTraceTest, ThreadNameCutByPrctlMidCharacterStillSavesValidJson) {
+  const TempDir dir;
+  std::shared_ptr<const dlprof::Trace> trace;
+  {
+    dlprof::Profiler prof;
+    prof.start();
+    std::thread([] {
+      // 16 bytes: the kernel keeps 15, which ends in the first byte of the last alpha.
+      ::prctl(PR_SET_NAME, "w-\xce\xb1\xce\xb1\xce\xb1\xce\xb1\xce\xb1\xce\xb1\xce\xb1", 0, 0, 0);
+      DLPROF_RANGE("on the cut thread");
+    }).join();
+    prof.stop();
+    trace = prof.last_trace();
+  }
+  ASSERT_NE(trace, nullptr);
+  const fs::path path = dir.path() / "cut.pt.trace.json";
+  trace->save(path.string());
+  const std::string text = read_file(path);
+  EXPECT_TRUE(is_valid_utf8(text));
+  json document;
+  ASSERT_NO_THROW(document = json::parse(text));
+  const auto thread_names = events_where(document, [](const json& e) {
+    return e.at("name") == "thread_name" && e.at("args").at("name").get<std::string>().find("(w-") != std::string::npos;
+  });
+  ASSERT_EQ(thread_names.size(), 1u);
+  EXPECT_THAT(thread_names[0].at("args").at("name").get<std::string>(),
+              ::testing::EndsWith("(w-\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\uFFFD)"));
 }
 
 TEST(ChromeTraceTest, NamesWithSpecialCharactersRoundTripExactly) {
@@ -672,11 +782,11 @@ TEST(ChromeTraceTest, RangeStraddlingStepIsClippedSoSlicesNest) {
   prof.stop();
   const auto trace = prof.last_trace();
   ASSERT_NE(trace, nullptr);
-  EXPECT_GT(trace->clipped_ranges, 0u);
+  EXPECT_EQ(trace->clipped_ranges, 5u);  // each outlives its step; the last one is open when the window ends
   const json document = json::parse(chrome_text(*trace));
   EXPECT_EQ(document.at("dlprof_clipped_ranges"), trace->clipped_ranges);
-  EXPECT_EQ(events_where(document, [](const json& e) { return e.at("name") == "chrome_train_step"; }).size(), 4u)
-      << "the last train_step ends after the window closed and belongs to no trace";
+  EXPECT_EQ(events_where(document, [](const json& e) { return e.at("name") == "chrome_train_step"; }).size(), 5u)
+      << "the last train_step, open when the window closes, ends at the window's end";
   expect_strict_nesting(document);
 }
 
@@ -836,6 +946,158 @@ TEST(ChromeTraceTest, SaveToUnwritablePathThrowsNamingThePath) {
       EXPECT_THAT(error.what(), HasSubstr(path));
     }
   }
+}
+
+// A FIFO's content, read as `cat` would, until its writer closes it; what came before `limit` if
+// no writer ever does (a FIFO replaced by a regular file never gets one).
+std::string read_fifo(const fs::path& path, std::chrono::milliseconds limit) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // does not wait for a writer
+  if (fd < 0) return {};
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd ready{fd, POLLIN, 0};
+    if (::poll(&ready, 1, static_cast<int>(left.count())) <= 0) continue;  // POLLHUP only once a writer has left
+    char chunk[65536];
+    const ssize_t size = ::read(fd, chunk, sizeof(chunk));
+    if (size > 0) {
+      text.append(chunk, static_cast<std::size_t>(size));
+    } else if (size == 0) {
+      break;
+    } else if (errno != EAGAIN && errno != EINTR) {
+      break;
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+bool is_link(const fs::path& path) { return fs::is_symlink(fs::symlink_status(path)); }
+
+std::vector<std::string> file_names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(ChromeTraceTest, SaveThroughASymlinkReplacesItsTargetAndKeepsTheLink) {
+  const TempDir dir;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.event("through a link", kBaseNs + 2'000, kBaseNs + 3'000);
+  fs::create_directory(dir.path() / "runs");
+  std::ofstream(dir.path() / "runs" / "real.pt.trace.json") << "an older trace";
+  // Relative links resolve from the directory that holds them; a link to a link is followed too.
+  fs::create_symlink("runs/real.pt.trace.json", dir.path() / "link.pt.trace.json");
+  fs::create_symlink(dir.path() / "link.pt.trace.json", dir.path() / "runs" / "chain.pt.trace.json");
+
+  const fs::path link = dir.path() / "link.pt.trace.json";
+  builder.trace().save(link.string());
+  EXPECT_TRUE(is_link(link));
+  EXPECT_EQ(read_file(dir.path() / "runs" / "real.pt.trace.json"), chrome_text(builder.trace(), link.string()));
+
+  const fs::path chain = dir.path() / "runs" / "chain.pt.trace.json";
+  builder.trace().save(chain.string());
+  EXPECT_TRUE(is_link(chain));
+  EXPECT_TRUE(is_link(link));
+  EXPECT_EQ(read_file(dir.path() / "runs" / "real.pt.trace.json"), chrome_text(builder.trace(), chain.string()));
+
+  // A link to a file not written yet: the file is created where the link points, gzip by the
+  // name given.
+  fs::create_symlink("runs/new.pt.trace.json.gz", dir.path() / "dangling.pt.trace.json.gz");
+  const fs::path dangling = dir.path() / "dangling.pt.trace.json.gz";
+  builder.trace().save(dangling.string());
+  EXPECT_TRUE(is_link(dangling));
+  EXPECT_EQ(read_gzip(dir.path() / "runs" / "new.pt.trace.json.gz"), chrome_text(builder.trace(), dangling.string()));
+
+  EXPECT_THAT(file_names(dir.path()), ElementsAre("dangling.pt.trace.json.gz", "link.pt.trace.json", "runs"))
+      << "no temporary file may be left behind";
+  EXPECT_THAT(file_names(dir.path() / "runs"),
+              ElementsAre("chain.pt.trace.json", "new.pt.trace.json.gz", "real.pt.trace.json"));
+}
+
+TEST(ChromeTraceTest, SaveToAFifoWritesIntoItForItsReader) {
+  const TempDir dir;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
+  for (int i = 0; i < 5'000; ++i) builder.event("piped", kBaseNs + 2'000 + i * 2'000, kBaseNs + 3'000 + i * 2'000);
+  const fs::path fifo = dir.path() / "pipe.pt.trace.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+
+  std::string received;
+  std::thread reader([&] { received = read_fifo(fifo, std::chrono::seconds(20)); });
+  builder.trace().save(fifo.string());  // waits for the reader's open
+  reader.join();
+  EXPECT_EQ(received, chrome_text(builder.trace(), fifo.string()));
+  EXPECT_TRUE(json::accept(received));
+  struct stat status {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &status), 0);
+  EXPECT_TRUE(S_ISFIFO(status.st_mode));
+  EXPECT_THAT(file_names(dir.path()), ElementsAre("pipe.pt.trace.json"));
+}
+
+TEST(ChromeTraceTest, SaveToAFifoWhoseReaderLeavesFailsWithoutEndingTheProcess) {
+  const TempDir dir;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
+  for (int i = 0; i < 5'000; ++i) builder.event("piped", kBaseNs + 2'000 + i * 2'000, kBaseNs + 3'000 + i * 2'000);
+  const fs::path fifo = dir.path() / "pipe.pt.trace.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int read_end = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(read_end, 0);
+
+  std::string error;
+  std::thread writer([&] {
+    try {
+      builder.trace().save(fifo.string());  // more than a pipe holds: blocks until the reader leaves
+    } catch (const std::runtime_error& failure) {
+      error = failure.what();
+    }
+  });
+  pollfd ready{read_end, POLLIN, 0};
+  EXPECT_EQ(::poll(&ready, 1, 20'000), 1);
+  ::close(read_end);  // the writer's next write raises SIGPIPE, which must not end the process
+  writer.join();
+  EXPECT_THAT(error, HasSubstr(fifo.string()));
+  EXPECT_THAT(error, HasSubstr("Broken pipe"));
+}
+
+TEST(ChromeTraceTest, SaveToDevNullWritesIntoTheDeviceWithoutReplacingIt) {
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  builder.event("discarded", kBaseNs + 2'000, kBaseNs + 3'000);
+  const TempDir dir;
+  fs::create_symlink("/dev/null", dir.path() / "discard.pt.trace.json");
+  std::string error;
+  try {
+    builder.trace().save("/dev/null");
+    builder.trace().save((dir.path() / "discard.pt.trace.json").string());  // through a link to it
+  } catch (const std::runtime_error& failure) {
+    error = failure.what();  // without root, a writer that replaces files cannot write in /dev
+  }
+  EXPECT_TRUE(is_link(dir.path() / "discard.pt.trace.json"));
+  struct stat status {};
+  ASSERT_EQ(::lstat("/dev/null", &status), 0);
+  const bool still_the_device = S_ISCHR(status.st_mode) && status.st_rdev == makedev(1, 3);
+  EXPECT_TRUE(still_the_device) << "/dev/null was replaced";
+  if (!still_the_device && ::geteuid() == 0) {  // put the machine's /dev/null back
+    ::unlink("/dev/null");
+    ::mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
+    ::chmod("/dev/null", 0666);
+  }
+  EXPECT_EQ(error, "");
+}
+
+TEST(ChromeTraceTest, SaveToADirectoryIsRefusedNamingIt) {
+  const TempDir dir;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  try {
+    builder.trace().save(dir.path().string());
+    ADD_FAILURE() << "save(" << dir.path() << ") did not throw";
+  } catch (const std::runtime_error& error) {
+    EXPECT_EQ(error.what(), fmt::format("dlprof: cannot write trace '{}': it is a directory", dir.path().string()));
+  }
+  EXPECT_TRUE(fs::is_directory(dir.path()));
+  EXPECT_THAT(file_names(dir.path()), IsEmpty());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The trace reader (import/chrome_trace.hpp): torch.profiler's traces of every era, dlprof's own
 // traces read back field by field, and input that is not a trace.
+#include <dlprof/analysis/step_breakdown.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
 #include "test_files.hpp"
@@ -11,6 +12,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -828,6 +830,80 @@ TEST(ImportEraTest, CountersInstantsMetadataAndUnknownsIgnored) {
                                 {"with", R"({"a": [1, {"b": null}], "c": true})"}}));
 }
 
+TEST(ImportEraTest, AStepIsProfilerStepHashDigitsForEveryTable) {
+  // What the reader makes a step is what the step breakdown counts: "ProfilerStep#-1" is a range
+  // in both.
+  const Trace trace = parse(R"json({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#-1", "pid": 1, "tid": 1, "ts": 10, "dur": 10},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#", "pid": 1, "tid": 1, "ts": 20, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}
+  ]})json");
+  ASSERT_NE(find_event(trace, "ProfilerStep#4"), nullptr);
+  EXPECT_EQ(find_event(trace, "ProfilerStep#4")->kind, EventKind::Step);
+  ASSERT_NE(find_event(trace, "ProfilerStep#-1"), nullptr);
+  EXPECT_EQ(find_event(trace, "ProfilerStep#-1")->kind, EventKind::Range);
+  EXPECT_EQ(find_event(trace, "ProfilerStep#-1")->category, Category::User);
+  EXPECT_EQ(find_event(trace, "ProfilerStep#")->kind, EventKind::Range);
+  const auto breakdown = dlprof::analysis::step_breakdown(trace);
+  ASSERT_EQ(breakdown.steps.size(), 1u);
+  EXPECT_EQ(breakdown.steps[0].name, "ProfilerStep#4");
+}
+
+TEST(ImportRoundTripTest, NonFiniteCounterSamplesRoundTrip) {
+  Trace written;
+  written.window_start_ns = 1'716'423'322'000'000'000;
+  written.window_end_ns = written.window_start_ns + 10'000;
+  written.pid = 7;
+  written.threads = {dlprof::ThreadInfo{7, "main"}};
+  const double samples[] = {std::nan(""), std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(), 0.25};
+  for (std::size_t i = 0; i < std::size(samples); ++i) {
+    TraceEvent counter;
+    counter.kind = EventKind::Counter;
+    counter.start_ns = counter.end_ns = written.window_start_ns + 1'000 * static_cast<std::int64_t>(i + 1);
+    counter.value = samples[i];
+    counter.name = static_cast<std::uint32_t>(written.names.size());
+    written.names.push_back(fmt::format("loss{}", i));
+    written.events.push_back(counter);
+  }
+  TempDir dir;
+  const std::string path = (dir.path() / "nan.pt.trace.json").string();
+  written.save(path);
+  dlprof::ReadOptions strict;
+  strict.strict = true;
+  for (const Trace& read : {dlprof::read_trace(path), dlprof::read_trace(path, strict)}) {
+    EXPECT_TRUE(read.read_result.empty());
+    ASSERT_EQ(count_events(read, EventKind::Counter), 4u);
+    EXPECT_TRUE(std::isnan(find_event(read, "loss0")->value));
+    EXPECT_EQ(find_event(read, "loss1")->value, std::numeric_limits<double>::infinity());
+    EXPECT_EQ(find_event(read, "loss2")->value, -std::numeric_limits<double>::infinity());
+    EXPECT_EQ(find_event(read, "loss3")->value, 0.25);
+  }
+  // Python's json module writes them bare: read as well.
+  const Trace bare = parse(R"json([{"ph": "C", "name": "loss", "pid": 1, "tid": 1, "ts": 1, "args": {"value": NaN}},
+    {"ph": "C", "name": "norm", "pid": 1, "tid": 1, "ts": 2, "args": {"value": -Infinity}}])json");
+  ASSERT_EQ(count_events(bare, EventKind::Counter), 2u);
+  EXPECT_TRUE(std::isnan(find_event(bare, "loss")->value));
+  EXPECT_EQ(find_event(bare, "norm")->value, -std::numeric_limits<double>::infinity());
+}
+
+TEST(ImportLenientTest, NegativeRankOrWorldSizeIsNotUsed) {
+  const std::string json = R"json({"distributedInfo": {"backend": "nccl", "rank": -5, "world_size": 0},
+    "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})json";
+  const Trace trace = parse(json);
+  EXPECT_EQ(trace.distributed.rank, 0);  // as without distributedInfo (HTA's assumption)
+  EXPECT_EQ(trace.distributed.world_size, 1);
+  EXPECT_EQ(trace.distributed.backend, "nccl");
+  using Entry = std::pair<std::string, std::string>;
+  EXPECT_THAT(trace.metadata, ::testing::IsSupersetOf({Entry{"distributedInfo.rank", "-5"}, Entry{"distributedInfo.world_size", "0"}}));
+  EXPECT_EQ(trace.read_result.ignored_values, 2u);
+  ASSERT_EQ(trace.read_result.notes.size(), 2u);
+  EXPECT_THAT(trace.read_result.notes[0], HasSubstr("\"rank\" must be at least 0, not -5"));
+  EXPECT_THAT(trace.read_result.notes[1], HasSubstr("\"world_size\" must be at least 1, not 0"));
+  EXPECT_THAT(read_error([&] { parse_strictly(json); }).reason(), HasSubstr("\"rank\" must be at least 0, not -5"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Input that is not a trace: an error naming the file and the place, never a crash
 
@@ -1017,6 +1093,35 @@ TEST(ImportSetTest, DirectoriesFilesAndRanks) {
             "no trace files (*.json, *.gz) in the directory");
   EXPECT_EQ(read_error([&] { dlprof::read_trace_set({(dir.path() / "absent").string()}); }).reason(),
             "No such file or directory");
+}
+
+TEST(ImportSetTest, JsonFilesThatAreNotTracesAreLeftOutOfADirectory) {
+  TempDir dir;
+  write_text(dir.path() / "rank0.pt.trace.json",
+             R"({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})");
+  write_text(dir.path() / "config.json", R"({"lr": 0.1, "epochs": 3})");
+  write_gzip(dir.path() / "metrics.json.gz", R"({"loss": [1.0, 0.5]})");
+  const std::vector<Trace> ranks = dlprof::read_trace_set({dir.path().string()});
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].distributed.rank, 0);
+  EXPECT_EQ(ranks[0].events.size(), 1u);
+  EXPECT_THAT(ranks[0].read_result.notes,
+              ::testing::ElementsAre(
+                  fmt::format("'{}' left out of the set: a JSON object without \"traceEvents\", not a trace",
+                              (dir.path() / "config.json").string()),
+                  fmt::format("'{}' left out of the set: a JSON object without \"traceEvents\", not a trace",
+                              (dir.path() / "metrics.json.gz").string())));
+
+  // Named on its own, such a file reads as an empty trace that says what it is.
+  const Trace config = dlprof::read_trace((dir.path() / "config.json").string());
+  EXPECT_FALSE(config.read_result.has_trace_events);
+  EXPECT_THAT(config.read_result.notes, ::testing::Contains(HasSubstr("without \"traceEvents\"")));
+  EXPECT_TRUE(dlprof::read_trace((dir.path() / "rank0.pt.trace.json").string()).read_result.has_trace_events);
+
+  fs::create_directory(dir.path() / "configs");
+  write_text(dir.path() / "configs" / "config.json", "{}");
+  EXPECT_EQ(read_error([&] { dlprof::read_trace_set({(dir.path() / "configs").string()}); }).reason(),
+            "no trace in the directory: 1 JSON file without \"traceEvents\"");
 }
 
 TEST(ImportProgressTest, LongLoadsReportAsTheyGo) {

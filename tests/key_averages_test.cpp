@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -224,6 +225,22 @@ TEST(KeyAveragesTest, TableShortensVeryLongNames) {
   const std::string table = dlprof::KeyAverages(TraceBuilder().range(0, long_name, 0, 10).trace()).table();
   EXPECT_THAT(table, HasSubstr(std::string(57, 'x') + "..."));
   EXPECT_THAT(table, Not(HasSubstr(std::string(58, 'x'))));
+}
+
+TEST(KeyAveragesTest, TableShowsControlCharactersInNamesAsEscapes) {
+  // A name that would set the terminal's title and clear its screen, with a newline and a tab.
+  const std::string table =
+      dlprof::KeyAverages(TraceBuilder().range(0, "evil\x1b]0;t\x07\x1b[2J\nnext\tcol", 0, 10).trace()).table();
+  EXPECT_THAT(table, HasSubstr(R"(evil\x1b]0;t\x07\x1b[2J\nnext\tcol)"));
+  EXPECT_EQ(table.find('\x1b'), std::string::npos);
+  EXPECT_EQ(table.find('\t'), std::string::npos);
+  // Header, rule, the row, rule, the window line: the name adds no line.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 5);
+  // Cut to the column, never inside a character.
+  std::string wide;
+  for (int i = 0; i < 40; ++i) wide += "\xce\xb1";
+  const std::string cut = dlprof::KeyAverages(TraceBuilder().range(0, wide, 0, 10).trace()).table();
+  EXPECT_THAT(cut, HasSubstr(wide.substr(0, 56) + "..."));
 }
 
 TEST(KeyAveragesTest, FormatsWithFmtAsTheTable) {

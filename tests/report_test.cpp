@@ -395,6 +395,92 @@ TEST(ReportJsonTest, NamesThatAreNotUtf8OrHoldControlCharacters) {
   EXPECT_THAT(html, HasSubstr("bad\xEF\xBF\xBD\xEF\xBF\xBD name"));
 }
 
+// Strictly valid UTF-8 (no overlong form, surrogate or code point beyond U+10FFFF), checked
+// apart from the writers' own code.
+bool is_valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    std::uint32_t code_point = length == 1 ? lead : lead & (0x7Fu >> length);
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0u) != 0x80u) return false;
+      code_point = (code_point << 6) | (next & 0x3Fu);
+    }
+    static constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code_point < kSmallest[length] || (code_point >= 0xD800 && code_point <= 0xDFFF) || code_point > 0x10FFFF)
+      return false;
+    i += length;
+  }
+  return true;
+}
+
+// one_rank() with hostile names: the op and the gemm kernel hold terminal escape sequences (set
+// the window title, clear the screen, colour), a newline, a tab, DEL and C1's CSI; a range and
+// the thread name are not UTF-8 (a name cut mid-character).
+dlprof::Trace hostile_rank() {
+  dlprof::Trace trace = one_rank_builder().range("cut range \xe2\x82", 4'200'000, 4'300'000).trace();
+  add_memory(trace);
+  for (std::string& name : trace.names) {
+    if (name == "aten::mm") name = "op\x1b]0;t\x07\x1b[2J\nx\ty\x7f";
+    if (name == kGemm) name = "gemm\x1b[31mred\x1b[0m\xc2\x9b" "1m\n\tend";
+  }
+  trace.threads[0].name = "w-\xce\xb1\xce";
+  return trace;
+}
+
+TEST(ReportTextTest, ControlCharactersInNamesNeverReachTheTerminal) {
+  dlprof::Trace trace = hostile_rank();
+  trace.read_result.notes.push_back("a note from the file \x1b[2J");
+  dlprof::ReportOptions options;
+  options.title = "run\x1b]0;title\x07";
+  const std::string text = dlprof::render_text(dlprof::make_report(trace, options));
+  EXPECT_TRUE(is_valid_utf8(text));
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos);
+  EXPECT_EQ(text.find('\x7f'), std::string::npos);
+  EXPECT_EQ(std::count_if(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n'; }),
+            0);
+  // Shown as escapes, one column each, so that rows keep their alignment.
+  EXPECT_THAT(text, HasSubstr(R"(op\x1b]0;t\x07\x1b[2J\nx\ty\x7f)"));
+  EXPECT_THAT(text, HasSubstr(R"(gemm\x1b[31mred\x1b[0m\u009b1m\n\tend)"));
+  EXPECT_THAT(text, HasSubstr("cut range \xEF\xBF\xBD\xEF\xBF\xBD"));
+  EXPECT_THAT(text, HasSubstr(R"(dlprof report: run\x1b]0;title\x07)"));
+  EXPECT_THAT(text, HasSubstr(R"(a note from the file \x1b[2J)"));
+
+  // Every line of the top ops and top kernels tables (header, rule, rows) ends at the same column:
+  // their last columns are right-aligned.
+  const std::vector<std::string> lines = lines_of(text);
+  for (const std::string_view title : {"Top ops and ranges by self CPU time", "Top kernels by GPU time"}) {
+    SCOPED_TRACE(title);
+    auto line = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(title, 0) == 0; });
+    ASSERT_NE(line, lines.end());
+    std::vector<std::string> table;
+    for (++line; line != lines.end() && !line->empty(); ++line) table.push_back(*line);
+    ASSERT_GE(table.size(), 4u);  // header, rule, two rows or more
+    for (const std::string& row : table)
+      EXPECT_EQ(dlprof::detail::text_width(row), dlprof::detail::text_width(table[0])) << row;
+  }
+}
+
+TEST(ReportJsonTest, EveryWriterWritesValidUtf8) {
+  const dlprof::Report report = dlprof::make_report(hostile_rank());
+  const std::string json_text = dlprof::render_json(report);
+  EXPECT_TRUE(is_valid_utf8(json_text));
+  Json json;
+  ASSERT_NO_THROW(json = Json::parse(json_text));  // nlohmann refuses invalid UTF-8
+  bool found = false;
+  for (const Json& op : json["ranks"][0]["top_ops"]) found = found || op["name"] == "cut range \xEF\xBF\xBD\xEF\xBF\xBD";
+  EXPECT_TRUE(found) << json["ranks"][0]["top_ops"].dump();
+  const std::string html = dlprof::render_html(report);
+  EXPECT_TRUE(is_valid_utf8(html));
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_THAT(html, HasSubstr("cut range \xEF\xBF\xBD\xEF\xBF\xBD"));
+  EXPECT_TRUE(is_valid_utf8(dlprof::render_text(report)));
+}
+
 TEST(ReportHtmlTest, WellFormedSelfContainedAndEscaped) {
   const std::string html = dlprof::render_html(dlprof::make_report(one_rank()));
   EXPECT_TRUE(well_formed(html));

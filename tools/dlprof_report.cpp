@@ -7,7 +7,9 @@
 //   dlprof-report --hta-compat --format json rank0.pt.trace.json.gz
 //
 // Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
-// the input, an output file that cannot be written), 2 a command line it cannot run.
+// the input, an output file that cannot be written), 2 a command line it cannot run (an output
+// file that is one of the input traces included).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,11 +53,13 @@ recommendations, from traces written by dlprof or torch.profiler.
   --strict          refuse a trace with any event or value the reader cannot use as written (by
                     default such events are left out and such values ignored, and the report
                     says how many and why)
-  -o, --output FILE write the report to FILE (replaced whole, never half-written), not stdout
+  -o, --output FILE write the report to FILE (replaced whole, never half-written; a link is
+                    written through, a device or FIFO in place), not stdout; FILE may not be
+                    one of the input traces
   -h, --help        this text
 
 Exit status: 0 done; 1 a trace cannot be read, a rank is not in the input or FILE cannot be
-written; 2 a bad command line.
+written; 2 a bad command line (FILE an input trace included).
 )";
 
 /// A command line that cannot run: exit status 2.
@@ -165,8 +169,8 @@ class LoadProgress {
     const std::string message =
         fmt::format("{}: {} {} ({} of {}): {:.0f}%", kProgram,
                     progress.stage == dlprof::ReadProgress::Stage::Decompressing ? "inflating" : "parsing",
-                    std::filesystem::path(std::string(progress.source)).filename().string(), progress.file_index + 1,
-                    progress.file_count, percent);
+                    dlprof::detail::terminal_text(std::filesystem::path(std::string(progress.source)).filename().string()),
+                    progress.file_index + 1, progress.file_count, percent);
     if (terminal_) {
       fmt::print(stderr, "\r\x1b[K{}", message);
     } else {
@@ -191,6 +195,19 @@ class LoadProgress {
   bool shown_ = false;
 };
 
+/// Refuses an output file that is one of the input traces (the same device and inode: through a
+/// link, another spelling of the path, or a file of an input directory): writing the report
+/// would replace the trace it is made from.
+void refuse_output_onto_input(const Options& options) {
+  struct stat output {};
+  if (options.output.empty() || ::stat(options.output.c_str(), &output) != 0) return;  // a new file is no input
+  for (const std::string& input : dlprof::trace_set_files(options.paths)) {
+    struct stat status {};
+    if (::stat(input.c_str(), &status) == 0 && status.st_dev == output.st_dev && status.st_ino == output.st_ino)
+      throw UsageError(fmt::format("-o '{}' is the input trace '{}': write the report to another file", options.output, input));
+  }
+}
+
 std::vector<dlprof::Trace> read_traces(const Options& options) {
   LoadProgress progress;
   dlprof::ReadOptions read_options;
@@ -198,6 +215,7 @@ std::vector<dlprof::Trace> read_traces(const Options& options) {
   read_options.progress = [&progress](const dlprof::ReadProgress& at) { progress(at); };
   std::vector<dlprof::Trace> traces;
   try {
+    refuse_output_onto_input(options);
     traces = dlprof::read_trace_set(options.paths, read_options);
   } catch (const dlprof::TraceReadError& error) {
     progress.finish();
@@ -236,24 +254,20 @@ std::string render(const Options& options, const std::vector<dlprof::Trace>& tra
   return dlprof::render_text(report);
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory and a rename, so that
-/// `path` is never seen half-written and an earlier file survives a failure.
+/// Writes `text` to `path` as dlprof writes traces (detail::AtomicFile): a regular file through a
+/// temporary file beside it and a rename, so that `path` is never seen half-written and an
+/// earlier file survives a failure; a symbolic link through to its target; a character device
+/// or a FIFO (/dev/stdout, a pipe) in place, never replaced.
 void write_file(const std::string& path, const std::string& text) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path temporary =
-      target.parent_path() / fmt::format(".{}.{}.tmp", target.filename().string(), static_cast<long>(::getpid()));
-  const auto fail = [&](std::string_view what) {
-    const int error = errno;
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw InputError(fmt::format("cannot write '{}': {}: {}", path, what, std::strerror(error)));
-  };
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (file == nullptr) fail("cannot create a file beside it");
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const bool flushed = std::fflush(file) == 0;
-  if (std::fclose(file) != 0 || !written || !flushed) fail("writing failed");
-  if (std::rename(temporary.c_str(), target.c_str()) != 0) fail("cannot rename the finished file to it");
+  try {
+    dlprof::detail::AtomicFile file(path, /*gzip=*/false, /*what=*/"");
+    file.write(text);
+    file.commit();
+  } catch (const std::runtime_error& error) {
+    constexpr std::string_view kPrefix = "dlprof: ";  // the program's own name replaces it
+    const std::string_view message = error.what();
+    throw InputError(std::string(message.substr(0, kPrefix.size()) == kPrefix ? message.substr(kPrefix.size()) : message));
+  }
 }
 
 int run(int argc, char** argv) {

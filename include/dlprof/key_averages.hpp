@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/escape.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -186,8 +187,18 @@ class KeyAverages {
     const std::size_t shown = row_limit == 0 ? rows_.size() : std::min(row_limit, rows_.size());
     const bool gpu = gpu_.enabled;
     const bool flops = total_flops_ != 0;
+    // Names as terminal_text(): control characters in them never reach the terminal or break a row.
+    std::vector<std::string> names(shown);
     std::size_t name_width = 4;
-    for (std::size_t i = 0; i < shown; ++i) name_width = std::max(name_width, std::min<std::size_t>(rows_[i].name.size(), 60));
+    for (std::size_t i = 0; i < shown; ++i) {
+      names[i] = detail::terminal_text(rows_[i].name);
+      if (names[i].size() > 60) {
+        std::size_t cut = 57;
+        while (cut > 0 && (static_cast<unsigned char>(names[i][cut]) & 0xC0u) == 0x80u) --cut;  // not inside a character
+        names[i] = names[i].substr(0, cut) + "...";
+      }
+      name_width = std::max(name_width, names[i].size());
+    }
     fmt::memory_buffer out;
     auto line = std::back_inserter(out);
     fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}", "Name", name_width,
@@ -199,7 +210,7 @@ class KeyAverages {
     fmt::format_to(line, "{:-<{}}\n", "", rule);
     for (std::size_t i = 0; i < shown; ++i) {
       const KeyAverage& row = rows_[i];
-      const std::string name = row.name.size() > 60 ? row.name.substr(0, 57) + "..." : row.name;
+      const std::string& name = names[i];
       const double share = window_ns_ > 0 ? 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(window_ns_) : 0.0;
       fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7.2f}%", name, name_width,
                      to_string(row.category), row.calls, format_duration(row.total_ns), format_duration(row.self_ns),

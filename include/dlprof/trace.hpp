@@ -7,8 +7,12 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,7 +32,10 @@ struct DistributedInfo {
 
   /// Reads the launchers' variables, first match wins: torchrun (RANK/WORLD_SIZE), Slurm
   /// (SLURM_PROCID/SLURM_NTASKS), Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), MPICH/PMI
-  /// (PMI_RANK/PMI_SIZE). Otherwise rank 0 of 1. Unparsable values are ignored.
+  /// (PMI_RANK/PMI_SIZE). Otherwise rank 0 of 1. A rank variable whose value is not an integer
+  /// from 0 ("-5", "abc") is passed over, with a warning on stderr (once per variable and value):
+  /// the next launcher's variables, or rank 0 of 1, are used instead. A world size that is
+  /// unusable or not above the rank becomes the rank plus one.
   static DistributedInfo from_environment() {
     static constexpr std::pair<const char*, const char*> kLaunchers[] = {
         {"RANK", "WORLD_SIZE"},
@@ -38,8 +45,13 @@ struct DistributedInfo {
     };
     DistributedInfo info;
     for (const auto& [rank_variable, size_variable] : kLaunchers) {
+      const char* rank_text = std::getenv(rank_variable);
+      if (rank_text == nullptr || *rank_text == '\0') continue;
       std::int64_t rank = 0;
-      if (!parse_non_negative(std::getenv(rank_variable), &rank)) continue;
+      if (!parse_non_negative(rank_text, &rank)) {
+        warn_unusable_rank(rank_variable, rank_text);
+        continue;
+      }
       std::int64_t size = 0;
       info.rank = rank;
       info.world_size = parse_non_negative(std::getenv(size_variable), &size) && size > rank ? size : rank + 1;
@@ -57,6 +69,20 @@ struct DistributedInfo {
     if (errno != 0 || *end != '\0' || parsed < 0) return false;
     *value = parsed;
     return true;
+  }
+
+  /// Each window reads the variables again: the same bad value is reported once.
+  static void warn_unusable_rank(const char* variable, const char* value) {
+    struct Warned {
+      std::mutex mutex;  // guards values
+      std::set<std::string, std::less<>> values;
+    };
+    static Warned* const warned = new Warned;  // never destroyed: a Profiler stopped at exit may warn
+    {
+      const std::lock_guard<std::mutex> lock(warned->mutex);
+      if (!warned->values.insert(std::string(variable) + '=' + value).second) return;
+    }
+    std::fprintf(stderr, "dlprof: warning: %s='%s' is not a rank (an integer from 0): ignored\n", variable, value);
   }
 };
 
@@ -218,6 +244,10 @@ struct ReadResult {
   /// One line each, for people: the first ignored value, slices of a device category the reader
   /// does not know and how they were counted, ...
   std::vector<std::string> notes;
+  /// False for a JSON object without "traceEvents" (a config.json, a report): no trace at all.
+  /// read_trace_set leaves such a file of a directory out; read_trace reads it as an empty trace
+  /// with a note.
+  bool has_trace_events = true;
 
   bool empty() const noexcept { return skipped_events == 0 && ignored_values == 0 && notes.empty(); }
 };
@@ -259,8 +289,10 @@ struct Trace {
   std::int64_t window_ns() const noexcept { return window_end_ns - window_start_ns; }
 
   /// Writes the trace as torch.profiler/Kineto Chrome-trace JSON (gzip when `path` ends in
-  /// ".gz"), atomically: a temporary file in the same directory, then a rename. Throws
-  /// std::runtime_error naming the path and the reason when it cannot.
+  /// ".gz"), atomically: a temporary file in the same directory, then a rename. A symbolic link
+  /// is written through (its target replaced, the link kept); a character device or a FIFO is
+  /// written in place, never replaced. Throws std::runtime_error naming the path and the reason
+  /// when it cannot.
   void save(const std::string& path) const;
 };
 

@@ -32,6 +32,7 @@
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/profiler_step.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"
 
@@ -140,7 +141,7 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
                                   [&](std::int64_t t, std::uint32_t step) { return t < trace.events[step].start_ns; });
     if (after == steps.begin()) return -1;
     const TraceEvent& step = trace.events[*(after - 1)];
-    return step.end_ns < time ? -1 : detail::step_number(trace.names[step.name]);
+    return step.end_ns < time ? -1 : dlprof::detail::profiler_step_number(trace.names[step.name]);
   };
   const auto layer_of = [&](std::uint32_t slice) {
     std::uint32_t layer = tree.self_or_ancestor(slice, is_layer);

@@ -7,13 +7,14 @@
 // GPU-side copy of a ProfilerStep#N as a second step. tests/tools/check_tb_agreement.py checks
 // the breakdown and the GPU summary (Tensor Core % aside) against 0.4.3 with those three corrected.
 //
-// Steps. The ProfilerStep#N slices, sorted by start; a trace without any is one step spanning its
-// ops. When some GPU work was launched (a CUDA runtime call with the work's correlation id) from
-// inside a step, every step is carried over to device time: it starts at the later of its host
-// start and the previous step's end, and ends at the later of its host end and the end of the last
-// work launched by runtime calls lying wholly inside it. Trailing steps that launched nothing are
-// dropped, and so is the last step when it launched fewer than 0.8× the work of the one before
-// (the profiler likely missed some of it).
+// Steps. The ProfilerStep#N slices (`^ProfilerStep#\d+`, detail/profiler_step.hpp), sorted by
+// start; a trace without any is one step spanning its ops. When some GPU work was launched (a
+// CUDA runtime call with the work's correlation id) from inside a step, every step is carried
+// over to device time: it starts at the later of its host start and the previous step's end, and
+// ends at the later of its host end and the end of the last work launched by runtime calls lying
+// wholly inside it. Trailing steps that launched nothing are dropped, and so is the last step
+// when it launched fewer than 0.8× the work of the one before (the profiler likely missed some of
+// it).
 //
 // Roles, by priority; each gets the step time it covers that no role before it claimed:
 //   Kernel         kernels, except communication kernels
@@ -60,6 +61,7 @@
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/profiler_step.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -186,7 +188,7 @@ enum class SliceRole : std::uint8_t { Step, DataLoader, Communication, CpuExec }
 
 inline SliceRole slice_role(const TraceEvent& event, std::string_view name) noexcept {
   const auto starts_with = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
-  if (event.kind == EventKind::Step || starts_with("ProfilerStep#")) return SliceRole::Step;
+  if (event.kind == EventKind::Step || dlprof::detail::is_profiler_step(name)) return SliceRole::Step;
   constexpr std::string_view kNext = ".__next__";
   if ((starts_with("enumerate(DataLoader)#") && name.size() >= kNext.size() &&
        name.substr(name.size() - kNext.size()) == kNext) ||
@@ -384,7 +386,7 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
       case detail::SliceRole::Step: {
         StepTime step;
         step.name = trace.names[event.name];
-        step.number = detail::step_number(step.name);
+        step.number = dlprof::detail::profiler_step_number(step.name);
         step.start_ns = event.start_ns;
         step.end_ns = event.end_ns;
         steps.push_back(step);

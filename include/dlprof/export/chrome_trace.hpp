@@ -7,12 +7,20 @@
 //  * ts/dur in microseconds with exactly three decimals, relative to baseTimeNanoseconds, which
 //    is the window start floored to Kineto's 3-month interval so every rank shares it;
 //  * ranges and ProfilerStep#N are `user_annotation` slices with External id / Ev Idx args,
-//    Python frames (read from torch's traces) `python_function` slices.
+//    Python frames (read from torch's traces) `python_function` slices;
+//  * every string valid UTF-8 (a name that is not gets U+FFFD, detail/escape.hpp), and counter
+//    samples that are not finite as the strings "NaN", "Infinity" and "-Infinity": the file is
+//    JSON that Python, HTA and Perfetto accept.
 // Formatting writes into one reused buffer with fmt's integer formatter; nothing is allocated
 // per event.
 #pragma once
 
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -27,6 +35,7 @@
 #include <stdexcept>
 #include <string>
 #include <iterator>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -35,6 +44,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/escape.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -45,6 +55,20 @@ inline std::int64_t chrome_trace_base_time_ns(std::int64_t unix_ns) noexcept {
   constexpr std::int64_t kInterval_s = 7'889'238;
   const std::int64_t seconds = unix_ns / 1'000'000'000;
   return (seconds / kInterval_s) * kInterval_s * 1'000'000'000;
+}
+
+/// JSON has no NaN or infinity. A counter sample that is not finite is written as the string
+/// "NaN", "Infinity" or "-Infinity" (Python's json module and JavaScript spell them so, bare), and
+/// the reader takes those strings back as numbers: the file stays valid JSON and the sample
+/// round-trips.
+inline constexpr std::string_view kNonFiniteNames[] = {"NaN", "Infinity", "-Infinity"};
+
+inline std::string_view non_finite_name(double value) noexcept {
+  return std::isnan(value) ? kNonFiniteNames[0] : value > 0 ? kNonFiniteNames[1] : kNonFiniteNames[2];
+}
+
+constexpr bool is_non_finite_name(std::string_view text) noexcept {
+  return text == kNonFiniteNames[0] || text == kNonFiniteNames[1] || text == kNonFiniteNames[2];
 }
 
 class JsonWriter {
@@ -84,22 +108,21 @@ class JsonWriter {
     fmt::format_to(std::back_inserter(out_), "{}", value);
   }
 
-  /// A JSON string literal: quotes, backslashes and control characters escaped.
-  void string(std::string_view text) {
-    out_.push_back('"');
-    for (const char c : text) {
-      const auto byte = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        out_.push_back('\\');
-        out_.push_back(c);
-      } else if (byte < 0x20) {
-        fmt::format_to(std::back_inserter(out_), "\\u{:04x}", static_cast<unsigned>(byte));
-      } else {
-        out_.push_back(c);
-      }
+  /// A counter's sample: a number, or for NaN and the infinities their name as a string
+  /// (non_finite_name()), which the reader takes back as the number.
+  void sample(double value) {
+    if (std::isfinite(value)) {
+      fmt::format_to(std::back_inserter(out_), "{}", value);
+      return;
     }
-    out_.push_back('"');
+    character('"');
+    raw(non_finite_name(value));
+    character('"');
   }
+
+  /// A JSON string literal (detail/escape.hpp): quotes, backslashes and control characters
+  /// escaped, invalid UTF-8 replaced by U+FFFD.
+  void string(std::string_view text) { append_json_string(out_, text); }
 
  private:
   fmt::memory_buffer& out_;
@@ -764,7 +787,7 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
         break;
       case EventKind::Counter:
         json.raw(", \"args\": {\"value\": ");
-        json.number(event.value);
+        json.sample(event.value);
         break;
     }
     json.raw("}},\n");
@@ -801,37 +824,91 @@ inline bool ends_with(std::string_view text, std::string_view suffix) noexcept {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-/// A file written under a temporary name in the same directory and renamed into place by
-/// commit(), so a reader sees either nothing or the whole file; gzip-compressed when asked.
-/// Destroyed without commit(), it removes the temporary file. Errors throw std::runtime_error
-/// naming the final path, the step that failed and the system's reason.
+/// SIGPIPE held off the calling thread while it writes to a FIFO: a reader that goes away makes
+/// the write fail with EPIPE, as for any other write error, instead of ending the process.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() noexcept {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    already_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &previous_) == 0 && sigismember(&previous_, SIGPIPE) == 0;
+  }
+  ~SigpipeBlocked() {
+    if (!blocked_) return;
+    sigset_t pending;
+    sigpending(&pending);
+    if (!already_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_, nullptr, &now);  // the one our write raised: taken, never delivered
+    }
+    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t previous_;
+  bool already_pending_ = false;
+  bool blocked_ = false;
+};
+
+/// The file a trace (or a report) is written to; gzip-compressed when asked. A regular file, or
+/// a path that does not exist yet, is written under a temporary name in the same directory and
+/// renamed into place by commit(), so a reader sees either nothing or the whole file. A symbolic
+/// link is followed first: its target is replaced (created when it does not exist) and the link
+/// stays a link. A character device or a FIFO is opened and written as it is, never replaced
+/// (saving to /dev/null as root must not replace /dev/null; opening a FIFO waits for its reader).
+/// Anything else (a directory, a block device, a socket) is refused. Destroyed without commit(),
+/// it removes its temporary file. Errors throw std::runtime_error "dlprof: cannot write <what>
+/// '<path>': <step>: <reason>", naming the path as given.
 class AtomicFile {
  public:
-  AtomicFile(std::string path, bool gzip) : path_(std::move(path)), gzip_(gzip) {
-    static std::atomic<std::uint64_t> sequence{0};
-    temporary_ = fmt::format("{}.tmp.{}.{}", path_, static_cast<long>(::getpid()),
-                             sequence.fetch_add(1, std::memory_order_relaxed));
+  AtomicFile(std::string path, bool gzip, std::string_view what = "trace")
+      : path_(std::move(path)), what_(what), gzip_(gzip) {
+    // stat() follows links as open() will, /proc's magic ones (/dev/stdout) included.
+    struct stat status {};
+    if (::stat(path_.c_str(), &status) == 0 && !S_ISREG(status.st_mode)) {
+      if (!S_ISCHR(status.st_mode) && !S_ISFIFO(status.st_mode))
+        fail_because(S_ISDIR(status.st_mode) ? "it is a directory"
+                                             : "it is not a regular file, a character device or a FIFO");
+      direct_ = true;
+    }
     errno = 0;
-    if (gzip_) {
-      gz_ = gzopen(temporary_.c_str(), "wb6");
-      if (gz_ == nullptr) fail("open", errno != 0 ? errno : ENOMEM);
+    if (direct_) {
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
     } else {
+      static std::atomic<std::uint64_t> sequence{0};
+      target_ = follow_links();
+      temporary_ = fmt::format("{}.tmp.{}.{}", target_, static_cast<long>(::getpid()),
+                               sequence.fetch_add(1, std::memory_order_relaxed));
       fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd_ < 0) fail("open", errno);
+    }
+    if (fd_ < 0) fail("open", errno);
+    if (gzip_) {
+      gz_ = gzdopen(fd_, "wb6");
+      if (gz_ == nullptr) {
+        const int error = errno != 0 ? errno : ENOMEM;
+        discard();
+        fail("open", error);
+      }
+      fd_ = -1;  // closed by gzclose
     }
   }
 
   ~AtomicFile() {
-    if (committed_) return;
-    if (gz_ != nullptr) gzclose(gz_);
-    if (fd_ >= 0) ::close(fd_);
-    ::unlink(temporary_.c_str());
+    if (!committed_) discard();
   }
 
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   void write(std::string_view bytes) {
+    std::optional<SigpipeBlocked> sigpipe;
+    if (direct_) sigpipe.emplace();
     while (!bytes.empty()) {
       const std::size_t chunk = std::min<std::size_t>(bytes.size(), std::size_t{1} << 30);
       errno = 0;
@@ -849,6 +926,8 @@ class AtomicFile {
   }
 
   void commit() {
+    std::optional<SigpipeBlocked> sigpipe;
+    if (direct_) sigpipe.emplace();
     errno = 0;
     if (gzip_) {
       const int result = gzclose(gz_);
@@ -859,18 +938,54 @@ class AtomicFile {
       fd_ = -1;
       if (result != 0) fail("close", errno);
     }
-    if (std::rename(temporary_.c_str(), path_.c_str()) != 0) fail("rename", errno);
+    if (!direct_ && std::rename(temporary_.c_str(), target_.c_str()) != 0) fail("rename", errno);
     committed_ = true;
   }
 
  private:
+  /// The path with its symbolic links followed (at most 40, the kernel's limit), each relative
+  /// link from the directory that holds it; the last one's target need not exist. The temporary
+  /// file goes beside that target, so that the rename replaces the target and not the link.
+  std::string follow_links() const {
+    std::string target = path_;
+    for (int links = 0; links < 40; ++links) {
+      struct stat status {};
+      if (::lstat(target.c_str(), &status) != 0 || !S_ISLNK(status.st_mode)) return target;
+      char link[PATH_MAX];
+      const ssize_t size = ::readlink(target.c_str(), link, sizeof(link));
+      if (size < 0) fail("readlink", errno);
+      if (static_cast<std::size_t>(size) == sizeof(link)) fail("readlink", ENAMETOOLONG);
+      const std::string_view next(link, static_cast<std::size_t>(size));
+      const std::size_t slash = target.rfind('/');
+      if (next.substr(0, 1) == "/" || slash == std::string::npos)
+        target.assign(next);
+      else
+        target = target.substr(0, slash + 1).append(next);
+    }
+    fail("open", ELOOP);
+  }
+
+  void discard() noexcept {
+    if (gz_ != nullptr) gzclose(gz_);
+    if (fd_ >= 0) ::close(fd_);
+    gz_ = nullptr;
+    fd_ = -1;
+    if (!temporary_.empty()) ::unlink(temporary_.c_str());
+  }
+
   [[noreturn]] void fail(std::string_view step, int error) const {
-    throw std::runtime_error(fmt::format("dlprof: cannot write trace '{}': {}: {}", path_, step, errno_text(error)));
+    fail_because(fmt::format("{}: {}", step, errno_text(error)));
+  }
+  [[noreturn]] void fail_because(std::string_view reason) const {
+    throw std::runtime_error(fmt::format("dlprof: cannot write {}{}'{}': {}", what_, what_.empty() ? "" : " ", path_, reason));
   }
 
   std::string path_;
-  std::string temporary_;
+  std::string what_;
+  std::string target_;     // where the temporary file is renamed to (path_ with its links followed)
+  std::string temporary_;  // empty when the file is written directly
   bool gzip_;
+  bool direct_ = false;  // a character device or a FIFO: written in place, never renamed over
   gzFile gz_ = nullptr;
   int fd_ = -1;
   bool committed_ = false;

@@ -11,7 +11,8 @@
 // \endcode
 //
 // What is read. Files: JSON or gzip-compressed JSON (recognised by its magic bytes), a top-level
-// object with "traceEvents" or a bare array of events. Times: ts/dur in microseconds, integers
+// object with "traceEvents" or a bare array of events (an object without "traceEvents" reads as
+// an empty trace with ReadResult::has_trace_events false). Times: ts/dur in microseconds, integers
 // (absolute, before 2024) or decimals (relative to "baseTimeNanoseconds" since 2024, or absolute
 // with sub-µs digits), read exactly into int64 nanoseconds from the number's text: three
 // decimals exactly, rounded half away from zero beyond.
@@ -51,7 +52,8 @@
 //  * "i" [memory] -> MemoryEvent ("Device Type", "Device Id", "Addr", "Bytes", "Total
 //    Allocated", "Total Reserved"); other "i" on a numeric pid -> Instant; Kineto's own marks on
 //    string pids ("Iteration Start: ...", "Record Window End") -> the window only. "C" -> one
-//    Counter event per numeric arg, named like the counter for the arg "value" (dlprof's), else
+//    Counter event per numeric arg (the strings "NaN", "Infinity" and "-Infinity" are numbers,
+//    as dlprof writes them), named like the counter for the arg "value" (dlprof's), else
 //    "<name> <arg>".
 //  * "M" process_name / thread_name -> Trace::process_name and ThreadInfo::name ("thread 7
 //    (name)" -> "name"). Flows ("s"/"f": ac2g is carried by correlation, fwdbwd by sequence
@@ -63,9 +65,10 @@
 //    the Trace span, metadata and Kineto's marks included. file_time_base_ns: what the file's ts
 //    count from (baseTimeNanoseconds; 0 for absolute µs).
 //  * distributedInfo -> Trace::distributed (backend, rank, world_size; rank 0 of 1 when absent,
-//    as HTA assumes); deviceProperties -> Trace::devices; dlprof's own keys (dlprof_dropped_events,
-//    dlprof_clock, dlprof_gpu_*, cupti_version, ...) -> their fields (gpu.enabled also when the
-//    file has GPU work or API calls); every other top-level key
+//    as HTA assumes; a negative rank or a world size below 1 is not used, but kept in the
+//    metadata with a note); deviceProperties -> Trace::devices; dlprof's own keys
+//    (dlprof_dropped_events, dlprof_clock, dlprof_gpu_*, cupti_version, ...) -> their fields
+//    (gpu.enabled also when the file has GPU work or API calls); every other top-level key
 //    except schemaVersion, displayTimeUnit, baseTimeNanoseconds, traceName and dlprof_version ->
 //    Trace::metadata as compact JSON text.
 //  * Order: as trace.hpp promises. Events by thread, start, longer first (a step before a range
@@ -386,50 +389,90 @@ inline Trace parse_trace(std::string_view json, std::string_view source_name, co
   });
 }
 
-/// Reads the traces of a run, one Trace per rank, sorted by rank (Trace::distributed.rank).
-/// Each path is a trace file, or a directory whose files ending in ".json" or ".gz" are read
-/// (not its subdirectories), as Holistic Trace Analysis lists a trace directory. Throws
-/// TraceReadError for a file that cannot be read, a path that does not exist, a directory with
-/// no trace file, and two files of one rank (naming both).
-inline std::vector<Trace> read_trace_set(const std::vector<std::string>& paths, const ReadOptions& options = {}) {
+namespace detail::json {
+
+/// A file of a trace set: named on its own, or found in a named directory.
+struct TraceSetFile {
+  std::string path;
+  bool in_directory = false;
+};
+
+inline std::vector<TraceSetFile> trace_set_files(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
-  std::vector<std::string> files;
+  std::vector<TraceSetFile> files;
   for (const std::string& path : paths) {
     std::error_code error;
     const fs::file_status status = fs::status(path, error);
     if (status.type() == fs::file_type::not_found) throw TraceReadError(path, std::strerror(ENOENT));
     if (error) throw TraceReadError(path, error.message());
     if (!fs::is_directory(status)) {
-      files.push_back(path);
+      files.push_back({path, false});
       continue;
     }
     std::vector<std::string> found;
     for (fs::directory_iterator entry(path, error), end; !error && entry != end; entry.increment(error)) {
       std::error_code entry_error;
-      if (detail::json::is_trace_file_name(entry->path()) && !entry->is_directory(entry_error))
-        found.push_back(entry->path().string());
+      if (is_trace_file_name(entry->path()) && !entry->is_directory(entry_error)) found.push_back(entry->path().string());
     }
     if (error) throw TraceReadError(path, error.message());
     if (found.empty()) throw TraceReadError(path, "no trace files (*.json, *.gz) in the directory");
     std::sort(found.begin(), found.end());
-    files.insert(files.end(), found.begin(), found.end());
+    for (std::string& file : found) files.push_back({std::move(file), true});
   }
+  return files;
+}
 
+}  // namespace detail::json
+
+/// The files read_trace_set() reads for `paths`, in its order: each file named, and each named
+/// directory's files ending in ".json" or ".gz" (sorted; not its subdirectories). Throws
+/// TraceReadError as read_trace_set() does for a path that does not exist and a directory with
+/// no such file.
+inline std::vector<std::string> trace_set_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (detail::json::TraceSetFile& file : detail::json::trace_set_files(paths)) files.push_back(std::move(file.path));
+  return files;
+}
+
+/// Reads the traces of a run, one Trace per rank, sorted by rank (Trace::distributed.rank).
+/// Each path is a trace file, or a directory whose files ending in ".json" or ".gz" are read
+/// (not its subdirectories), as Holistic Trace Analysis lists a trace directory. A JSON file of a
+/// directory that is not a trace (an object without "traceEvents": a config.json, a report) is
+/// left out, with a note in the first trace's read_result. Throws TraceReadError for a file that
+/// cannot be read, a path that does not exist, a directory with no trace file, and two files of
+/// one rank (naming both).
+inline std::vector<Trace> read_trace_set(const std::vector<std::string>& paths, const ReadOptions& options = {}) {
+  const std::vector<detail::json::TraceSetFile> files = detail::json::trace_set_files(paths);
   std::vector<std::pair<Trace, std::size_t>> traces;  // with the index of its file
+  std::vector<std::string> left_out;
   traces.reserve(files.size());
-  for (std::size_t i = 0; i < files.size(); ++i) traces.emplace_back(detail::json::read_one(files[i], options, i, files.size()), i);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    Trace trace = detail::json::read_one(files[i].path, options, i, files.size());
+    if (files[i].in_directory && !trace.read_result.has_trace_events) {
+      left_out.push_back(files[i].path);
+      continue;
+    }
+    traces.emplace_back(std::move(trace), i);
+  }
+  if (traces.empty())
+    throw TraceReadError(std::filesystem::path(left_out.front()).parent_path().string(),
+                         fmt::format("no trace in the directory: {} JSON file{} without \"traceEvents\"", left_out.size(),
+                                     left_out.size() == 1 ? "" : "s"));
   std::stable_sort(traces.begin(), traces.end(), [](const auto& a, const auto& b) {
     return a.first.distributed.rank < b.first.distributed.rank;
   });
   for (std::size_t i = 1; i < traces.size(); ++i) {
     if (traces[i].first.distributed.rank != traces[i - 1].first.distributed.rank) continue;
-    throw TraceReadError(files[traces[i].second],
+    throw TraceReadError(files[traces[i].second].path,
                          fmt::format("rank {} is also the rank of '{}': one file per rank", traces[i].first.distributed.rank,
-                                     files[traces[i - 1].second]));
+                                     files[traces[i - 1].second].path));
   }
   std::vector<Trace> result;
   result.reserve(traces.size());
   for (auto& [trace, file] : traces) result.push_back(std::move(trace));
+  for (const std::string& file : left_out)
+    result.front().read_result.notes.push_back(
+        fmt::format("'{}' left out of the set: a JSON object without \"traceEvents\", not a trace", file));
   return result;
 }
 

@@ -1,6 +1,6 @@
 // dlprof/report/json.hpp: the report as JSON, for scripts. Written as the trace writer writes
-// traces (detail::JsonWriter: strings escaped, invalid UTF-8 from a trace replaced by U+FFFD), so
-// the header-only core needs no JSON library.
+// traces (detail::JsonWriter: strings escaped and invalid UTF-8 from a trace replaced by U+FFFD,
+// by detail/escape.hpp), so the header-only core needs no JSON library.
 //
 // Keys that stay (more may come): times in µs (`*_us`, exact to the ns), shares in % (`*_pct`),
 // absent values null.
@@ -82,7 +82,7 @@ class JsonTree {
 
   void string(std::string_view text) {
     value_position();
-    json_.string(valid_utf8(text));
+    json_.string(text);
   }
   void integer(std::int64_t value) {
     value_position();

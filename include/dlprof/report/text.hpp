@@ -208,8 +208,8 @@ inline void text_read_result(fmt::memory_buffer& out, const ReadResult& read) {
   if (read.skipped_events != 0)
     fmt::format_to(line, "  {} event{} left out, unusable on {} own; the first, at byte {}: {}\n", read.skipped_events,
                    read.skipped_events == 1 ? "" : "s", read.skipped_events == 1 ? "its" : "their", read.first_skip_offset,
-                   read.first_skip_reason);
-  for (const std::string& note : read.notes) fmt::format_to(line, "  {}\n", note);
+                   terminal_text(read.first_skip_reason));
+  for (const std::string& note : read.notes) fmt::format_to(line, "  {}\n", terminal_text(note));
 }
 
 inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const ReportOptions& options) {
@@ -269,19 +269,21 @@ inline void text_recommendations(fmt::memory_buffer& out, const std::vector<anal
     const analysis::Recommendation& advice = recommendations[i];
     const std::string number = fmt::format("{}. ", i + 1);
     const std::string indent(number.size(), ' ');
-    fmt::format_to(std::back_inserter(out), "{}{}\n{}{}\n", number, wrap(advice.text, 100 - indent.size(), indent), indent,
-                   wrap(fmt::format("Evidence: {} [{}]", advice.evidence, advice.id), 100 - indent.size(), indent));
+    fmt::format_to(std::back_inserter(out), "{}{}\n{}{}\n", number, wrap(terminal_text(advice.text), 100 - indent.size(), indent),
+                   indent, wrap(terminal_text(fmt::format("Evidence: {} [{}]", advice.evidence, advice.id)), 100 - indent.size(), indent));
   }
 }
 
 }  // namespace detail
 
 /// The report as terminal tables (fixed-width, about 100 columns; long names shortened in the
-/// middle).
+/// middle). Text from traces is terminal_text() (detail/escape.hpp): control characters in names
+/// are shown as escapes (\n, \t, \x1b, \u0085), never sent to the terminal, and bytes that are
+/// not UTF-8 as U+FFFD.
 inline std::string render_text(const Report& report) {
   fmt::memory_buffer out;
   const auto append = std::back_inserter(out);
-  fmt::format_to(append, "dlprof report{}{}\n", report.options.title.empty() ? "" : ": ", report.options.title);
+  fmt::format_to(append, "dlprof report{}{}\n", report.options.title.empty() ? "" : ": ", detail::terminal_text(report.options.title));
   if (report.ranks.empty()) {
     fmt::format_to(append, "No trace to report on.\n");
     return fmt::to_string(out);

@@ -14,19 +14,6 @@
 DLPROF_BEGIN_NAMESPACE
 namespace analysis::detail {
 
-/// N of "ProfilerStep#N"; -1 for a name without a number after '#'.
-inline std::int64_t step_number(std::string_view name) noexcept {
-  const std::size_t hash = name.find('#');
-  if (hash == std::string_view::npos) return -1;
-  std::int64_t number = 0;
-  bool digits = false;
-  for (std::size_t i = hash + 1; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) {
-    number = number * 10 + (name[i] - '0');
-    digits = true;
-  }
-  return digits ? number : -1;
-}
-
 class SliceTree {
  public:
   static constexpr std::uint32_t kNone = UINT32_MAX;

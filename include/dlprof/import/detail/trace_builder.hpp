@@ -22,7 +22,9 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/escape.hpp"
 #include "dlprof/detail/occupancy.hpp"
+#include "dlprof/detail/profiler_step.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/event.hpp"
 #include "dlprof/import/detail/json_number.hpp"
@@ -53,24 +55,6 @@ constexpr std::string_view type_name(JsonType type) noexcept {
     case JsonType::Object: return "an object";
   }
   return "a value";
-}
-
-/// Appends a JSON string literal: quotes, backslashes and control characters escaped, as
-/// export/chrome_trace.hpp writes them.
-inline void append_json_string(std::string& out, std::string_view text) {
-  out.push_back('"');
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (byte < 0x20) {
-      fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(byte));
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
 }
 
 /// Appends a scalar's JSON text: a string literal, or a number, true, false or null as written.
@@ -161,13 +145,6 @@ inline std::int64_t trailing_integer(std::string_view text) noexcept {
 
 inline bool starts_with(std::string_view text, std::string_view prefix) noexcept {
   return text.substr(0, prefix.size()) == prefix;
-}
-
-/// `^ProfilerStep#\d+`: HTA's and TensorBoard's test for a step.
-inline bool is_profiler_step(std::string_view name) noexcept {
-  constexpr std::string_view kPrefix = "ProfilerStep#";
-  return starts_with(name, kPrefix) && name.size() > kPrefix.size() && name[kPrefix.size()] >= '0' &&
-         name[kPrefix.size()] <= '9';
 }
 
 /// An autograd node (`MmBackward0`, `Backward\d*$`) or the engine's frame around one.
@@ -574,11 +551,19 @@ class TraceBuilder {
     trace_.metadata.emplace_back(std::move(key), std::move(json_text));
   }
 
+  /// The document holds events: it is an array, or an object with "traceEvents".
+  void found_events_array() noexcept { events_array_found_ = true; }
+
   /// The trace: base time applied, threads and the process chosen, everything in the order
   /// trace.hpp promises, ops inside autograd's backward frames in the Backward category. A lenient
-  /// read that left out events and kept none fails with the first one's reason.
+  /// read that left out events and kept none fails with the first one's reason; a JSON object
+  /// without "traceEvents" is an empty trace that says so (ReadResult::has_trace_events).
   Trace finish() {
     ReadResult& read = trace_.read_result;
+    if (!events_array_found_) {
+      read.has_trace_events = false;
+      note("a JSON object without \"traceEvents\": not a trace, no events read");
+    }
     if (read.skipped_events != 0 && trace_.events.empty() && trace_.gpu_events.empty() && trace_.api_events.empty() &&
         trace_.memory_events.empty() && trace_.overhead_events.empty())
       fail_at(read.first_skip_offset, read.first_skip_reason);
@@ -1308,6 +1293,7 @@ class TraceBuilder {
   std::optional<std::int64_t> cpu_pid_label_;
   std::uint64_t mentions_ = 0;
   bool strict_ = false;
+  bool events_array_found_ = false;
   std::uint64_t ignored_values_ = 0;  ///< event values; metadata kept as text counts in read_result itself
   std::size_t first_ignored_offset_ = 0;
   std::string first_ignored_reason_;

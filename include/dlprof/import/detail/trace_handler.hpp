@@ -22,6 +22,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/device_properties.hpp"
+#include "dlprof/export/chrome_trace.hpp"
 #include "dlprof/import/detail/json_number.hpp"
 #include "dlprof/import/detail/raw_event.hpp"
 #include "dlprof/import/detail/trace_builder.hpp"
@@ -148,12 +149,14 @@ class TraceHandler {
     }
     switch (frame()) {
       case Frame::Root:
+        if (type != JsonType::Object) builder_.found_events_array();
         push(type == JsonType::Object ? Frame::TopObject : Frame::Events, offset);
         return;
       case Frame::TopObject:
         switch (pending_metadata_ ? TopKey::Written : pending_top_) {
           case TopKey::TraceEvents:
             if (type != JsonType::Array) fail_type(offset, "\"traceEvents\"", "an array", type);
+            builder_.found_events_array();
             push(Frame::Events, offset);
             return;
           case TopKey::DeviceProperties:
@@ -340,8 +343,12 @@ class TraceHandler {
             event_.set(pending_arg_, value);
           }
         }
-        if (value.type == JsonType::Number && (phase_ == 0 || phase_ == 'C'))
-          event_.numeric_args.emplace_back(pending_key_, value);
+        if (phase_ == 0 || phase_ == 'C') {
+          if (value.type == JsonType::Number)
+            event_.numeric_args.emplace_back(pending_key_, value);
+          else if (value.type == JsonType::String && is_non_finite_name(value.text))  // the writer's NaN and infinities
+            event_.numeric_args.emplace_back(pending_key_, RawValue{value.text, value.offset, JsonType::Number});
+        }
         return;
       case Frame::Devices:
         keep_scalar_as_metadata(fmt::format("deviceProperties[{}]", device_index_++), value,
@@ -389,8 +396,8 @@ class TraceHandler {
       case DistributedKey::Backend:
         if (const std::optional<std::string_view> backend = text_of_field(value)) info.backend = std::string(*backend);
         break;
-      case DistributedKey::Rank: info.rank = number_of_field(value, INT64_MAX).value_or(info.rank); break;
-      case DistributedKey::WorldSize: info.world_size = number_of_field(value, INT64_MAX).value_or(info.world_size); break;
+      case DistributedKey::Rank: info.rank = number_at_least(value, 0).value_or(info.rank); break;
+      case DistributedKey::WorldSize: info.world_size = number_at_least(value, 1).value_or(info.world_size); break;
     }
   }
 
@@ -413,6 +420,16 @@ class TraceHandler {
       keep_scalar_as_metadata(nested_key(), value, std::move(failure.message));
       return std::nullopt;
     }
+  }
+
+  /// A distributedInfo number that must be at least `low` (a rank from 0, a world size from 1):
+  /// below it, the value is kept as metadata, as text_of_field() keeps a value it cannot use,
+  /// and the default stays (rank 0 of 1, as HTA assumes without distributedInfo).
+  std::optional<std::int64_t> number_at_least(const RawValue& value, std::int64_t low) {
+    const std::optional<std::int64_t> number = number_of_field(value, INT64_MAX);
+    if (!number || *number >= low) return number;
+    keep_scalar_as_metadata(nested_key(), value, fmt::format("\"{}\" must be at least {}, not {}", pending_key_, low, *number));
+    return std::nullopt;
   }
 
   static std::string type_mismatch(std::string_view what, std::string_view expected, JsonType found) {

@@ -1,5 +1,5 @@
-// dlprof/report/detail/text.hpp: what the report's renderers share: trace text made safe for
-// JSON and HTML (valid UTF-8, HTML entities), names shortened to a column, and aligned text tables.
+// dlprof/report/detail/text.hpp: what the report's renderers share: names shortened to a column,
+// and aligned text tables whose cells are terminal-safe (detail/escape.hpp).
 #pragma once
 
 #include <algorithm>
@@ -14,74 +14,10 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/escape.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-/// Length of the valid UTF-8 sequence at the start of `text`, or 0 when it is not one (a stray
-/// continuation byte, a truncated sequence, an overlong form, a surrogate, beyond U+10FFFF).
-inline std::size_t utf8_sequence_length(std::string_view text) noexcept {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  std::uint32_t code_point = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code_point = lead & 0x1Fu;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code_point = lead & 0x0Fu;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code_point = lead & 0x07u;
-  } else {
-    return 0;
-  }
-  if (text.size() < length) return 0;
-  for (std::size_t i = 1; i < length; ++i) {
-    if ((byte(i) & 0xC0u) != 0x80u) return 0;
-    code_point = (code_point << 6) | (byte(i) & 0x3Fu);
-  }
-  const bool overlong = (length == 3 && code_point < 0x800) || (length == 4 && code_point < 0x10000);
-  const bool surrogate = code_point >= 0xD800 && code_point <= 0xDFFF;
-  if (overlong || surrogate || code_point > 0x10FFFF) return 0;
-  return length;
-}
-
-/// `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD: names read from a
-/// trace file are whatever bytes it held, and JSON and HTML must be valid UTF-8.
-inline std::string valid_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  while (!text.empty()) {
-    const std::size_t length = utf8_sequence_length(text);
-    if (length == 0) {
-      out += "\xEF\xBF\xBD";
-      text.remove_prefix(1);
-    } else {
-      out.append(text.data(), length);
-      text.remove_prefix(length);
-    }
-  }
-  return out;
-}
-
-/// `text` as HTML text or attribute value: valid UTF-8, with & < > " ' as entities.
-inline std::string html_escape(std::string_view text) {
-  std::string out;
-  for (const char c : valid_utf8(text)) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
 
 /// Characters (code points) in `text`, as a terminal gives each a column.
 inline std::size_t text_width(std::string_view text) noexcept {
@@ -158,15 +94,18 @@ struct TextColumn {
 };
 
 /// A terminal table: columns as wide as their widest cell, two spaces apart, a rule under the
-/// header and wherever add_rule() put one.
+/// header and wherever add_rule() put one. Cells hold names from traces: they are made
+/// terminal_text(), so that no control character reaches the terminal or breaks a row.
 class TextTable {
  public:
   explicit TextTable(std::vector<TextColumn> columns) : columns_(std::move(columns)) {}
 
   void add_row(std::vector<std::string> cells) {
     cells.resize(columns_.size());
-    for (std::size_t i = 0; i < cells.size(); ++i)
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      cells[i] = terminal_text(cells[i]);
       if (columns_[i].max_width != 0) cells[i] = shorten(cells[i], columns_[i].max_width);
+    }
     rows_.push_back(std::move(cells));
   }
   /// A rule before the next row (before a total or an average).
