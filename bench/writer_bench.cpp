@@ -45,9 +45,12 @@ constexpr double kNsPerTick = 1.0 / 2.6;           // a 2.6 GHz TSC, as on the m
 
 // Names written as DLPROF_RANGE literals: their Site's address is the name id.
 const dlprof::detail::Site kSites[] = {
-    {"train_step", Category::User},        {"forward", Category::Forward},
-    {"backward", Category::Backward},      {"optimizer.step", Category::Optimizer},
-    {"DataLoader.__next__", Category::DataLoader}, {"all_reduce", Category::Communication},
+    dlprof::detail::Site{"train_step", Category::User},
+    dlprof::detail::Site{"forward", Category::Forward},
+    dlprof::detail::Site{"backward", Category::Backward},
+    dlprof::detail::Site{"optimizer.step", Category::Optimizer},
+    dlprof::detail::Site{"DataLoader.__next__", Category::DataLoader},
+    dlprof::detail::Site{"all_reduce", Category::Communication},
 };
 
 // Names as LibTorch's observer or DLPROF_RANGE_F would record them: interned at run time.

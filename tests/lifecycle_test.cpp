@@ -404,4 +404,20 @@ TEST(RingAllocation, TheFirstRangeOfANewThreadDoesNotTimeItsRingsSetUp) {
   EXPECT_LT(first->end_ns - first->start_ns, 2'000'000) << "an empty range took as long as setting up 64 MiB";
 }
 
+
+TEST(ProfilerThreads, AHandlerFailingEveryWindowIsPrintedOnceAndKeptEachTime) {
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}
+                            .schedule(dlprof::schedule(0, 0, 1, 0))
+                            .on_trace_ready([](const dlprof::Trace&) { throw std::runtime_error("disk full"); }));
+  ::testing::internal::CaptureStderr();
+  prof.start();
+  for (int i = 0; i < 50; ++i) prof.step();
+  prof.stop();
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  std::size_t lines = 0;
+  for (std::size_t at = printed.find("disk full"); at != std::string::npos; at = printed.find("disk full", at + 1)) ++lines;
+  EXPECT_EQ(lines, 1u) << printed;
+  EXPECT_EQ(prof.errors().size(), 51u);  // 50 windows by step(), one by stop()
+}
+
 }  // namespace

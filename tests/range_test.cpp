@@ -212,6 +212,24 @@ TEST(RangeTest, ScopedRangeInternsADynamicNameThatDiesRightAfterTheRangeBegins) 
   EXPECT_TRUE(events_named(*trace, std::string(expected.size(), '?')).empty());
 }
 
+TEST(RangeTest, ScopedRangeTakesEveryKindOfStringWithoutACategory) {
+  const std::string owned = "from_std_string";
+  const char* pointer = "from_const_char_pointer";
+  const auto trace = record([&] {
+    { const dlprof::ScopedRange range(owned); }
+    { const dlprof::ScopedRange range(pointer); }
+    { const dlprof::ScopedRange range("from_literal"); }
+    { const dlprof::ScopedRange range(std::string_view("from_string_view")); }
+  });
+
+  ASSERT_NE(trace, nullptr);
+  for (const char* name : {"from_std_string", "from_const_char_pointer", "from_literal", "from_string_view"}) {
+    const auto ranges = events_named(*trace, name);
+    ASSERT_EQ(ranges.size(), 1u) << name;
+    EXPECT_EQ(ranges[0].category, Category::User) << name;
+  }
+}
+
 void throw_from_nested_ranges() {
   DLPROF_RANGE("unwound_outer");
   DLPROF_RANGE("unwound_inner");

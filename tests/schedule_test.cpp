@@ -205,4 +205,19 @@ TEST(ScheduleTest, RejectsNegativeSkipFirst) {
                               /*repeat=*/0, /*skip_first=*/-1);
 }
 
+
+// Sums of huge arguments (the period, a step plus wait) would overflow int64 (UBSan): each phase
+// is bounded, and a far step still gets an action.
+TEST(ScheduleTest, RejectsPhasesWhoseSumsWouldOverflow) {
+  constexpr std::int64_t kHuge = INT64_MAX;
+  ExpectInvalidArgumentNaming("wait", /*wait=*/kHuge, /*warmup=*/1, /*active=*/1);
+  ExpectInvalidArgumentNaming("warmup", /*wait=*/1, /*warmup=*/kHuge, /*active=*/1);
+  ExpectInvalidArgumentNaming("active", /*wait=*/1, /*warmup=*/1, /*active=*/kHuge);
+  ExpectInvalidArgumentNaming("skip_first", /*wait=*/1, /*warmup=*/1, /*active=*/1, /*repeat=*/0, /*skip_first=*/kHuge);
+  const dlprof::Schedule largest = dlprof::schedule(std::int64_t{1} << 60, std::int64_t{1} << 60, std::int64_t{1} << 60, 0, 0,
+                                                    /*skip_first_wait=*/true);
+  EXPECT_EQ(largest(kHuge), dlprof::Action::Warmup);
+  EXPECT_EQ(largest(0), dlprof::Action::Warmup);  // skip_first_wait: the first cycle starts at its warm-up
+}
+
 }  // namespace

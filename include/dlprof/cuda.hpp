@@ -167,11 +167,14 @@ cudaError_t launch_unannotated(void (*kernel)(KernelParams...), dim3 grid, dim3 
 // The copy and fill ranges, one static site per name: nothing is built or interned per call.
 // cudaMemcpyDefault is named "Default" rather than resolved with cudaPointerGetAttributes: that
 // would add driver calls to every copy, and to the trace it is meant to explain.
-inline dlprof::detail::Site g_memcpy_sites[] = {{"cudaMemcpy HtoH"}, {"cudaMemcpy HtoD"},    {"cudaMemcpy DtoH"},
-                                                {"cudaMemcpy DtoD"}, {"cudaMemcpy Default"}, {"cudaMemcpy"}};
-inline dlprof::detail::Site g_memcpy_async_sites[] = {{"cudaMemcpyAsync HtoH"}, {"cudaMemcpyAsync HtoD"},
-                                                      {"cudaMemcpyAsync DtoH"}, {"cudaMemcpyAsync DtoD"},
-                                                      {"cudaMemcpyAsync Default"}, {"cudaMemcpyAsync"}};
+inline dlprof::detail::Site g_memcpy_sites[] = {
+    dlprof::detail::Site{"cudaMemcpy HtoH"}, dlprof::detail::Site{"cudaMemcpy HtoD"},
+    dlprof::detail::Site{"cudaMemcpy DtoH"}, dlprof::detail::Site{"cudaMemcpy DtoD"},
+    dlprof::detail::Site{"cudaMemcpy Default"}, dlprof::detail::Site{"cudaMemcpy"}};
+inline dlprof::detail::Site g_memcpy_async_sites[] = {
+    dlprof::detail::Site{"cudaMemcpyAsync HtoH"}, dlprof::detail::Site{"cudaMemcpyAsync HtoD"},
+    dlprof::detail::Site{"cudaMemcpyAsync DtoH"}, dlprof::detail::Site{"cudaMemcpyAsync DtoD"},
+    dlprof::detail::Site{"cudaMemcpyAsync Default"}, dlprof::detail::Site{"cudaMemcpyAsync"}};
 inline dlprof::detail::Site g_memset_site{"cudaMemset"};
 inline dlprof::detail::Site g_memset_async_site{"cudaMemsetAsync"};
 

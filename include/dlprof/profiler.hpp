@@ -339,12 +339,15 @@ class Profiler {
     return dlprof::report(*trace, options);
   }
 
-  /// Messages of handlers that threw (an unwritable trace directory, for example). Training
-  /// keeps running when a handler fails; each failure is also printed once to stderr.
+  /// Messages of handlers that threw (an unwritable trace directory, for example), the first 256
+  /// and then how many more. Training keeps running when a handler fails; the first failure of
+  /// each handler is also printed to stderr.
   std::vector<std::string> errors() const {
     if (inherited()) return {};
     std::lock_guard<std::mutex> lock(results_mutex_);
-    return errors_;
+    std::vector<std::string> all = errors_;
+    if (errors_left_out_ != 0) all.push_back(fmt::format("{} more errors left out", errors_left_out_));
+    return all;
   }
 
  private:
@@ -519,9 +522,9 @@ class Profiler {
         try {
           finished = build(std::move(*window));
         } catch (const std::exception& error) {
-          record_error(fmt::format("building the trace failed: {}", error.what()));
+          record_error(fmt::format("building the trace failed: {}", error.what()), kBuildingTraces);
         } catch (...) {
-          record_error("building the trace failed: unknown exception");
+          record_error("building the trace failed: unknown exception", kBuildingTraces);
         }
         publish(finished, /*was_in_progress=*/true);
         if (finished != nullptr)
@@ -570,12 +573,13 @@ class Profiler {
 
   /// Runs one handler; a failure is recorded and training goes on.
   void run_handler(const TraceHandler& handler, const Trace& trace) {
+    const auto source = static_cast<std::size_t>(&handler - options_.handlers().data());
     try {
       handler.callback(trace);
     } catch (const std::exception& error) {
-      record_error(fmt::format("on_trace_ready handler failed: {}", error.what()));
+      record_error(fmt::format("on_trace_ready handler failed: {}", error.what()), source);
     } catch (...) {
-      record_error("on_trace_ready handler failed: unknown exception");
+      record_error("on_trace_ready handler failed: unknown exception", source);
     }
   }
 
@@ -608,10 +612,23 @@ class Profiler {
                              to_string(previous), to_string(current), step_num_));
   }
 
-  void record_error(std::string message) {
-    detail::warn(message);
+  /// What failed, for record_error: a handler's index in the options, or the building of traces.
+  static constexpr std::size_t kBuildingTraces = SIZE_MAX;
+  /// Errors kept for errors(); later ones are counted.
+  static constexpr std::size_t kMaxErrorsKept = 256;
+
+  /// Keeps `message` for errors() and prints it if it is the first failure of `source`: a handler
+  /// that fails on every window (a full disk) prints once, not once per window.
+  void record_error(std::string message, std::size_t source) {
     std::lock_guard<std::mutex> lock(results_mutex_);
-    errors_.push_back(std::move(message));
+    if (std::find(failed_sources_.begin(), failed_sources_.end(), source) == failed_sources_.end()) {
+      failed_sources_.push_back(source);
+      detail::warn(fmt::format("{} (later failures of it are kept in Profiler::errors(), not printed)", message));
+    }
+    if (errors_.size() < kMaxErrorsKept)
+      errors_.push_back(std::move(message));
+    else
+      ++errors_left_out_;
   }
 
   detail::BackgroundWriter& background_writer() {
@@ -644,6 +661,8 @@ class Profiler {
   std::shared_ptr<const Trace> last_trace_;
   int traces_in_progress_ = 0;  // windows closed whose trace is not yet last_trace_
   std::vector<std::string> errors_;
+  std::uint64_t errors_left_out_ = 0;
+  std::vector<std::size_t> failed_sources_;  // what has failed and been printed once
   std::unique_ptr<detail::BackgroundWriter> writer_;  // last: joined before the members it uses die
 };
 

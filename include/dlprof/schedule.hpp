@@ -40,7 +40,7 @@ class Schedule {
     if (!cycles_) return Action::Record;
     if (step < skip_first_) return Action::None;
     step -= skip_first_;
-    if (skip_first_wait_) step += wait_;
+    if (skip_first_wait_) step = step > INT64_MAX - wait_ ? INT64_MAX : step + wait_;
     const std::int64_t period = wait_ + warmup_ + active_;
     // torch compares step / period >= repeat in floating point; for non-negative integers that is
     // the same as integer division.
@@ -80,14 +80,18 @@ class Schedule {
 /// wait phase. Throws std::invalid_argument naming the first invalid argument.
 inline Schedule schedule(std::int64_t wait, std::int64_t warmup, std::int64_t active, std::int64_t repeat = 0,
                          std::int64_t skip_first = 0, bool skip_first_wait = false) {
-  const auto require_non_negative = [](std::string_view name, std::int64_t value) {
-    if (value < 0) throw std::invalid_argument(fmt::format("dlprof::schedule: {} must be >= 0, got {}", name, value));
+  // A bound on each phase keeps every sum the schedule forms (the period, a step plus wait) in
+  // range: a cycle of 2^60 steps is far beyond any training run.
+  constexpr std::int64_t kMaxSteps = std::int64_t{1} << 60;
+  const auto require_in_range = [&](std::string_view name, std::int64_t value, std::int64_t least) {
+    if (value < least || value > kMaxSteps)
+      throw std::invalid_argument(fmt::format("dlprof::schedule: {} must be in [{}, 2^60], got {}", name, least, value));
   };
-  require_non_negative("wait", wait);
-  require_non_negative("warmup", warmup);
-  if (active <= 0) throw std::invalid_argument(fmt::format("dlprof::schedule: active must be >= 1, got {}", active));
-  require_non_negative("repeat", repeat);
-  require_non_negative("skip_first", skip_first);
+  require_in_range("wait", wait, 0);
+  require_in_range("warmup", warmup, 0);
+  require_in_range("active", active, 1);
+  require_in_range("repeat", repeat, 0);
+  require_in_range("skip_first", skip_first, 0);
   Schedule result;
   result.cycles_ = true;
   result.wait_ = wait;

@@ -137,14 +137,15 @@ class ThreadRing {
   DLPROF_ALWAYS_INLINE void open_range(const OpenRange& range) noexcept {
     const std::uint32_t depth = open_depth_.load(std::memory_order_relaxed);
     if (DLPROF_LIKELY(depth < kTrackedOpenRanges)) {
+      // Release stores (plain stores on x86): a reader that sees any field of the new entry also
+      // sees the odd sequence number stored before it, and retries.
       const std::uint32_t sequence = open_sequence_.load(std::memory_order_relaxed);
       open_sequence_.store(sequence + 1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_release);
       TrackedRange& entry = open_[depth];
-      entry.name.store(range.name, std::memory_order_relaxed);
-      entry.start.store(range.start, std::memory_order_relaxed);
-      entry.category.store(range.category, std::memory_order_relaxed);
-      entry.correlation_sequence.store(range.correlation_sequence, std::memory_order_relaxed);
+      entry.name.store(range.name, std::memory_order_release);
+      entry.start.store(range.start, std::memory_order_release);
+      entry.category.store(range.category, std::memory_order_release);
+      entry.correlation_sequence.store(range.correlation_sequence, std::memory_order_release);
       open_sequence_.store(sequence + 2, std::memory_order_release);
     }
     open_depth_.store(depth + 1, std::memory_order_release);
@@ -165,13 +166,13 @@ class ThreadRing {
       if (before % 2 != 0) continue;
       const std::uint32_t depth = open_depth_.load(std::memory_order_acquire);
       const std::uint32_t tracked = depth < kTrackedOpenRanges ? depth : kTrackedOpenRanges;
+      // Acquire loads: the sequence number is read again after them.
       for (std::uint32_t i = 0; i < tracked; ++i) {
         const TrackedRange& entry = open_[i];
-        out.push_back(OpenRange{entry.name.load(std::memory_order_relaxed), entry.start.load(std::memory_order_relaxed),
-                                entry.category.load(std::memory_order_relaxed),
-                                entry.correlation_sequence.load(std::memory_order_relaxed)});
+        out.push_back(OpenRange{entry.name.load(std::memory_order_acquire), entry.start.load(std::memory_order_acquire),
+                                entry.category.load(std::memory_order_acquire),
+                                entry.correlation_sequence.load(std::memory_order_acquire)});
       }
-      std::atomic_thread_fence(std::memory_order_acquire);
       if (open_sequence_.load(std::memory_order_relaxed) == before) return depth - tracked;
     }
     out.clear();

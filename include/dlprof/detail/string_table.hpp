@@ -41,12 +41,14 @@ struct Site {
   Category category;
   mutable std::atomic<const void*> nvtx_handle{nullptr};
 
+  // Explicit, so that a ScopedRange given a string (std::string, const char*, a literal) takes
+  // it as a std::string_view rather than finding two conversions.
   template <std::size_t N>
-  constexpr Site(const char (&literal)[N], Category cat = Category::User) noexcept : name(literal), category(cat) {}
+  constexpr explicit Site(const char (&literal)[N], Category cat = Category::User) noexcept : name(literal), category(cat) {}
 
   /// Anything but a literal is refused with a sentence instead of template noise.
   template <class T, class = std::enable_if_t<!std::is_array_v<T>>>
-  Site(const T&, Category = Category::User) : name(nullptr), category(Category::User) {
+  explicit Site(const T&, Category = Category::User) : name(nullptr), category(Category::User) {
     static_assert(always_false<T>::value,
                   "DLPROF_RANGE takes a string literal; for a name known only at run time use "
                   "DLPROF_RANGE_F or dlprof::ScopedRange(std::string_view)");
