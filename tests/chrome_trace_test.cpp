@@ -44,6 +44,7 @@
 namespace {
 
 using dlprof_test::read_file;
+using dlprof_test::is_valid_utf8;
 using dlprof_test::read_gzip;
 using dlprof_test::TempDir;
 
@@ -633,28 +634,6 @@ TEST(ChromeTraceTest, NonFiniteCounterValuesKeepTheFileValidJson) {
   EXPECT_EQ(counters[1].at("args").at("value"), "Infinity");
   EXPECT_EQ(counters[2].at("args").at("value"), 1e-3);
   EXPECT_EQ(counters[3].at("args").at("value"), "-Infinity");
-}
-
-// Strictly valid UTF-8 (no overlong form, surrogate or code point beyond U+10FFFF), checked
-// apart from the writer's own code.
-bool is_valid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
-    if (length == 0 || i + length > text.size()) return false;
-    std::uint32_t code_point = length == 1 ? lead : lead & (0x7Fu >> length);
-    for (std::size_t k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next & 0xC0u) != 0x80u) return false;
-      code_point = (code_point << 6) | (next & 0x3Fu);
-    }
-    static constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (code_point < kSmallest[length] || (code_point >= 0xD800 && code_point <= 0xDFFF) || code_point > 0x10FFFF)
-      return false;
-    i += length;
-  }
-  return true;
 }
 
 TEST(ChromeTraceTest, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
