@@ -185,6 +185,37 @@ TEST(ProcessFork, AChildRecordsOnlyItsOwnTraceUnderItsOwnPidAndTheParentsIsUntou
     }
 }
 
+TEST(NameTable, NamesPastTheBoundAreCountedInTheirOwnWindowOnly) {
+  const TempDir dir;
+  const ChildEnd end = run_scenario("names-past-the-bound", dir.path());
+  ASSERT_TRUE(end.exited && end.status == 0) << describe(end);
+  const auto traces = traces_in(dir.path());
+  ASSERT_EQ(traces.size(), 2u);
+  std::vector<json> windows;
+  for (const fs::path& file : traces) windows.push_back(json::parse(read_file(file)));
+  std::sort(windows.begin(), windows.end(),
+            [](const json& a, const json& b) { return a["baseTimeNanoseconds"] < b["baseTimeNanoseconds"]; });
+  std::uint64_t kept = 0;
+  std::uint64_t placeholders = 0;
+  for (const json& event : windows[0]["traceEvents"]) {
+    const std::string name = event.value("name", "");
+    if (name.rfind("unique name ", 0) == 0) ++kept;
+    if (name == "<dlprof: name table full>") ++placeholders;
+  }
+  EXPECT_EQ(kept + placeholders, 3000u);
+  EXPECT_GT(kept, 100u);
+  EXPECT_GT(placeholders, 0u);
+  EXPECT_EQ(windows[0]["dlprof_overflowed_names"], placeholders);
+  EXPECT_EQ(windows[1]["dlprof_overflowed_names"], 0);  // names the table holds are found, not counted
+}
+
+TEST(NameTable, TheLimitBoundsTheHeapTheTableTakes) {
+  if (kSanitized) GTEST_SKIP() << "the sanitizers' allocators are not glibc's, whose layout the table counts";
+  const ChildEnd end = run_scenario("name-table-memory", fs::temp_directory_path());
+  EXPECT_TRUE(end.exited && end.status == 0) << describe(end) << " (3: never full, 4: over its limit, 5: counted "
+                                                                 "less than the heap grew, 6: counted far more)";
+}
+
 // Threads intern names (DLPROF_RANGE_F, set_thread_name) without pause while the main thread
 // forks: each child must be able to intern and record at once.
 TEST(ProcessFork, ChildrenForkedWhileOtherThreadsInternNamesDoNotDeadlock) {

@@ -556,6 +556,15 @@ TEST(ProfilerTest, EventsPerThreadBelowTwoIsRejected) {
                std::invalid_argument);
 }
 
+TEST(ProfilerTest, NameTableBytesOutOfRangeIsRejected) {
+  EXPECT_THROW(dlprof::ProfilerOptions{}.name_table_bytes(0), std::invalid_argument);
+  EXPECT_THROW(dlprof::ProfilerOptions{}.name_table_bytes(dlprof::ProfilerOptions::kMinNameTableBytes - 1),
+               std::invalid_argument);
+  EXPECT_THROW(dlprof::ProfilerOptions{}.name_table_bytes(dlprof::detail::kMaxNameTableBytes + 1), std::invalid_argument);
+  EXPECT_EQ(dlprof::ProfilerOptions{}.name_table_bytes(1 << 20).name_table_bytes(), std::size_t{1} << 20);
+  EXPECT_EQ(dlprof::ProfilerOptions{}.name_table_bytes(), dlprof::detail::kDefaultNameTableBytes);
+}
+
 TEST(ProfilerTest, FullRingCountsExactlyTheDroppedEvents) {
   const TempDir dir;
   dlprof::Profiler prof(dlprof::ProfilerOptions{}.events_per_thread(64).on_trace_ready(

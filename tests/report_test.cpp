@@ -370,6 +370,25 @@ TEST(ReportTest, SaysWhatReadingTheFileLeftOut) {
   EXPECT_THAT(dlprof::render_html(report), HasSubstr("counted as GPU kernels"));
 }
 
+TEST(ReportTest, SaysWhatRecordingLost) {
+  dlprof::Trace trace = one_rank();
+  const dlprof::Report clean = dlprof::make_report(trace);
+  EXPECT_THAT(dlprof::render_text(clean), Not(HasSubstr("Lost while recording")));
+  EXPECT_THAT(dlprof::render_text(clean), Not(HasSubstr("name table full")));
+  trace.dropped_events = 5;
+  trace.overflowed_names = 7;
+  const dlprof::Report report = dlprof::make_report(std::move(trace));
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, "Lost while recording: 5 events, 0 GPU records \\(the numbers above miss them\\)"));
+  EXPECT_THAT(text, HasSubstr("7 names were recorded as \"<dlprof: name table full>\""));
+  EXPECT_THAT(text, HasSubstr("ProfilerOptions::name_table_bytes"));
+  const Json json = Json::parse(dlprof::render_json(report));
+  EXPECT_EQ(json["ranks"][0]["dropped_events"], 5);
+  EXPECT_EQ(json["ranks"][0]["overflowed_names"], 7);
+  EXPECT_EQ(Json::parse(dlprof::render_json(clean))["ranks"][0]["overflowed_names"], 0);
+  EXPECT_THAT(dlprof::render_html(report), HasSubstr("7 names were recorded as &quot;&lt;dlprof: name table full&gt;&quot;"));
+}
+
 TEST(ReportJsonTest, RankComparisonAndStragglers) {
   const Json json = Json::parse(dlprof::render_json(dlprof::make_report(two_ranks())));
   ASSERT_EQ(json["ranks"].size(), 2u);

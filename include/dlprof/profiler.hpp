@@ -86,6 +86,7 @@ class ProfilerOptions {
  public:
   /// 2^28 events: 8 GiB per thread, far beyond any useful window.
   static constexpr std::size_t kMaxEventsPerThread = std::size_t{1} << 28;
+  static constexpr std::size_t kMinNameTableBytes = 4096;
 
   ProfilerOptions& activities(std::initializer_list<Activity> kinds) {
     activities_.assign(kinds.begin(), kinds.end());
@@ -113,6 +114,18 @@ class ProfilerOptions {
       throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::events_per_thread must be in [2, {}], got {}",
                                               kMaxEventsPerThread, count));
     events_per_thread_ = count;
+    return *this;
+  }
+  /// Heap memory the process's table of run-time names may take (DLPROF_RANGE_F and
+  /// ScopedRange(std::string_view) names, marks, counters, op and module names), shared by every
+  /// Profiler. Names are kept for the life of the process; a new name past the limit is recorded
+  /// as "<dlprof: name table full>" and counted in its window's trace (dlprof_overflowed_names)
+  /// and report. Literal names (DLPROF_RANGE) never enter the table.
+  ProfilerOptions& name_table_bytes(std::size_t bytes) {
+    if (bytes < kMinNameTableBytes || bytes > detail::kMaxNameTableBytes)
+      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::name_table_bytes must be in [{}, {}], got {}",
+                                              kMinNameTableBytes, detail::kMaxNameTableBytes, bytes));
+    name_table_bytes_ = bytes;
     return *this;
   }
   /// With Activity::CUDA: GPU records (kernels, copies, API calls, ...) one window may hold,
@@ -147,6 +160,7 @@ class ProfilerOptions {
   const std::vector<TraceHandler>& handlers() const noexcept { return handlers_; }
   std::size_t events_per_thread() const noexcept { return events_per_thread_; }
   std::size_t gpu_records_per_window() const noexcept { return gpu_records_per_window_; }
+  std::size_t name_table_bytes() const noexcept { return name_table_bytes_; }
   bool record_shapes() const noexcept { return record_shapes_; }
   bool profile_memory() const noexcept { return profile_memory_; }
   bool with_flops() const noexcept { return with_flops_; }
@@ -163,6 +177,7 @@ class ProfilerOptions {
   std::vector<TraceHandler> handlers_;
   std::size_t events_per_thread_ = detail::kDefaultEventsPerThread;
   std::size_t gpu_records_per_window_ = detail::kDefaultGpuRecordsPerWindow;
+  std::size_t name_table_bytes_ = detail::kDefaultNameTableBytes;
   bool record_shapes_ = false;
   bool profile_memory_ = false;
   bool with_flops_ = false;
@@ -443,6 +458,7 @@ class Profiler {
   /// CUPTI's start-up cost falls outside the recorded steps.
   void prepare_trace() {
     detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
+    detail::InternTable::instance().set_limit_bytes(options_.name_table_bytes());
     if (detail::t_ring == nullptr || detail::t_ring->retired()) {
       try {
         detail::attach_thread_ring();
@@ -472,6 +488,7 @@ class Profiler {
       gpu_backend_->begin_window();
       flags |= detail::kCorrelating;
     }
+    overflowed_names_before_window_ = detail::InternTable::instance().overflowed();
     window_start_ = detail::sample_clocks();
     detail::g_active.fetch_or(flags, std::memory_order_relaxed);
   }
@@ -481,6 +498,7 @@ class Profiler {
     const detail::ClockSample window_end = detail::sample_clocks();
     drained_ = detail::drain_rings(window_start_.ticks, window_end.ticks);
     window_end_ = window_end;
+    overflowed_names_in_window_ = detail::InternTable::instance().overflowed() - overflowed_names_before_window_;
     if (gpu_enabled_) device_activity_ = gpu_backend_->end_window();
   }
 
@@ -507,7 +525,7 @@ class Profiler {
     window->clock = detail::ClockMap::through(window_start_, window_end_, detail::process_ns_per_tick());
     window->start_ns = window_start_.realtime_ns;
     window->end_ns = window_end_.realtime_ns;
-    window->overflowed_names = detail::InternTable::instance().overflowed();
+    window->overflowed_names = overflowed_names_in_window_;
     window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
 
     const auto& handlers = options_.handlers();
@@ -655,6 +673,8 @@ class Profiler {
   std::optional<detail::DeviceActivity> device_activity_;
   detail::ClockSample window_start_{};
   detail::ClockSample window_end_{};
+  std::uint64_t overflowed_names_before_window_ = 0;
+  std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under the placeholder
   detail::DrainedEvents drained_;
   mutable std::mutex results_mutex_;  // guards last_trace_, traces_in_progress_ and errors_ (the writer thread sets them)
   mutable std::condition_variable trace_published_;

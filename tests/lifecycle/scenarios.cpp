@@ -7,8 +7,12 @@
 //                                                    destroys the inherited Profiler, then exits
 //   lifecycle_scenarios child-records-own DIR        fork mid-window; the child records its own trace
 //                                                    with a Profiler of its own
+//   lifecycle_scenarios names-past-the-bound DIR     unique run-time names past a small name table:
+//                                                    window 1 overflows, window 2 reuses its names
+//   lifecycle_scenarios name-table-memory            heap growth of a full name table against its limit
 #include <dlprof/profiler.hpp>
 
+#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +113,54 @@ int child_records_own(const std::string& dir) {
   return child_status;
 }
 
+// Window 1 records 3000 unique names into a 64 KiB table (about 600 fit); window 2 records only
+// names the table holds. lifecycle_test checks each trace's dlprof_overflowed_names.
+int names_past_the_bound(const std::string& dir) {
+  dlprof::Profiler prof(
+      saved_to(dir, "names").name_table_bytes(64 << 10).schedule(dlprof::schedule(0, 0, 1, 2)));
+  prof.start();
+  for (int i = 0; i < 3000; ++i) DLPROF_RANGE_F("unique name {}", i);
+  prof.step();
+  for (int i = 0; i < 100; ++i) DLPROF_RANGE_F("unique name {}", i % 10);
+  prof.step();
+  prof.stop();
+  return prof.errors().empty() ? 0 : 3;
+}
+
+// Heap in use, mapped chunks included.
+std::size_t heap_in_use() {
+  const struct mallinfo2 info = ::mallinfo2();
+  return info.uordblks + info.hblkhd;
+}
+
+// Interns unique names of two lengths (inside and past the small-string capacity) until the
+// table is full, and compares the heap it grew by with the limit: within 15%.
+int name_table_memory() {
+  constexpr std::size_t kLimit = std::size_t{8} << 20;
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}.name_table_bytes(kLimit).events_per_thread(1 << 20));
+  prof.start();  // the ring is allocated here, before the heap is measured
+  const std::size_t before = heap_in_use();
+  const std::size_t interned_before = dlprof::detail::InternTable::instance().bytes();
+  for (int i = 0; i < 400'000; ++i) {
+    if (i % 2 == 0) {
+      DLPROF_RANGE_F("n{}", i);
+    } else {
+      DLPROF_RANGE_F("a longer range name {}", i);
+    }
+  }
+  const std::size_t grown = heap_in_use() - before;
+  const std::size_t counted = dlprof::detail::InternTable::instance().bytes() - interned_before;
+  prof.stop();
+  const std::uint64_t overflowed = prof.last_trace() ? prof.last_trace()->overflowed_names : 0;
+  std::printf("limit %zu, counted %zu, heap grown %zu, overflowed %llu\n", kLimit, counted, grown,
+              static_cast<unsigned long long>(overflowed));
+  if (overflowed == 0) return 3;                    // the limit was never reached
+  if (counted > kLimit) return 4;                   // the table grew past its limit
+  if (grown > kLimit + kLimit / 100 * 15) return 5;  // the count misses real memory
+  if (grown < kLimit / 100 * 70) return 6;          // the count is far above real memory
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +174,8 @@ int main(int argc, char** argv) {
   if (scenario == "exit-after-window") return exit_after_window(dir);
   if (scenario == "fork-after-save") return fork_after_save(dir);
   if (scenario == "child-records-own") return child_records_own(dir);
+  if (scenario == "names-past-the-bound") return names_past_the_bound(dir);
+  if (scenario == "name-table-memory") return name_table_memory();
   std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
   return 2;
 }

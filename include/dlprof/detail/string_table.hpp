@@ -5,9 +5,12 @@
 // ScopedRange(std::string_view), mark, counter) are interned here once and referred to by
 // index. A small per-thread cache answers repeated names without the table's lock.
 //
-// Interned strings are never freed, so a NameId stays valid for the life of the process; to keep
-// memory bounded the table stops growing at kMaxInternedBytes and later new names are counted
-// as overflowing and recorded under a fixed placeholder name.
+// Interned strings are never freed, so a NameId stays valid for the life of the process (the
+// per-thread caches, the op and module name caches and events in flight hold ids). To keep
+// memory bounded the table stops growing when the heap memory it takes (strings, their index,
+// its buckets) reaches its limit, kDefaultNameTableBytes unless ProfilerOptions::name_table_bytes
+// says otherwise: a new name past the limit is recorded under a fixed placeholder name, and
+// counted, so that each window's trace and report say how many names it lost.
 #pragma once
 
 #include <atomic>
@@ -59,12 +62,30 @@ inline NameId site_name_id(const Site& site) noexcept { return static_cast<NameI
 inline bool is_site_id(NameId id) noexcept { return (id & 1u) == 0; }
 inline const Site& site_of(NameId id) noexcept { return *reinterpret_cast<const Site*>(static_cast<std::uintptr_t>(id)); }
 
-inline constexpr std::size_t kMaxInternedBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kDefaultNameTableBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kMaxNameTableBytes = std::size_t{64} << 30;
 inline constexpr std::string_view kOverflowName = "<dlprof: name table full>";
 
-/// Interned ids fit in 32 bits: every distinct string but one empty string holds a byte of the
-/// bounded table. An OpInputs event carries two of them (types and concrete values) in one word.
-static_assert(((kMaxInternedBytes + 2) << 1) < (std::uint64_t{1} << 32), "interned ids must fit in 32 bits");
+/// Heap bytes one interned name costs, as glibc's malloc lays them out on a 64-bit system: the
+/// deque's std::string, its character buffer past the small-string capacity, the index's node
+/// (link, key, value and cached hash) and two bucket pointers (the index rehashes at a load
+/// factor of 1 and doubles its buckets, so it holds up to two per name).
+constexpr std::size_t interned_name_bytes(std::size_t length) noexcept {
+  constexpr auto chunk = [](std::size_t request) {
+    const std::size_t rounded = (request + sizeof(std::size_t) + 15) & ~std::size_t{15};
+    return rounded < 32 ? std::size_t{32} : rounded;
+  };
+  constexpr std::size_t kSmallStringCapacity = 15;
+  constexpr std::size_t kIndexNode = sizeof(void*) + sizeof(std::string_view) + sizeof(std::uint64_t) + sizeof(std::size_t);
+  std::size_t bytes = sizeof(std::string) + chunk(kIndexNode) + 2 * sizeof(void*);
+  if (length > kSmallStringCapacity) bytes += chunk(length + 1);
+  return bytes;
+}
+
+/// Interned ids fit in 32 bits: a name costs at least interned_name_bytes(0) of the bounded
+/// table. An OpInputs event carries two of them (types and concrete values) in one word.
+static_assert(((kMaxNameTableBytes / interned_name_bytes(0) + 2) << 1) < (std::uint64_t{1} << 32),
+              "interned ids must fit in 32 bits");
 inline std::int64_t pack_op_input_names(NameId types, NameId concrete) noexcept {
   return static_cast<std::int64_t>((types & 0xFFFFFFFFu) | (concrete << 32));
 }
@@ -90,21 +111,12 @@ class InternTable {
       *stored = &strings_[found->second];
       return (static_cast<NameId>(found->second) << 1) | 1u;
     }
-    if (bytes_ + name.size() > kMaxInternedBytes) {
+    if (bytes_ + interned_name_bytes(name.size()) > limit_bytes_) {
       ++overflowed_;
-      name = kOverflowName;
-      found = index_.find(name);
-      if (found != index_.end()) {
-        *stored = &strings_[found->second];
-        return (static_cast<NameId>(found->second) << 1) | 1u;
-      }
+      *stored = &strings_[kOverflowIndex];
+      return (NameId{kOverflowIndex} << 1) | 1u;
     }
-    const auto index = static_cast<std::uint32_t>(strings_.size());
-    strings_.emplace_back(name);
-    bytes_ += name.size();
-    index_.emplace(strings_.back(), index);
-    *stored = &strings_.back();
-    return (static_cast<NameId>(index) << 1) | 1u;
+    return add(name, stored);
   }
 
   /// The string of an interned id. Strings never move (deque), but the deque's bookkeeping
@@ -117,9 +129,23 @@ class InternTable {
     return fn();
   }
 
+  /// New names recorded under kOverflowName since the process started.
   std::uint64_t overflowed() {
     std::lock_guard<std::mutex> lock(mutex_);
     return overflowed_;
+  }
+
+  /// Heap bytes the table takes (interned_name_bytes of each name).
+  std::size_t bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes_;
+  }
+
+  /// The heap memory the table may grow to. A limit below what it holds stops its growth; names
+  /// already interned stay (ids are never reused).
+  void set_limit_bytes(std::size_t limit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_bytes_ = limit < kMaxNameTableBytes ? limit : kMaxNameTableBytes;
   }
 
   /// fork(): held by the forking thread across the fork, so that the child's copy is consistent
@@ -128,11 +154,27 @@ class InternTable {
   void unlock_after_fork() noexcept { mutex_.unlock(); }
 
  private:
-  InternTable() = default;
+  /// The placeholder is the first name, so that a full table always holds it.
+  static constexpr std::uint32_t kOverflowIndex = 0;
+  InternTable() {
+    const std::string* stored = nullptr;
+    add(kOverflowName, &stored);
+  }
+
+  NameId add(std::string_view name, const std::string** stored) {
+    const auto index = static_cast<std::uint32_t>(strings_.size());
+    strings_.emplace_back(name);
+    bytes_ += interned_name_bytes(name.size());
+    index_.emplace(strings_.back(), index);
+    *stored = &strings_.back();
+    return (static_cast<NameId>(index) << 1) | 1u;
+  }
+
   std::mutex mutex_;
   std::deque<std::string> strings_;
   std::unordered_map<std::string_view, std::uint32_t> index_;
   std::size_t bytes_ = 0;
+  std::size_t limit_bytes_ = kDefaultNameTableBytes;
   std::uint64_t overflowed_ = 0;
 };
 

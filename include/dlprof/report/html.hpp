@@ -523,6 +523,12 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     html.element("p", fmt::format("Lost while recording: {} events, {} GPU records (the numbers above miss them).",
                                   rank.dropped_events, rank.dropped_gpu_records),
                  "class=\"muted\"");
+  if (rank.overflowed_names != 0)
+    html.element("p",
+                 fmt::format("{} {} recorded as \"<dlprof: name table full>\": the process's table of run-time names "
+                             "reached its limit (ProfilerOptions::name_table_bytes).",
+                             rank.overflowed_names, rank.overflowed_names == 1 ? "name was" : "names were"),
+                 "class=\"muted\"");
   html.raw("</section>\n");
 }
 

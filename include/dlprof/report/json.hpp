@@ -33,7 +33,7 @@
 //      "top_kernels": [{"name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "gpu_activities", "api_calls": [{"name", "calls", "total_us", "pct", "mean_us", "min_us", "max_us"}],
 //      "memory": [{"device", "peak_allocated_bytes", "capacity_bytes"}],
-//      "dropped_events", "dropped_gpu_records"}],
+//      "dropped_events", "dropped_gpu_records", "overflowed_names"}],
 //    "rank_comparison": null or {"ranks": [{"rank", "steps", "step_time_mean_us", "step_time_min_us",
 //        "step_time_max_us", "gpu_utilization_pct", "idle_pct", "compute_pct", "non_compute_pct",
 //        "overlap_pct"}],
@@ -415,6 +415,7 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   json.end_array();
   json.member_integer("dropped_events", static_cast<std::int64_t>(rank.dropped_events));
   json.member_integer("dropped_gpu_records", static_cast<std::int64_t>(rank.dropped_gpu_records));
+  json.member_integer("overflowed_names", static_cast<std::int64_t>(rank.overflowed_names));
   json.end_object();
 }
 

@@ -231,6 +231,12 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   if (rank.dropped_events != 0 || rank.dropped_gpu_records != 0)
     fmt::format_to(std::back_inserter(out), "\nLost while recording: {} events, {} GPU records (the numbers above miss them)\n",
                    rank.dropped_events, rank.dropped_gpu_records);
+  if (rank.overflowed_names != 0)
+    fmt::format_to(std::back_inserter(out),
+                   "\n{} {} recorded as \"<dlprof: name table full>\": the process's table of run-time names reached "
+                   "its limit (ProfilerOptions::name_table_bytes). Name ranges with literals, or with fewer distinct "
+                   "formatted names.\n",
+                   rank.overflowed_names, rank.overflowed_names == 1 ? "name was" : "names were");
 }
 
 inline void text_comparison(fmt::memory_buffer& out, const analysis::RankComparison& comparison) {
