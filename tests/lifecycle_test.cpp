@@ -216,6 +216,45 @@ TEST(NameTable, TheLimitBoundsTheHeapTheTableTakes) {
                                                                  "less than the heap grew, 6: counted far more)";
 }
 
+// tests/lifecycle/scenarios.cpp's soak: 800 steps of wait 1, warm-up 1, active 2, repeated.
+TEST(Soak, ATrainingLoopWithThreadChurnForksAndUniqueNamesKeepsItsMemoryAndCountsEveryLoss) {
+  const TempDir dir;
+  const ChildEnd end = run_scenario("soak", dir.path());
+  ASSERT_TRUE(end.exited && end.status == 0)
+      << describe(end) << " (3: a forked child failed, 4: a handler failed, 5: resident memory grew after warm-up)";
+  std::vector<fs::path> others;
+  const auto traces = traces_in(dir.path(), &others);
+  EXPECT_TRUE(others.empty()) << "left behind: " << others.front();
+  ASSERT_EQ(traces.size(), 200u);
+  std::uint64_t overflowed = 0;
+  for (const fs::path& file : traces) {
+    SCOPED_TRACE(file.string());
+    const std::string text = read_file(file);
+    EXPECT_TRUE(dlprof_test::is_valid_utf8(text));
+    const json trace = json::parse(text);  // throws, failing the test, on invalid JSON
+    std::size_t steps = 0;
+    std::size_t worker_ranges = 0;
+    std::size_t placeholders = 0;
+    std::size_t iterations = 0;
+    for (const json& event : trace.at("traceEvents")) {
+      const std::string name = event.value("name", "");
+      if (name.rfind("ProfilerStep#", 0) == 0) ++steps;
+      if (name == "worker-range") ++worker_ranges;
+      if (name == "iteration") ++iterations;
+      if (name == "<dlprof: name table full>") ++placeholders;
+      EXPECT_NE(name.rfind("in-child", 0), 0u) << "a forked child's range in the parent's trace";
+    }
+    EXPECT_EQ(steps, 2u);
+    EXPECT_EQ(iterations, 2u);
+    EXPECT_EQ(worker_ranges, 2u * 512);
+    EXPECT_EQ(trace["dlprof_dropped_events"], 2 * (600 - 512));
+    EXPECT_EQ(trace["dlprof_clipped_ranges"], 2);
+    EXPECT_EQ(trace["dlprof_overflowed_names"], placeholders);
+    overflowed += placeholders;
+  }
+  EXPECT_GT(overflowed, 0u) << "the name table never filled";
+}
+
 // Threads intern names (DLPROF_RANGE_F, set_thread_name) without pause while the main thread
 // forks: each child must be able to intern and record at once.
 TEST(ProcessFork, ChildrenForkedWhileOtherThreadsInternNamesDoNotDeadlock) {

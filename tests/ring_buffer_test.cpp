@@ -299,37 +299,95 @@ TEST(RingConcurrencyTest, ProducersRecordingAcrossWindowBoundariesStayInsideEach
   EXPECT_TRUE(after.last_trace()->events.empty());
 }
 
-TEST(RingConcurrencyTest, ThreadJoinedBeforeDrainKeepsItsEventsAndItsRingIsReleasedAfter) {
+TEST(RingConcurrencyTest, AnEndedThreadsEventsMoveToARingOfTheirSizeAndItsRingServesTheNextThread) {
   constexpr std::size_t kRanges = 1'000;
+  drain_leftovers(8);  // another capacity empties the idle rings, so the first thread's ring is kept
   drain_leftovers(dlprof::detail::kDefaultEventsPerThread);
+  dlprof::detail::RingRegistry& registry = dlprof::detail::RingRegistry::instance();
   dlprof::Profiler profiler;
   profiler.start();
-  const std::size_t rings_before = dlprof::detail::RingRegistry::instance().ring_count();
+  const std::size_t rings_before = registry.ring_count();
+  const std::size_t slots_before = registry.slots_held();
 
-  std::int64_t tid = 0;
-  std::weak_ptr<ThreadRing> ring;
-  std::thread worker([&] {
-    tid = dlprof::detail::current_os_tid();
+  std::int64_t first_tid = 0;
+  const ThreadRing* first_ring = nullptr;
+  std::thread first([&] {
+    first_tid = dlprof::detail::current_os_tid();
     for (std::size_t i = 0; i < kRanges; ++i) {
-      DLPROF_RANGE("exited_thread_range");
+      DLPROF_RANGE("ended_thread_range");
     }
-    ring = dlprof::detail::t_ring_owner.ring;
+    first_ring = dlprof::detail::t_ring;
   });
-  worker.join();
+  first.join();
 
-  // The thread is gone but its events are not drained yet: the registry still holds its ring.
-  EXPECT_EQ(dlprof::detail::RingRegistry::instance().ring_count(), rings_before + 1);
-  EXPECT_FALSE(ring.expired());
+  // The thread is gone and its events are not drained yet: they are held in a ring of their size
+  // (1024 slots), and the thread's ring of 65536 waits for the next thread.
+  EXPECT_EQ(registry.ring_count(), rings_before + 1);
+  EXPECT_EQ(registry.slots_held(), slots_before + dlprof::detail::kDefaultEventsPerThread + 1024);
+
+  std::int64_t second_tid = 0;
+  const ThreadRing* second_ring = nullptr;
+  std::thread second([&] {
+    second_tid = dlprof::detail::current_os_tid();
+    {
+      DLPROF_RANGE("next_thread_range");
+    }
+    second_ring = dlprof::detail::t_ring;
+  });
+  second.join();
+  EXPECT_EQ(second_ring, first_ring);
+  EXPECT_EQ(registry.slots_held(), slots_before + dlprof::detail::kDefaultEventsPerThread + 1024 + 1);
 
   profiler.stop();
-
-  EXPECT_EQ(dlprof::detail::RingRegistry::instance().ring_count(), rings_before);
-  EXPECT_TRUE(ring.expired()) << "the ring of an exited thread must be freed once drained";
+  EXPECT_EQ(registry.ring_count(), rings_before);
+  EXPECT_EQ(registry.slots_held(), slots_before + dlprof::detail::kDefaultEventsPerThread);
   const auto trace = profiler.last_trace();
   ASSERT_NE(trace, nullptr);
-  const auto counts = ranges_per_thread(*trace, "exited_thread_range");
-  ASSERT_EQ(counts.count(tid), 1u);
-  EXPECT_EQ(counts.at(tid), kRanges);
+  const auto first_counts = ranges_per_thread(*trace, "ended_thread_range");
+  ASSERT_EQ(first_counts.size(), 1u);
+  EXPECT_EQ(first_counts.at(first_tid), kRanges);
+  const auto second_counts = ranges_per_thread(*trace, "next_thread_range");
+  ASSERT_EQ(second_counts.size(), 1u);
+  EXPECT_EQ(second_counts.at(second_tid), 1u);
+}
+
+TEST(RingConcurrencyTest, ThreadChurnKeepsTheRingsOfLiveThreadsAndAFewIdleOnes) {
+  drain_leftovers(dlprof::detail::kDefaultEventsPerThread);
+  dlprof::detail::RingRegistry& registry = dlprof::detail::RingRegistry::instance();
+  dlprof::Profiler profiler;
+  profiler.start();
+  const std::size_t slots_before = registry.slots_held();
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 6; ++t)
+      workers.emplace_back([] {
+        for (int i = 0; i < 10; ++i) {
+          DLPROF_RANGE("churn");
+        }
+      });
+    for (std::thread& worker : workers) worker.join();
+  }
+  // 300 threads have ended; at most six were alive at once. Their rings: at most four idle
+  // (two rings' worth of slots more than four are freed), and 300 remainders of 16 slots.
+  EXPECT_LE(registry.idle_ring_count(), 4u);
+  EXPECT_LE(registry.slots_held(), slots_before + 4 * dlprof::detail::kDefaultEventsPerThread + 300 * 16);
+  profiler.stop();
+  EXPECT_EQ(ranges_per_thread(*profiler.last_trace(), "churn").size(), 300u);
+}
+
+TEST(RingConcurrencyTest, DropsOfAnEndedThreadAreCounted) {
+  drain_leftovers(8);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.events_per_thread(8));
+  profiler.start();
+  std::thread worker([] {
+    for (int i = 0; i < 20; ++i) {
+      DLPROF_RANGE("overflowing");
+    }
+  });
+  worker.join();
+  profiler.stop();
+  EXPECT_EQ(ranges_per_thread(*profiler.last_trace(), "overflowing").begin()->second, 8u);
+  EXPECT_EQ(profiler.last_trace()->dropped_events, 12u);
 }
 
 TEST(RingConcurrencyTest, RingsGetTheConfiguredCapacityRoundedUp) {

@@ -10,6 +10,8 @@
 //   lifecycle_scenarios names-past-the-bound DIR     unique run-time names past a small name table:
 //                                                    window 1 overflows, window 2 reuses its names
 //   lifecycle_scenarios name-table-memory            heap growth of a full name table against its limit
+//   lifecycle_scenarios soak DIR                     a training loop with thread churn, forks, unique
+//                                                    run-time names and windows repeated without end
 #include <dlprof/profiler.hpp>
 
 #include <malloc.h>
@@ -19,7 +21,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -161,6 +165,68 @@ int name_table_memory() {
   return 0;
 }
 
+// Resident memory of this process, from /proc/self/statm.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  std::size_t resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// A training loop kept up for kSteps steps. Each step: the loop body's range around the work and
+// the step() call (so that each window clips two: one at the step inside it, one open at its
+// end), kNames unique formatted names (a 256 KiB name table fills during warm-up), a worker
+// thread that records kWorkerRanges ranges into a ring of kRing events and ends (kWorkerRanges -
+// kRing dropped each), and, every fourth step, a fork whose child records nothing of its own
+// into the parent's window. Resident memory is measured once the table is full and at the end.
+//
+// lifecycle_test checks every file: JSON, the drop, clip and overflow counts, the events.
+constexpr int kSteps = 800;
+constexpr int kNames = 100;
+constexpr int kRing = 512;
+constexpr int kWorkerRanges = 600;
+
+int soak(const std::string& dir) {
+  dlprof::Profiler prof(saved_to(dir, "soak")
+                            .schedule(dlprof::schedule(1, 1, 2, 0))
+                            .events_per_thread(kRing)
+                            .name_table_bytes(256 << 10));
+  prof.start();
+  std::size_t resident_after_warm_up = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    DLPROF_RANGE("iteration");
+    for (int name = 0; name < kNames; ++name) DLPROF_RANGE_F("step {} batch {} of the soak's training loop", step, name);
+    std::thread worker([] {
+      for (int i = 0; i < kWorkerRanges; ++i) {
+        DLPROF_RANGE("worker-range");
+      }
+    });
+    worker.join();
+    if (step % 4 == 2) {
+      const pid_t child = ::fork();
+      if (child == 0) {
+        {
+          DLPROF_RANGE_F("in-child {}", step);
+        }
+        ::_exit(0);
+      }
+      if (wait_for(child) != 0) return 3;
+    }
+    if (step == kSteps / 4) resident_after_warm_up = resident_bytes();
+    prof.step();
+  }
+  prof.stop();
+  const std::size_t resident_at_end = resident_bytes();
+  std::printf("resident after warm-up %zu, at the end %zu\n", resident_after_warm_up, resident_at_end);
+  if (!prof.errors().empty()) return 4;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // The sanitizers hold freed memory back (ASan's quarantine) and grow their shadow: not flat.
+  if (resident_at_end > resident_after_warm_up + (std::size_t{2} << 20)) return 5;
+#endif
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,6 +242,7 @@ int main(int argc, char** argv) {
   if (scenario == "child-records-own") return child_records_own(dir);
   if (scenario == "names-past-the-bound") return names_past_the_bound(dir);
   if (scenario == "name-table-memory") return name_table_memory();
+  if (scenario == "soak") return soak(dir);
   std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
   return 2;
 }

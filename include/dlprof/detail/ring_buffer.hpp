@@ -4,12 +4,17 @@
 // The producer (the thread itself) never blocks, locks, allocates or makes a system call after
 // its ring exists: a full ring drops the new event and counts it. The consumer (the profiler,
 // under the registry's lock) copies events out between the published head and its tail.
+//
+// Memory follows the live threads: when a thread ends, the events its ring still holds move to
+// a ring just large enough for them, drained with the others at the window's end, and the ring
+// itself waits, pre-faulted, for the next thread to start (a few are kept; the rest are freed).
 #pragma once
 
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -100,6 +105,8 @@ class ThreadRing {
     tail_.store(head, std::memory_order_release);
     return count;
   }
+
+  bool has_new_drops() const noexcept { return dropped_.load(std::memory_order_relaxed) != drops_reported_; }
 
   /// Drops counted so far that the consumer has not yet reported; resets the count it reports.
   std::uint64_t take_new_drops() noexcept {
@@ -192,6 +199,35 @@ class ThreadRing {
   void retire() noexcept { limit_.store(0, std::memory_order_relaxed); }
   bool retired() const noexcept { return limit_.load(std::memory_order_relaxed) == 0; }
 
+  /// Registry side, under its lock: the ring of an ended thread starts over for `os_tid`'s.
+  void reuse(std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal) {
+    head_.store(0, std::memory_order_relaxed);
+    tail_cache_ = 0;
+    dropped_.store(0, std::memory_order_relaxed);
+    tail_.store(0, std::memory_order_relaxed);
+    drops_reported_ = 0;
+    open_depth_.store(0, std::memory_order_relaxed);
+    exited_.store(false, std::memory_order_relaxed);
+    superseded_.store(false, std::memory_order_relaxed);
+    os_tid_ = os_tid;
+    thread_ordinal_ = thread_ordinal;
+    thread_name_ = std::move(thread_name);
+  }
+
+  /// Registry side, under its lock: a ring holding only `source`'s undrained events and drops, for
+  /// the window to drain after `source`'s thread has ended. Empties `source`.
+  static std::shared_ptr<ThreadRing> remainder_of(ThreadRing& source) {
+    const std::size_t pending = source.pending();
+    auto remainder = std::make_shared<ThreadRing>(pending == 0 ? 1 : pending, source.os_tid_, source.thread_name_,
+                                                  source.thread_ordinal_);
+    source.drain([&](const Event* first, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) remainder->push(first[i]);
+    });
+    remainder->dropped_.store(source.take_new_drops(), std::memory_order_relaxed);
+    remainder->mark_exited();
+    return remainder;
+  }
+
   /// Set once its thread has attached a newer ring: its open ranges are that ring's now.
   void mark_superseded() noexcept { superseded_.store(true, std::memory_order_release); }
   bool superseded() const noexcept { return superseded_.load(std::memory_order_acquire); }
@@ -247,11 +283,38 @@ class RingRegistry {
     return *registry;
   }
 
+  /// A ring for a thread: one an ended thread left, or a new one.
   std::shared_ptr<ThreadRing> attach(std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name), thread_ordinal);
+    std::shared_ptr<ThreadRing> ring;
+    if (!idle_.empty()) {
+      ring = std::move(idle_.back());
+      idle_.pop_back();
+      ring->reuse(os_tid, std::move(thread_name), thread_ordinal);
+    } else {
+      ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name), thread_ordinal);
+    }
     rings_.push_back(ring);
     return ring;
+  }
+
+  /// A thread ended: the events its ring holds move to a ring of their size, and the ring is kept
+  /// for the next thread (up to kIdleRings, freed past that). A ring that can no longer take
+  /// events (retired, superseded) stays until the collector has drained it.
+  void release(const std::shared_ptr<ThreadRing>& ring) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto held = std::find(rings_.begin(), rings_.end(), ring);
+    if (held == rings_.end()) return;  // forgotten: a fork's child, or already drained and retired
+    if (ring->retired() || ring->superseded() || ring->capacity() != capacity_) {
+      ring->mark_exited();
+      return;
+    }
+    if (ring->pending() != 0 || ring->has_new_drops()) {
+      *held = ThreadRing::remainder_of(*ring);
+    } else {
+      rings_.erase(held);
+    }
+    if (idle_.size() < kIdleRings) idle_.push_back(ring);  // reserved: does not throw
   }
 
   /// Capacity of rings attached from now on. Rings of another capacity are retired so that
@@ -262,6 +325,7 @@ class RingRegistry {
     if (capacity == capacity_) return;
     capacity_ = capacity;
     for (auto& ring : rings_) ring->retire();
+    idle_.clear();
   }
 
   /// Calls `visit(ring)` for each ring, then forgets rings that can receive nothing more
@@ -288,6 +352,21 @@ class RingRegistry {
     return rings_.size();
   }
 
+  /// Event slots of every ring held, idle ones included: the memory the rings take, in events.
+  std::size_t slots_held() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t slots = 0;
+    for (const auto& ring : rings_) slots += ring->capacity();
+    for (const auto& ring : idle_) slots += ring->capacity();
+    return slots;
+  }
+
+  /// Rings of ended threads waiting for new ones.
+  std::size_t idle_ring_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return idle_.size();
+  }
+
   /// Events lost because their thread had no ring and none could be allocated.
   void count_ringless_event() noexcept { ringless_events_.fetch_add(1, std::memory_order_relaxed); }
   /// Ringless events counted since the last call.
@@ -307,9 +386,14 @@ class RingRegistry {
   }
 
  private:
-  RingRegistry() = default;
+  /// Rings kept for threads yet to start: enough for a burst of short-lived threads (data
+  /// loader workers, a thread pool's churn) to find one each, little memory while none start.
+  static constexpr std::size_t kIdleRings = 4;
+
+  RingRegistry() { idle_.reserve(kIdleRings); }
   std::mutex mutex_;
   std::vector<std::shared_ptr<ThreadRing>> rings_;
+  std::vector<std::shared_ptr<ThreadRing>> idle_;
   std::size_t capacity_ = kDefaultEventsPerThread;
   std::atomic<std::uint64_t> ringless_events_{0};
 };
@@ -318,13 +402,19 @@ class RingRegistry {
 /// TLS-init call.
 inline thread_local ThreadRing* t_ring = nullptr;
 
-/// Keeps this thread's ring alive while the thread runs and marks it exited when the thread
-/// ends, so the collector still drains its last events. Only touched on the attach path.
+/// Keeps this thread's ring alive while the thread runs and hands it back when the thread ends,
+/// so the collector still drains its last events. Only touched on the attach path.
 struct RingOwner {
   std::shared_ptr<ThreadRing> ring;
   ~RingOwner() {
-    if (ring) ring->mark_exited();
     t_ring = nullptr;
+    if (!ring) return;
+    try {
+      RingRegistry::instance().release(ring);
+    } catch (...) {  // no memory for the remainder: the ring stays whole until it is drained
+      ring->mark_exited();
+    }
+    ring.reset();
   }
 };
 inline thread_local RingOwner t_ring_owner;
