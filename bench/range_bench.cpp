@@ -16,6 +16,7 @@
 #include <ctime>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #  include <x86intrin.h>
@@ -292,6 +293,37 @@ BENCHMARK(BM_dlprof_range_f_recording)
     ->Setup(start_recording)
     ->Teardown(end_recording);
 
+// A short-lived thread (a data loader's, a pool's churn) that records one range: what starting and
+// joining it costs, with no Profiler and while recording. Its ring comes from the rings of ended
+// threads (allocating and pre-faulting a fresh 2 MiB ring costs about a millisecond); the window
+// is restarted, untimed, every 256 threads so their leftover events do not pile up.
+void BM_short_thread_idle(benchmark::State& state) {
+  for (auto _ : state) {
+    std::thread worker([] { DLPROF_RANGE("short-thread"); });
+    worker.join();
+  }
+}
+BENCHMARK(BM_short_thread_idle)->UseRealTime();
+
+void BM_short_thread_recording(benchmark::State& state) {
+  dlprof::Profiler profiler;
+  profiler.start();
+  std::int64_t until_restart = 256;
+  for (auto _ : state) {
+    std::thread worker([] { DLPROF_RANGE("short-thread"); });
+    worker.join();
+    if (--until_restart == 0) {
+      state.PauseTiming();
+      profiler.stop();
+      profiler.start();
+      until_restart = 256;
+      state.ResumeTiming();
+    }
+  }
+  profiler.stop();
+}
+BENCHMARK(BM_short_thread_recording)->UseRealTime();
+
 // Ratios use CPU time per range: on a quiet machine it equals wall time for these single-thread
 // loops, and on a busy one it leaves out the time the thread spent descheduled. For the 2-thread
 // run benchmark divides wall time by the ranges of both threads (a throughput); CPU time per
@@ -317,6 +349,9 @@ void print_ratios(const dlprof_bench::SummaryReporter& results) {
   print_ratio("DLPROF_RANGE_F recording / two clock reads (reference)",
               ratio(cpu("BM_dlprof_range_f_recording/events_per_thread:65536"), two_reads));
   print_ratio("two clock reads / two rdtsc (reference)", ratio(two_reads, cpu("BM_clock_rdtsc_pair")));
+  print_ratio("short-lived thread, one range: recording / idle (wall)",
+              ratio(results.real_ns("BM_short_thread_recording/real_time"), results.real_ns("BM_short_thread_idle/real_time")),
+              1.5);
 }
 
 }  // namespace
