@@ -45,7 +45,7 @@ using dlprof_bench::kReferenceTraces;
 
 std::uint64_t json_bytes(const std::string& path) {
   const auto bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
-  return dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX, nullptr).size();
+  return dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX).size();
 }
 
 /// Every analysis of the report (make_report); returns something of it so that none is optimised

@@ -50,7 +50,7 @@ struct Text {
 Text load(const std::string& path) {
   const dlprof::detail::json::ByteBuffer bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
   const dlprof::detail::json::ByteBuffer json =
-      dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX, nullptr);
+      dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX);
   Text text;
   text.json.assign(json.data(), json.size());
   // Every event object carries exactly one "ph" key.
@@ -81,7 +81,7 @@ void BM_gunzip(benchmark::State& state, const ReferenceTrace& set) {
   const dlprof::detail::json::ByteBuffer bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
   for (auto _ : state) {
     dlprof::detail::json::ByteBuffer json =
-        dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX, nullptr);
+        dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX);
     benchmark::DoNotOptimize(json.data());
   }
   set_rates(state, text);

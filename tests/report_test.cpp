@@ -14,9 +14,11 @@
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <iterator>
 #include <regex>
+#include <sys/wait.h>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -666,6 +668,122 @@ TEST_F(ReferenceReportTest, RocmOccupancyIsUnknown) {
   EXPECT_TRUE(json["ranks"][0]["gpus"][0]["sm_efficiency_pct"].is_null());
   EXPECT_TRUE(has_line(dlprof::render_text(report), R"(  [0-9]+ +.* +[0-9.]+% +unknown +unknown +[0-9.]+% +[0-9.]+)"));
 }
+
+// --- several windows of one run in one directory ------------------------------------------------
+// A Profiler whose schedule repeats writes a file per window with tensorboard_trace_handler; the
+// reader gives them back window by window (read_trace_windows), read_trace_set gives the latest,
+// and dlprof-report shows the window --window names.
+
+/// The ProfilerStep#N names of a trace.
+std::vector<std::string> steps_of(const dlprof::Trace& trace) {
+  std::vector<std::string> steps;
+  for (const dlprof::TraceEvent& event : trace.events)
+    if (event.kind == dlprof::EventKind::Step) steps.emplace_back(trace.name_of(event));
+  return steps;
+}
+
+/// A Profiler recording steps 0, 1 and 2 as three windows of one step each, written to `dir`.
+void record_three_windows(const fs::path& dir) {
+  dlprof::Profiler prof(dlprof::ProfilerOptions{}
+                            .schedule(dlprof::schedule(/*wait=*/0, /*warmup=*/0, /*active=*/1, /*repeat=*/3))
+                            .on_trace_ready(dlprof::tensorboard_trace_handler(dir.string(), "worker0")));
+  prof.start();
+  for (int step = 0; step < 4; ++step) {
+    { DLPROF_RANGE("trace_windows_work"); }
+    prof.step();
+  }
+  prof.stop();
+  ASSERT_THAT(prof.errors(), ::testing::IsEmpty());
+}
+
+TEST(TraceWindowsTest, ARepeatingScheduleReadsBackWindowByWindow) {
+  const dlprof_test::TempDir tmp;
+  const fs::path dir = tmp.path() / "run";
+  record_three_windows(dir);
+  ASSERT_EQ(dlprof::trace_set_files({dir.string()}).size(), 3u) << "one file per window";
+
+  const std::vector<std::vector<dlprof::Trace>> windows = dlprof::read_trace_windows({dir.string()});
+  ASSERT_EQ(windows.size(), 3u);
+  for (std::size_t k = 0; k < windows.size(); ++k) {
+    SCOPED_TRACE(k);
+    ASSERT_EQ(windows[k].size(), 1u);
+    EXPECT_EQ(windows[k][0].distributed.rank, 0);
+    EXPECT_EQ(steps_of(windows[k][0]), std::vector<std::string>{fmt::format("ProfilerStep#{}", k)});
+    EXPECT_THAT(windows[k][0].read_result.notes, ::testing::IsEmpty());
+    if (k > 0) {
+      EXPECT_GE(windows[k][0].window_start_ns, windows[k - 1][0].window_end_ns);
+    }
+  }
+
+  const std::vector<dlprof::Trace> latest = dlprof::read_trace_set({dir.string()});
+  ASSERT_EQ(latest.size(), 1u);
+  EXPECT_EQ(steps_of(latest[0]), std::vector<std::string>{"ProfilerStep#2"});
+  EXPECT_THAT(latest[0].read_result.notes, ::testing::ElementsAre(HasSubstr("window 3 of 3, the latest")));
+}
+
+#ifdef DLPROF_REPORT_CLI
+/// What a command printed (stdout and stderr) and its exit status.
+struct CommandResult {
+  std::string output;
+  int status = -1;
+};
+
+CommandResult run_report(const std::string& arguments) {
+  const std::string command = fmt::format("'{}' {} 2>&1", DLPROF_REPORT_CLI, arguments);
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char chunk[4096];
+  for (std::size_t count; (count = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0;) result.output.append(chunk, count);
+  const int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+/// The steps and the title of dlprof-report's JSON report.
+struct ReportedWindow {
+  std::string title;
+  std::vector<std::string> steps;
+};
+
+ReportedWindow reported(const CommandResult& result) {
+  const nlohmann::json report = nlohmann::json::parse(result.output);
+  ReportedWindow window;
+  window.title = report.at("title").get<std::string>();
+  for (const nlohmann::json& step : report.at("ranks").at(0).at("step_breakdown"))
+    window.steps.push_back(step.at("step").get<std::string>());
+  return window;
+}
+
+TEST(TraceWindowsTest, ReportShowsTheWindowItIsAskedFor) {
+  const dlprof_test::TempDir tmp;
+  const fs::path dir = tmp.path() / "run";
+  record_three_windows(dir);
+  const std::string quoted_dir = fmt::format("'{}'", dir.string());
+
+  const CommandResult latest = run_report("--format json " + quoted_dir);
+  ASSERT_EQ(latest.status, 0) << latest.output;
+  EXPECT_EQ(reported(latest).title, dir.string() + " (window 3 of 3)");
+  EXPECT_EQ(reported(latest).steps, std::vector<std::string>{"ProfilerStep#2"});
+  EXPECT_EQ(run_report("--format json --window last " + quoted_dir).output, latest.output);
+
+  const CommandResult first = run_report("--format json --window 1 --rank 0 " + quoted_dir);
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_EQ(reported(first).title, dir.string() + " (window 1 of 3, rank 0)");
+  EXPECT_EQ(reported(first).steps, std::vector<std::string>{"ProfilerStep#0"});
+
+  const CommandResult text = run_report("--window=2 " + quoted_dir);
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr(fmt::format("dlprof report: {} (window 2 of 3)\n", dir.string())));
+  EXPECT_THAT(text.output, HasSubstr("ProfilerStep#1"));
+
+  const CommandResult beyond = run_report("--window 4 " + quoted_dir);
+  EXPECT_EQ(beyond.status, 2);
+  EXPECT_EQ(beyond.output, fmt::format("dlprof-report: --window 4: '{}' holds 3 windows (each rank's trace files, in time "
+                                       "order): choose 1 to 3, or last\nTry 'dlprof-report --help'.\n",
+                                       dir.string()));
+}
+#endif
 
 #endif  // DLPROF_WITH_IMPORT
 

@@ -148,6 +148,22 @@ TEST(TorchTest, RecordShapesGivesInputDimsAndTypesAsTorchWritesThem) {
     }
 }
 
+}  // namespace
+
+namespace dlprof_test {
+dlprof::detail::OpObserverAccessor debug_file_observer();
+std::size_t ops_with_inputs_recorded_from_debug_file();
+}  // namespace dlprof_test
+
+namespace {
+
+// tests/torch_debug_tu.cpp is built without NDEBUG, this file with it.
+TEST(TorchTest, DebugAndReleaseFilesEachHaveTheirObserverAndTheReleaseOneIsThePrograms) {
+  EXPECT_NE(dlprof_test::debug_file_observer(), &dlprof::detail::torch_op_observer);
+  EXPECT_EQ(dlprof::detail::g_op_observer.load(), &dlprof::detail::torch_op_observer);
+  EXPECT_GT(dlprof_test::ops_with_inputs_recorded_from_debug_file(), 0u);
+}
+
 TEST(TorchTest, RecordShapesGivesTheValuesOfScalarAndListInputs) {
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}.record_shapes(true));
   const auto images = torch::randn({2, 3, 8, 8});

@@ -1,17 +1,19 @@
 // dlprof-report: the report of a run's traces on the command line, as terminal tables, JSON or a
 // self-contained HTML page. Reads traces written by dlprof or by torch.profiler (any era of
-// Kineto's Chrome-trace JSON, gzip or not), one file per rank, or directories of them.
+// Kineto's Chrome-trace JSON, gzip or not), one file per rank and window, or directories of them.
 //
-//   dlprof-report log/run                               # every rank, text
+//   dlprof-report log/run                               # every rank, text, the latest window
+//   dlprof-report --window 1 log/run                    # the first window of a repeating schedule
 //   dlprof-report --rank 0 --format html -o r0.html log/run
 //   dlprof-report --hta-compat --format json rank0.pt.trace.json.gz
 //
 // Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
 // the input, an output file that cannot be written), 2 a command line it cannot run (an output
-// file that is one of the input traces included).
+// file that is one of the input traces, or a window the input does not have, included).
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -37,13 +39,18 @@ namespace {
 
 constexpr std::string_view kProgram = "dlprof-report";
 
-constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--format text|json|html] [--hta-compat] [--strict] [-o FILE] PATH...
+constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window N|last] [--format text|json|html] [--hta-compat] [--strict] [-o FILE] PATH...
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
 recommendations, from traces written by dlprof or torch.profiler.
 
   PATH              a trace file (.json or .json.gz) or a directory of them, one file per rank
+                    and window
   --rank N          report on rank N only
+  --window N|last   the window to report on when ranks have several trace files (a schedule
+                    that repeats writes one per window): each rank's files in time order are
+                    windows 1, 2, ...; the default is the last, and the report says which it
+                    shows of how many
   --format FORMAT   text: terminal tables (the default); json: for scripts; html: one
                     self-contained page with charts
   --hta-compat      HTA's conventions: drop the last ProfilerStep when there are two or more and
@@ -59,7 +66,8 @@ recommendations, from traces written by dlprof or torch.profiler.
   -h, --help        this text
 
 Exit status: 0 done; 1 a trace cannot be read, a rank is not in the input or FILE cannot be
-written; 2 a bad command line (FILE an input trace included).
+written; 2 a bad command line (FILE an input trace, or a window the input does not have,
+included).
 )";
 
 /// A command line that cannot run: exit status 2.
@@ -77,6 +85,7 @@ enum class Format { Text, Json, Html };
 struct Options {
   std::vector<std::string> paths;
   std::optional<std::int64_t> rank;
+  std::optional<std::size_t> window;  // from 1; none: the last
   Format format = Format::Text;
   bool hta_compat = false;
   bool strict = false;
@@ -92,6 +101,15 @@ Integer parse_integer(std::string_view flag, std::string_view text, Integer min,
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < min || value > max)
     throw UsageError(fmt::format("{} expects an integer from {} to {}, got '{}'", flag, min, max, text));
   return value;
+}
+
+/// A window number from 1, as --window takes it.
+std::size_t parse_window(std::string_view text) {
+  std::size_t window = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), window);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || window == 0)
+    throw UsageError(fmt::format("--window expects a window number from 1, or 'last', got '{}'", text));
+  return window;
 }
 
 /// Flags as `--flag value` or `--flag=value`; `--` ends them.
@@ -122,7 +140,8 @@ Options parse_command_line(int argc, char** argv) {
     }
     const std::size_t equals = argument.substr(0, 2) == "--" ? argument.find('=') : std::string_view::npos;
     const std::string_view flag = argument.substr(0, equals);
-    if (flag != "--rank" && flag != "--format" && flag != "--top" && flag != "-o" && flag != "--output")
+    if (flag != "--rank" && flag != "--window" && flag != "--format" && flag != "--top" && flag != "-o" &&
+        flag != "--output")
       throw UsageError(fmt::format("unknown option '{}'", argument));
     std::string_view value;
     if (equals != std::string_view::npos) {
@@ -134,6 +153,8 @@ Options parse_command_line(int argc, char** argv) {
     }
     if (flag == "--rank") {
       options.rank = parse_integer<std::int64_t>(flag, value, 0, INT64_MAX);
+    } else if (flag == "--window") {
+      if (value != "last") options.window = parse_window(value);
     } else if (flag == "--top") {
       options.top_rows = parse_integer<std::size_t>(flag, value, 1, 10'000);
     } else if (flag == "--format") {
@@ -208,15 +229,22 @@ void refuse_output_onto_input(const Options& options) {
   }
 }
 
-std::vector<dlprof::Trace> read_traces(const Options& options) {
+/// The traces to report on: one window's, of every rank or of --rank's.
+struct Input {
+  std::vector<dlprof::Trace> traces;
+  std::size_t window = 1;   ///< which, from 1
+  std::size_t windows = 1;  ///< of how many
+};
+
+Input read_traces(const Options& options) {
   LoadProgress progress;
   dlprof::ReadOptions read_options;
   read_options.strict = options.strict;
   read_options.progress = [&progress](const dlprof::ReadProgress& at) { progress(at); };
-  std::vector<dlprof::Trace> traces;
+  std::vector<std::vector<dlprof::Trace>> windows;
   try {
     refuse_output_onto_input(options);
-    traces = dlprof::read_trace_set(options.paths, read_options);
+    windows = dlprof::read_trace_windows(options.paths, read_options);
   } catch (const dlprof::TraceReadError& error) {
     progress.finish();
     constexpr std::string_view kPrefix = "dlprof: ";  // the program's own name replaces it
@@ -224,28 +252,46 @@ std::vector<dlprof::Trace> read_traces(const Options& options) {
     throw InputError(std::string(message.substr(0, kPrefix.size()) == kPrefix ? message.substr(kPrefix.size()) : message));
   }
   progress.finish();
-  if (!options.rank) return traces;
-  std::vector<std::string> found;
-  for (dlprof::Trace& trace : traces) {
-    if (trace.distributed.rank != *options.rank) {
-      found.push_back(std::to_string(trace.distributed.rank));
-      continue;
-    }
-    std::vector<dlprof::Trace> one;
-    one.push_back(std::move(trace));
-    return one;
+  Input input;
+  input.windows = windows.size();
+  input.window = options.window.value_or(windows.size());
+  if (input.window > windows.size()) {
+    const std::string inputs = fmt::format("'{}'", fmt::join(options.paths, "' '"));
+    if (windows.size() == 1)
+      throw UsageError(fmt::format("--window {}: {} hold{} one window (one trace file per rank)", input.window, inputs,
+                                   options.paths.size() == 1 ? "s" : ""));
+    throw UsageError(fmt::format("--window {}: {} hold{} {} windows (each rank's trace files, in time order): choose 1 to {}, "
+                                 "or last",
+                                 input.window, inputs, options.paths.size() == 1 ? "s" : "", windows.size(), windows.size()));
   }
-  throw InputError(fmt::format("--rank {}: no trace of that rank in the input (it has rank{} {})", *options.rank,
-                               found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
+  std::vector<dlprof::Trace>& traces = windows[input.window - 1];
+  if (options.rank) {
+    const auto ranked = std::find_if(traces.begin(), traces.end(),
+                                     [&](const dlprof::Trace& trace) { return trace.distributed.rank == *options.rank; });
+    if (ranked == traces.end()) {
+      std::vector<std::int64_t> found;
+      for (const dlprof::Trace& trace : traces) found.push_back(trace.distributed.rank);
+      throw InputError(fmt::format("--rank {}: no trace of that rank in {} (it has rank{} {})", *options.rank,
+                                   input.windows > 1 ? fmt::format("window {} of the input", input.window) : "the input",
+                                   found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
+    }
+    input.traces.push_back(std::move(*ranked));
+  } else {
+    input.traces = std::move(traces);
+  }
+  return input;
 }
 
-std::string render(const Options& options, const std::vector<dlprof::Trace>& traces) {
+std::string render(const Options& options, const Input& input) {
   dlprof::ReportOptions report_options;
   report_options.analysis.hta_compat = options.hta_compat;
   report_options.top_rows = options.top_rows;
   report_options.title = fmt::format("{}", fmt::join(options.paths, " "));
-  if (options.rank) report_options.title += fmt::format(" (rank {})", *options.rank);
-  const dlprof::Report report = dlprof::make_report(traces, report_options);
+  std::vector<std::string> selected;
+  if (input.windows > 1) selected.push_back(fmt::format("window {} of {}", input.window, input.windows));
+  if (options.rank) selected.push_back(fmt::format("rank {}", *options.rank));
+  if (!selected.empty()) report_options.title += fmt::format(" ({})", fmt::join(selected, ", "));
+  const dlprof::Report report = dlprof::make_report(input.traces, report_options);
   switch (options.format) {
     case Format::Json: return dlprof::render_json(report);
     case Format::Html: return dlprof::render_html(report);

@@ -414,6 +414,17 @@ class InputTextCache {
   std::size_t entries_ = 0;
 };
 
+// LibTorch's RecordFunction is laid out differently with and without NDEBUG, so whether the
+// observer may read op inputs depends on the translation unit. The observer's code lives in an
+// inline namespace named after that switch: a program with Debug and Release files holds two
+// observers, each consistent with its files, never one inline function with two bodies.
+#if defined(NDEBUG)
+#  define DLPROF_TORCH_OBSERVER_NAMESPACE ndebug
+#else
+#  define DLPROF_TORCH_OBSERVER_NAMESPACE debug
+#endif
+inline namespace DLPROF_TORCH_OBSERVER_NAMESPACE {
+
 /// LibTorch's RecordFunction callbacks turned into Op events.
 class TorchOpObserver final : public OpObserver {
  public:
@@ -769,12 +780,20 @@ class TorchOpObserver final : public OpObserver {
 
 inline OpObserver& torch_op_observer() { return TorchOpObserver::instance(); }
 
-/// Registers the observer when any translation unit of the program includes this header.
+/// Registers the observer when any translation unit of the program includes this header. Where
+/// Debug and Release files both do, the Release files' observer is the program's: it can read
+/// op inputs, whichever registers first.
 inline const bool g_torch_op_observer_registered = [] {
-  g_op_observer.store(&torch_op_observer, std::memory_order_release);
+  if (TorchOpObserver::kCanReadInputs) {
+    g_op_observer.store(&torch_op_observer, std::memory_order_release);
+  } else {
+    OpObserverAccessor none = nullptr;
+    g_op_observer.compare_exchange_strong(none, &torch_op_observer, std::memory_order_acq_rel);
+  }
   return true;
 }();
 
+}  // namespace DLPROF_TORCH_OBSERVER_NAMESPACE
 }  // namespace detail
 DLPROF_END_NAMESPACE
 #include "dlprof/torch_modules.hpp"

@@ -8,6 +8,7 @@
 //
 // dlprof::Trace trace = dlprof::read_trace("log/run/host_1234.1716423322123456789.pt.trace.json.gz");
 // std::vector<dlprof::Trace> ranks = dlprof::read_trace_set({"log/run"});   // one per rank
+// std::vector<std::vector<dlprof::Trace>> windows = dlprof::read_trace_windows({"log/run"});
 // \endcode
 //
 // What is read. Files: JSON or gzip-compressed JSON (recognised by its magic bytes), a top-level
@@ -86,17 +87,18 @@
 // Errors. A trace is refused, with a TraceReadError naming the file and, for JSON problems, the
 // byte offset, line and column, when it is not one: a missing file, corrupt or truncated gzip, bad
 // JSON, a document that is not an object or array, "traceEvents" that is not an array, nesting
-// deeper than 256 levels, more than ReadOptions::max_json_bytes, a base time that pushes an event
-// beyond 2^62 ns (the year 2116), or no usable event where some were left out (the first one's
-// reason). Everything else is read leniently, as traces from every PyTorch version and device
-// need, and said in Trace::read_result: an event whose ph, ts, dur, pid, tid or name is unusable
-// (not a number, negative, out of range, an object, ...) is left out and counted, the first with
-// its reason and byte offset; an arg of an unexpected type is left out of its event and counted; a
-// top-level, deviceProperties or distributedInfo value of an unexpected type is kept as JSON text
-// in Trace::metadata ("deviceProperties[0].numSms") with a note; a number where text is expected
-// is its text ("cupti_version": 28) and a string holding a number where a number is expected is
-// that number. ReadOptions::strict refuses all of those instead (the first one found), and clamps
-// a negative dur at 0 as Kineto does.
+// deeper than 256 levels, a string or number of 4 GiB or more, more than
+// ReadOptions::max_json_bytes, a base time that pushes an event beyond 2^62 ns (the year 2116), or
+// no usable event where some were left out (the first one's reason). Everything else is read
+// leniently, as traces from every PyTorch version and device need, and said in Trace::read_result:
+// an event whose ph, ts, dur, pid, tid or name is unusable (not a number, negative, out of range,
+// an object, ...) is left out and counted, the first with its reason and byte offset; an arg of an
+// unexpected type is left out of its event and counted; a top-level, deviceProperties or
+// distributedInfo value of an unexpected type is kept as JSON text in Trace::metadata
+// ("deviceProperties[0].numSms") with a note; a number where text is expected is its text
+// ("cupti_version": 28) and a string holding a number where a number is expected is that number.
+// ReadOptions::strict refuses all of those instead (the first one found), and clamps a negative dur
+// at 0 as Kineto does.
 #pragma once
 
 #include <unistd.h>
@@ -117,6 +119,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dlprof/config.hpp"
 #include "dlprof/import/detail/chunked_parse.hpp"
@@ -176,16 +179,36 @@ struct ReadProgress {
   std::uint64_t bytes_total = 0;  ///< of that many
 };
 
+namespace detail::json {
+
+/// ReadOptions::max_json_bytes's default: half the machine's physical memory, and at least 4 GiB.
+inline std::uint64_t default_max_json_bytes() noexcept {
+  static const std::uint64_t bytes = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_bytes = ::sysconf(_SC_PAGESIZE);
+    const std::uint64_t half =
+        pages > 0 && page_bytes > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_bytes) / 2 : 0;
+    return std::max(half, std::uint64_t{1} << 32);
+  }();
+  return bytes;
+}
+
+}  // namespace detail::json
+
 struct ReadOptions {
-  /// Called from the reading thread every few thousand events and 16 MiB of decompressed data,
-  /// and once per file when it is parsed (bytes_done == bytes_total). Keep it cheap.
+  /// Called from the reading thread every few thousand events, every 16 MiB of data inflated
+  /// whole and every part of a text inflated part by part (Decompressing: compressed bytes), and
+  /// once per file when it is parsed (Parsing, bytes_done == bytes_total). Keep it cheap.
   std::function<void(const ReadProgress&)> progress;
   /// Largest JSON text accepted (file or decompressed data): a gzip bomb or a runaway file is
-  /// refused instead of filling memory. RapidJSON counts string lengths in 32 bits.
-  std::uint64_t max_json_bytes = (std::uint64_t{1} << 32) - 2;
+  /// refused with an error instead of filling memory. Some texts are held whole in memory (the
+  /// text of a gzip member under 4 GiB, a text read again to place an error's line and column),
+  /// so the default is half the machine's physical memory, and at least 4 GiB.
+  std::uint64_t max_json_bytes = detail::json::default_max_json_bytes();
   /// A JSON text is parsed in parts of about this many bytes, cut between two events, on two
-  /// threads (what the trace holds is the same); a file that is not gzip is read part by part, so
-  /// its text is never in memory whole. UINT64_MAX: one part, on one thread.
+  /// threads (what the trace holds is the same); a file that is not gzip, and gzip data whose text
+  /// is not the size its trailer announces (several members, or a text of 4 GiB or more), is read
+  /// part by part, so its text is never in memory whole. UINT64_MAX: one part, on one thread.
   std::uint64_t parse_part_bytes = std::uint64_t{1} << 20;
   /// Refuse every value of an unexpected type and every unusable event (TraceReadError naming
   /// the first), instead of leaving them out and saying so in Trace::read_result.
@@ -209,31 +232,36 @@ inline std::pair<std::size_t, std::size_t> line_and_column(std::string_view text
   return {line, offset - line_start + 1};
 }
 
-/// Reads text of `bytes_total` bytes into a Trace: `parse(handler, builder)` feeds it to the
-/// handler, and says whether it could (nothing when not). `pristine` gives the text again,
-/// unmodified, for line and column numbers of an error (in-situ parsing rewrites strings).
+/// Reads text of `bytes_total` bytes into a Trace: `parse(handler, builder, parsed)` feeds it to
+/// the handler, and says whether it could (nothing when not); `parsed(done)` reports progress.
+/// `stage` Decompressing: the text is inflated as it is parsed, and `bytes_total` and `parsed`
+/// count compressed bytes (the handler's offsets in the text say nothing of them). `pristine` gives
+/// the text again, unmodified, for line and column numbers of an error (in-situ parsing rewrites
+/// strings).
 template <class Parse>
 std::optional<Trace> build_trace(const std::string& source, const ReadOptions& options, std::size_t file_index,
-                                 std::size_t file_count, std::uint64_t bytes_total,
+                                 std::size_t file_count, std::uint64_t bytes_total, ReadProgress::Stage stage,
                                  const std::function<std::optional<ByteBuffer>()>& pristine, Parse&& parse) {
   ReadProgress progress;
   progress.source = source;
   progress.file_index = file_index;
   progress.file_count = file_count;
+  progress.stage = stage;
   progress.bytes_total = bytes_total;
   try {
     TraceBuilder builder(options.strict);
     std::function<void(std::size_t)> on_events;
     if (options.progress) {
-      on_events = [&](std::size_t offset) {
-        progress.bytes_done = offset;
+      on_events = [&](std::size_t done) {
+        progress.bytes_done = done;
         options.progress(progress);
       };
     }
-    TraceHandler handler(builder, on_events);
+    TraceHandler handler(builder, stage == ReadProgress::Stage::Parsing ? on_events : nullptr);
     if (!parse(handler, builder, on_events)) return std::nullopt;
     Trace trace = builder.finish();
     if (options.progress) {
+      progress.stage = ReadProgress::Stage::Parsing;
       progress.bytes_done = progress.bytes_total;
       options.progress(progress);
     }
@@ -254,29 +282,66 @@ inline std::size_t part_bytes(const ReadOptions& options) noexcept {
   return static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::uint64_t>(options.parse_part_bytes, 1), SIZE_MAX / 4));
 }
 
-/// Parses the JSON in `text` (consumed: parsed in place) into a Trace, in parts on two threads
-/// (chunked_parse.hpp), or, when that does not go as planned, whole on one.
-inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
-                        std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
+/// Parses the JSON in `text` (consumed: parsed in place) into a Trace, whole, on one thread: what
+/// reports an error exactly where it is.
+inline Trace parse_whole(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
+                         std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
   text.terminate();
-  if (text.size() > options.parse_part_bytes) {
-    std::optional<Trace> trace = build_trace(
-        source, options, file_index, file_count, text.size(), pristine,
-        [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
-          MemoryParts parts(text.data(), text.size(), part_bytes(options));
-          return parse_in_parts(parts, text.size(), handler, builder, kPartsOut, parsed);
-        });
-    if (trace) return std::move(*trace);
-    std::optional<ByteBuffer> again = pristine();
-    if (!again) fail_file("the file changed while it was read");
-    text = std::move(*again);
-    text.terminate();
-  }
-  return *build_trace(source, options, file_index, file_count, text.size(), pristine,
+  return *build_trace(source, options, file_index, file_count, text.size(), ReadProgress::Stage::Parsing, pristine,
                       [&](TraceHandler& handler, TraceBuilder&, const std::function<void(std::size_t)>&) {
                         parse_json_in_place(text.data(), text.size(), handler);
                         return true;
                       });
+}
+
+/// The text `pristine` gives again, for a read that did not go as planned.
+inline ByteBuffer text_again(const std::function<std::optional<ByteBuffer>()>& pristine) {
+  std::optional<ByteBuffer> again = pristine();
+  if (!again) fail_file("the file changed while it was read");
+  return std::move(*again);
+}
+
+/// Parses the JSON in `text` (consumed: parsed in place) into a Trace, in parts on two threads
+/// (chunked_parse.hpp), or, when that does not go as planned, whole on one.
+inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOptions& options, std::size_t file_index,
+                        std::size_t file_count, const std::function<std::optional<ByteBuffer>()>& pristine) {
+  if (text.size() <= options.parse_part_bytes)
+    return parse_whole(std::move(text), source, options, file_index, file_count, pristine);
+  text.terminate();
+  std::optional<Trace> trace = build_trace(
+      source, options, file_index, file_count, text.size(), ReadProgress::Stage::Parsing, pristine,
+      [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
+        MemoryParts parts(text.data(), text.size(), part_bytes(options));
+        return parse_in_parts(parts, text.size(), handler, builder, kPartsOut, parsed);
+      });
+  if (trace) return std::move(*trace);
+  return parse_whole(text_again(pristine), source, options, file_index, file_count, pristine);
+}
+
+/// Gzip data whose text is not inflated whole (inflate_as_announced), inflated part by part as it
+/// is parsed (chunked_parse.hpp); nothing when that did not go as planned and the text must be
+/// parsed whole.
+inline std::optional<Trace> read_gzip_in_parts(std::string_view compressed, const std::string& source,
+                                               const ReadOptions& options, std::size_t file_index, std::size_t file_count,
+                                               const std::function<std::optional<ByteBuffer>()>& pristine) {
+  return build_trace(
+      source, options, file_index, file_count, compressed.size(), ReadProgress::Stage::Decompressing, pristine,
+      [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
+        GzipInflater inflater(compressed);
+        std::uint64_t inflated = 0;
+        const auto read = [&](char* out, std::size_t room) {
+          std::size_t written = 0;
+          while (written == 0 && !inflater.finished()) written = inflater.inflate_into(out, room);
+          inflated += written;
+          if (inflated > options.max_json_bytes)
+            fail_file(fmt::format("the gzip data decompresses to more than {} bytes (ReadOptions::max_json_bytes)",
+                                  options.max_json_bytes));
+          return written;
+        };
+        // The head, the parts out, and the last part, kept until what follows its events is read.
+        StreamParts parts(read, [&] { return std::uint64_t{inflater.consumed()}; }, part_bytes(options), kPartsOut + 2);
+        return parse_in_parts(parts, compressed.size(), handler, builder, kPartsOut, parsed);
+      });
 }
 
 inline ByteBuffer copy_bytes(std::string_view bytes) {
@@ -286,24 +351,26 @@ inline ByteBuffer copy_bytes(std::string_view bytes) {
   return buffer;
 }
 
-/// The JSON text of a file's bytes: inflated when they are gzip.
-inline ByteBuffer json_text(ByteBuffer bytes, const std::string& source, const ReadOptions& options,
-                            std::size_t file_index, std::size_t file_count) {
+/// ReadOptions::progress for inflating: compressed bytes done, of how many.
+inline ByteProgress inflation_progress(const std::string& source, const ReadOptions& options, std::size_t file_index,
+                                       std::size_t file_count) {
+  if (!options.progress) return nullptr;
+  return [&options, &source, file_index, file_count](std::uint64_t done, std::uint64_t total) {
+    ReadProgress progress;
+    progress.source = source;
+    progress.file_index = file_index;
+    progress.file_count = file_count;
+    progress.stage = ReadProgress::Stage::Decompressing;
+    progress.bytes_done = done;
+    progress.bytes_total = total;
+    options.progress(progress);
+  };
+}
+
+/// The JSON text of a file's bytes, whole: inflated when they are gzip.
+inline ByteBuffer json_text(ByteBuffer bytes, std::uint64_t limit) {
   if (!is_gzip(std::string_view(bytes.data(), bytes.size()))) return bytes;
-  ByteProgress report;
-  if (options.progress) {
-    report = [&](std::uint64_t done, std::uint64_t total) {
-      ReadProgress progress;
-      progress.source = source;
-      progress.file_index = file_index;
-      progress.file_count = file_count;
-      progress.stage = ReadProgress::Stage::Decompressing;
-      progress.bytes_done = done;
-      progress.bytes_total = total;
-      options.progress(progress);
-    };
-  }
-  return gunzip(std::string_view(bytes.data(), bytes.size()), options.max_json_bytes, report);
+  return gunzip(std::string_view(bytes.data(), bytes.size()), limit);
 }
 
 /// The Trace of a file's bytes or of bytes in memory, which `bytes_of()` gives (again, for an
@@ -313,16 +380,24 @@ Trace read_bytes(const std::string& source, const ReadOptions& options, std::siz
                  Bytes&& bytes_of) {
   const auto reread = [&]() -> std::optional<ByteBuffer> {
     try {
-      ReadOptions quiet;
-      quiet.max_json_bytes = options.max_json_bytes;
-      return json_text(bytes_of(), source, quiet, 0, 1);
+      return json_text(bytes_of(), options.max_json_bytes);
     } catch (const FileFailure&) {
       return std::nullopt;  // changed or gone since: the error keeps its offset
     }
   };
   try {
-    ByteBuffer text = json_text(bytes_of(), source, options, file_index, file_count);
-    return parse_text(std::move(text), source, options, file_index, file_count, reread);
+    ByteBuffer bytes = bytes_of();
+    const std::string_view compressed(bytes.data(), bytes.size());
+    if (!is_gzip(compressed)) return parse_text(std::move(bytes), source, options, file_index, file_count, reread);
+    std::optional<ByteBuffer> text = inflate_as_announced(compressed, options.max_json_bytes,
+                                                          inflation_progress(source, options, file_index, file_count));
+    if (text) {
+      bytes = ByteBuffer();  // the compressed bytes: no longer needed
+      return parse_text(std::move(*text), source, options, file_index, file_count, reread);
+    }
+    if (std::optional<Trace> trace = read_gzip_in_parts(compressed, source, options, file_index, file_count, reread))
+      return std::move(*trace);
+    return parse_whole(text_again(reread), source, options, file_index, file_count, reread);
   } catch (const FileFailure& failure) {
     throw TraceReadError(source, failure.message);
   }
@@ -339,11 +414,24 @@ inline std::optional<Trace> read_in_parts(int fd, std::uint64_t file_bytes, cons
       return std::nullopt;  // changed or gone since: the error keeps its offset
     }
   };
-  return build_trace(path, options, file_index, file_count, file_bytes, pristine,
+  return build_trace(path, options, file_index, file_count, file_bytes, ReadProgress::Stage::Parsing, pristine,
                      [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
+                       std::uint64_t file_offset = 0;
+                       const auto read = [&](char* out, std::size_t room) {
+                         for (;;) {
+                           const ssize_t count = ::read(fd, out, room);
+                           if (count < 0 && errno == EINTR) continue;
+                           if (count < 0) fail_file(std::strerror(errno));
+                           file_offset += static_cast<std::uint64_t>(count);
+                           if (file_offset > options.max_json_bytes)
+                             fail_file(fmt::format("the file has more than {} bytes (ReadOptions::max_json_bytes)",
+                                                   options.max_json_bytes));
+                           return static_cast<std::size_t>(count);
+                         }
+                       };
                        // The head, the parts out, and the last part, kept until what follows its events is read.
-                       FileParts parts(fd, options.max_json_bytes, part_bytes(options), kPartsOut + 2);
-                       return parse_in_parts(parts, static_cast<std::size_t>(file_bytes), handler, builder, kPartsOut, parsed);
+                       StreamParts parts(read, nullptr, part_bytes(options), kPartsOut + 2);
+                       return parse_in_parts(parts, file_bytes, handler, builder, kPartsOut, parsed);
                      });
 }
 
@@ -434,16 +522,24 @@ inline std::vector<std::string> trace_set_files(const std::vector<std::string>& 
   return files;
 }
 
-/// Reads the traces of a run, one Trace per rank, sorted by rank (Trace::distributed.rank).
-/// Each path is a trace file, or a directory whose files ending in ".json" or ".gz" are read
-/// (not its subdirectories), as Holistic Trace Analysis lists a trace directory. A JSON file of a
-/// directory that is not a trace (an object without "traceEvents": a config.json, a report) is
-/// left out, with a note in the first trace's read_result. Throws TraceReadError for a file that
-/// cannot be read, a path that does not exist, a directory with no trace file, and two files of
-/// one rank (naming both).
-inline std::vector<Trace> read_trace_set(const std::vector<std::string>& paths, const ReadOptions& options = {}) {
+/// Reads the traces of a run window by window: one trace set per recording window, in time order,
+/// each sorted by rank (Trace::distributed.rank). A Profiler whose schedule repeats writes a file
+/// per window and rank (tensorboard_trace_handler), so a directory may hold several files of one
+/// rank: each rank's files, ordered by the time their trace starts (Trace::window_start_ns), are
+/// its windows, and window k holds the k-th file of every rank that has one (TensorBoard's
+/// profiler plugin shows them as the "spans" of a worker). A rank with fewer files than another
+/// is missing from the last windows, which say so in their first trace's read_result.notes.
+/// Paths, files left out (noted in every window) and errors are those of read_trace_set(), except
+/// that two files of one rank are refused (naming both) only when their times overlap, or start
+/// together (two traces without events): then they are not two windows of one run.
+inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std::string>& paths,
+                                                          const ReadOptions& options = {}) {
   const std::vector<detail::json::TraceSetFile> files = detail::json::trace_set_files(paths);
-  std::vector<std::pair<Trace, std::size_t>> traces;  // with the index of its file
+  struct FileTrace {
+    Trace trace;
+    std::size_t file;
+  };
+  std::vector<FileTrace> traces;
   std::vector<std::string> left_out;
   traces.reserve(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -452,28 +548,70 @@ inline std::vector<Trace> read_trace_set(const std::vector<std::string>& paths, 
       left_out.push_back(files[i].path);
       continue;
     }
-    traces.emplace_back(std::move(trace), i);
+    traces.push_back({std::move(trace), i});
   }
   if (traces.empty())
     throw TraceReadError(std::filesystem::path(left_out.front()).parent_path().string(),
                          fmt::format("no trace in the directory: {} JSON file{} without \"traceEvents\"", left_out.size(),
                                      left_out.size() == 1 ? "" : "s"));
-  std::stable_sort(traces.begin(), traces.end(), [](const auto& a, const auto& b) {
-    return a.first.distributed.rank < b.first.distributed.rank;
+  // Each rank's traces in time order; the k-th of each rank is in window k.
+  std::stable_sort(traces.begin(), traces.end(), [](const FileTrace& a, const FileTrace& b) {
+    if (a.trace.distributed.rank != b.trace.distributed.rank) return a.trace.distributed.rank < b.trace.distributed.rank;
+    return a.trace.window_start_ns < b.trace.window_start_ns;
   });
-  for (std::size_t i = 1; i < traces.size(); ++i) {
-    if (traces[i].first.distributed.rank != traces[i - 1].first.distributed.rank) continue;
-    throw TraceReadError(files[traces[i].second].path,
-                         fmt::format("rank {} is also the rank of '{}': one file per rank", traces[i].first.distributed.rank,
-                                     files[traces[i - 1].second].path));
+  std::vector<std::vector<Trace>> windows;
+  std::vector<std::pair<std::int64_t, std::size_t>> windows_of_rank;
+  for (std::size_t first = 0; first < traces.size();) {
+    const std::int64_t rank = traces[first].trace.distributed.rank;
+    std::size_t end = first + 1;
+    for (; end < traces.size() && traces[end].trace.distributed.rank == rank; ++end) {
+      // Windows of one run follow each other; two traces sharing time (or starting together, as
+      // two traces without events do) are two runs, or one file read twice.
+      const Trace& before = traces[end - 1].trace;
+      const Trace& after = traces[end].trace;
+      if (after.window_start_ns < before.window_end_ns || after.window_start_ns == before.window_start_ns)
+        throw TraceReadError(files[traces[end].file].path,
+                             fmt::format("rank {} is also the rank of '{}', and their times overlap: not two windows of one "
+                                         "run (one file per rank and window)",
+                                         rank, files[traces[end - 1].file].path));
+    }
+    if (windows.size() < end - first) windows.resize(end - first);
+    for (std::size_t k = 0; k < end - first; ++k) windows[k].push_back(std::move(traces[first + k].trace));
+    windows_of_rank.emplace_back(rank, end - first);
+    first = end;
   }
-  std::vector<Trace> result;
-  result.reserve(traces.size());
-  for (auto& [trace, file] : traces) result.push_back(std::move(trace));
-  for (const std::string& file : left_out)
-    result.front().read_result.notes.push_back(
-        fmt::format("'{}' left out of the set: a JSON object without \"traceEvents\", not a trace", file));
-  return result;
+  for (std::size_t k = 0; k < windows.size(); ++k) {
+    std::vector<std::string>& notes = windows[k].front().read_result.notes;
+    std::vector<std::string> missing;
+    for (const auto& [rank, count] : windows_of_rank)
+      if (count <= k) missing.push_back(fmt::format("rank {} ({} file{})", rank, count, count == 1 ? "" : "s"));
+    if (!missing.empty())
+      notes.push_back(fmt::format("window {} of {} has no trace of {}: each rank's trace files are its windows, in time order",
+                                  k + 1, windows.size(), fmt::join(missing, ", ")));
+    for (const std::string& file : left_out)
+      notes.push_back(fmt::format("'{}' left out of the set: a JSON object without \"traceEvents\", not a trace", file));
+  }
+  return windows;
+}
+
+/// Reads the traces of a run, one Trace per rank, sorted by rank (Trace::distributed.rank).
+/// Each path is a trace file, or a directory whose files ending in ".json" or ".gz" are read
+/// (not its subdirectories), as Holistic Trace Analysis lists a trace directory. A JSON file of a
+/// directory that is not a trace (an object without "traceEvents": a config.json, a report) is
+/// left out, with a note in the first trace's read_result. Several files of one rank are windows
+/// of the run (read_trace_windows()): the latest window is returned, and a note in its first
+/// trace's read_result says how many there are. Throws TraceReadError for a file that cannot be
+/// read, a path that does not exist, a directory with no trace file, and two files of one rank
+/// whose times overlap (naming both).
+inline std::vector<Trace> read_trace_set(const std::vector<std::string>& paths, const ReadOptions& options = {}) {
+  std::vector<std::vector<Trace>> windows = read_trace_windows(paths, options);
+  std::vector<Trace> latest = std::move(windows.back());
+  if (windows.size() > 1)
+    latest.front().read_result.notes.push_back(fmt::format(
+        "window {0} of {0}, the latest: ranks have several trace files, their windows in time order; "
+        "read_trace_windows() reads every window (dlprof-report --window N)",
+        windows.size()));
+  return latest;
 }
 
 DLPROF_END_NAMESPACE

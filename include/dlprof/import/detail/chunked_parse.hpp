@@ -5,9 +5,9 @@
 // the first cut) into the TraceBuilder; both threads then parse the following parts, each into a
 // RawEventLog, and the calling thread gives the logs to the builder in order, part by part, and
 // parses what follows the events array (Kineto writes "baseTimeNanoseconds" there) last, as a
-// document of its own. Read from a file, a part lives in one of a few buffers, each reused once
-// its log is given to the builder, so the memory a read takes grows with the events it keeps,
-// not with the size of the text.
+// document of its own. Read from a file, or inflated from gzip data as it goes, a part lives in
+// one of a few buffers, each reused once its log is given to the builder, so the memory a read
+// takes grows with the events it keeps, not with the size of the text.
 //
 // A cut is a guess made by looking at bytes ("}", a comma and whitespace, "{"), checked as the
 // part is parsed: its parse must close an event at the guessed "}" and be between events there.
@@ -17,11 +17,6 @@
 // again, whole and pristine, on one thread, which reports errors exactly where they are.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -35,9 +30,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "dlprof/config.hpp"
 #include "dlprof/import/detail/json_parser.hpp"
@@ -110,6 +104,9 @@ struct TextPart {
   std::size_t end = 0;
   bool last = false;
   std::size_t buffer = 0;  ///< which of its source's buffers holds it
+  /// How far its source had been read when it was handed out, for progress: text bytes, or the
+  /// compressed bytes of gzip data inflated as it is read.
+  std::uint64_t read_to = 0;
 };
 
 /// The parts of a text that is in memory: windows of it.
@@ -139,11 +136,13 @@ class MemoryParts {
     const std::optional<Cut> cut = from < size_ ? find_cut_after(text_, size_, from, kWindow) : std::nullopt;
     if (!cut) {
       part.end = size_;
+      part.read_to = part.end;
       part.last = true;
       done_ = true;
       return part;
     }
     part.end = cut->head_end + 1;
+    part.read_to = part.end;
     text_[part.end] = '\0';
     rest_start_ = cut->rest_start;
     return part;
@@ -156,14 +155,21 @@ class MemoryParts {
   bool done_ = false;
 };
 
-/// The parts of a file, read into a few buffers as they are handed out: each holds what was
-/// carried over from the one before (the start of an event, after the last cut), then about a
-/// part's worth of the file.
-class FileParts {
+/// The parts of a text read as it goes (a file, or gzip data inflated as it is read), into a few
+/// buffers as they are handed out: each holds what was carried over from the one before (the
+/// start of an event, after the last cut), then about a part's worth of the text.
+class StreamParts {
  public:
-  /// `buffers`: how many parts may be handed out and not yet released.
-  FileParts(int fd, std::uint64_t limit, std::size_t part_bytes, std::size_t buffers)
-      : fd_(fd), limit_(limit), part_bytes_(part_bytes), buffers_(buffers) {
+  /// Reads at most `room` (> 0) bytes into `out`; returns how many, 0 at the end of the text.
+  /// Throws FileFailure (a read error, a text beyond ReadOptions::max_json_bytes).
+  using Read = std::function<std::size_t(char* out, std::size_t room)>;
+  /// How far the source has been read, when that is not the text read (TextPart::read_to).
+  using Position = std::function<std::uint64_t()>;
+
+  /// `buffers`: how many parts may be handed out and not yet released. Without `position`, a
+  /// part's read_to is where it ends in the text.
+  StreamParts(Read read, Position position, std::size_t part_bytes, std::size_t buffers)
+      : read_(std::move(read)), position_(std::move(position)), part_bytes_(part_bytes), buffers_(buffers) {
     free_.resize(buffers, true);
   }
 
@@ -175,8 +181,6 @@ class FileParts {
   }
 
   void release(const TextPart& part) noexcept { free_[part.buffer] = true; }
-
-  std::uint64_t bytes_read() const noexcept { return file_offset_; }
 
  private:
   TextPart read_part(bool first) {
@@ -190,7 +194,7 @@ class FileParts {
     buffer.reserve(std::max(start + carry_.size(), part_bytes_) + ByteBuffer::kPadding);
     buffer.resize(start + carry_.size());
     if (!carry_.empty()) std::memcpy(buffer.data() + start, carry_.data(), carry_.size());
-    const std::uint64_t base_offset = file_offset_ - carry_.size() - start;
+    const std::uint64_t base_offset = text_offset_ - carry_.size() - start;
     carry_.clear();
     std::size_t searched = start;
     for (;;) {
@@ -211,6 +215,7 @@ class FileParts {
           carry_.assign(buffer.data() + cut->rest_start, buffer.size() - cut->rest_start);
           buffer.resize(part.end);
         }
+        part.read_to = position_ ? position_() : part.base_offset + part.end;
         buffer.terminate();
         return part;
       }
@@ -222,30 +227,27 @@ class FileParts {
     }
   }
 
-  /// Reads until `buffer` holds `size` bytes or the file ends.
+  /// Reads until `buffer` holds `size` bytes or the text ends.
   void fill(ByteBuffer& buffer, std::size_t size) {
     buffer.reserve(size + ByteBuffer::kPadding);
     while (!eof_ && buffer.size() < size) {
-      const ssize_t count = ::read(fd_, buffer.data() + buffer.size(), size - buffer.size());
-      if (count < 0 && errno == EINTR) continue;
-      if (count < 0) fail_file(std::strerror(errno));
+      const std::size_t count = read_(buffer.data() + buffer.size(), size - buffer.size());
       if (count == 0) {
         eof_ = true;
         break;
       }
-      buffer.resize(buffer.size() + static_cast<std::size_t>(count));
-      file_offset_ += static_cast<std::uint64_t>(count);
-      if (file_offset_ > limit_) fail_file(fmt::format("the file has more than {} bytes (ReadOptions::max_json_bytes)", limit_));
+      buffer.resize(buffer.size() + count);
+      text_offset_ += count;
     }
   }
 
-  int fd_;
-  std::uint64_t limit_;
+  Read read_;
+  Position position_;
   std::size_t part_bytes_;
   std::vector<ByteBuffer> buffers_;
   std::vector<bool> free_;
   std::string carry_;
-  std::uint64_t file_offset_ = 0;
+  std::uint64_t text_offset_ = 0;  ///< of the text read so far
   bool eof_ = false;
   bool done_ = false;
 };
@@ -274,20 +276,21 @@ inline bool parse_after_events(char* text, std::size_t at, std::size_t size, Tra
   return tail_end.error == rapidjson::kParseErrorNone && tail_end.offset == size;
 }
 
-/// Parses `source`'s parts (`total_bytes` in all) into `handler` (the head, the part after the
-/// events array) and its `builder` (every event, in order) on this thread and one more. False when the text did not
-/// parse this way (a cut guessed wrong, or an error): what was read must be dropped and the text
-/// parsed again on one thread. Throws ParseFailure for an error in the events the builder is given
-/// or after the events array, which the text's first error then is. `parsed(offset)` is called as
-/// the text up to `offset` has been read.
+/// Parses `source`'s parts (`total_bytes` in all, in the units of TextPart::read_to) into
+/// `handler` (the head, the part after the events array) and its `builder` (every event, in order)
+/// on this thread and one more. False when the text did not parse this way (a cut guessed wrong,
+/// an event too long to log, or an error): what was read must be dropped and the text parsed again
+/// on one thread. Throws ParseFailure for an error in the events the builder is given or after the
+/// events array, which the text's first error then is, and the source's FileFailure.
+/// `parsed(read_to)` is called as the parts up to one read to `read_to` have been read.
 template <class Parts>
-bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handler, TraceBuilder& builder,
+bool parse_in_parts(Parts& source, std::uint64_t total_bytes, TraceHandler& handler, TraceBuilder& builder,
                     std::size_t max_parts_out, const std::function<void(std::size_t)>& parsed) {
   TextPart head = source.first();
   if (head.last) {  // one part: the whole document
     const JsonParseEnd end = run_json_parser(head.base, 0, handler, SIZE_MAX, head.base_offset);
     check_json_end(end, head.base, head.end);
-    if (parsed) parsed(head.base_offset + head.end);
+    if (parsed) parsed(head.read_to);
     return true;
   }
 
@@ -328,7 +331,7 @@ bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handle
     }
     Slot& slot = slots.emplace_back();
     slot.part = *part;
-    if (free_logs.empty()) free_logs.push_back(logs.emplace_back(std::make_unique<RawEventLog>(nullptr)).get());
+    if (free_logs.empty()) free_logs.push_back(logs.emplace_back(std::make_unique<RawEventLog>()).get());
     slot.log = free_logs.back();
     free_logs.pop_back();
     ++claimed;
@@ -340,7 +343,7 @@ bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handle
   TraceBuilder main_problems(builder.strict());
   const auto parse_slot = [&](Slot& slot, TraceBuilder& problems) {
     const TextPart& part = slot.part;
-    slot.log->reset(part.base);
+    slot.log->reset(part.base, part.base_offset);
     slot.log->reserve_for(part.end - part.open);
     bool ok = false;
     try {
@@ -357,6 +360,7 @@ bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handle
                                                                                     part.end - 1, part.base_offset);
         ok = end.error == rapidjson::kParseErrorTermination && rest_handler.between_events();
       }
+      ok = ok && !slot.log->overflowed();
     } catch (const ParseFailure&) {
     }
     const std::lock_guard<std::mutex> lock(mutex);
@@ -400,8 +404,8 @@ bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handle
     const Stopper stopper{worker, mutex, changed, failed};
     const JsonParseEnd head_end = run_json_parser(head.base, head.open, handler, head.end - 1, head.base_offset);
     if (head_end.error != rapidjson::kParseErrorTermination || !handler.between_events()) return false;
-    builder.expect_more(head.base_offset + head.end, total_bytes);
-    if (parsed) parsed(head.base_offset + head.end);
+    builder.expect_more(head.read_to, total_bytes);
+    if (parsed) parsed(head.read_to);
     {
       const std::lock_guard<std::mutex> lock(mutex);
       source.release(head);
@@ -414,8 +418,8 @@ bool parse_in_parts(Parts& source, std::size_t total_bytes, TraceHandler& handle
         Slot& slot = slots[given];
         lock.unlock();
         slot.log->replay([&](const RawEvent& event) { builder.add_event(event); });
-        builder.expect_more(slot.part.base_offset + slot.part.end, total_bytes);
-        if (parsed) parsed(slot.part.base_offset + slot.part.end);
+        builder.expect_more(slot.part.read_to, total_bytes);
+        if (parsed) parsed(slot.part.read_to);
         lock.lock();
         if (slot.part.last) {
           last = &slot;

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <fmt/format.h>
+
 // RapidJSON's SIMD switches (RAPIDJSON_SSE2, ...) are left to the program: defined here they
 // would give RapidJSON's inline functions two bodies in a program whose other files include it
 // without them, and they gain nothing measurable on Kineto's indented traces. Its SIMD scans read
@@ -49,15 +51,21 @@ class RapidJsonAdapter {
     return true;
   }
   bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
-    handler_.number(std::string_view(text, length), base_offset_ + static_cast<std::size_t>(text - text_));
+    const std::size_t offset = base_offset_ + static_cast<std::size_t>(text - text_);
+    if (text[length] >= '0' && text[length] <= '9') fail_long(offset, "number");
+    handler_.number(std::string_view(text, length), offset);
     return true;
   }
   bool String(const char* text, rapidjson::SizeType length, bool) {
-    handler_.string(std::string_view(text, length), base_offset_ + static_cast<std::size_t>(text - text_) - 1);
+    const std::size_t offset = base_offset_ + static_cast<std::size_t>(text - text_) - 1;
+    if (text[length] != '\0') fail_long(offset, "string");
+    handler_.string(std::string_view(text, length), offset);
     return true;
   }
   bool Key(const char* text, rapidjson::SizeType length, bool) {
-    handler_.key(std::string_view(text, length), base_offset_ + static_cast<std::size_t>(text - text_) - 1);
+    const std::size_t offset = base_offset_ + static_cast<std::size_t>(text - text_) - 1;
+    if (text[length] != '\0') fail_long(offset, "key");
+    handler_.key(std::string_view(text, length), offset);
     return true;
   }
   bool StartObject() {
@@ -86,6 +94,14 @@ class RapidJsonAdapter {
 
  private:
   std::size_t position() noexcept { return stream_start_ + stream_.Tell(); }
+
+  /// RapidJSON gives a token's length in 32 bits, so a token of 4 GiB or more reaches the handler
+  /// cut short: an in-situ string is then not followed by the NUL RapidJSON writes after it, a
+  /// number is followed by a digit. Such a token is refused. (RapidJSON's own assertion stops a
+  /// program built without NDEBUG first.)
+  [[noreturn]] static void fail_long(std::size_t offset, std::string_view what) {
+    fail_at(offset, fmt::format("a {} of 4 GiB or more: the JSON parser takes at most 4 GiB - 1 bytes", what));
+  }
 
   TraceHandler& handler_;
   const char* text_;

@@ -284,18 +284,25 @@ struct RawEvent {
 /// each part after the head. Only the values each event has are kept, in 16 bytes each (half a
 /// RawValue: memory new to the process is faulted in as it is written, and that is most of what
 /// logging costs); texts of captured args are copied, the rest are where they are in the text.
+/// A value is placed by 32-bit counts from the start of its event, so a text of any size is
+/// logged in that room; an event of 4 GiB or more cannot be, and makes the log overflowed().
 class RawEventLog {
  public:
-  explicit RawEventLog(const char* text) noexcept : text_(text) {}
-
-  /// Forgets every event, keeping the memory, for events of `text`.
-  void reset(const char* text) noexcept {
+  /// Forgets every event, keeping the memory, for events of `text`, which starts `text_offset`
+  /// bytes into the whole JSON text.
+  void reset(const char* text, std::size_t text_offset) noexcept {
     text_ = text;
+    text_offset_ = text_offset;
     entries_.clear();
     values_.clear();
     numeric_args_.clear();
     captured_.clear();
+    overflowed_ = false;
   }
+
+  /// Whether an event did not fit (4 GiB or more of text, or of captured args): the log cannot
+  /// be replayed.
+  bool overflowed() const noexcept { return overflowed_; }
 
   /// Room for the events of `bytes` of JSON text, so that growing never copies them (memory not
   /// written to costs nothing): Kineto writes 200 bytes or more per event, 15 per value.
@@ -305,11 +312,12 @@ class RawEventLog {
   }
 
   void add(const RawEvent& event) {
+    const char* event_text = text_ + (event.offset - text_offset_);
     for (std::uint32_t bits = event.fields_present; bits != 0; bits &= bits - 1)
-      values_.push_back(logged(event.fields[static_cast<std::size_t>(__builtin_ctz(bits))], false));
+      values_.push_back(logged(event.fields[static_cast<std::size_t>(__builtin_ctz(bits))], false, event_text, event.offset));
     for (std::uint64_t bits = event.args_present; bits != 0; bits &= bits - 1) {
       const auto arg = static_cast<Arg>(__builtin_ctzll(bits));
-      values_.push_back(logged(event.args[static_cast<std::size_t>(arg)], is_captured(arg)));
+      values_.push_back(logged(event.args[static_cast<std::size_t>(arg)], is_captured(arg), event_text, event.offset));
     }
     numeric_args_.insert(numeric_args_.end(), event.numeric_args.begin(), event.numeric_args.end());
     entries_.push_back(Entry{event.offset, event.args_present, event.fields_present,
@@ -324,10 +332,11 @@ class RawEventLog {
     std::size_t numeric = 0;
     for (const Entry& entry : entries_) {
       event.clear(entry.offset);
+      const char* event_text = text_ + (entry.offset - text_offset_);
       for (std::uint32_t bits = entry.fields_present; bits != 0; bits &= bits - 1)
-        event.set(static_cast<EventField>(__builtin_ctz(bits)), raw(values_[value++]));
+        event.set(static_cast<EventField>(__builtin_ctz(bits)), raw(values_[value++], event_text, entry.offset));
       for (std::uint64_t bits = entry.args_present; bits != 0; bits &= bits - 1)
-        event.set(static_cast<Arg>(__builtin_ctzll(bits)), raw(values_[value++]));
+        event.set(static_cast<Arg>(__builtin_ctzll(bits)), raw(values_[value++], event_text, entry.offset));
       event.numeric_args.assign(numeric_args_.begin() + static_cast<std::ptrdiff_t>(numeric),
                                 numeric_args_.begin() + static_cast<std::ptrdiff_t>(numeric + entry.numeric_args));
       numeric += entry.numeric_args;
@@ -342,8 +351,8 @@ class RawEventLog {
     std::uint32_t fields_present;
     std::uint32_t numeric_args;
   };
-  /// A RawValue: its text at `start` in the JSON text, or in `captured_`. Texts fit in 32 bits
-  /// (RapidJSON's lengths are 32-bit).
+  /// A RawValue: its text at `start` from its event's "{" in the JSON text, or in `captured_`;
+  /// `offset` counts from its event's offset.
   struct Value {
     std::uint32_t start;
     std::uint32_t length;
@@ -353,27 +362,39 @@ class RawEventLog {
   };
   static_assert(sizeof(Value) == 16);
 
+  /// A value of the event whose "{" is at `event_text`, `event_offset` bytes into the whole text.
   /// `captured`: the text is the handler's (captured args); so are the texts of true, false and null.
-  Value logged(const RawValue& value, bool captured) {
-    const auto length = static_cast<std::uint32_t>(value.text.size());
-    if (!captured && value.type != JsonType::Bool && value.type != JsonType::Null)
-      return Value{static_cast<std::uint32_t>(value.text.data() - text_), length, static_cast<std::uint32_t>(value.offset),
+  Value logged(const RawValue& value, bool captured, const char* event_text, std::size_t event_offset) {
+    const std::uint64_t length = value.text.size();
+    const std::uint64_t offset = value.offset - event_offset;
+    if (!captured && value.type != JsonType::Bool && value.type != JsonType::Null) {
+      const auto start = static_cast<std::uint64_t>(value.text.data() - event_text);
+      if ((start | length | offset) > UINT32_MAX) overflowed_ = true;
+      return Value{static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(length), static_cast<std::uint32_t>(offset),
                    value.type, false};
-    const auto start = static_cast<std::uint32_t>(captured_.size());
+    }
+    const std::uint64_t start = captured_.size();
+    if (((start + length) | offset) > UINT32_MAX) {
+      overflowed_ = true;
+      return Value{};
+    }
     captured_.append(value.text);
-    return Value{start, length, static_cast<std::uint32_t>(value.offset), value.type, true};
+    return Value{static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(length), static_cast<std::uint32_t>(offset),
+                 value.type, true};
   }
 
-  RawValue raw(const Value& value) const noexcept {
-    const char* text = value.captured ? captured_.data() : text_;
-    return RawValue{std::string_view(text + value.start, value.length), value.offset, value.type};
+  RawValue raw(const Value& value, const char* event_text, std::size_t event_offset) const noexcept {
+    const char* text = value.captured ? captured_.data() : event_text;
+    return RawValue{std::string_view(text + value.start, value.length), event_offset + value.offset, value.type};
   }
 
-  const char* text_;
+  const char* text_ = nullptr;
+  std::size_t text_offset_ = 0;
   std::vector<Entry> entries_;
   std::vector<Value> values_;  ///< each event's fields then args, in the order of their bits
   std::vector<std::pair<std::string_view, RawValue>> numeric_args_;
   std::string captured_;
+  bool overflowed_ = false;
 };
 
 }  // namespace detail::json

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -280,14 +281,19 @@ inline std::uint64_t most_inflated(std::string_view compressed, std::uint64_t li
   return std::min<std::uint64_t>(limit, std::uint64_t{compressed.size()} * 1032 + 4096);
 }
 
+/// How inflating gzip data whole into room for the size its trailer announces went.
+enum class WholeInflation : std::uint8_t {
+  Done,    ///< the text is in the buffer
+  Longer,  ///< the text is longer than announced (several members, or 4 GiB or more)
+  Failed,  ///< anything else: zlib reads the data again and names what is wrong
+};
+
 #if DLPROF_WITH_LIBDEFLATE
 /// Inflates gzip data of one member with libdeflate, whole, into `output` (empty, with room for
-/// the size the trailer announces): three times zlib's speed on a trace (bench/RESULTS.md). False
-/// when it cannot (several members, a wrong announced size, bad data): zlib then reads the data
-/// and names what is wrong.
-inline bool inflate_whole(std::string_view compressed, ByteBuffer& output) {
+/// the size the trailer announces): three times zlib's speed on a trace (bench/RESULTS.md).
+inline WholeInflation inflate_whole(std::string_view compressed, ByteBuffer& output) {
   const std::uint64_t announced = GzipInflater::announced_size(compressed);
-  if (announced == 0 || announced + ByteBuffer::kPadding > output.capacity()) return false;
+  if (announced == 0 || announced + ByteBuffer::kPadding > output.capacity()) return WholeInflation::Failed;
   struct Free {
     void operator()(libdeflate_decompressor* decompressor) const noexcept { libdeflate_free_decompressor(decompressor); }
   };
@@ -296,18 +302,60 @@ inline bool inflate_whole(std::string_view compressed, ByteBuffer& output) {
   std::size_t used = 0;
   std::size_t written = 0;
   // libdeflate checks the member's CRC-32 and size.
-  if (libdeflate_gzip_decompress_ex(decompressor.get(), compressed.data(), compressed.size(), output.data(),
-                                    static_cast<std::size_t>(announced), &used, &written) != LIBDEFLATE_SUCCESS)
-    return false;
+  const libdeflate_result result = libdeflate_gzip_decompress_ex(decompressor.get(), compressed.data(), compressed.size(),
+                                                                 output.data(), static_cast<std::size_t>(announced), &used,
+                                                                 &written);
+  if (result == LIBDEFLATE_INSUFFICIENT_SPACE) return WholeInflation::Longer;
+  if (result != LIBDEFLATE_SUCCESS) return WholeInflation::Failed;
   const std::string_view rest = compressed.substr(used);
-  if (!std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; })) return false;  // another member
+  if (!std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; })) return WholeInflation::Longer;  // another member
   output.resize(written);
-  return true;
+  return WholeInflation::Done;
 }
 #endif
 
-/// Inflates gzip data into a new buffer of at most `limit` bytes; a gzip bomb stops there.
-inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit, const ByteProgress& progress) {
+/// The text of gzip data inflated whole, when it is the size the trailer announces, within
+/// `limit`: one member of less than 4 GiB, as trace files are. Nothing for a text longer than that
+/// (several members, or 4 GiB or more, whose size the trailer gives modulo 2^32), which is then
+/// inflated part by part as it is parsed, and for one longer than `limit`, which the parse in
+/// parts refuses. Throws FileFailure for data that is not gzip as it must be.
+inline std::optional<ByteBuffer> inflate_as_announced(std::string_view compressed, std::uint64_t limit,
+                                                      const ByteProgress& progress) {
+  const std::uint64_t announced = GzipInflater::announced_size(compressed);
+  if (announced == 0 || announced > most_inflated(compressed, limit)) return std::nullopt;
+  ByteBuffer output;
+  output.reserve(static_cast<std::size_t>(announced) + ByteBuffer::kPadding);
+#if DLPROF_WITH_LIBDEFLATE
+  switch (inflate_whole(compressed, output)) {
+    case WholeInflation::Done:
+      if (progress) progress(compressed.size(), compressed.size());
+      return output;
+    case WholeInflation::Longer: return std::nullopt;
+    case WholeInflation::Failed: break;
+  }
+#endif
+  GzipInflater inflater(compressed);
+  std::uint64_t next_report = std::uint64_t{16} << 20;
+  while (!inflater.finished()) {
+    if (output.size() == announced) {
+      char beyond = 0;  // a text longer than announced is not inflated whole
+      if (inflater.inflate_into(&beyond, 1) != 0) return std::nullopt;
+      continue;
+    }
+    output.resize(output.size() + inflater.inflate_into(output.data() + output.size(), announced - output.size()));
+    if (progress && output.size() >= next_report) {
+      progress(inflater.consumed(), compressed.size());
+      next_report = output.size() + (std::uint64_t{16} << 20);
+    }
+  }
+  if (progress) progress(compressed.size(), compressed.size());
+  return output;
+}
+
+/// Inflates gzip data into a new buffer of at most `limit` bytes, whatever the size the trailer
+/// announces: for a text read whole again (an error's line and column); a gzip bomb stops at
+/// `limit`.
+inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit) {
   const std::uint64_t most = most_inflated(compressed, limit);
   ByteBuffer output;
   // The padding terminate() adds stays spare all along: no copy at the end.
@@ -316,13 +364,9 @@ inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit, const
                      std::max<std::uint64_t>(GzipInflater::announced_size(compressed), compressed.size() * 4ull), most)) +
                  kSpare);
 #if DLPROF_WITH_LIBDEFLATE
-  if (inflate_whole(compressed, output)) {
-    if (progress) progress(compressed.size(), compressed.size());
-    return output;
-  }
+  if (inflate_whole(compressed, output) == WholeInflation::Done) return output;
 #endif
   GzipInflater inflater(compressed);
-  std::uint64_t next_report = std::uint64_t{16} << 20;
   while (!inflater.finished()) {
     if (output.size() == output.capacity() - kSpare) {
       if (output.size() >= limit)
@@ -330,12 +374,7 @@ inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit, const
       output.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{output.capacity()} * 2, limit + kSpare)));
     }
     output.resize(output.size() + inflater.inflate_into(output.data() + output.size(), output.capacity() - kSpare - output.size()));
-    if (progress && output.size() >= next_report) {
-      progress(inflater.consumed(), compressed.size());
-      next_report = output.size() + (std::uint64_t{16} << 20);
-    }
   }
-  if (progress) progress(compressed.size(), compressed.size());
   return output;
 }
 
