@@ -114,6 +114,24 @@ std::vector<json> events_where(const json& document, const std::function<bool(co
   return events;
 }
 
+// The names of the slices ("ph": "X") of a written trace, in order.
+std::vector<std::string> slice_names(const json& document) {
+  std::vector<std::string> names;
+  for (const json& event : events_where(document, [](const json& e) { return e.at("ph") == "X"; }))
+    names.push_back(event.at("name").get<std::string>());
+  return names;
+}
+
+// The one thread_name and the one process_name metadata event a one-thread trace has.
+void expect_thread_and_process_names(const json& document, const std::string& thread, const std::string& process) {
+  const auto thread_names = events_where(document, [](const json& e) { return e.at("name") == "thread_name"; });
+  ASSERT_EQ(thread_names.size(), 1u);
+  EXPECT_EQ(thread_names[0].at("args").at("name"), thread);
+  const auto process_names = events_where(document, [](const json& e) { return e.at("name") == "process_name"; });
+  ASSERT_EQ(process_names.size(), 1u);
+  EXPECT_EQ(process_names[0].at("args").at("name"), process);
+}
+
 // A µs value with three decimals, as integer nanoseconds (exact for the magnitudes in traces).
 std::int64_t to_ns(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000.0); }
 
@@ -650,17 +668,9 @@ TEST(ChromeTraceTest, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
   json document;
   ASSERT_NO_THROW(document = json::parse(text));  // nlohmann refuses invalid UTF-8
 
-  std::vector<std::string> written;
-  for (const json& event : events_where(document, [](const json& e) { return e.at("ph") == "X"; }))
-    written.push_back(event.at("name").get<std::string>());
-  EXPECT_THAT(written, ElementsAre("bad\uFFFD range", "cut \uFFFD\uFFFD",
-                                   "overlong \uFFFD\uFFFD surrogate \uFFFD\uFFFD\uFFFD"));
-  const auto thread_names = events_where(document, [](const json& e) { return e.at("name") == "thread_name"; });
-  ASSERT_EQ(thread_names.size(), 1u);
-  EXPECT_EQ(thread_names[0].at("args").at("name"), "thread 4243 (w-\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\uFFFD)");
-  const auto process = events_where(document, [](const json& e) { return e.at("name") == "process_name"; });
-  ASSERT_EQ(process.size(), 1u);
-  EXPECT_EQ(process[0].at("args").at("name"), "proc\uFFFD");
+  EXPECT_THAT(slice_names(document), ElementsAre("bad\uFFFD range", "cut \uFFFD\uFFFD",
+                                                 "overlong \uFFFD\uFFFD surrogate \uFFFD\uFFFD\uFFFD"));
+  expect_thread_and_process_names(document, "thread 4243 (w-\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\uFFFD)", "proc\uFFFD");
 }
 
 TEST(ChromeTraceTest, ThreadNameCutByPrctlMidCharacterStillSavesValidJson) {
@@ -711,17 +721,9 @@ TEST(ChromeTraceTest, NamesWithSpecialCharactersRoundTripExactly) {
   const std::string trace_name = "/tmp/odd \"name\"\n.json";
   const json document = json::parse(chrome_text(builder.trace(), trace_name));
 
-  std::vector<std::string> written;
-  for (const json& event : events_where(document, [](const json& e) { return e.at("ph") == "X"; }))
-    written.push_back(event.at("name").get<std::string>());
-  EXPECT_EQ(written, names);
+  EXPECT_EQ(slice_names(document), names);
   EXPECT_EQ(document.at("traceName"), trace_name);
-  const auto thread_names = events_where(document, [](const json& e) { return e.at("name") == "thread_name"; });
-  ASSERT_EQ(thread_names.size(), 1u);
-  EXPECT_EQ(thread_names[0].at("args").at("name"), "thread 4243 (quote\"thread)");
-  const auto process = events_where(document, [](const json& e) { return e.at("name") == "process_name"; });
-  ASSERT_EQ(process.size(), 1u);
-  EXPECT_EQ(process[0].at("args").at("name"), "proc\\ess");
+  expect_thread_and_process_names(document, "thread 4243 (quote\"thread)", "proc\\ess");
 }
 
 // --- nesting ---------------------------------------------------------------------------------
