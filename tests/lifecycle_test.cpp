@@ -187,16 +187,16 @@ TEST(NameTable, NamesPastTheBoundAreCountedInTheirOwnWindowOnly) {
   std::sort(windows.begin(), windows.end(),
             [](const json& a, const json& b) { return a["baseTimeNanoseconds"] < b["baseTimeNanoseconds"]; });
   std::uint64_t kept = 0;
-  std::uint64_t placeholders = 0;
+  std::uint64_t overflow_named = 0;
   for (const json& event : windows[0]["traceEvents"]) {
     const std::string name = event.value("name", "");
     if (name.rfind("unique name ", 0) == 0) ++kept;
-    if (name == "<dlprof: name table full>") ++placeholders;
+    if (name == "<dlprof: name table full>") ++overflow_named;
   }
-  EXPECT_EQ(kept + placeholders, 3000u);
+  EXPECT_EQ(kept + overflow_named, 3000u);
   EXPECT_GT(kept, 100u);
-  EXPECT_GT(placeholders, 0u);
-  EXPECT_EQ(windows[0]["dlprof_overflowed_names"], placeholders);
+  EXPECT_GT(overflow_named, 0u);
+  EXPECT_EQ(windows[0]["dlprof_overflowed_names"], overflow_named);
   EXPECT_EQ(windows[1]["dlprof_overflowed_names"], 0);  // names the table holds are found, not counted
 }
 
@@ -226,14 +226,14 @@ TEST(Soak, ATrainingLoopWithThreadChurnForksAndUniqueNamesKeepsItsMemoryAndCount
     const json trace = json::parse(text);  // throws, failing the test, on invalid JSON
     std::size_t steps = 0;
     std::size_t worker_ranges = 0;
-    std::size_t placeholders = 0;
+    std::size_t overflow_named = 0;
     std::size_t iterations = 0;
     for (const json& event : trace.at("traceEvents")) {
       const std::string name = event.value("name", "");
       if (name.rfind("ProfilerStep#", 0) == 0) ++steps;
       if (name == "worker-range") ++worker_ranges;
       if (name == "iteration") ++iterations;
-      if (name == "<dlprof: name table full>") ++placeholders;
+      if (name == "<dlprof: name table full>") ++overflow_named;
       EXPECT_NE(name.rfind("in-child", 0), 0u) << "a forked child's range in the parent's trace";
     }
     EXPECT_EQ(steps, 2u);
@@ -241,8 +241,8 @@ TEST(Soak, ATrainingLoopWithThreadChurnForksAndUniqueNamesKeepsItsMemoryAndCount
     EXPECT_EQ(worker_ranges, 2u * 512);
     EXPECT_EQ(trace["dlprof_dropped_events"], 2 * (600 - 512));
     EXPECT_EQ(trace["dlprof_clipped_ranges"], 2);
-    EXPECT_EQ(trace["dlprof_overflowed_names"], placeholders);
-    overflowed += placeholders;
+    EXPECT_EQ(trace["dlprof_overflowed_names"], overflow_named);
+    overflowed += overflow_named;
   }
   EXPECT_GT(overflowed, 0u) << "the name table never filled";
 }

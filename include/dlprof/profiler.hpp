@@ -674,7 +674,7 @@ class Profiler {
   detail::ClockSample window_start_{};
   detail::ClockSample window_end_{};
   std::uint64_t overflowed_names_before_window_ = 0;
-  std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under the placeholder
+  std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under kOverflowName
   detail::DrainedEvents drained_;
   mutable std::mutex results_mutex_;  // guards last_trace_, traces_in_progress_ and errors_ (the writer thread sets them)
   mutable std::condition_variable trace_published_;

@@ -9,7 +9,7 @@
 // per-thread caches, the op and module name caches and events in flight hold ids). To keep
 // memory bounded the table stops growing when the heap memory it takes (strings, their index,
 // its buckets) reaches its limit, kDefaultNameTableBytes unless ProfilerOptions::name_table_bytes
-// says otherwise: a new name past the limit is recorded under a fixed placeholder name, and
+// says otherwise: a new name past the limit is recorded under the fixed overflow name, and
 // counted, so that each window's trace and report say how many names it lost.
 #pragma once
 
@@ -154,7 +154,7 @@ class InternTable {
   void unlock_after_fork() noexcept { mutex_.unlock(); }
 
  private:
-  /// The placeholder is the first name, so that a full table always holds it.
+  /// kOverflowName is the first name, so that a full table always holds it.
   static constexpr std::uint32_t kOverflowIndex = 0;
   InternTable() {
     const std::string* stored = nullptr;
