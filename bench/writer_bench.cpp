@@ -35,6 +35,7 @@ namespace {
 
 using dlprof::Category;
 using dlprof::EventKind;
+using dlprof::detail::RecordKind;
 using dlprof::detail::DrainedEvents;
 using dlprof::detail::Event;
 using dlprof::detail::NameId;
@@ -97,18 +98,18 @@ DrainedEvents::Thread make_thread(std::size_t index, std::int64_t start_tick) {
         now += ticks(2'000 + static_cast<std::int64_t>((op * 7919) % 48'000));  // 2-50 us
         const NameId name = index >= 2 ? dlprof::detail::intern(kWorkerNames[op % std::size(kWorkerNames)])
                                        : dlprof::detail::intern(kOpNames[op % std::size(kOpNames)]);
-        thread.events.push_back(Event{name, begin, {now}, EventKind::Range, Category::User});
+        thread.events.push_back(Event{name, begin, {now}, RecordKind::Range, Category::User});
         now += ticks(300);
         ++op;
       }
       const NameId module_name =
           index >= 2 ? dlprof::detail::intern("load_sample") : dlprof::detail::intern(kModuleNames[module]);
-      thread.events.push_back(Event{module_name, module_begin, {now}, EventKind::Range, Category::Forward});
+      thread.events.push_back(Event{module_name, module_begin, {now}, RecordKind::Range, Category::Forward});
       now += ticks(500);
     }
-    thread.events.push_back(Event{root_name, step_begin, {now}, EventKind::Range, Category::User});
+    thread.events.push_back(Event{root_name, step_begin, {now}, RecordKind::Range, Category::User});
     if (index == 0)
-      thread.events.push_back(Event{static_cast<NameId>(step), step_begin, {now}, EventKind::Step, Category::Step});
+      thread.events.push_back(Event{static_cast<NameId>(step), step_begin, {now}, RecordKind::Step, Category::Step});
     now += ticks(1'000);
     ++step;
   }

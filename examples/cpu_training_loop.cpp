@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include <dlprof/profiler.hpp>
+#include <dlprof/report.hpp>
 
 #include "command_line.hpp"
 #include "random.hpp"

@@ -11,6 +11,7 @@
 //   libtorch_training --num-workers 0         # loading runs inline: watch the DataLoader rows grow
 //   libtorch_training --device cuda           # on a GPU (LibTorch with CUDA): kernels linked to ops
 #include <dlprof/profiler.hpp>
+#include <dlprof/report.hpp>
 #include <torch/torch.h>
 
 #include <fmt/format.h>

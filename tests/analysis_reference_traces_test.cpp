@@ -19,10 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 using dlprof::analysis::AnalysisOptions;
 
-const fs::path kReferenceTraces = DLPROF_REFERENCE_TRACES_DIR;
+const fs::path kReferenceSets = DLPROF_REFERENCE_TRACES_DIR;
 
 std::vector<dlprof::Trace> read_set(const std::string& set) {
-  return dlprof::read_trace_set({(kReferenceTraces / set).string()});
+  return dlprof::read_trace_set({(kReferenceSets / set).string()});
 }
 
 AnalysisOptions hta_compat() {
@@ -69,7 +69,7 @@ const std::vector<HtaRank>& hta_ranks() {
 class ReferenceTraces : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::is_directory(kReferenceTraces)) GTEST_SKIP() << "no reference traces at " << kReferenceTraces;
+    if (!fs::is_directory(kReferenceSets)) GTEST_SKIP() << "no reference traces at " << kReferenceSets;
   }
 };
 

@@ -1,7 +1,7 @@
 // TensorBoard's step-time breakdown and GPU summary on hand-built traces; every number is worked
 // out in the comments.
 #include <dlprof/analysis/step_breakdown.hpp>
-#include <dlprof/detail/profiler_step.hpp>
+#include <dlprof/format/vocabulary.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -10,7 +10,13 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
+
+namespace annotate_only {
+void annotate_every_way(int step);
+void name_this_thread(const std::string& name);
+}  // namespace annotate_only
 
 namespace {
 
@@ -221,6 +227,33 @@ TEST(AnnotateTest, ShortTypeNamesDropNamespacesAndTemplateArguments) {
   EXPECT_EQ(dlprof::detail::short_type_name(typeid(optim::SGD)), "SGD");
   EXPECT_EQ(dlprof::detail::short_type_name(typeid(std::vector<std::vector<int>>)), "vector");
   EXPECT_EQ(dlprof::detail::short_type_name(typeid(int)), "int");
+}
+
+TEST(AnnotateTest, AFileThatIncludesOnlyTheAnnotationHeaderRecordsEveryKindOfAnnotation) {
+  dlprof::Profiler profiler;
+  profiler.start();
+  std::thread annotator([] {  // a thread whose ring is attached from that file
+    annotate_only::name_this_thread("annotator");
+    annotate_only::annotate_every_way(7);
+  });
+  annotator.join();
+  profiler.stop();
+  const dlprof::Trace& trace = *profiler.last_trace();
+  EXPECT_THAT(ranges_of(trace).names, ElementsAre("literal range", "formatted range 7", "dynamic range 7", "wrapped member",
+                                                  "wrapped member", "wrapped member data"));
+  EXPECT_THAT(ranges_of(trace).categories,
+              ElementsAre(dlprof::Category::Forward, dlprof::Category::User, dlprof::Category::Backward,
+                          dlprof::Category::User, dlprof::Category::User, dlprof::Category::User));
+  std::vector<std::string> marks;
+  std::vector<double> counters;
+  for (const dlprof::TraceEvent& event : trace.events) {
+    if (event.kind == dlprof::EventKind::Instant) marks.emplace_back(trace.name_of(event));
+    if (event.kind == dlprof::EventKind::Counter) counters.push_back(event.value);
+  }
+  EXPECT_THAT(marks, ElementsAre("a mark"));
+  EXPECT_THAT(counters, ElementsAre(3.5));
+  ASSERT_EQ(trace.threads.size(), 1u);
+  EXPECT_EQ(trace.threads[0].name, "annotator");
 }
 
 }  // namespace

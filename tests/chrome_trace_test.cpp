@@ -726,6 +726,93 @@ TEST(ChromeTraceTest, NamesWithSpecialCharactersRoundTripExactly) {
   expect_thread_and_process_names(document, "thread 4243 (quote\"thread)", "proc\\ess");
 }
 
+// kHostileName in every string the writer writes from a trace: a range, a kernel, the thread,
+// the process (on the CPU and on the GPU), a device, a metadata key, distributedInfo, the clock,
+// CUPTI's and the driver's versions, and traceName: 12 strings.
+dlprof::Trace hostile_trace() {
+  const std::string& hostile = dlprof_test::kHostileName;
+  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 90'000);
+  builder.event(hostile, kBaseNs + 2'000, kBaseNs + 3'000);
+  dlprof::Trace& trace = builder.trace();
+  trace.threads[0].name = hostile;
+  trace.process_name = hostile;
+  dlprof::DeviceProperties device;
+  device.name = hostile;
+  trace.devices = {device};
+  trace.metadata = {{hostile, "1"}};
+  trace.distributed.backend = hostile;
+  trace.clock_source = hostile;
+  trace.gpu.enabled = true;
+  trace.gpu.cupti_version = hostile;
+  trace.gpu.driver_version = hostile;
+  dlprof::GpuEvent kernel;
+  kernel.kind = dlprof::GpuEventKind::Kernel;
+  kernel.name = static_cast<std::uint32_t>(trace.names.size());
+  trace.names.push_back(hostile);
+  kernel.stream = 7;
+  kernel.start_ns = kBaseNs + 4'000;
+  kernel.end_ns = kBaseNs + 5'000;
+  trace.gpu_events.push_back(kernel);
+  return trace;
+}
+
+TEST(ChromeTraceTest, HostileNamesMakeAFilePythonAndRapidJsonAccept) {
+  const std::string repaired = dlprof_test::repaired_hostile_name();
+  ASSERT_EQ(dlprof::detail::valid_utf8(dlprof_test::kHostileName), repaired);
+  const TempDir dir;
+  const fs::path path = dir.path() / "hostile.pt.trace.json";
+  const std::string text = chrome_text(hostile_trace(), dlprof_test::kHostileName);
+  std::ofstream(path, std::ios::binary) << text;
+  EXPECT_TRUE(is_valid_utf8(text));
+  EXPECT_EQ(text.find('\0'), std::string::npos);
+  EXPECT_THAT(text, HasSubstr(R"(hostile\u0000nul \u0001\u001f)"));
+  EXPECT_THAT(text, HasSubstr(R"( \"quoted\" back\\slash )"));
+
+  // Every string that holds the name holds it repaired, nothing else changed: the thread's label
+  // around it, the others exactly.
+  const auto expect_hostile_strings = [&](const std::vector<std::string>& strings) {
+    ASSERT_EQ(strings.size(), 12u);
+    std::size_t exact = 0;
+    for (const std::string& string : strings) {
+      EXPECT_NE(string.find(repaired), std::string::npos) << dlprof_test::hex_of(string);
+      exact += string == repaired;
+    }
+    EXPECT_EQ(exact, 11u);
+    EXPECT_THAT(strings, ::testing::Contains("thread 4243 (" + repaired + ")"));
+  };
+
+#if DLPROF_TEST_HAS_RAPIDJSON
+  std::string error;
+  const std::vector<std::string> found = dlprof_test::rapidjson_hostile_strings(text, &error);
+  EXPECT_EQ(error, "");
+  expect_hostile_strings(found);
+#endif
+
+  const auto python = dlprof_test::run_python(dir.path(), dlprof_test::kPythonHostileStrings, {path.string()});
+  if (!python) GTEST_SKIP() << "no python3 to run: Python's json module not tried";
+  ASSERT_EQ(python->status, 0) << python->output;
+  expect_hostile_strings(dlprof_test::strings_from_hex_lines(python->output));
+#if !DLPROF_TEST_HAS_RAPIDJSON
+  GTEST_SKIP() << "RapidJSON's headers not found: checked with Python's json only";
+#endif
+}
+
+TEST(ChromeTraceTest, SavedHostileNamesMakeAFilePythonAccepts) {
+  // Through Trace::save and the atomic file, plain and gzip: the same repaired text.
+  const TempDir dir;
+  const fs::path plain = dir.path() / "saved.pt.trace.json";
+  const fs::path compressed = dir.path() / "saved.pt.trace.json.gz";
+  hostile_trace().save(plain.string());
+  hostile_trace().save(compressed.string());
+  const std::string text = read_file(plain);
+  EXPECT_TRUE(is_valid_utf8(text));
+  EXPECT_EQ(read_gzip(compressed), chrome_text(hostile_trace(), compressed.string()));
+  const auto python = dlprof_test::run_python(dir.path(), dlprof_test::kPythonHostileStrings, {plain.string()});
+  if (!python) GTEST_SKIP() << "no python3 to run: Python's json module not tried";
+  ASSERT_EQ(python->status, 0) << python->output;
+  EXPECT_EQ(dlprof_test::strings_from_hex_lines(python->output).size(), 11u);  // traceName is the path
+}
+
 // --- nesting ---------------------------------------------------------------------------------
 
 // Every pair of X slices on one tid is disjoint or nested (Perfetto rejects partial overlaps).

@@ -3,11 +3,11 @@
 // (cuptiActivityGetNextRecord, cuptiGetCallbackName: both work without a driver), translated by
 // RecordCollector, joined to a CPU trace by merge_device_activity and written as Kineto's Chrome
 // trace JSON, which is parsed back and checked value by value (TRACE_FORMAT.md §2.3-2.6).
-#include <dlprof/detail/collector.hpp>
-#include <dlprof/detail/cupti_library.hpp>
-#include <dlprof/detail/cupti_records.hpp>
-#include <dlprof/detail/gpu_activity.hpp>
-#include <dlprof/detail/gpu_collector.hpp>
+#include <dlprof/detail/window/collector.hpp>
+#include <dlprof/detail/backends/cupti_library.hpp>
+#include <dlprof/detail/backends/cupti_records.hpp>
+#include <dlprof/detail/backends/gpu_activity.hpp>
+#include <dlprof/detail/window/gpu_merge.hpp>
 #include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/trace.hpp>
 

@@ -1,6 +1,7 @@
 // The trace reader (import/chrome_trace.hpp): torch.profiler's traces of every era, dlprof's own
 // traces read back field by field, and input that is not a trace.
 #include <dlprof/analysis/step_breakdown.hpp>
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
 #include "test_files.hpp"
@@ -640,6 +641,58 @@ TEST(ImportRoundTripTest, ReadTraceSavedAgainIsTheSameTrace) {
   TempDir dir;
   first.save((dir.path() / "b.json").string());
   expect_same(first, dlprof::read_trace((dir.path() / "b.json").string()));
+}
+
+TEST(ImportRoundTripTest, HostileNamesReadBackRepairedAndSaveAgainUnchanged) {
+  // kHostileName wherever a trace holds text: what is read back is the name as the writer
+  // repaired it, and that trace saved again is the same file, byte for byte.
+  const std::string& hostile = dlprof_test::kHostileName;
+  const std::string repaired = dlprof_test::repaired_hostile_name();
+  Trace written = every_kind_of_event();
+  for (std::string& name : written.names)
+    if (name == "aten::mm" || name == "ampere_sgemm_32x128_nn" || name == "checkpoint") name = hostile;
+  written.threads[1].name = hostile;
+  written.process_name = hostile;
+  written.devices[0].name = hostile;
+  written.metadata.emplace_back(hostile, "\"value\"");
+  written.distributed.backend = hostile;
+  written.gpu.cupti_version = hostile;
+  for (const char* file : {"hostile.pt.trace.json", "hostile.pt.trace.json.gz"}) {
+    SCOPED_TRACE(file);
+    TempDir dir;
+    const std::string path = (dir.path() / file).string();
+    written.save(path);
+    dlprof::ReadOptions strict;
+    strict.strict = true;
+    const Trace read = dlprof::read_trace(path, strict);
+    EXPECT_TRUE(read.read_result.empty());
+    EXPECT_EQ(std::count(read.names.begin(), read.names.end(), hostile), 0);
+    ASSERT_EQ(read.events.size(), written.events.size());
+    EXPECT_EQ(std::count_if(read.events.begin(), read.events.end(),
+                            [&](const TraceEvent& event) { return read.name_of(event) == repaired; }),
+              3);  // the two aten::mm and the instant
+    EXPECT_EQ(std::count_if(read.gpu_events.begin(), read.gpu_events.end(),
+                            [&](const GpuEvent& work) { return read.names[work.name] == repaired; }),
+              1);
+    EXPECT_EQ(read.threads[1].name, repaired);
+    EXPECT_EQ(read.process_name, repaired);
+    ASSERT_EQ(read.devices.size(), 1u);
+    EXPECT_EQ(read.devices[0].name, repaired);
+    EXPECT_EQ(read.distributed.backend, repaired);
+    EXPECT_EQ(read.gpu.cupti_version, repaired);
+    EXPECT_THAT(read.metadata, ::testing::Contains(std::pair<std::string, std::string>(repaired, "\"value\"")));
+
+    const std::string again = (dir.path() / "again.pt.trace.json").string();
+    read.save(again);
+    const std::string first_text = dlprof_test::read_gzip(path);  // zlib reads a plain file as it is
+    std::string second_text = dlprof_test::read_file(again);
+    // traceName is the path each was saved to.
+    const std::string first_name = fmt::format("\"traceName\": \"{}\"", path);
+    const std::string second_name = fmt::format("\"traceName\": \"{}\"", again);
+    ASSERT_NE(second_text.find(second_name), std::string::npos);
+    second_text.replace(second_text.find(second_name), second_name.size(), first_name);
+    EXPECT_EQ(second_text, first_text);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The occupancy calculator: NVIDIA's rules (cuda_occupancy.h), checked by hand on A100, H100 and
 // others, and Kineto's kernel args, checked against values from real torch.profiler traces.
-#include <dlprof/detail/occupancy.hpp>
+#include <dlprof/detail/backends/occupancy.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

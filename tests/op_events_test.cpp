@@ -25,17 +25,17 @@ void push_op(std::string_view name, std::string_view dims, std::string_view type
   const std::int64_t start = ticks;
   ticks += 10;
   push_event(Event{intern(dims), start, {dlprof::detail::pack_op_input_names(intern(types), intern(concrete))},
-                   dlprof::EventKind::OpInputs, dlprof::Category::User});
-  push_event(Event{intern(name), start, {start + 5}, dlprof::EventKind::Op, dlprof::Category::User});
+                   dlprof::detail::RecordKind::OpInputs, dlprof::Category::User});
+  push_event(Event{intern(name), start, {start + 5}, dlprof::detail::RecordKind::Op, dlprof::Category::User});
 }
 
 /// What TorchMemoryReporter pushes for one allocator report: MemoryTotals, then Memory.
 void push_memory(std::uint64_t address, std::int64_t bytes, std::int64_t allocated, std::int64_t reserved,
                  dlprof::MemoryDeviceType type, std::int32_t device) {
   const std::int64_t now = now_ticks();
-  push_event(Event{static_cast<dlprof::detail::NameId>(allocated), now, {reserved}, dlprof::EventKind::MemoryTotals,
+  push_event(Event{static_cast<dlprof::detail::NameId>(allocated), now, {reserved}, dlprof::detail::RecordKind::MemoryTotals,
                    dlprof::Category::User});
-  push_event(Event{address, now, {bytes}, dlprof::EventKind::Memory, dlprof::Category::User,
+  push_event(Event{address, now, {bytes}, dlprof::detail::RecordKind::Memory, dlprof::Category::User,
                    dlprof::detail::pack_memory_device(type, device)});
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <regex>
 #include <sys/wait.h>
@@ -481,6 +482,78 @@ TEST(ReportJsonTest, EveryWriterWritesValidUtf8) {
   EXPECT_TRUE(well_formed(html));
   EXPECT_THAT(html, HasSubstr("cut range \xEF\xBF\xBD\xEF\xBF\xBD"));
   EXPECT_TRUE(is_valid_utf8(dlprof::render_text(report)));
+}
+
+// kHostileName as an op, a kernel, a note from the file and the title: the report's JSON is
+// JSON that Python's json module and RapidJSON accept, its page is UTF-8 without a control
+// character HTML does not allow, and each holds the name as detail/text.hpp repairs it.
+TEST(ReportJsonTest, HostileNamesMakeJsonAndHtmlThatPythonAndRapidJsonAccept) {
+  const std::string& hostile = dlprof_test::kHostileName;
+  const std::string repaired = dlprof_test::repaired_hostile_name();
+  dlprof::Trace trace = one_rank();
+  for (std::string& name : trace.names)
+    if (name == "aten::mm" || name == kGemm) name = hostile;
+  trace.read_result.notes.push_back(hostile);
+  dlprof::ReportOptions options;
+  options.title = hostile;
+  const dlprof::Report report = dlprof::make_report(trace, options);
+  const std::string json_text = dlprof::render_json(report);
+  const std::string html = dlprof::render_html(report);
+  EXPECT_TRUE(is_valid_utf8(json_text));
+  EXPECT_TRUE(is_valid_utf8(html));
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_EQ(html.find('\0'), std::string::npos);
+  // Shown as the terminal shows them; & < > " ' as entities.
+  EXPECT_THAT(html, HasSubstr(R"(hostile\x00nul \x01\x1f\x7f &quot;quoted&quot; back\slash )"));
+  EXPECT_THAT(html, HasSubstr("back\\slash \xEF\xBF\xBD\xEF\xBF\xBD cut"));
+
+  // The title, the note, the op's row and the kernel's rows (top kernels, kernels by type, GPU
+  // activities): each exactly the repaired name.
+  const auto expect_hostile_strings = [&](const std::vector<std::string>& strings) {
+    EXPECT_GE(strings.size(), 5u);
+    for (const std::string& string : strings) EXPECT_EQ(string, repaired) << dlprof_test::hex_of(string);
+  };
+#if DLPROF_TEST_HAS_RAPIDJSON
+  std::string error;
+  const std::vector<std::string> found = dlprof_test::rapidjson_hostile_strings(json_text, &error);
+  EXPECT_EQ(error, "");
+  expect_hostile_strings(found);
+#endif
+
+  const dlprof_test::TempDir dir;
+  const std::filesystem::path json_path = dir.path() / "report.json";
+  const std::filesystem::path html_path = dir.path() / "report.html";
+  std::ofstream(json_path, std::ios::binary) << json_text;
+  std::ofstream(html_path, std::ios::binary) << html;
+  const auto python = dlprof_test::run_python(dir.path(), dlprof_test::kPythonHostileStrings, {json_path.string()});
+  if (!python) GTEST_SKIP() << "no python3 to run: Python's json and html.parser not tried";
+  ASSERT_EQ(python->status, 0) << python->output;
+  const std::vector<std::string> from_python = dlprof_test::strings_from_hex_lines(python->output);
+  expect_hostile_strings(from_python);
+#if DLPROF_TEST_HAS_RAPIDJSON
+  EXPECT_EQ(from_python, found);
+#endif
+
+  // The page: strict UTF-8, no control character but tab, newline and carriage return (NUL,
+  // C0, DEL and C1 are parse errors in HTML), parsed by Python's html.parser.
+  constexpr std::string_view kPythonHtml = R"(import html.parser, re, sys
+with open(sys.argv[1], 'rb') as f:
+    text = f.read().decode('utf-8')
+bad = re.search('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]', text)
+if bad:
+    sys.exit('control character U+%04X at %d' % (ord(bad.group()), bad.start()))
+parser = html.parser.HTMLParser()
+parser.feed(text)
+parser.close()
+print('ok')
+)";
+  const auto page = dlprof_test::run_python(dir.path(), kPythonHtml, {html_path.string()});
+  ASSERT_TRUE(page.has_value());
+  EXPECT_EQ(page->status, 0) << page->output;
+  EXPECT_EQ(page->output, "ok\n");
+#if !DLPROF_TEST_HAS_RAPIDJSON
+  GTEST_SKIP() << "RapidJSON's headers not found: checked with Python only";
+#endif
 }
 
 TEST(ReportHtmlTest, WellFormedSelfContainedAndEscaped) {

@@ -1,5 +1,5 @@
-// Tests of detail/ring_buffer.hpp: the per-thread ring on its own, then the rings as the Profiler
-// uses them from many threads (exact counts, forced overflow, producers racing the collector,
+// Tests of detail/recording/ring.hpp and ring_registry.hpp: the per-thread ring on its own, then
+// the rings as the Profiler uses them from many threads (exact counts, forced overflow, producers racing the collector,
 // threads that exit before the drain, configured capacity).
 #include <dlprof/profiler.hpp>
 
@@ -22,7 +22,7 @@ using PushResult = dlprof::detail::ThreadRing::PushResult;
 
 // An event whose name field carries `index`, so the order of drained events can be checked.
 Event indexed_event(std::uint64_t index) {
-  return Event{index, static_cast<std::int64_t>(index), {static_cast<std::int64_t>(index)}, dlprof::EventKind::Range,
+  return Event{index, static_cast<std::int64_t>(index), {static_cast<std::int64_t>(index)}, dlprof::detail::RecordKind::Range,
                dlprof::Category::User};
 }
 

@@ -32,6 +32,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <dlprof/detail/text.hpp>
+#include <dlprof/format/atomic_file.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 #include <dlprof/report.hpp>
 
@@ -79,6 +81,12 @@ struct UsageError : std::runtime_error {
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// A library error's message without its "dlprof: ": the program's own name replaces it.
+std::string without_library_prefix(std::string_view message) {
+  constexpr std::string_view kPrefix = "dlprof: ";
+  return std::string(dlprof::detail::starts_with(message, kPrefix) ? message.substr(kPrefix.size()) : message);
+}
 
 enum class Format { Text, Json, Html };
 
@@ -247,9 +255,7 @@ Input read_traces(const Options& options) {
     windows = dlprof::read_trace_windows(options.paths, read_options);
   } catch (const dlprof::TraceReadError& error) {
     progress.finish();
-    constexpr std::string_view kPrefix = "dlprof: ";  // the program's own name replaces it
-    const std::string_view message = error.what();
-    throw InputError(std::string(message.substr(0, kPrefix.size()) == kPrefix ? message.substr(kPrefix.size()) : message));
+    throw InputError(without_library_prefix(error.what()));
   }
   progress.finish();
   Input input;
@@ -300,9 +306,9 @@ std::string render(const Options& options, const Input& input) {
   return dlprof::render_text(report);
 }
 
-/// Writes `text` to `path` as dlprof writes traces (detail::AtomicFile): a regular file through a
-/// temporary file beside it and a rename, so that `path` is never seen half-written and an
-/// earlier file survives a failure; a symbolic link through to its target; a character device
+/// Writes `text` to `path` as dlprof writes traces (format/atomic_file.hpp): a regular file
+/// through a temporary file beside it and a rename, so that `path` is never seen half-written and
+/// an earlier file survives a failure; a symbolic link through to its target; a character device
 /// or a FIFO (/dev/stdout, a pipe) in place, never replaced.
 void write_file(const std::string& path, const std::string& text) {
   try {
@@ -310,9 +316,7 @@ void write_file(const std::string& path, const std::string& text) {
     file.write(text);
     file.commit();
   } catch (const std::runtime_error& error) {
-    constexpr std::string_view kPrefix = "dlprof: ";  // the program's own name replaces it
-    const std::string_view message = error.what();
-    throw InputError(std::string(message.substr(0, kPrefix.size()) == kPrefix ? message.substr(kPrefix.size()) : message));
+    throw InputError(without_library_prefix(error.what()));
   }
 }
 

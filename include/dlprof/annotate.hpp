@@ -17,9 +17,7 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
-#include <functional>
 #include <iterator>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -28,6 +26,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/event.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/range.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -37,13 +36,39 @@ namespace detail {
 /// torch::data::StatelessDataLoader<...> -> "StatelessDataLoader", torch::optim::SGD -> "SGD".
 inline std::string short_type_name(const std::type_info& type) {
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
-                                                   std::free);
-  std::string name = status == 0 && demangled ? std::string(demangled.get()) : std::string(type.name());
+  char* const demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string name;
+  try {
+    name = status == 0 && demangled != nullptr ? demangled : type.name();
+  } catch (...) {
+    std::free(demangled);
+    throw;
+  }
+  std::free(demangled);
   // Cut the template arguments: everything from the first '<' at nesting depth 0.
   if (const std::size_t open = name.find('<'); open != std::string::npos) name.erase(open);
   if (const std::size_t scope = name.rfind("::"); scope != std::string::npos) name.erase(0, scope + 2);
   return name;
+}
+
+/// std::invoke without <functional>, which would double what annotating a file costs to compile:
+/// a member pointer applied to an object (or a pointer to one), or a call.
+template <class Callable, class... Args>
+decltype(auto) invoke(Callable&& callable, Args&&... args) {
+  return std::forward<Callable>(callable)(std::forward<Args>(args)...);
+}
+template <class Class, class Member, class Object, class... Args>
+decltype(auto) invoke(Member Class::*member, Object&& object, Args&&... args) {
+  decltype(auto) target = [&]() -> decltype(auto) {
+    if constexpr (std::is_pointer_v<std::decay_t<Object>>)
+      return *object;
+    else
+      return std::forward<Object>(object);
+  }();
+  if constexpr (std::is_function_v<Member>)
+    return (std::forward<decltype(target)>(target).*member)(std::forward<Args>(args)...);
+  else
+    return std::forward<decltype(target)>(target).*member;
 }
 
 template <class T, class = void>
@@ -71,12 +96,12 @@ class Wrapped {
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
     const ScopedRange range(name_, category_);
-    return std::invoke(callable_, std::forward<Args>(args)...);
+    return detail::invoke(callable_, std::forward<Args>(args)...);
   }
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
     const ScopedRange range(name_, category_);
-    return std::invoke(callable_, std::forward<Args>(args)...);
+    return detail::invoke(callable_, std::forward<Args>(args)...);
   }
 
   const std::string& name() const noexcept { return name_; }
@@ -131,7 +156,9 @@ class AnnotatedLoader {
   };
 
   AnnotatedLoader(Loader& loader, std::string loader_name)
-      : loader_(loader), range_name_("enumerate(DataLoader)#" + std::move(loader_name) + ".__next__") {}
+      : loader_(loader),
+        range_name_(std::string(kineto::name::kDataLoaderPrefix) + std::move(loader_name) +
+                    std::string(kineto::name::kDataLoaderNextSuffix)) {}
 
   iterator begin() {
     const ScopedRange range(range_name_, Category::DataLoader);
@@ -153,8 +180,10 @@ class AnnotatedOptimizer {
  public:
   AnnotatedOptimizer(Optimizer& optimizer, const std::string& optimizer_name)
       : optimizer_(optimizer),
-        step_name_("Optimizer.step#" + optimizer_name + ".step"),
-        zero_grad_name_("Optimizer.zero_grad#" + optimizer_name + ".zero_grad") {}
+        step_name_(std::string(kineto::name::kOptimizerStepPrefix) + optimizer_name +
+                   std::string(kineto::name::kOptimizerStepSuffix)),
+        zero_grad_name_(std::string(kineto::name::kOptimizerZeroGradPrefix) + optimizer_name +
+                        std::string(kineto::name::kOptimizerZeroGradSuffix)) {}
 
   template <class... Args>
   decltype(auto) step(Args&&... args) {

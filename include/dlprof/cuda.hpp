@@ -44,8 +44,8 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/active.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/event.hpp"
 #include "dlprof/range.hpp"
 

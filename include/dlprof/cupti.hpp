@@ -29,11 +29,12 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/correlation.hpp"
-#include "dlprof/detail/cupti_library.hpp"
-#include "dlprof/detail/cupti_records.hpp"
-#include "dlprof/detail/gpu_activity.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/recording/correlation.hpp"
+#include "dlprof/detail/backends/cupti_library.hpp"
+#include "dlprof/detail/backends/cupti_records.hpp"
+#include "dlprof/detail/backends/gpu_activity.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -184,7 +185,7 @@ class CuptiBackend final : public GpuBackend {
   /// Prints the one warning of the process and returns false.
   bool warn_unavailable(std::string reason) {
     unavailable_reason_ = std::move(reason);
-    fmt::print(stderr, "dlprof: warning: GPU activity will not be recorded (CPU only): {}\n", unavailable_reason_);
+    detail::print_warning("GPU activity will not be recorded (CPU only): " + unavailable_reason_);
     return false;
   }
 

@@ -49,29 +49,16 @@ constexpr std::uint32_t nvtx_color(Category category) noexcept {
   return 0xFF76B900u;
 }
 
-/// Shape of an event. Values are stable: they are stored in rings and traces.
+/// Shape of a Trace event.
 enum class EventKind : std::uint8_t {
   Range = 0,    ///< begin/end pair on one thread (a Chrome-trace "X" slice)
   Instant = 1,  ///< dlprof::mark
   Counter = 2,  ///< dlprof::counter sample
   Step = 3,     ///< ProfilerStep#N, emitted by the Profiler on the thread that calls step()
   Op = 4,       ///< an operator of a framework (LibTorch's ATen ops and autograd nodes): a cpu_op slice
-  /// Internal to the rings, never in a Trace: the sequence number and forward thread of the Op
-  /// event that follows it on the same thread.
-  OpDetails = 5,
-  /// Internal to the rings, never in a Trace: the interned input dims, types and concrete values
-  /// of the Op event that follows it on the same thread (record_shapes, with_flops).
-  OpInputs = 6,
-  /// Internal to the rings, never a Trace event (they become Trace::memory_events): an
-  /// allocation (bytes > 0) or release reported by a framework's allocator; name holds the
-  /// address, end the bytes, correlation_sequence the device (pack_memory_device()).
-  Memory = 7,
-  /// Internal to the rings: the allocator's totals after the Memory event that follows it (name
-  /// holds the bytes allocated, end the bytes reserved).
-  MemoryTotals = 8,
   /// A frame of the Python interpreter (torch.profiler's with_stack): a python_function slice.
   /// Read from traces only; TensorBoard counts no time of its own in it.
-  PythonFrame = 9,
+  PythonFrame = 5,
 };
 
 /// Where memory was allocated: c10::DeviceType's values, as `[memory]` events write them.

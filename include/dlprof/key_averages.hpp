@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/escape.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE

@@ -1,6 +1,6 @@
-// dlprof/profiler.hpp: the everyday include. Ranges (range.hpp), schedules (schedule.hpp), traces
-// (trace.hpp), the summary table (key_averages.hpp), the report (report.hpp) and the Profiler
-// that ties them together:
+// dlprof/profiler.hpp: the include of the file that owns the training loop. Ranges (range.hpp), schedules (schedule.hpp), traces
+// (trace.hpp), the summary table (key_averages.hpp) and the Profiler that ties them together.
+// The report (prof.report()) needs <dlprof/report.hpp> in the file that calls it:
 //
 //   dlprof::Profiler prof(dlprof::ProfilerOptions{}
 //       .schedule(dlprof::schedule(/*wait=*/1, /*warmup=*/1, /*active=*/3, /*repeat=*/1))
@@ -45,23 +45,38 @@
 
 #include "dlprof/annotate.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/detail/active.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/collector.hpp"
-#include "dlprof/detail/gpu_activity.hpp"
-#include "dlprof/detail/gpu_collector.hpp"
-#include "dlprof/detail/lifecycle.hpp"
-#include "dlprof/detail/op_observer.hpp"
-#include "dlprof/detail/ring_buffer.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/window/collector.hpp"
+#include "dlprof/detail/backends/gpu_activity.hpp"
+#include "dlprof/detail/window/gpu_merge.hpp"
+#include "dlprof/detail/window/lifecycle.hpp"
+#include "dlprof/detail/backends/op_observer.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
+#include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/export/chrome_trace.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/range.hpp"
-#include "dlprof/report.hpp"
 #include "dlprof/schedule.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
+
+struct ReportOptions;
+
+namespace detail {
+/// The text report of a trace, for Profiler::report(): defined for ReportOptions by
+/// <dlprof/report.hpp>.
+template <class Options>
+struct TextReport;
+
+template <class T, class = void>
+inline constexpr bool is_complete_v = false;
+template <class T>
+inline constexpr bool is_complete_v<T, std::void_t<decltype(sizeof(T))>> = true;
+}  // namespace detail
 
 /// What to collect. CUDA needs a program linked with dlprof::cupti (or including dlprof/cupti.hpp).
 enum class Activity : std::uint8_t { CPU = 0, CUDA = 1 };
@@ -186,8 +201,6 @@ class ProfilerOptions {
 
 namespace detail {
 
-inline void warn(std::string_view message) { fmt::print(stderr, "dlprof: warning: {}\n", message); }
-
 /// A closed window's events and what turning them into a Trace needs, taken on the training
 /// thread so the trace can be built on another.
 struct ClosedWindow {
@@ -242,7 +255,7 @@ class Profiler {
       } else {
         static std::once_flag warned;  // once per process, however many profilers ask
         std::call_once(warned, [] {
-          detail::warn("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
+          detail::print_warning("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
         });
       }
     }
@@ -345,13 +358,22 @@ class Profiler {
     return trace ? KeyAverages(*trace) : KeyAverages();
   }
 
-  /// The text report of the most recent trace (dlprof/report.hpp): step-time breakdown, GPU
-  /// summary, top ops and kernels, recommendations. A handler of on_trace_ready, which is given
-  /// its trace, prints dlprof::report(trace) instead.
-  std::string report(const ReportOptions& options = {}) const {
+  /// The text report of the most recent trace: step-time breakdown, GPU summary, top ops and
+  /// kernels, recommendations. The file that calls it includes <dlprof/report.hpp>, so that the
+  /// report's analyses and renderers are compiled only there, not in every file that includes the
+  /// Profiler. A handler of on_trace_ready, which is given its trace, prints
+  /// dlprof::report(trace) instead.
+  template <class Options = ReportOptions>
+  std::string report() const {
+    static_assert(detail::is_complete_v<detail::TextReport<Options>>, "Profiler::report() needs #include <dlprof/report.hpp>");
+    return report(Options{});
+  }
+  template <class Options>
+  std::string report(const Options& options) const {
+    static_assert(detail::is_complete_v<detail::TextReport<Options>>, "Profiler::report() needs #include <dlprof/report.hpp>");
     const auto trace = last_trace();
     if (trace == nullptr) return "dlprof report: no trace yet: no recording window has been closed\n";
-    return dlprof::report(*trace, options);
+    return detail::TextReport<Options>::of(*trace, options);
   }
 
   /// Messages of handlers that threw (an unwritable trace directory, for example), the first 256
@@ -463,7 +485,7 @@ class Profiler {
       try {
         detail::attach_thread_ring();
       } catch (const std::bad_alloc&) {  // each event of this thread tries again, and is counted as dropped if it fails
-        detail::warn(fmt::format("cannot allocate a ring of {} events for this thread: its events are dropped and counted",
+        detail::print_warning(fmt::format("cannot allocate a ring of {} events for this thread: its events are dropped and counted",
                                  options_.events_per_thread()));
       }
     }
@@ -490,6 +512,7 @@ class Profiler {
     }
     overflowed_names_before_window_ = detail::InternTable::instance().overflowed();
     window_start_ = detail::sample_clocks();
+    detail::install_recording_slow_path();  // before kRecording: Profilers constructed while the program starts
     detail::g_active.fetch_or(flags, std::memory_order_relaxed);
   }
 
@@ -605,7 +628,7 @@ class Profiler {
     if (!options_.schedule().has_cycles()) return;  // no schedule: no ProfilerStep events, like torch
     const std::uint32_t flags = detail::active_flags();
     step_nvtx_pushed_ = (flags & detail::kNvtxAttached) != 0;
-    if (step_nvtx_pushed_) detail::nvtx_push(fmt::format("ProfilerStep#{}", step_num_), Category::Step);
+    if (step_nvtx_pushed_) detail::nvtx_push(detail::profiler_step_name(step_num_), Category::Step);
     step_recorded_ = (flags & detail::kRecording) != 0;
     step_correlation_sequence_ =
         step_recorded_ && (flags & detail::kCorrelating) != 0 ? detail::push_external_correlation() : 0;
@@ -620,13 +643,13 @@ class Profiler {
     if (!step_recorded_) return;
     step_recorded_ = false;
     detail::push_event(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {detail::now_ticks()},
-                                     EventKind::Step, Category::Step, step_correlation_sequence_});
+                                     detail::RecordKind::Step, Category::Step, step_correlation_sequence_});
     if (step_correlation_sequence_ != 0) detail::pop_external_correlation();
     step_correlation_sequence_ = 0;
   }
 
   void warn_incorrect_schedule(Action previous, Action current) {
-    detail::warn(fmt::format("Incorrect schedule: {} followed by {} at step {}; the recorded steps are discarded",
+    detail::print_warning(fmt::format("Incorrect schedule: {} followed by {} at step {}; the recorded steps are discarded",
                              to_string(previous), to_string(current), step_num_));
   }
 
@@ -641,7 +664,7 @@ class Profiler {
     std::lock_guard<std::mutex> lock(results_mutex_);
     if (std::find(failed_sources_.begin(), failed_sources_.end(), source) == failed_sources_.end()) {
       failed_sources_.push_back(source);
-      detail::warn(fmt::format("{} (later failures of it are kept in Profiler::errors(), not printed)", message));
+      detail::print_warning(fmt::format("{} (later failures of it are kept in Profiler::errors(), not printed)", message));
     }
     if (errors_.size() < kMaxErrorsKept)
       errors_.push_back(std::move(message));

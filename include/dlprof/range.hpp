@@ -22,17 +22,18 @@
 #include <type_traits>
 #include <utility>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
-#include "dlprof/event.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/detail/active.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/event.hpp"
-#include "dlprof/detail/correlation.hpp"
-#include "dlprof/detail/nvtx.hpp"
-#include "dlprof/detail/ring_buffer.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/recording/correlation.hpp"
+#include "dlprof/detail/recording/nvtx.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/recording/ring.hpp"
+#include "dlprof/detail/recording/site.hpp"
+#include "dlprof/detail/recording/slow_path.hpp"
+#include "dlprof/event.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 
@@ -64,7 +65,8 @@ class ScopedRange {
 
   /// Range whose name is formatted with fmt, only when it will be recorded or shown in NVTX.
   /// The check is inline and the formatting out of line: left to the compiler, the whole
-  /// constructor was not inlined, and an idle DLPROF_RANGE_F paid a call (bench/RESULTS.md).
+  /// constructor (fmt and a try/catch inside) is not inlined, and an idle DLPROF_RANGE_F would
+  /// pay a call just to read the flag (bench/HISTORY.md).
   template <class... Args>
   DLPROF_ALWAYS_INLINE ScopedRange(Category category, fmt::format_string<Args...> format, Args&&... args) noexcept
       : flags_(detail::active_flags()) {
@@ -77,7 +79,7 @@ class ScopedRange {
         const std::int64_t end = detail::now_ticks();
         if (flags_ & kOpenOnRing)
           if (detail::ThreadRing* ring = detail::t_ring) ring->close_range();  // none in a fork's child
-        detail::push_event(detail::Event{name_, begin_, {end}, EventKind::Range, category_, correlation_sequence_});
+        detail::push_event(detail::Event{name_, begin_, {end}, detail::RecordKind::Range, category_, correlation_sequence_});
         if (correlation_sequence_ != 0) detail::pop_external_correlation();
       }
       if (flags_ & detail::kNvtxAttached) detail::nvtx_pop();
@@ -108,21 +110,24 @@ class ScopedRange {
     }
   }
 
-  static fmt::memory_buffer& format_buffer() {
-    thread_local fmt::memory_buffer buffer;
+  static std::string& format_buffer() {
+    thread_local std::string buffer;
     return buffer;
   }
 
   template <class... Args>
   DLPROF_NOINLINE void begin_formatted(Category category, fmt::format_string<Args...> format, Args&&... args) noexcept {
-    fmt::memory_buffer& buffer = format_buffer();
+    std::string& buffer = format_buffer();
     buffer.clear();
     try {
       fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
-    } catch (...) {  // a bad argument must not stop training: record the format string itself
-      buffer.clear();
+    } catch (...) {  // a bad argument (or no memory) must not stop training: record the format string itself
       const fmt::string_view raw = format;
-      buffer.append(raw.begin(), raw.end());
+      try {
+        buffer.assign(raw.data(), raw.size());
+      } catch (...) {
+        buffer.clear();
+      }
     }
     begin_dynamic(std::string_view(buffer.data(), buffer.size()), category);
   }
@@ -157,7 +162,7 @@ inline void mark(std::string_view name) noexcept {
     try {
       const detail::NameId id = detail::intern(name);
       const std::int64_t now = detail::now_ticks();
-      detail::push_event(detail::Event{id, now, {now}, EventKind::Instant, Category::User});
+      detail::push_event(detail::Event{id, now, {now}, detail::RecordKind::Instant, Category::User});
     } catch (...) {  // no memory to intern the name: the mark is lost
     }
   }
@@ -168,7 +173,7 @@ inline void mark(std::string_view name) noexcept {
 inline void counter(std::string_view name, double value) noexcept {
   if (DLPROF_LIKELY(!detail::is_recording())) return;
   try {
-    detail::Event event{detail::intern(name), detail::now_ticks(), {0}, EventKind::Counter, Category::User};
+    detail::Event event{detail::intern(name), detail::now_ticks(), {0}, detail::RecordKind::Counter, Category::User};
     event.value = value;
     detail::push_event(event);
   } catch (...) {  // no memory to intern the name: the sample is lost
@@ -177,11 +182,10 @@ inline void counter(std::string_view name, double value) noexcept {
 
 /// Names the calling thread in traces (and for the OS, truncated to 15 characters).
 inline void set_thread_name(std::string_view name) {
-  const std::string copy(name);
-  pthread_setname_np(pthread_self(), copy.substr(0, 15).c_str());
-  detail::t_pending_thread_name = copy;
-  if (detail::ThreadRing* ring = detail::t_ring)
-    detail::RingRegistry::instance().with_lock([&] { ring->set_thread_name(copy); });
+  char os_name[16] = {};
+  name.substr(0, sizeof(os_name) - 1).copy(os_name, sizeof(os_name) - 1);
+  pthread_setname_np(pthread_self(), os_name);
+  if (const detail::RecordingSlowPath* slow_path = detail::recording_slow_path()) slow_path->set_thread_name(name);
 }
 
 DLPROF_END_NAMESPACE
@@ -191,6 +195,17 @@ DLPROF_END_NAMESPACE
 #else
 #  define DLPROF_UNIQUE_(prefix) DLPROF_CONCAT_(prefix, __LINE__)
 #endif
+
+/// FMT_STRING without <fmt/format.h>: a literal that fmt checks against its arguments at
+/// compile time (fmt::detail::compile_string is what FMT_STRING derives from, in <fmt/core.h>).
+#define DLPROF_FMT_STRING_(literal)                                                                 \
+  [] {                                                                                             \
+    struct DlprofFormatString : ::fmt::detail::compile_string {                                    \
+      using char_type [[maybe_unused]] = char;                                                     \
+      constexpr operator ::fmt::string_view() const { return ::fmt::string_view(literal, sizeof(literal) - 1); } \
+    };                                                                                             \
+    return DlprofFormatString{};                                                                   \
+  }()
 
 #if defined(DLPROF_DISABLE)
 // Compiled out: the macros expand to nothing and their arguments are not evaluated.
@@ -203,8 +218,9 @@ DLPROF_END_NAMESPACE
 #  define DLPROF_RANGE(...) DLPROF_RANGE_AS_(DLPROF_UNIQUE_(dlprof_range_), __VA_ARGS__)
 /// DLPROF_RANGE_F("epoch {} step {}", e, s): a range whose name is formatted by fmt (checked at
 /// compile time), only while recording or while an NVTX tool is attached.
-#  define DLPROF_RANGE_F(format, ...) \
-    const ::dlprof::ScopedRange DLPROF_UNIQUE_(dlprof_range_)(::dlprof::Category::User, FMT_STRING(format), __VA_ARGS__)
+#  define DLPROF_RANGE_F(format, ...)                                                                           \
+    const ::dlprof::ScopedRange DLPROF_UNIQUE_(dlprof_range_)(::dlprof::Category::User, DLPROF_FMT_STRING_(format), \
+                                                              __VA_ARGS__)
 /// A range named after the enclosing function.
 #  define DLPROF_FUNCTION() DLPROF_RANGE(__func__)
 #  define DLPROF_RANGE_AS_(id, ...)                                    \

@@ -31,4 +31,14 @@ inline std::string report(const Trace& trace, const ReportOptions& options = {})
   return render_text(make_report(trace, options));
 }
 
+namespace detail {
+template <class Options>
+struct TextReport;
+/// What Profiler::report() prints.
+template <>
+struct TextReport<ReportOptions> {
+  static std::string of(const Trace& trace, const ReportOptions& options) { return report(trace, options); }
+};
+}  // namespace detail
+
 DLPROF_END_NAMESPACE

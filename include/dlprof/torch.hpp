@@ -48,14 +48,16 @@
 #include <vector>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/active.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/correlation.hpp"
-#include "dlprof/detail/event.hpp"
-#include "dlprof/detail/op_observer.hpp"
-#include "dlprof/detail/ring_buffer.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/recording/correlation.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/backends/op_observer.hpp"
+#include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/event.hpp"
+#include "dlprof/format/vocabulary.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -79,9 +81,9 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
     if (!reporting_.load(std::memory_order_relaxed) || (active_flags() & kRecording) == 0) return;
     const std::int64_t now = now_ticks();
     push_event(Event{static_cast<NameId>(total_allocated), now, {static_cast<std::int64_t>(total_reserved)},
-                     EventKind::MemoryTotals, Category::User});
+                     RecordKind::MemoryTotals, Category::User});
     const MemoryDeviceType type = device.is_cuda() ? MemoryDeviceType::CUDA : MemoryDeviceType::CPU;
-    push_event(Event{reinterpret_cast<NameId>(address), now, {bytes}, EventKind::Memory, Category::User,
+    push_event(Event{reinterpret_cast<NameId>(address), now, {bytes}, RecordKind::Memory, Category::User,
                      pack_memory_device(type, device.is_cpu() ? -1 : device.index())});
   }
   bool memoryProfilingEnabled() const override { return reporting_.load(std::memory_order_relaxed); }
@@ -100,10 +102,9 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
 /// none) that its last kLength lookups found, in order, and predicts that the lookups go on as
 /// they went on before: it follows that history while the predictions hold and, at the first
 /// that fails, starts again after the previous occurrence of the entry the lookup did find (each
-/// entry keeps the lookup count of its last occurrence). In steady state every prediction holds:
-/// on mnist_cnn's 334 input lookups a step, an entry's last successor alone predicted 57 %,
-/// because several inputs recur with different ops after them. The cache still checks each
-/// prediction against the key.
+/// entry keeps the lookup count of its last occurrence). In steady state every prediction holds.
+/// The whole order is followed, not each entry's last successor, because an input recurs with
+/// different ops after it in one step. The cache still checks each prediction against the key.
 template <class Ref>
 class LookupHistory {
  public:
@@ -154,26 +155,24 @@ class LookupHistory {
 
 /// The interned texts of an op's inputs (dims, types, concrete values), cached per thread by the
 /// raw values they are made of: a training step calls the same ops on the same shapes again and
-/// again, and formatting three texts with fmt and interning them cost more than the rest of the
-/// observer together (bench/RESULTS.md). A lookup walks the inputs once into a key of words on the
-/// stack, hashes it and probes an open-addressed table from the hash's low bits: each slot holds
-/// the hash's high half and where the entry lies in an arena, so only an entry whose slot matches
-/// is read and compared word by word. A miss formats, interns and appends the entry (hash, texts,
-/// key) to the arena. Entries lie there in the order they were first seen, a step's op order, so
-/// a step in steady state reads the arena front to back.
+/// again, and formatting three texts with fmt and interning them costs more than the rest of the
+/// observer together (bench/HISTORY.md, 2026-11-23 05:42). A lookup walks the inputs once into a
+/// key of words on the stack, hashes it and probes an open-addressed table from the hash's low
+/// bits: each slot holds the hash's high half and where the entry lies in an arena, so only an
+/// entry whose slot matches is read and compared word by word. A miss formats, interns and
+/// appends the entry (hash, texts, key) to the arena. Entries lie there in the order they were
+/// first seen, a step's op order, so a step in steady state reads the arena front to back.
 ///
 /// A LookupHistory predicts each lookup's entry, prefetched when the op before it enters and again
 /// when it enters, along with its inputs, and compared with the key first: a lookup then hashes
-/// nothing and reads no slot, and the entry it compares arrived while the inputs were loading
-/// instead of after them (the slot, the entry's header and its key words were three misses in a
-/// row after an op's compute had evicted them).
+/// nothing and reads no slot, and the entry it compares arrives while the inputs are loading,
+/// not after them (unpredicted, the slot, the entry's header and its key words are three misses
+/// in a row once an op's compute has evicted them).
 ///
 /// Any key that repeats hits once it is in, whatever the others hash to: the table doubles to stay
 /// at most half full, up to kMaxEntries, and starts over empty when that many are in (inputs that
-/// never repeat, such as a value that changes on every call). The 4-way set-associative table of
-/// 512 fixed entries it replaces drew more than four of mnist_cnn's 150 distinct keys to some of
-/// its sets, where they evicted each other on every step: 12 of a step's 334 lookups missed and
-/// were formatted again, and a lookup cost twice what it costs here.
+/// never repeat, such as a value that changes on every call). A table of fixed sets would let
+/// keys that fall in one set evict each other on every step and be formatted again each time.
 class InputTextCache {
  public:
   /// Inputs whose key would take more words are formatted every time (a conv2d's backward takes
@@ -448,10 +447,9 @@ class TorchOpObserver final : public OpObserver {
       shapes = false;
       static std::once_flag warned;
       std::call_once(warned, [] {
-        fmt::print(stderr,
-                   "dlprof: warning: record_shapes and with_flops need NDEBUG where dlprof/torch.hpp is included "
-                   "(LibTorch's RecordFunction::inputs() asserts otherwise): recording ops without input shapes "
-                   "or FLOPs\n");
+        print_warning(
+            "record_shapes and with_flops need NDEBUG where dlprof/torch.hpp is included (LibTorch's "
+            "RecordFunction::inputs() asserts otherwise): recording ops without input shapes or FLOPs");
       });
     }
     record_inputs_.store(shapes, std::memory_order_relaxed);
@@ -564,8 +562,8 @@ class TorchOpObserver final : public OpObserver {
       Name& at_address = by_address_[slot(reinterpret_cast<std::uintptr_t>(name))];
       if (at_address.address == name && same_text(name, at_address)) return follow(at_address, false);
       const std::size_t length = std::strlen(name);
-      // Two ways by text, the one found less recently replaced: two names built per call that
-      // shared one slot (1 in 256) evicted each other on every call, each interned again each time.
+      // Two ways by text, the one found less recently replaced: in a single way, two names built
+      // per call that share a slot (1 in 256) would evict each other and be interned on every call.
       const std::size_t text_slot = slot(text_key(name, length));
       Name* const ways[2] = {&by_text_[text_slot], &by_text_[text_slot ^ 1]};
       Name* with_text = nullptr;
@@ -576,15 +574,14 @@ class TorchOpObserver final : public OpObserver {
         }
       if (with_text == nullptr) {
         history_.allocate();
-        const std::string* text = nullptr;
+        const char* text = nullptr;
         const NameId id = t_intern_cache.intern(std::string_view(name, length), &text);
-        constexpr std::string_view kEngine = "autograd::engine::evaluate_function";
         with_text = ways[0]->seen <= ways[1]->seen ? ways[0] : ways[1];
         *with_text = Name{};
-        with_text->text = text->c_str();
+        with_text->text = text;
         with_text->id = id;
         with_text->length = static_cast<std::uint32_t>(length);
-        with_text->runs_backward_node = std::string_view(name, length).substr(0, kEngine.size()) == kEngine;
+        with_text->runs_backward_node = starts_with(std::string_view(name, length), kineto::name::kEvaluateFunction);
         if (length < sizeof(with_text->short_text)) std::memcpy(with_text->short_text, name, length + 1);
       }
       at_address = *with_text;
@@ -760,11 +757,11 @@ class TorchOpObserver final : public OpObserver {
       if (op.correlation_sequence != 0) pop_external_correlation();
       if (open.depth + 1 != index) continue;
       if (op.input_dims != 0)
-        push_event(Event{op.input_dims, op.start, {op.input_types_and_concrete}, EventKind::OpInputs, Category::User});
+        push_event(Event{op.input_dims, op.start, {op.input_types_and_concrete}, RecordKind::OpInputs, Category::User});
       if (op.sequence_number >= 0)
         push_event(Event{static_cast<NameId>(op.sequence_number), op.start,
-                         {static_cast<std::int64_t>(op.forward_thread_id)}, EventKind::OpDetails, Category::User});
-      push_event(Event{op.name, op.start, {end}, EventKind::Op, op.backward ? Category::Backward : Category::User,
+                         {static_cast<std::int64_t>(op.forward_thread_id)}, RecordKind::OpDetails, Category::User});
+      push_event(Event{op.name, op.start, {end}, RecordKind::Op, op.backward ? Category::Backward : Category::User,
                        op.correlation_sequence});
     }
   }

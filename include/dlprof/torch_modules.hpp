@@ -15,42 +15,24 @@
 // suffix. Ranges are Forward-category ranges: `user_annotation` slices in the trace, NVTX ranges
 // in Nsight Systems.
 //
-// Which calls become ranges, and what LibTorch allows (1.13 and 2.x alike):
-//  * Elements of a torch::nn::Sequential, anywhere in the tree. Sequential keeps its elements as
-//    type-erased AnyModules and calls each through AnyModule's virtual forward, the one call path
-//    LibTorch routes through a replaceable object. annotate_modules replaces each element's
-//    AnyModule (SequentialImpl::begin() gives them mutably) by one that opens the range and then
-//    runs LibTorch's own unboxing: any forward signature, FORWARD_HAS_DEFAULT_ARGS defaults, no
-//    allocation of its own. The element's module is the same object, still registered under the
-//    same name, so named_parameters(), state_dict paths, the optimizer's parameters, children(),
-//    seq[i], seq->at<T>(i), seq->ptr<T>(i), type_info() and clone() are unchanged.
-//    (A wrapper *module* put in the AnyModule instead would have changed seq[i] and at<T>, and
-//    clone() would have registered the wrapper, renaming or losing the parameters.)
-//    An AnyModule is type-erased, so the replacement has to name the element's type at compile
-//    time: LibTorch's layers (Conv2d, Linear, BatchNorm2d, ReLU, ... see LibTorchLayers below)
-//    are known; name your own module types as template arguments,
-//    annotate_modules<ResidualBlockImpl>(model), or put DLPROF_MODULE(this) in their forward.
-//    Elements of other types are left as they are and listed in the result's `unwrapped`.
-//  * Your own modules' forward: DLPROF_MODULE(this) opens the range of the module it is given,
-//    named by annotate_modules ("nn.Module: <Type>" for a module it never saw). Inside a
-//    Sequential element that is also wrapped, only one range opens.
-// What no wrapper outside the model can intercept:
-//  * Members of custom modules: `torch::nn::Linear fc1` called as fc1(x) or fc1->forward(x).
-//    ModuleHolder::operator() calls the Impl's forward directly (a template, not virtual), and
-//    Module has no forward to override. These modules are still named (DLPROF_MODULE(fc1) around
-//    the call gives the range); move such layers into a Sequential, or add DLPROF_MODULE(this) in
-//    custom modules.
-//  * ModuleList and ModuleDict elements: user code calls them (list[i]->as<T>()->forward(x), or
-//    through a holder it kept), never the container. Same remedy.
-//  * replace_module(name, wrapper) only replaces the registered child (what named_modules() and
-//    named_parameters() see, and it would rename parameters if the wrapper owned the module); the
-//    member holder the parent's forward calls keeps pointing to the original module, and a
-//    Sequential keeps calling its own AnyModule. It cannot annotate anything.
-//  * A Sequential's own forward is a template its parent calls directly: the container itself has
-//    no range unless the parent writes DLPROF_MODULE(features) around the call. The same works
-//    for the root from the training loop: { DLPROF_MODULE(model); loss = model->forward(x); }.
-//  * clone() of an annotated model is not annotated (LibTorch clones each element into a plain
-//    AnyModule): call annotate_modules on the clone.
+// Which calls become ranges (LibTorch 1.13 and 2.x alike):
+//  * Elements of a torch::nn::Sequential, anywhere in the tree. Sequential calls each element
+//    through a type-erased AnyModule, which annotate_modules replaces by one that opens the range
+//    and runs the element's forward (any signature, FORWARD_HAS_DEFAULT_ARGS defaults, no
+//    allocation of its own). The element stays the same module under the same name, so its
+//    parameters, state_dict paths, seq[i], seq->at<T>(i) and clone() are unchanged. Its type must
+//    be known at compile time: LibTorch's layers are (LibTorchLayers below); name your own as
+//    template arguments, annotate_modules<ResidualBlockImpl>(model), or put DLPROF_MODULE(this)
+//    in their forward. Elements of other types are left as they are and listed in the result's
+//    `unwrapped`.
+//  * Your own modules' forward, with DLPROF_MODULE(this) ("nn.Module: <Type>" for a module
+//    annotate_modules never saw). Inside an annotated Sequential element only one range opens.
+// Calls that LibTorch makes directly (templates, not virtual calls) get a range only from a
+// DLPROF_MODULE around them, or by moving the layer into a Sequential: members of custom modules
+// (DLPROF_MODULE(fc1) around fc1(x)), ModuleList and ModuleDict elements, a Sequential's own
+// forward (DLPROF_MODULE(features) around it) and the root, from the training loop:
+// { DLPROF_MODULE(model); loss = model->forward(x); }. A clone() of an annotated model is not
+// annotated: call annotate_modules on the clone.
 //
 // Cost: annotate_modules runs once (a registry entry and an interned name per module). A call of
 // an annotated element or a DLPROF_MODULE while no Profiler window is open and no NVTX tool is
@@ -83,14 +65,15 @@
 #include <vector>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/active.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/correlation.hpp"
-#include "dlprof/detail/event.hpp"
-#include "dlprof/detail/nvtx.hpp"
-#include "dlprof/detail/ring_buffer.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/recording/correlation.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/recording/nvtx.hpp"
+#include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/event.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/range.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -150,7 +133,7 @@ class ModuleRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto found = entries_.find(&module);
     if (found != entries_.end() && !stale(found->second)) return found->second.name;
-    const ModuleName name = intern_module_name("nn.Module: " + module_type_name(module));
+    const ModuleName name = intern_module_name(std::string(kineto::name::kModulePrefix) + module_type_name(module));
     if (entries_.size() >= prune_at_) prune_locked();
     entries_[&module] = make_entry(module, name);
     return name;
@@ -263,7 +246,7 @@ class ModuleRange {
 
   DLPROF_NOINLINE void end() noexcept {
     if (flags_ & detail::kRecording) {
-      detail::push_event(detail::Event{name_, begin_, {detail::now_ticks()}, EventKind::Range, Category::Forward,
+      detail::push_event(detail::Event{name_, begin_, {detail::now_ticks()}, detail::RecordKind::Range, Category::Forward,
                                        correlation_sequence_});
       if (correlation_sequence_ != 0) detail::pop_external_correlation();
     }
@@ -426,7 +409,7 @@ inline ModuleAnnotation annotate_module_tree(torch::nn::Module& root, WrapElemen
 
   const auto add = [&](torch::nn::Module& module, const std::string& path) {
     if (named.count(&module) != 0) return;  // reachable twice: the first path names it, as in torch
-    std::string range_name = "nn.Module: " + module_type_name(module);
+    std::string range_name = std::string(kineto::name::kModulePrefix) + module_type_name(module);
     if (!path.empty()) range_name.append("_").append(path);
     const ModuleName name = intern_module_name(range_name);
     named.emplace(&module, Named{name, path});
@@ -451,7 +434,7 @@ inline ModuleAnnotation annotate_module_tree(torch::nn::Module& root, WrapElemen
       } else {  // registered under another child (replace_module on the Sequential): name it by position
         element_name.path = path.empty() ? std::to_string(index) : path + "." + std::to_string(index);
         element_name.name =
-            intern_module_name("nn.Module: " + module_type_name(*module) + "_" + element_name.path);
+            intern_module_name(std::string(kineto::name::kModulePrefix) + module_type_name(*module) + "_" + element_name.path);
       }
       if (wrap(*element, element_name.name))
         ++result.wrapped;

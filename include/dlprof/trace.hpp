@@ -1,13 +1,12 @@
 // dlprof/trace.hpp: one recording window, drained from the rings and put on the CLOCK_REALTIME
-// axis. Immutable once built: handlers, the writer and the summaries only read it.
+// axis. Immutable once built: handlers, the writer and the summaries only read it. The model
+// only: writing one is export/chrome_trace.hpp's (save_chrome_trace), reading one
+// import/chrome_trace.hpp's.
 #pragma once
-
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -15,10 +14,12 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/event.hpp"
 
@@ -82,7 +83,7 @@ struct DistributedInfo {
       const std::lock_guard<std::mutex> lock(warned->mutex);
       if (!warned->values.insert(std::string(variable) + '=' + value).second) return;
     }
-    std::fprintf(stderr, "dlprof: warning: %s='%s' is not a rank (an integer from 0): ignored\n", variable, value);
+    detail::print_warning(std::string(variable) + "='" + value + "' is not a rank (an integer from 0): ignored");
   }
 };
 
@@ -252,6 +253,19 @@ struct ReadResult {
   bool empty() const noexcept { return skipped_events == 0 && ignored_values == 0 && notes.empty(); }
 };
 
+namespace detail {
+
+/// Whether save_chrome_trace(const T&, const std::string&) can be called: argument-dependent
+/// lookup finds it once export/chrome_trace.hpp is included. Trace::save's check.
+template <class T, class = void>
+struct has_chrome_trace_writer : std::false_type {};
+template <class T>
+struct has_chrome_trace_writer<
+    T, std::void_t<decltype(save_chrome_trace(std::declval<const T&>(), std::declval<const std::string&>()))>>
+    : std::true_type {};
+
+}  // namespace detail
+
 /// What one recording window collected. Events are ordered by thread, then by start time,
 /// enclosing ranges before the ranges they enclose; ranges on one thread nest strictly.
 struct Trace {
@@ -265,7 +279,7 @@ struct Trace {
   std::int64_t window_end_ns = 0;    ///< and when it stopped
   std::uint64_t dropped_events = 0;  ///< events lost to full rings during the window
   std::uint64_t clipped_ranges = 0;  ///< ranges shortened so that slices nest (see chrome_trace.hpp)
-  std::uint64_t overflowed_names = 0;///< dynamic names recorded under a placeholder (table full)
+  std::uint64_t overflowed_names = 0;  ///< dynamic names recorded under the name table's overflow name (table full)
   std::string clock_source;          ///< "tsc" or "clock_monotonic"
   /// Read from a Chrome-trace file: what its `ts` values count from (baseTimeNanoseconds; 0 for
   /// absolute µs, before 2024). HTA rounds the file's own numbers, so the HTA-compatible analyses
@@ -288,15 +302,22 @@ struct Trace {
   std::string_view name_of(const TraceEvent& event) const noexcept { return names[event.name]; }
   std::int64_t window_ns() const noexcept { return window_end_ns - window_start_ns; }
 
-  /// Writes the trace as torch.profiler/Kineto Chrome-trace JSON (gzip when `path` ends in
-  /// ".gz"), atomically: a temporary file in the same directory, then a rename. A symbolic link
-  /// is written through (its target replaced, the link kept); a character device or a FIFO is
-  /// written in place, never replaced. Throws std::runtime_error naming the path and the reason
-  /// when it cannot.
-  void save(const std::string& path) const;
+  /// Writes the trace as torch.profiler/Kineto Chrome-trace JSON: save_chrome_trace(*this, path)
+  /// of export/chrome_trace.hpp, which says how (gzip for ".gz", atomically, links followed,
+  /// devices and FIFOs written in place; std::runtime_error naming the path when it cannot). A
+  /// template so that this header needs no writer (no file I/O, no zlib): it compiles where the
+  /// writer's header is included (profiler.hpp includes it), and elsewhere stops with a message
+  /// that names it.
+  template <class Self = Trace>
+  void save(const std::string& path) const {
+    if constexpr (detail::has_chrome_trace_writer<Self>::value) {
+      save_chrome_trace(static_cast<const Self&>(*this), path);
+    } else {
+      static_assert(detail::has_chrome_trace_writer<Self>::value,
+                    "Trace::save writes with the Chrome-trace writer: #include <dlprof/export/chrome_trace.hpp> "
+                    "(or <dlprof/profiler.hpp>) where save() is called");
+    }
+  }
 };
 
 DLPROF_END_NAMESPACE
-
-// Trace::save is defined by the writer.
-#include "dlprof/export/chrome_trace.hpp"

@@ -3,6 +3,7 @@
 // TraceReadError; a Trace it gives must also survive being written and read again, and parsing
 // on two threads must give what one thread gives (or the same error). Anything else (a crash, a sanitizer report, another exception, a broken invariant) is a finding.
 // tests/fuzz/README.md says how to run it; tests/data/fuzz/trace_reader holds its corpus.
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
 #include <cstddef>

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,6 +18,8 @@
 #include "dlprof/analysis/detail/duration_stats.hpp"
 #include "dlprof/analysis/duration_stats.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/text.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"
 
@@ -60,22 +63,23 @@ namespace detail {
 
 /// nvprof's name for a copy: "[CUDA memcpy HtoD]". The kind is CUPTI's copy kind, or, where the
 /// trace does not have it, read from Kineto's name ("Memcpy DtoH (Device -> Pinned)").
-inline std::string_view nvprof_copy_label(const GpuEvent& copy, std::string_view name) noexcept {
-  static constexpr std::string_view kLabels[] = {
-      "[CUDA memcpy]",      "[CUDA memcpy HtoD]", "[CUDA memcpy DtoH]", "[CUDA memcpy HtoA]",
-      "[CUDA memcpy AtoH]", "[CUDA memcpy AtoA]", "[CUDA memcpy AtoD]", "[CUDA memcpy DtoA]",
-      "[CUDA memcpy DtoD]", "[CUDA memcpy HtoH]", "[CUDA memcpy PtoP]"};
-  static constexpr std::string_view kKinds[] = {"", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                                "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+inline std::string_view nvprof_copy_label(const GpuEvent& copy, std::string_view name) {
+  using dlprof::detail::starts_with;
+  constexpr std::size_t kKinds = std::size(kineto::kMemcpyKinds);
+  static const auto kLabels = [] {  // "[CUDA memcpy]" for an unknown kind
+    std::array<std::string, kKinds> labels;
+    labels[0] = "[CUDA memcpy]";
+    for (std::size_t k = 1; k < kKinds; ++k) labels[k] = "[CUDA memcpy " + std::string(kineto::kMemcpyKinds[k]) + "]";
+    return labels;
+  }();
   std::size_t kind = copy.copy.copy_kind;
-  if (kind == 0 || kind >= std::size(kLabels)) {
+  if (kind == 0 || kind >= kKinds) {
     kind = 0;
-    constexpr std::string_view kPrefix = "Memcpy ";
-    if (name.substr(0, kPrefix.size()) == kPrefix)
-      for (std::size_t k = 1; k < std::size(kKinds); ++k)
-        if (name.substr(kPrefix.size(), kKinds[k].size()) == kKinds[k]) kind = k;
+    if (starts_with(name, kineto::name::kMemcpyPrefix))
+      for (std::size_t k = 1; k < kKinds; ++k)
+        if (starts_with(name.substr(kineto::name::kMemcpyPrefix.size()), kineto::kMemcpyKinds[k])) kind = k;
   }
-  if (copy.kind == GpuEventKind::MemcpyPeer && kind == 0) kind = 10;
+  if (copy.kind == GpuEventKind::MemcpyPeer && kind == 0) kind = kineto::kMemcpyKindPeer;
   return kLabels[kind];
 }
 

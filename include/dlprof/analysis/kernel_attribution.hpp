@@ -32,7 +32,7 @@
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/detail/profiler_step.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"
 

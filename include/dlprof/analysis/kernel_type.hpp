@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/text.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace analysis {
@@ -38,9 +39,7 @@ constexpr std::string_view to_string(KernelType type) noexcept {
 
 /// The type HTA 0.5.0 gives GPU work named `name` (a kernel, a copy, a fill or a sync).
 constexpr KernelType kernel_type(std::string_view name) noexcept {
-  constexpr auto starts_with = [](std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-  };
+  using dlprof::detail::starts_with;
   constexpr std::string_view kNccl = "nccl";
   if (starts_with(name, kNccl) && name.find("Kernel", kNccl.size()) != std::string_view::npos)
     return KernelType::Communication;

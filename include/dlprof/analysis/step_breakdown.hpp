@@ -7,7 +7,7 @@
 // GPU-side copy of a ProfilerStep#N as a second step. tests/tools/check_tb_agreement.py checks
 // the breakdown and the GPU summary (Tensor Core % aside) against 0.4.3 with those three corrected.
 //
-// Steps. The ProfilerStep#N slices (`^ProfilerStep#\d+`, detail/profiler_step.hpp), sorted by
+// Steps. The ProfilerStep#N slices (`^ProfilerStep#\d+`, format/vocabulary.hpp), sorted by
 // start; a trace without any is one step spanning its ops. When some GPU work was launched (a
 // CUDA runtime call with the work's correlation id) from inside a step, every step is carried
 // over to device time: it starts at the later of its host start and the previous step's end, and
@@ -61,7 +61,8 @@
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/detail/profiler_step.hpp"
+#include "dlprof/detail/text.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -187,14 +188,13 @@ namespace detail {
 enum class SliceRole : std::uint8_t { Step, DataLoader, Communication, CpuExec };
 
 inline SliceRole slice_role(const TraceEvent& event, std::string_view name) noexcept {
-  const auto starts_with = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
+  using dlprof::detail::ends_with;
+  using dlprof::detail::starts_with;
   if (event.kind == EventKind::Step || dlprof::detail::is_profiler_step(name)) return SliceRole::Step;
-  constexpr std::string_view kNext = ".__next__";
-  if ((starts_with("enumerate(DataLoader)#") && name.size() >= kNext.size() &&
-       name.substr(name.size() - kNext.size()) == kNext) ||
-      starts_with("enumerate(DataPipe)#"))
+  if ((starts_with(name, kineto::name::kDataLoaderPrefix) && ends_with(name, kineto::name::kDataLoaderNextSuffix)) ||
+      starts_with(name, kineto::name::kDataPipePrefix))
     return SliceRole::DataLoader;
-  if (starts_with("nccl:") || starts_with("gloo:")) return SliceRole::Communication;
+  if (dlprof::detail::is_communication_name(name)) return SliceRole::Communication;
   return SliceRole::CpuExec;
 }
 

@@ -8,34 +8,20 @@
 //    is the window start floored to Kineto's 3-month interval so every rank shares it;
 //  * ranges and ProfilerStep#N are `user_annotation` slices with External id / Ev Idx args,
 //    Python frames (read from torch's traces) `python_function` slices;
-//  * every string valid UTF-8 (a name that is not gets U+FFFD, detail/escape.hpp), and counter
-//    samples that are not finite as the strings "NaN", "Infinity" and "-Infinity": the file is
-//    JSON that Python, HTA and Perfetto accept.
+//  * every string valid UTF-8 (a name that is not gets U+FFFD, format/json_text.hpp), and
+//    counter samples that are not finite as the strings "NaN", "Infinity" and "-Infinity": the
+//    file is JSON that Python, HTA and Perfetto accept.
+// Every category, key, arg and name is format/vocabulary.hpp's, which the reader reads by.
 // Formatting writes into one reused buffer with fmt's integer formatter; nothing is allocated
-// per event.
+// per event. save_chrome_trace() writes a file through format/atomic_file.hpp.
 #pragma once
 
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-#include <zlib.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <functional>
-#include <stdexcept>
 #include <string>
-#include <iterator>
-#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -44,156 +30,83 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/escape.hpp"
+#include "dlprof/detail/text.hpp"
+#include "dlprof/format/atomic_file.hpp"
+#include "dlprof/format/json_text.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
 
-/// Kineto's ChromeTraceBaseTime: Unix time floored to a 3-month interval, in ns.
-inline std::int64_t chrome_trace_base_time_ns(std::int64_t unix_ns) noexcept {
-  constexpr std::int64_t kInterval_s = 7'889'238;
-  const std::int64_t seconds = unix_ns / 1'000'000'000;
-  return (seconds / kInterval_s) * kInterval_s * 1'000'000'000;
+/// `  {"ph": "<phase>", "cat": "<category>", "name": `: the start of an event's object, up to its
+/// name, in Kineto's field order.
+inline std::string object_opening(char phase, std::string_view category) {
+  std::string text = "  {\"ph\": \"";
+  text.push_back(phase);
+  text.append("\", \"cat\": \"").append(category).append("\", \"name\": ");
+  return text;
 }
 
-/// JSON has no NaN or infinity. A counter sample that is not finite is written as the string
-/// "NaN", "Infinity" or "-Infinity" (Python's json module and JavaScript spell them so, bare), and
-/// the reader takes those strings back as numbers: the file stays valid JSON and the sample
-/// round-trips.
-inline constexpr std::string_view kNonFiniteNames[] = {"NaN", "Infinity", "-Infinity"};
-
-inline std::string_view non_finite_name(double value) noexcept {
-  return std::isnan(value) ? kNonFiniteNames[0] : value > 0 ? kNonFiniteNames[1] : kNonFiniteNames[2];
-}
-
-constexpr bool is_non_finite_name(std::string_view text) noexcept {
-  return text == kNonFiniteNames[0] || text == kNonFiniteNames[1] || text == kNonFiniteNames[2];
-}
-
-class JsonWriter {
- public:
-  explicit JsonWriter(fmt::memory_buffer& out) noexcept : out_(out) {}
-
-  /// Appends by growing the buffer and copying: inlined, a literal fragment becomes a few moves
-  /// of a known size (buffer::append copies in a loop through a capacity check).
-  DLPROF_ALWAYS_INLINE void raw(std::string_view text) {
-    const std::size_t size = out_.size();
-    out_.resize(size + text.size());
-    std::memcpy(out_.data() + size, text.data(), text.size());
-  }
-  void character(char c) { out_.push_back(c); }
-
-  void integer(std::int64_t value) {
-    const fmt::format_int formatted(value);
-    raw(std::string_view(formatted.data(), formatted.size()));
-  }
-
-  /// Nanoseconds as microseconds with exactly three decimals (Kineto's fmtTs), clamped at 0.
-  void microseconds(std::int64_t ns) {
-    if (ns < 0) ns = 0;
-    integer(ns / 1000);
-    const auto fraction = static_cast<int>(ns % 1000);
-    const char digits[4] = {'.', static_cast<char>('0' + fraction / 100), static_cast<char>('0' + fraction / 10 % 10),
-                            static_cast<char>('0' + fraction % 10)};
-    raw(std::string_view(digits, 4));
-  }
-
-  /// A finite number in its shortest exact form; NaN and infinities become null (JSON has none).
-  void number(double value) {
-    if (!std::isfinite(value)) {
-      raw("null");
-      return;
-    }
-    fmt::format_to(std::back_inserter(out_), "{}", value);
-  }
-
-  /// A counter's sample: a number, or for NaN and the infinities their name as a string
-  /// (non_finite_name()), which the reader takes back as the number.
-  void sample(double value) {
-    if (std::isfinite(value)) {
-      fmt::format_to(std::back_inserter(out_), "{}", value);
-      return;
-    }
-    character('"');
-    raw(non_finite_name(value));
-    character('"');
-  }
-
-  /// A JSON string literal (detail/escape.hpp): quotes, backslashes and control characters
-  /// escaped, invalid UTF-8 replaced by U+FFFD.
-  void string(std::string_view text) { append_json_string(out_, text); }
-
- private:
-  fmt::memory_buffer& out_;
-};
-
-/// The start of an event's object, up to its name: `ph` and `cat` by kind.
-constexpr std::string_view event_opening(EventKind kind) noexcept {
+/// The start of an event's object by kind: ranges and steps are user_annotation slices, ops
+/// cpu_op slices, and so on. Put together once, so that each event starts with one copy.
+inline std::string_view event_opening(EventKind kind) {
+  static const std::string kOpenings[] = {
+      object_opening('X', kineto::cat::kUserAnnotation), object_opening('X', kineto::cat::kCpuOp),
+      object_opening('X', kineto::cat::kPythonFunction), object_opening('i', kineto::cat::kCpuInstantEvent),
+      object_opening('C', kineto::cat::kCounter)};
   switch (kind) {
     case EventKind::Range:
-    case EventKind::Step: return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
-    case EventKind::Op: return "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
-    case EventKind::PythonFrame: return "  {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": ";
-    case EventKind::Instant: return "  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": ";
-    case EventKind::Counter: return "  {\"ph\": \"C\", \"cat\": \"counter\", \"name\": ";
-    case EventKind::OpDetails:
-    case EventKind::OpInputs:
-    case EventKind::Memory:
-    case EventKind::MemoryTotals: break;  // never in a Trace
+    case EventKind::Step: return kOpenings[0];
+    case EventKind::Op: return kOpenings[1];
+    case EventKind::PythonFrame: return kOpenings[2];
+    case EventKind::Instant: return kOpenings[3];
+    case EventKind::Counter: return kOpenings[4];
   }
-  return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
+  return kOpenings[0];
 }
 
 inline void write_device_properties(JsonWriter& json, const DeviceProperties& device) {
-  json.raw("{\"id\": ");
+  namespace field = kineto::device;
+  json.key("{", field::kId);
   json.integer(device.id);
-  json.raw(", \"name\": ");
+  json.key(", ", field::kName);
   json.string(device.name);
   const std::pair<std::string_view, std::int64_t> fields[] = {
-      {"totalGlobalMem", device.total_global_mem},
-      {"computeMajor", device.compute_major},
-      {"computeMinor", device.compute_minor},
-      {"maxThreadsPerBlock", device.max_threads_per_block},
-      {"maxThreadsPerMultiprocessor", device.max_threads_per_multiprocessor},
-      {"regsPerBlock", device.regs_per_block},
-      {"warpSize", device.warp_size},
-      {"sharedMemPerBlock", device.shared_mem_per_block},
-      {"numSms", device.num_sms},
-      {"regsPerMultiprocessor", device.regs_per_multiprocessor},
-      {"sharedMemPerBlockOptin", device.shared_mem_per_block_optin},
-      {"sharedMemPerMultiprocessor", device.shared_mem_per_multiprocessor},
+      {field::kTotalGlobalMem, device.total_global_mem},
+      {field::kComputeMajor, device.compute_major},
+      {field::kComputeMinor, device.compute_minor},
+      {field::kMaxThreadsPerBlock, device.max_threads_per_block},
+      {field::kMaxThreadsPerMultiprocessor, device.max_threads_per_multiprocessor},
+      {field::kRegsPerBlock, device.regs_per_block},
+      {field::kWarpSize, device.warp_size},
+      {field::kSharedMemPerBlock, device.shared_mem_per_block},
+      {field::kNumSms, device.num_sms},
+      {field::kRegsPerMultiprocessor, device.regs_per_multiprocessor},
+      {field::kSharedMemPerBlockOptin, device.shared_mem_per_block_optin},
+      {field::kSharedMemPerMultiprocessor, device.shared_mem_per_multiprocessor},
   };
-  for (const auto& [key, value] : fields) {
-    json.raw(", \"");
-    json.raw(key);
-    json.raw("\": ");
+  for (const auto& [name, value] : fields) {
+    json.key(", ", name);
     json.integer(value);
   }
   json.character('}');
 }
 
-
-/// Kineto's spelling of CUPTI's copy and memory kinds, for "Memcpy HtoD (Pageable -> Device)".
-constexpr std::string_view memcpy_kind_name(std::uint8_t kind) noexcept {
-  constexpr std::string_view kNames[] = {"<unknown>", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                         "AtoD",      "DtoA", "DtoD", "HtoH", "PtoP"};
-  return kind < std::size(kNames) ? kNames[kind] : "<unknown>";
-}
-constexpr std::string_view memory_kind_name(std::uint8_t kind) noexcept {
-  constexpr std::string_view kNames[] = {"Unknown", "Pageable", "Pinned", "Device",
-                                         "Array",   "Managed",  "Device Static", "Managed Static"};
-  return kind < std::size(kNames) ? kNames[kind] : "Unrecognized";
-}
-/// CUpti_ActivitySynchronizationType as Kineto names it.
-constexpr std::string_view sync_kind_name(std::uint8_t type) noexcept {
-  switch (type) {
-    case 1: return "Event Sync";
-    case 2: return "Stream Wait Event";
-    case 3: return "Stream Sync";
-    case 4: return "Context Sync";
-    default: return "Unknown Sync";
-  }
+/// A metadata event ("ph": "M": a process's or a thread's name, label or sort index), up to its
+/// args' value: `  {"name": "<name>", "ph": "M", "ts": <ts>, "pid": <pid>, "tid": <tid>,
+/// "args": {"<arg>": `.
+inline void metadata_opening(JsonWriter& json, std::string_view name, std::int64_t relative_ns, std::int64_t pid,
+                             std::int64_t tid, std::string_view arg) {
+  json.raw("  {\"name\": \"");
+  json.raw(name);
+  json.raw("\", \"ph\": \"M\", \"ts\": ");
+  json.microseconds(relative_ns);
+  json.raw(", \"pid\": ");
+  json.integer(pid);
+  json.raw(", \"tid\": ");
+  json.integer(tid);
+  json.key(", \"args\": {", arg);
 }
 
 /// Synchronisations get a row of their own next to their stream's ("stream 7 (sync)"): a CPU-side
@@ -203,26 +116,25 @@ inline constexpr std::int64_t kSyncRowOffset = 1'000'000;
 inline constexpr std::int64_t kGpuSortIndexOffset = 5'000'000;
 
 inline void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stats) {
+  namespace top = kineto::key;
   const std::pair<std::string_view, std::uint64_t> counters[] = {
-      {"dlprof_gpu_records", stats.records},
-      {"dlprof_gpu_dropped_records", stats.dropped_records},
-      {"dlprof_cupti_dropped_records", stats.cupti_dropped_records},
-      {"dlprof_gpu_unknown_records", stats.unknown_records},
-      {"dlprof_gpu_late_records", stats.late_records},
-      {"dlprof_gpu_clipped_annotations", stats.clipped_annotations},
+      {top::kGpuRecords, stats.records},
+      {top::kGpuDroppedRecords, stats.dropped_records},
+      {top::kCuptiDroppedRecords, stats.cupti_dropped_records},
+      {top::kGpuUnknownRecords, stats.unknown_records},
+      {top::kGpuLateRecords, stats.late_records},
+      {top::kGpuClippedAnnotations, stats.clipped_annotations},
   };
-  for (const auto& [key, value] : counters) {
-    json.raw(",\n  \"");
-    json.raw(key);
-    json.raw("\": ");
+  for (const auto& [name, value] : counters) {
+    json.key(",\n  ", name);
     json.integer(static_cast<std::int64_t>(value));
   }
   if (!stats.cupti_version.empty()) {
-    json.raw(",\n  \"cupti_version\": ");
+    json.key(",\n  ", top::kCuptiVersion);
     json.string(stats.cupti_version);
   }
   if (!stats.driver_version.empty()) {
-    json.raw(",\n  \"cuda_driver_version\": ");
+    json.key(",\n  ", top::kCudaDriverVersion);
     json.string(stats.driver_version);
   }
 }
@@ -392,9 +304,9 @@ class GpuEventWriter {
   }
 
  private:
-  /// `key` is the whole separator and key, `, "device": `: one copy instead of three.
-  void integer_arg(std::string_view key, std::int64_t value) {
-    json_.raw(key);
+  /// `<before>"<key>": <value>`.
+  void integer_arg(std::string_view before, std::string_view key, std::int64_t value) {
+    json_.key(before, key);
     json_.integer(value);
   }
   void slice_opening(std::string_view category, std::uint32_t name, std::int64_t pid, std::int64_t tid,
@@ -412,6 +324,7 @@ class GpuEventWriter {
     json_.raw(", \"dur\": ");
     json_.microseconds(duration_ns);
   }
+  /// A flow's start ('s', at the launch) or end ('f', bound to the GPU work it enters).
   void flow(char phase, std::uint32_t correlation, std::int64_t pid, std::int64_t tid, std::int64_t ns) {
     json_.raw("  {\"ph\": \"");
     json_.character(phase);
@@ -423,21 +336,24 @@ class GpuEventWriter {
     json_.integer(tid);
     json_.raw(", \"ts\": ");
     json_.microseconds(relative_(ns));
-    json_.raw(phase == 'f' ? ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"},\n"
-                           : ", \"cat\": \"ac2g\", \"name\": \"ac2g\"},\n");
+    json_.raw(", \"cat\": \"");
+    json_.raw(kineto::cat::kAc2g);
+    json_.raw("\", \"name\": \"");
+    json_.raw(kineto::cat::kAc2g);
+    json_.raw(phase == 'f' ? "\", \"bp\": \"e\"},\n" : "\"},\n");
   }
-  /// Opens args with the External id when there is one (Kineto writes it first, and only then).
+  /// Opens args with the External id when there is one (Kineto writes it first, and only then):
+  /// the next key needs no comma before it.
   void args_opening(std::uint64_t external_id) {
     json_.raw(", \"args\": {");
     if (external_id != 0) {
-      json_.raw("\"External id\": ");
-      json_.integer(static_cast<std::int64_t>(external_id));
+      integer_arg("", kineto::arg::kExternalId, static_cast<std::int64_t>(external_id));
       json_.raw(", ");
     }
   }
   /// Kineto's "memory bandwidth (GB/s)": bytes per ns, the string "N/A" for an instant copy.
   void bandwidth(std::uint64_t bytes, std::int64_t duration_ns) {
-    json_.raw(", \"memory bandwidth (GB/s)\": ");
+    json_.key(", ", kineto::arg::kMemoryBandwidth);
     if (duration_ns <= 0) {
       json_.raw("\"N/A\"");
       return;
@@ -446,7 +362,7 @@ class GpuEventWriter {
   }
   /// Kineto's floats, printed with six decimals.
   void float_arg(std::string_view key, float value) {
-    json_.raw(key);
+    json_.key(", ", key);
     if (!std::isfinite(value)) {
       json_.raw("\"inf\"");
       return;
@@ -455,13 +371,13 @@ class GpuEventWriter {
   }
 
   void write_call(const ApiEvent& call) {
+    namespace arg = kineto::arg;
     const std::int64_t tid = trace_.threads[call.thread].os_tid;
-    slice_opening(call.driver ? "cuda_driver" : "cuda_runtime", call.name, trace_.pid, tid, call.start_ns,
-                  call.duration_ns());
+    slice_opening(call.driver ? kineto::cat::kCudaDriver : kineto::cat::kCudaRuntime, call.name, trace_.pid, tid,
+                  call.start_ns, call.duration_ns());
     args_opening(call.external_id);
-    json_.raw("\"cbid\": ");
-    json_.integer(call.cbid);
-    integer_arg(", \"correlation\": ", call.correlation);
+    integer_arg("", arg::kCbid, call.cbid);
+    integer_arg(", ", arg::kCorrelation, call.correlation);
     json_.raw("}},\n");
     if (correlations_.has_work(call.correlation)) flow('s', call.correlation, trace_.pid, tid, call.start_ns);
   }
@@ -472,78 +388,76 @@ class GpuEventWriter {
   }
 
   void write_work(const GpuEvent& work) {
+    namespace arg = kineto::arg;
+    namespace cat = kineto::cat;
     const std::int64_t pid = work.device;
     const std::int64_t tid = row_of(work);
     switch (work.kind) {
       case GpuEventKind::Kernel: {
         const KernelDetails& kernel = work.kernel;
-        slice_opening("kernel", work.name, pid, tid, work.start_ns, work.duration_ns());
+        slice_opening(cat::kKernel, work.name, pid, tid, work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        json_.raw("\"queued\": ");
-        json_.integer(kernel.queued_ns / 1000);  // Kineto writes µs, truncated
-        integer_arg(", \"device\": ", work.device);
-        integer_arg(", \"context\": ", work.context);
-        integer_arg(", \"stream\": ", work.stream);
-        integer_arg(", \"correlation\": ", work.correlation);
-        integer_arg(", \"registers per thread\": ", kernel.registers_per_thread);
-        integer_arg(", \"shared memory\": ", std::int64_t{kernel.static_shared_memory} + kernel.dynamic_shared_memory);
-        float_arg(", \"blocks per SM\": ", kernel.blocks_per_sm);
-        float_arg(", \"warps per SM\": ", kernel.warps_per_sm);
-        json_.raw(", \"grid\": ");
+        integer_arg("", arg::kQueued, kernel.queued_ns / 1000);  // Kineto writes µs, truncated
+        integer_arg(", ", arg::kDevice, work.device);
+        integer_arg(", ", arg::kContext, work.context);
+        integer_arg(", ", arg::kStream, work.stream);
+        integer_arg(", ", arg::kCorrelation, work.correlation);
+        integer_arg(", ", arg::kRegistersPerThread, kernel.registers_per_thread);
+        integer_arg(", ", arg::kSharedMemory, std::int64_t{kernel.static_shared_memory} + kernel.dynamic_shared_memory);
+        float_arg(arg::kBlocksPerSm, kernel.blocks_per_sm);
+        float_arg(arg::kWarpsPerSm, kernel.warps_per_sm);
+        json_.key(", ", arg::kGrid);
         dims(kernel.grid);
-        json_.raw(", \"block\": ");
+        json_.key(", ", arg::kBlock);
         dims(kernel.block);
-        integer_arg(", \"est. achieved occupancy %\": ", kernel.est_achieved_occupancy_percent);
+        integer_arg(", ", arg::kAchievedOccupancy, kernel.est_achieved_occupancy_percent);
         break;
       }
       case GpuEventKind::Memcpy:
       case GpuEventKind::Memset: {
         const CopyDetails& copy = work.copy;
-        slice_opening(work.kind == GpuEventKind::Memcpy ? "gpu_memcpy" : "gpu_memset", work.name, pid, tid,
+        slice_opening(work.kind == GpuEventKind::Memcpy ? cat::kGpuMemcpy : cat::kGpuMemset, work.name, pid, tid,
                       work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        json_.raw("\"device\": ");
-        json_.integer(work.device);
-        integer_arg(", \"context\": ", work.context);
-        integer_arg(", \"stream\": ", work.stream);
-        integer_arg(", \"correlation\": ", work.correlation);
-        integer_arg(", \"bytes\": ", static_cast<std::int64_t>(copy.bytes));
+        integer_arg("", arg::kDevice, work.device);
+        integer_arg(", ", arg::kContext, work.context);
+        integer_arg(", ", arg::kStream, work.stream);
+        integer_arg(", ", arg::kCorrelation, work.correlation);
+        integer_arg(", ", arg::kBytes, static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
         break;
       }
       case GpuEventKind::MemcpyPeer: {
         const CopyDetails& copy = work.copy;
-        slice_opening("gpu_memcpy", work.name, pid, tid, work.start_ns, work.duration_ns());
+        slice_opening(cat::kGpuMemcpy, work.name, pid, tid, work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        json_.raw("\"fromDevice\": ");
-        json_.integer(copy.source_device);
-        integer_arg(", \"inDevice\": ", work.device);
-        integer_arg(", \"toDevice\": ", copy.destination_device);
-        integer_arg(", \"fromContext\": ", copy.source_context);
-        integer_arg(", \"inContext\": ", work.context);
-        integer_arg(", \"toContext\": ", copy.destination_context);
-        integer_arg(", \"stream\": ", work.stream);
-        integer_arg(", \"correlation\": ", work.correlation);
-        integer_arg(", \"bytes\": ", static_cast<std::int64_t>(copy.bytes));
+        integer_arg("", arg::kFromDevice, copy.source_device);
+        integer_arg(", ", arg::kInDevice, work.device);
+        integer_arg(", ", arg::kToDevice, copy.destination_device);
+        integer_arg(", ", arg::kFromContext, copy.source_context);
+        integer_arg(", ", arg::kInContext, work.context);
+        integer_arg(", ", arg::kToContext, copy.destination_context);
+        integer_arg(", ", arg::kStream, work.stream);
+        integer_arg(", ", arg::kCorrelation, work.correlation);
+        integer_arg(", ", arg::kBytes, static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
         break;
       }
       case GpuEventKind::Sync: {
-        slice_opening("cuda_sync", work.name, pid, tid, work.start_ns, work.duration_ns());
+        slice_opening(cat::kCudaSync, work.name, pid, tid, work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        json_.raw("\"cuda_sync_kind\": ");
+        json_.key("", arg::kCudaSyncKind);
         json_.string(sync_kind_name(work.sync.type));
-        if (work.sync.type == 1 || work.sync.type == 2) integer_arg(", \"wait_on_cuda_event_id\": ", work.sync.cuda_event_id);
-        integer_arg(", \"stream\": ", work.stream);
-        integer_arg(", \"correlation\": ", work.correlation);
-        integer_arg(", \"device\": ", work.device);
-        integer_arg(", \"context\": ", work.context);
+        if (work.sync.type == 1 || work.sync.type == 2) integer_arg(", ", arg::kWaitOnCudaEventId, work.sync.cuda_event_id);
+        integer_arg(", ", arg::kStream, work.stream);
+        integer_arg(", ", arg::kCorrelation, work.correlation);
+        integer_arg(", ", arg::kDevice, work.device);
+        integer_arg(", ", arg::kContext, work.context);
         break;
       }
       case GpuEventKind::Annotation:
-        slice_opening("gpu_user_annotation", work.name, pid, tid, work.start_ns, work.duration_ns());
-        json_.raw(", \"args\": {\"External id\": ");
-        json_.integer(static_cast<std::int64_t>(work.external_id));
+        slice_opening(cat::kGpuUserAnnotation, work.name, pid, tid, work.start_ns, work.duration_ns());
+        integer_arg(", \"args\": {", arg::kExternalId, static_cast<std::int64_t>(work.external_id));
         break;
     }
     json_.raw("}},\n");
@@ -563,17 +477,7 @@ class GpuEventWriter {
 
   void metadata(std::string_view name, std::int64_t pid, std::int64_t tid, std::string_view arg, std::string_view text,
                 std::int64_t number, bool is_text) {
-    json_.raw("  {\"name\": \"");
-    json_.raw(name);
-    json_.raw("\", \"ph\": \"M\", \"ts\": ");
-    json_.microseconds(relative_(trace_.window_start_ns));
-    json_.raw(", \"pid\": ");
-    json_.integer(pid);
-    json_.raw(", \"tid\": ");
-    json_.integer(tid);
-    json_.raw(", \"args\": {\"");
-    json_.raw(arg);
-    json_.raw("\": ");
+    metadata_opening(json_, name, relative_(trace_.window_start_ns), pid, tid, arg);
     if (is_text)
       json_.string(text);
     else
@@ -583,6 +487,8 @@ class GpuEventWriter {
 
   /// Kineto's labels: one process per GPU ("GPU 0"), one thread per stream ("stream 7 ").
   void write_gpu_metadata() {
+    namespace name = kineto::name;
+    namespace arg = kineto::arg;
     std::vector<std::pair<std::uint32_t, std::int64_t>> rows;
     for (const GpuEvent& work : trace_.gpu_events) rows.emplace_back(work.device, row_of(work));
     std::sort(rows.begin(), rows.end());
@@ -591,35 +497,40 @@ class GpuEventWriter {
     for (const auto& [device, row] : rows) {
       if (device != last_device) {
         last_device = device;
-        metadata("process_name", device, 0, "name", trace_.process_name, 0, true);
-        metadata("process_labels", device, 0, "labels", fmt::format("GPU {}", device), 0, true);
-        metadata("process_sort_index", device, 0, "sort_index", {}, kGpuSortIndexOffset + device, false);
+        metadata(name::kProcessName, device, 0, arg::kName, trace_.process_name, 0, true);
+        metadata(name::kProcessLabels, device, 0, arg::kLabels, fmt::format("GPU {}", device), 0, true);
+        metadata(name::kProcessSortIndex, device, 0, arg::kSortIndex, {}, kGpuSortIndexOffset + device, false);
       }
       const std::string label = row >= kSyncRowOffset ? fmt::format("stream {} (sync)", row - kSyncRowOffset)
                                                       : fmt::format("stream {} ", row);
-      metadata("thread_name", device, row, "name", label, 0, true);
-      metadata("thread_sort_index", device, row, "sort_index", {}, row, false);
+      metadata(name::kThreadName, device, row, arg::kName, label, 0, true);
+      metadata(name::kThreadSortIndex, device, row, arg::kSortIndex, {}, row, false);
     }
   }
 
   void write_memory(const MemoryEvent& memory) {
-    json_.raw("  {\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": ");
+    namespace arg = kineto::arg;
+    json_.raw("  {\"ph\": \"i\", \"cat\": \"");
+    json_.raw(kineto::cat::kCpuInstantEvent);
+    json_.raw("\", \"s\": \"t\", \"name\": \"");
+    json_.raw(kineto::name::kMemory);
+    json_.raw("\", \"pid\": ");
     json_.integer(trace_.pid);
     json_.raw(", \"tid\": ");
     json_.integer(trace_.threads[memory.thread].os_tid);
     json_.raw(", \"ts\": ");
     json_.microseconds(relative_(memory.time_ns));
-    integer_arg(", \"args\": {\"Device Type\": ", static_cast<std::int64_t>(memory.device_type));
-    integer_arg(", \"Device Id\": ", memory.device);
-    integer_arg(", \"Addr\": ", static_cast<std::int64_t>(memory.address));
-    integer_arg(", \"Bytes\": ", memory.bytes);
-    integer_arg(", \"Total Allocated\": ", memory.total_allocated);
-    integer_arg(", \"Total Reserved\": ", memory.total_reserved);
+    integer_arg(", \"args\": {", arg::kDeviceType, static_cast<std::int64_t>(memory.device_type));
+    integer_arg(", ", arg::kDeviceId, memory.device);
+    integer_arg(", ", arg::kAddr, static_cast<std::int64_t>(memory.address));
+    integer_arg(", ", arg::kMemoryBytes, memory.bytes);
+    integer_arg(", ", arg::kTotalAllocated, memory.total_allocated);
+    integer_arg(", ", arg::kTotalReserved, memory.total_reserved);
     json_.raw("}},\n");
   }
 
   void write_overhead(const OverheadEvent& overhead) {
-    slice_opening("overhead", overhead.name, -1, 0, overhead.start_ns, overhead.end_ns - overhead.start_ns);
+    slice_opening(kineto::cat::kOverhead, overhead.name, -1, 0, overhead.start_ns, overhead.end_ns - overhead.start_ns);
     json_.raw("},\n");
   }
 
@@ -631,6 +542,47 @@ class GpuEventWriter {
   FixedFloatCache floats_;
 };
 
+/// The fixed fragments of a CPU event, put together once from the vocabulary: the writer copies
+/// each with one move, as it would a literal.
+struct CpuEventFragments {
+  std::string slice_args;     ///< `, "args": {"External id": `
+  std::string after_external; ///< `, "Record function id": 0, "Ev Idx": `
+  std::string forward_thread; ///< `, "Fwd thread id": `
+  std::string sequence;       ///< `, "Sequence number": `
+  std::string input_keys[3];  ///< `, "Input Dims": `, `, "Input type": `, `, "Concrete Inputs": `
+  std::string flops;          ///< `, "flops": `
+  std::string instant_args;   ///< `, "s": "t", "args": {"Ev Idx": `
+  std::string counter_args;   ///< `, "args": {"value": `
+  std::string flow_end;       ///< `, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},\n`
+  std::string flow_start;     ///< `, "cat": "fwdbwd", "name": "fwdbwd"},\n`
+
+  static const CpuEventFragments& get() {
+    static const CpuEventFragments fragments = [] {
+      namespace arg = kineto::arg;
+      const auto key = [](std::string_view before, std::string_view name) {
+        return std::string(before).append("\"").append(name).append("\": ");
+      };
+      CpuEventFragments f;
+      f.slice_args = key(", \"args\": {", arg::kExternalId);
+      f.after_external = key(", ", arg::kRecordFunctionId).append("0").append(key(", ", arg::kEvIdx));
+      f.forward_thread = key(", ", arg::kFwdThreadId);
+      f.sequence = key(", ", arg::kSequenceNumber);
+      f.input_keys[0] = key(", ", arg::kInputDims);
+      f.input_keys[1] = key(", ", arg::kInputType);
+      f.input_keys[2] = key(", ", arg::kConcreteInputs);
+      f.flops = key(", ", arg::kFlops);
+      f.instant_args = key(", \"s\": \"t\", \"args\": {", arg::kEvIdx);
+      f.counter_args = key(", \"args\": {", arg::kValue);
+      const std::string flow = std::string(", \"cat\": \"").append(kineto::cat::kFwdbwd).append("\", \"name\": \"")
+                                   .append(kineto::cat::kFwdbwd).append("\"");
+      f.flow_end = flow + ", \"bp\": \"e\"},\n";
+      f.flow_start = flow + "},\n";
+      return f;
+    }();
+    return fragments;
+  }
+};
+
 }  // namespace detail
 
 /// Appends the Chrome-trace JSON text of `trace` to `out`. `trace_name` is written as traceName
@@ -639,76 +591,71 @@ class GpuEventWriter {
 /// left in `out` at the end is the caller's to write.
 inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string_view trace_name,
                                const std::function<void(std::string_view)>& flush = nullptr) {
+  namespace top = kineto::key;
+  namespace arg = kineto::arg;
+  namespace name = kineto::name;
   constexpr std::size_t kFlushBytes = std::size_t{1} << 20;
   detail::JsonWriter json(out);
   const std::int64_t base_ns = detail::chrome_trace_base_time_ns(trace.window_start_ns);
   const auto relative = [base_ns](std::int64_t ns) { return ns - base_ns; };
 
-  json.raw("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
+  json.key("{\n  ", top::kSchemaVersion);
+  json.raw("1");
+  json.key(",\n  ", top::kDeviceProperties);
+  json.character('[');
   for (std::size_t i = 0; i < trace.devices.size(); ++i) {
     json.raw(i == 0 ? "\n    " : ",\n    ");
     detail::write_device_properties(json, trace.devices[i]);
   }
   json.raw(trace.devices.empty() ? "],\n" : "\n  ],\n");
-  json.raw("  \"distributedInfo\": {\"backend\": ");
+  // One line, `"rank": N` with a space: HTA finds the rank with a regular expression.
+  json.key("  ", top::kDistributedInfo);
+  json.key("{", top::kBackend);
   json.string(trace.distributed.backend);
-  json.raw(", \"rank\": ");
+  json.key(", ", top::kRank);
   json.integer(trace.distributed.rank);
-  json.raw(", \"world_size\": ");
+  json.key(", ", top::kWorldSize);
   json.integer(trace.distributed.world_size);
-  json.raw("},\n  \"dlprof_version\": \"" DLPROF_VERSION_STRING "\",\n  \"dlprof_dropped_events\": ");
+  json.key("},\n  ", top::kDlprofVersion);
+  json.raw("\"" DLPROF_VERSION_STRING "\"");
+  json.key(",\n  ", top::kDroppedEvents);
   json.integer(static_cast<std::int64_t>(trace.dropped_events));
-  json.raw(",\n  \"dlprof_clipped_ranges\": ");
+  json.key(",\n  ", top::kClippedRanges);
   json.integer(static_cast<std::int64_t>(trace.clipped_ranges));
-  json.raw(",\n  \"dlprof_overflowed_names\": ");
+  json.key(",\n  ", top::kOverflowedNames);
   json.integer(static_cast<std::int64_t>(trace.overflowed_names));
-  json.raw(",\n  \"dlprof_clock\": ");
+  json.key(",\n  ", top::kClock);
   json.string(trace.clock_source);
   if (trace.gpu.enabled) detail::write_gpu_collection_stats(json, trace.gpu);
-  for (const auto& [key, value] : trace.metadata) {
+  for (const auto& [metadata_key, value] : trace.metadata) {
     json.raw(",\n  ");
-    json.string(key);
+    json.string(metadata_key);
     json.raw(": ");
     json.raw(value);
   }
-  json.raw(",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
+  json.key(",\n  ", top::kDisplayTimeUnit);
+  json.raw("\"ms\"");
+  json.key(",\n  ", top::kBaseTimeNanoseconds);
   json.integer(base_ns);
-  json.raw(",\n  \"traceEvents\": [\n");
+  json.key(",\n  ", top::kTraceEvents);
+  json.raw("[\n");
 
   // Process and thread names, as Kineto labels a CPU process.
-  json.raw("  {\"name\": \"process_name\", \"ph\": \"M\", \"ts\": ");
-  json.microseconds(relative(trace.window_start_ns));
-  json.raw(", \"pid\": ");
-  json.integer(trace.pid);
-  json.raw(", \"tid\": 0, \"args\": {\"name\": ");
+  const std::int64_t start = relative(trace.window_start_ns);
+  detail::metadata_opening(json, name::kProcessName, start, trace.pid, 0, arg::kName);
   json.string(trace.process_name);
-  json.raw("}},\n  {\"name\": \"process_labels\", \"ph\": \"M\", \"ts\": ");
-  json.microseconds(relative(trace.window_start_ns));
-  json.raw(", \"pid\": ");
-  json.integer(trace.pid);
-  json.raw(", \"tid\": 0, \"args\": {\"labels\": \"CPU\"}},\n  {\"name\": \"process_sort_index\", \"ph\": \"M\", \"ts\": ");
-  json.microseconds(relative(trace.window_start_ns));
-  json.raw(", \"pid\": ");
-  json.integer(trace.pid);
-  json.raw(", \"tid\": 0, \"args\": {\"sort_index\": ");
+  json.raw("}},\n");
+  detail::metadata_opening(json, name::kProcessLabels, start, trace.pid, 0, arg::kLabels);
+  json.string(name::kCpuLabel);
+  json.raw("}},\n");
+  detail::metadata_opening(json, name::kProcessSortIndex, start, trace.pid, 0, arg::kSortIndex);
   json.integer(trace.pid);
   json.raw("}},\n");
   for (const ThreadInfo& thread : trace.threads) {
-    json.raw("  {\"name\": \"thread_name\", \"ph\": \"M\", \"ts\": ");
-    json.microseconds(relative(trace.window_start_ns));
-    json.raw(", \"pid\": ");
-    json.integer(trace.pid);
-    json.raw(", \"tid\": ");
-    json.integer(thread.os_tid);
-    json.raw(", \"args\": {\"name\": ");
-    json.string(fmt::format("thread {} ({})", thread.os_tid, thread.name));
-    json.raw("}},\n  {\"name\": \"thread_sort_index\", \"ph\": \"M\", \"ts\": ");
-    json.microseconds(relative(trace.window_start_ns));
-    json.raw(", \"pid\": ");
-    json.integer(trace.pid);
-    json.raw(", \"tid\": ");
-    json.integer(thread.os_tid);
-    json.raw(", \"args\": {\"sort_index\": ");
+    detail::metadata_opening(json, name::kThreadName, start, trace.pid, thread.os_tid, arg::kName);
+    json.string(detail::thread_label(thread.os_tid, thread.name));
+    json.raw("}},\n");
+    detail::metadata_opening(json, name::kThreadSortIndex, start, trace.pid, thread.os_tid, arg::kSortIndex);
     json.integer(thread.os_tid);
     json.raw("}},\n");
   }
@@ -719,16 +666,17 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
   {
     detail::JsonWriter names_json(escaped_names_buffer);
     escaped_names.reserve(trace.names.size());
-    for (const std::string& name : trace.names) {
+    for (const std::string& text : trace.names) {
       const std::size_t begin = escaped_names_buffer.size();
-      names_json.string(name);
+      names_json.string(text);
       escaped_names.emplace_back(begin, escaped_names_buffer.size() - begin);
     }
   }
-  const auto write_name = [&](std::uint32_t name) {
-    json.raw(std::string_view(escaped_names_buffer.data() + escaped_names[name].first, escaped_names[name].second));
+  const auto write_name = [&](std::uint32_t index) {
+    json.raw(std::string_view(escaped_names_buffer.data() + escaped_names[index].first, escaped_names[index].second));
   };
 
+  const detail::CpuEventFragments& fragments = detail::CpuEventFragments::get();
   const std::vector<std::uint32_t> fwdbwd = detail::forward_backward_flows(trace);
   std::int64_t event_index = 0;
   for (const TraceEvent& event : trace.events) {
@@ -752,41 +700,36 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
       case EventKind::PythonFrame:
         json.raw(", \"dur\": ");
         json.microseconds(event.duration_ns());
-        json.raw(", \"args\": {\"External id\": ");
+        json.raw(fragments.slice_args);
         json.integer(static_cast<std::int64_t>(event.external_id));
-        json.raw(", \"Record function id\": 0, \"Ev Idx\": ");
+        json.raw(fragments.after_external);
         json.integer(event_index);
         if (event.sequence_number >= 0) {
-          json.raw(", \"Fwd thread id\": ");
+          json.raw(fragments.forward_thread);
           json.integer(static_cast<std::int64_t>(event.forward_thread_id));
-          json.raw(", \"Sequence number\": ");
+          json.raw(fragments.sequence);
           json.integer(event.sequence_number);
         }
         if (event.inputs != TraceEvent::kNoInputs) {  // JSON texts already, written as they are; empty: absent
           const OpInputs& inputs = trace.op_inputs[event.inputs];
-          const std::pair<std::string_view, std::uint32_t> texts[] = {
-              {", \"Input Dims\": ", inputs.dims}, {", \"Input type\": ", inputs.types}, {", \"Concrete Inputs\": ", inputs.concrete}};
-          for (const auto& [key, text] : texts) {
-            if (trace.names[text].empty()) continue;
-            json.raw(key);
-            json.raw(trace.names[text]);
+          const std::uint32_t texts[] = {inputs.dims, inputs.types, inputs.concrete};
+          for (std::size_t i = 0; i < std::size(texts); ++i) {
+            if (trace.names[texts[i]].empty()) continue;
+            json.raw(fragments.input_keys[i]);
+            json.raw(trace.names[texts[i]]);
           }
           if (inputs.flops != 0) {
-            json.raw(", \"flops\": ");
+            json.raw(fragments.flops);
             json.integer(static_cast<std::int64_t>(inputs.flops));
           }
         }
         break;
-      case EventKind::OpDetails:
-      case EventKind::OpInputs:
-      case EventKind::Memory:
-      case EventKind::MemoryTotals: break;  // never in a Trace
       case EventKind::Instant:
-        json.raw(", \"s\": \"t\", \"args\": {\"Ev Idx\": ");
+        json.raw(fragments.instant_args);
         json.integer(event_index);
         break;
       case EventKind::Counter:
-        json.raw(", \"args\": {\"value\": ");
+        json.raw(fragments.counter_args);
         json.sample(event.value);
         break;
     }
@@ -802,202 +745,31 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
       json.integer(trace.threads[event.thread].os_tid);
       json.raw(", \"ts\": ");
       json.microseconds(relative(event.start_ns));
-      json.raw(backward ? ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"bp\": \"e\"},\n"
-                        : ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"},\n");
+      json.raw(backward ? fragments.flow_end : fragments.flow_start);
     }
     ++event_index;
   }
   detail::GpuEventWriter gpu_writer(trace, json, write_name, relative);
   gpu_writer.write_all(flush, out, kFlushBytes);
-  json.raw("  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
+  json.raw("  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"");
+  json.raw(name::kRecordWindowEnd);
+  json.raw("\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
   json.microseconds(relative(trace.window_end_ns));
-  json.raw("}\n  ],\n  \"traceName\": ");
+  json.key("}\n  ],\n  ", top::kTraceName);
   json.string(trace_name);
   json.raw("\n}\n");
 }
 
-namespace detail {
-
-inline std::string errno_text(int error) { return std::strerror(error); }
-
-inline bool ends_with(std::string_view text, std::string_view suffix) noexcept {
-  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
-}
-
-/// SIGPIPE held off the calling thread while it writes to a FIFO: a reader that goes away makes
-/// the write fail with EPIPE, as for any other write error, instead of ending the process.
-class SigpipeBlocked {
- public:
-  SigpipeBlocked() noexcept {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    already_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &previous_) == 0 && sigismember(&previous_, SIGPIPE) == 0;
-  }
-  ~SigpipeBlocked() {
-    if (!blocked_) return;
-    sigset_t pending;
-    sigpending(&pending);
-    if (!already_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-      const timespec now{0, 0};
-      sigtimedwait(&pipe_, nullptr, &now);  // the one our write raised: taken, never delivered
-    }
-    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
-  }
-  SigpipeBlocked(const SigpipeBlocked&) = delete;
-  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t previous_;
-  bool already_pending_ = false;
-  bool blocked_ = false;
-};
-
-/// The file a trace (or a report) is written to; gzip-compressed when asked. A regular file, or
-/// a path that does not exist yet, is written under a temporary name in the same directory and
-/// renamed into place by commit(), so a reader sees either nothing or the whole file. A symbolic
-/// link is followed first: its target is replaced (created when it does not exist) and the link
-/// stays a link. A character device or a FIFO is opened and written as it is, never replaced
-/// (saving to /dev/null as root must not replace /dev/null; opening a FIFO waits for its reader).
-/// Anything else (a directory, a block device, a socket) is refused. Destroyed without commit(),
-/// it removes its temporary file. Errors throw std::runtime_error "dlprof: cannot write <what>
-/// '<path>': <step>: <reason>", naming the path as given.
-class AtomicFile {
- public:
-  AtomicFile(std::string path, bool gzip, std::string_view what = "trace")
-      : path_(std::move(path)), what_(what), gzip_(gzip) {
-    // stat() follows links as open() will, /proc's magic ones (/dev/stdout) included.
-    struct stat status {};
-    if (::stat(path_.c_str(), &status) == 0 && !S_ISREG(status.st_mode)) {
-      if (!S_ISCHR(status.st_mode) && !S_ISFIFO(status.st_mode))
-        fail_because(S_ISDIR(status.st_mode) ? "it is a directory"
-                                             : "it is not a regular file, a character device or a FIFO");
-      direct_ = true;
-    }
-    errno = 0;
-    if (direct_) {
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    } else {
-      static std::atomic<std::uint64_t> sequence{0};
-      target_ = follow_links();
-      temporary_ = fmt::format("{}.tmp.{}.{}", target_, static_cast<long>(::getpid()),
-                               sequence.fetch_add(1, std::memory_order_relaxed));
-      fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    }
-    if (fd_ < 0) fail("open", errno);
-    if (gzip_) {
-      gz_ = gzdopen(fd_, "wb6");
-      if (gz_ == nullptr) {
-        const int error = errno != 0 ? errno : ENOMEM;
-        discard();
-        fail("open", error);
-      }
-      fd_ = -1;  // closed by gzclose
-    }
-  }
-
-  ~AtomicFile() {
-    if (!committed_) discard();
-  }
-
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(std::string_view bytes) {
-    std::optional<SigpipeBlocked> sigpipe;
-    if (direct_) sigpipe.emplace();
-    while (!bytes.empty()) {
-      const std::size_t chunk = std::min<std::size_t>(bytes.size(), std::size_t{1} << 30);
-      errno = 0;
-      if (gzip_) {
-        const int written = gzwrite(gz_, bytes.data(), static_cast<unsigned>(chunk));
-        if (written <= 0) fail("write", errno != 0 ? errno : EIO);
-        bytes.remove_prefix(static_cast<std::size_t>(written));
-      } else {
-        const ssize_t written = ::write(fd_, bytes.data(), chunk);
-        if (written < 0 && errno == EINTR) continue;
-        if (written < 0) fail("write", errno);
-        bytes.remove_prefix(static_cast<std::size_t>(written));
-      }
-    }
-  }
-
-  void commit() {
-    std::optional<SigpipeBlocked> sigpipe;
-    if (direct_) sigpipe.emplace();
-    errno = 0;
-    if (gzip_) {
-      const int result = gzclose(gz_);
-      gz_ = nullptr;
-      if (result != Z_OK) fail("close", errno != 0 ? errno : EIO);
-    } else {
-      const int result = ::close(fd_);
-      fd_ = -1;
-      if (result != 0) fail("close", errno);
-    }
-    if (!direct_ && std::rename(temporary_.c_str(), target_.c_str()) != 0) fail("rename", errno);
-    committed_ = true;
-  }
-
- private:
-  /// The path with its symbolic links followed (at most 40, the kernel's limit), each relative
-  /// link from the directory that holds it; the last one's target need not exist. The temporary
-  /// file goes beside that target, so that the rename replaces the target and not the link.
-  std::string follow_links() const {
-    std::string target = path_;
-    for (int links = 0; links < 40; ++links) {
-      struct stat status {};
-      if (::lstat(target.c_str(), &status) != 0 || !S_ISLNK(status.st_mode)) return target;
-      char link[PATH_MAX];
-      const ssize_t size = ::readlink(target.c_str(), link, sizeof(link));
-      if (size < 0) fail("readlink", errno);
-      if (static_cast<std::size_t>(size) == sizeof(link)) fail("readlink", ENAMETOOLONG);
-      const std::string_view next(link, static_cast<std::size_t>(size));
-      const std::size_t slash = target.rfind('/');
-      if (next.substr(0, 1) == "/" || slash == std::string::npos)
-        target.assign(next);
-      else
-        target = target.substr(0, slash + 1).append(next);
-    }
-    fail("open", ELOOP);
-  }
-
-  void discard() noexcept {
-    if (gz_ != nullptr) gzclose(gz_);
-    if (fd_ >= 0) ::close(fd_);
-    gz_ = nullptr;
-    fd_ = -1;
-    if (!temporary_.empty()) ::unlink(temporary_.c_str());
-  }
-
-  [[noreturn]] void fail(std::string_view step, int error) const {
-    fail_because(fmt::format("{}: {}", step, errno_text(error)));
-  }
-  [[noreturn]] void fail_because(std::string_view reason) const {
-    throw std::runtime_error(fmt::format("dlprof: cannot write {}{}'{}': {}", what_, what_.empty() ? "" : " ", path_, reason));
-  }
-
-  std::string path_;
-  std::string what_;
-  std::string target_;     // where the temporary file is renamed to (path_ with its links followed)
-  std::string temporary_;  // empty when the file is written directly
-  bool gzip_;
-  bool direct_ = false;  // a character device or a FIFO: written in place, never renamed over
-  gzFile gz_ = nullptr;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-}  // namespace detail
-
-inline void Trace::save(const std::string& path) const {
-  // Streams through a bounded buffer: memory stays flat however many events the trace holds.
+/// Writes `trace` to `path` as torch.profiler/Kineto Chrome-trace JSON (gzip when `path` ends in
+/// ".gz"), atomically (format/atomic_file.hpp): a temporary file in the same directory, then a
+/// rename. A symbolic link is written through (its target replaced, the link kept); a character
+/// device or a FIFO is written in place, never replaced. Streams through a bounded buffer, so
+/// memory stays flat however many events the trace holds. Throws std::runtime_error naming the
+/// path and the reason when it cannot. Trace::save(path) calls this.
+inline void save_chrome_trace(const Trace& trace, const std::string& path) {
   detail::AtomicFile file(path, detail::ends_with(path, ".gz"));
   fmt::memory_buffer buffer;
-  write_chrome_trace(*this, buffer, path, [&file](std::string_view chunk) { file.write(chunk); });
+  write_chrome_trace(trace, buffer, path, [&file](std::string_view chunk) { file.write(chunk); });
   file.write(std::string_view(buffer.data(), buffer.size()));
   file.commit();
 }

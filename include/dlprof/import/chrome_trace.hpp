@@ -122,6 +122,8 @@
 #include <fmt/ranges.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/text.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/import/detail/chunked_parse.hpp"
 #include "dlprof/import/detail/json_parser.hpp"
 #include "dlprof/import/detail/trace_builder.hpp"
@@ -452,10 +454,7 @@ inline Trace read_one(const std::string& path, const ReadOptions& options, std::
 
 inline bool is_trace_file_name(const std::filesystem::path& path) {
   const std::string name = path.filename().string();
-  const auto ends_with = [&](std::string_view suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends_with(".json") || ends_with(".gz");
+  return ends_with(name, ".json") || ends_with(name, ".gz");
 }
 
 }  // namespace detail::json
@@ -552,8 +551,8 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
   }
   if (traces.empty())
     throw TraceReadError(std::filesystem::path(left_out.front()).parent_path().string(),
-                         fmt::format("no trace in the directory: {} JSON file{} without \"traceEvents\"", left_out.size(),
-                                     left_out.size() == 1 ? "" : "s"));
+                         fmt::format("no trace in the directory: {} JSON file{} without \"{}\"", left_out.size(),
+                                     left_out.size() == 1 ? "" : "s", kineto::key::kTraceEvents));
   // Each rank's traces in time order; the k-th of each rank is in window k.
   std::stable_sort(traces.begin(), traces.end(), [](const FileTrace& a, const FileTrace& b) {
     if (a.trace.distributed.rank != b.trace.distributed.rank) return a.trace.distributed.rank < b.trace.distributed.rank;
@@ -589,7 +588,8 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
       notes.push_back(fmt::format("window {} of {} has no trace of {}: each rank's trace files are its windows, in time order",
                                   k + 1, windows.size(), fmt::join(missing, ", ")));
     for (const std::string& file : left_out)
-      notes.push_back(fmt::format("'{}' left out of the set: a JSON object without \"traceEvents\", not a trace", file));
+      notes.push_back(
+          fmt::format("'{}' left out of the set: a JSON object without \"{}\", not a trace", file, kineto::key::kTraceEvents));
   }
   return windows;
 }

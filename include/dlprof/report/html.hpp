@@ -6,7 +6,9 @@
 // average steps side by side and the stragglers; then per rank the steps as stacked bars by
 // TensorBoard's roles, the GPU summary, HTA's temporal breakdown and kernel types (a pie), the
 // top kernels (bars and a table), the top ops, nvprof's rows and the memory allocated over time.
-// Every text from a trace is escaped (kernel names hold <, > and &). Each chart is an
+// Every text from a trace goes through html_escape() (dlprof/detail/text.hpp): kernel names hold
+// <, > and &, and a name that is not UTF-8 or holds a control character still makes a valid
+// page. Each chart is an
 // <svg class="chart"> whose drawn parts have class "mark"; a small script writes each chart's
 // drawn size into the hidden <pre id="render-check">, which is how a test sees that a browser
 // drew them.
@@ -27,6 +29,7 @@
 
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"

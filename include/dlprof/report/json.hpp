@@ -1,6 +1,6 @@
-// dlprof/report/json.hpp: the report as JSON, for scripts. Written as the trace writer writes
-// traces (detail::JsonWriter: strings escaped and invalid UTF-8 from a trace replaced by U+FFFD,
-// by detail/escape.hpp), so the header-only core needs no JSON library.
+// dlprof/report/json.hpp: the report as JSON, for scripts. Written with the trace writer's JSON
+// text writer (format/json_text.hpp: strings escaped, control characters as \u00XX and invalid
+// UTF-8 from a trace replaced by U+FFFD), so the header-only core needs no JSON library.
 //
 // Keys that stay (more may come): times in µs (`*_us`, exact to the ns), shares in % (`*_pct`),
 // absent values null.
@@ -54,7 +54,7 @@
 
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/export/chrome_trace.hpp"
+#include "dlprof/format/json_text.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"

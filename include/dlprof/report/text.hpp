@@ -283,9 +283,9 @@ inline void text_recommendations(fmt::memory_buffer& out, const std::vector<anal
 }  // namespace detail
 
 /// The report as terminal tables (fixed-width, about 100 columns; long names shortened in the
-/// middle). Text from traces is terminal_text() (detail/escape.hpp): control characters in names
-/// are shown as escapes (\n, \t, \x1b, \u0085), never sent to the terminal, and bytes that are
-/// not UTF-8 as U+FFFD.
+/// middle). Text from traces is terminal_text() (dlprof/detail/text.hpp): control characters in
+/// names are shown as escapes (\n, \t, \x1b, \u0085), never sent to the terminal, and bytes
+/// that are not UTF-8 as U+FFFD.
 inline std::string render_text(const Report& report) {
   fmt::memory_buffer out;
   const auto append = std::back_inserter(out);

@@ -14,6 +14,7 @@
 #include "dlprof/analysis/kernel_type.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -77,8 +78,9 @@ class RoundInward {
   std::int64_t base_ns_;
 };
 
+/// HTA's test for a step: the name contains "ProfilerStep" anywhere.
 inline bool is_profiler_step_name(std::string_view name) noexcept {
-  return name.find("ProfilerStep") != std::string_view::npos;
+  return name.find(kineto::name::kProfilerStep) != std::string_view::npos;
 }
 
 /// The analysed events: when the trace names two or more ProfilerSteps (HTA counts the distinct

@@ -22,7 +22,7 @@ struct Interval {
 /// of sub-µs events) is kept as HTA keeps it: alone in its group, it adds its negative length.
 inline void merge(std::vector<Interval>& intervals) {
   // A merge sort: the lists are sorted runs put end to end (each thread's slices, each stream's
-  // work), on which introsort fell back to heapsort for a tenth of a report's time.
+  // work), on which introsort falls back to heapsort and would take a tenth of a report's time.
   std::stable_sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
     return a.start != b.start ? a.start < b.start : a.end < b.end;
   });

@@ -1,6 +1,6 @@
 // dlprof/import/detail/json_parser.hpp: RapidJSON's SAX reader driving the TraceHandler.
 //
-// Why RapidJSON (bench/RESULTS.md, "Reading traces", has the figures): with the same handler and
+// Why RapidJSON (bench/HISTORY.md, "Reading traces", has the figures): with the same handler and
 // mapping behind each, on the 15 MB V100 trace, RapidJSON's in-situ SAX reader parses and maps at
 // ~500 MB/s, simdjson's On-Demand API (3.0.1, Debian's) at ~380 MB/s and nlohmann's SAX parser at
 // ~125 MB/s; peak memory is 24 MiB for RapidJSON and nlohmann, 41 MiB for simdjson, whose

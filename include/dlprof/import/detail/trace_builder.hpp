@@ -22,12 +22,13 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/escape.hpp"
-#include "dlprof/detail/occupancy.hpp"
-#include "dlprof/detail/profiler_step.hpp"
+#include "dlprof/detail/backends/occupancy.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/event.hpp"
 #include "dlprof/import/detail/json_number.hpp"
+#include "dlprof/format/json_text.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/import/detail/raw_event.hpp"
 #include "dlprof/trace.hpp"
 
@@ -143,13 +144,9 @@ inline std::int64_t trailing_integer(std::string_view text) noexcept {
   return number;
 }
 
-inline bool starts_with(std::string_view text, std::string_view prefix) noexcept {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
 /// An autograd node (`MmBackward0`, `Backward\d*$`) or the engine's frame around one.
 inline bool is_backward_op(std::string_view name) noexcept {
-  if (starts_with(name, "autograd::engine::evaluate_function")) return true;
+  if (starts_with(name, kineto::name::kEvaluateFunction)) return true;
   std::size_t end = name.size();
   while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') --end;
   constexpr std::string_view kSuffix = "Backward";
@@ -158,36 +155,12 @@ inline bool is_backward_op(std::string_view name) noexcept {
 
 /// A range's category from its name, as TensorBoard and torch name these scopes.
 inline Category range_category(std::string_view name) noexcept {
-  if (starts_with(name, "enumerate(DataLoader)#") || starts_with(name, "enumerate(DataPipe)#")) return Category::DataLoader;
-  if (starts_with(name, "Optimizer.")) return Category::Optimizer;
-  if (starts_with(name, "nccl:") || starts_with(name, "gloo:")) return Category::Communication;
-  if (starts_with(name, "nn.Module:")) return Category::Forward;
+  if (starts_with(name, kineto::name::kDataLoaderPrefix) || starts_with(name, kineto::name::kDataPipePrefix))
+    return Category::DataLoader;
+  if (starts_with(name, kineto::name::kOptimizerPrefix)) return Category::Optimizer;
+  if (is_communication_name(name)) return Category::Communication;
+  if (is_module_name(name)) return Category::Forward;
   return Category::User;
-}
-
-/// CUpti_ActivityMemcpyKind from Kineto's spelling (export/chrome_trace.hpp writes the same).
-inline std::uint8_t memcpy_kind_of(std::string_view text) noexcept {
-  constexpr std::string_view kNames[] = {"HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
-  for (std::size_t i = 0; i < std::size(kNames); ++i)
-    if (kNames[i] == text) return static_cast<std::uint8_t>(i + 1);
-  return 0;
-}
-
-/// CUpti_ActivityMemoryKind from Kineto's spelling.
-inline std::uint8_t memory_kind_of(std::string_view text) noexcept {
-  constexpr std::string_view kNames[] = {"Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"};
-  for (std::size_t i = 0; i < std::size(kNames); ++i)
-    if (kNames[i] == text) return static_cast<std::uint8_t>(i + 1);
-  return 0;
-}
-
-/// CUpti_ActivitySynchronizationType from Kineto's cuda_sync_kind (or the event's name).
-inline std::uint8_t sync_type_of(std::string_view text) noexcept {
-  if (text == "Event Sync") return 1;
-  if (text == "Stream Wait Event") return 2;
-  if (text == "Stream Sync") return 3;
-  if (text == "Context Sync") return 4;
-  return 0;
 }
 
 /// What a category string means to the reader: Kineto's categories for every device it writes
@@ -211,35 +184,36 @@ enum class Cat : std::uint8_t {
 };
 
 inline const KeyTable<Cat>& categories() {
+  namespace cat = kineto::cat;
   static const KeyTable<Cat> table(std::array<std::pair<std::string_view, Cat>, 29>{{
-      {"cpu_op", Cat::Op},
-      {"Operator", Cat::Op},
-      {"user_annotation", Cat::Range},
-      {"python_function", Cat::PythonFrame},
-      {"cpu_instant_event", Cat::Range},
-      {"cuda_runtime", Cat::Runtime},
-      {"Runtime", Cat::Runtime},
-      {"runtime", Cat::Runtime},
-      {"xpu_runtime", Cat::Runtime},
-      {"mtia_runtime", Cat::Runtime},
-      {"privateuse1_runtime", Cat::Runtime},
-      {"cuda_driver", Cat::Driver},
-      {"xpu_driver", Cat::Driver},
-      {"privateuse1_driver", Cat::Driver},
-      {"mtia_ccp_events", Cat::Kernel},
-      {"kernel", Cat::Kernel},
-      {"Kernel", Cat::Kernel},
-      {"gpu_memcpy", Cat::Memcpy},
-      {"Memcpy", Cat::Memcpy},
-      {"gpu_memset", Cat::Memset},
-      {"Memset", Cat::Memset},
-      {"cuda_sync", Cat::Sync},
-      {"gpu_user_annotation", Cat::GpuAnnotation},
-      {"overhead", Cat::Overhead},
-      {"Trace", Cat::Span},
-      {"trace", Cat::Span},
-      {"cuda_event", Cat::NotWork},
-      {"cuda_profiler_range", Cat::NotWork},
+      {cat::kCpuOp, Cat::Op},
+      {cat::kOperatorLegacy, Cat::Op},
+      {cat::kUserAnnotation, Cat::Range},
+      {cat::kPythonFunction, Cat::PythonFrame},
+      {cat::kCpuInstantEvent, Cat::Range},
+      {cat::kCudaRuntime, Cat::Runtime},
+      {cat::kRuntimeLegacy, Cat::Runtime},
+      {cat::kRuntimeLowerLegacy, Cat::Runtime},
+      {cat::kXpuRuntime, Cat::Runtime},
+      {cat::kMtiaRuntime, Cat::Runtime},
+      {cat::kPrivateUse1Runtime, Cat::Runtime},
+      {cat::kCudaDriver, Cat::Driver},
+      {cat::kXpuDriver, Cat::Driver},
+      {cat::kPrivateUse1Driver, Cat::Driver},
+      {cat::kMtiaCcpEvents, Cat::Kernel},
+      {cat::kKernel, Cat::Kernel},
+      {cat::kKernelLegacy, Cat::Kernel},
+      {cat::kGpuMemcpy, Cat::Memcpy},
+      {cat::kMemcpyLegacy, Cat::Memcpy},
+      {cat::kGpuMemset, Cat::Memset},
+      {cat::kMemsetLegacy, Cat::Memset},
+      {cat::kCudaSync, Cat::Sync},
+      {cat::kGpuUserAnnotation, Cat::GpuAnnotation},
+      {cat::kOverhead, Cat::Overhead},
+      {cat::kTrace, Cat::Span},
+      {cat::kTraceLower, Cat::Span},
+      {cat::kCudaEvent, Cat::NotWork},
+      {cat::kCudaProfilerRange, Cat::NotWork},
   }});
   return table;
 }
@@ -266,27 +240,28 @@ enum class TopKey : std::uint8_t {
 };
 
 inline const KeyTable<TopKey>& top_level_keys() {
+  namespace key = kineto::key;
   static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 20>{{
-      {"traceEvents", TopKey::TraceEvents},
-      {"deviceProperties", TopKey::DeviceProperties},
-      {"distributedInfo", TopKey::DistributedInfo},
-      {"baseTimeNanoseconds", TopKey::BaseTime},
-      {"schemaVersion", TopKey::Written},
-      {"displayTimeUnit", TopKey::Written},
-      {"traceName", TopKey::Written},
-      {"dlprof_version", TopKey::Written},
-      {"dlprof_dropped_events", TopKey::DroppedEvents},
-      {"dlprof_clipped_ranges", TopKey::ClippedRanges},
-      {"dlprof_overflowed_names", TopKey::OverflowedNames},
-      {"dlprof_clock", TopKey::Clock},
-      {"dlprof_gpu_records", TopKey::GpuRecords},
-      {"dlprof_gpu_dropped_records", TopKey::GpuDroppedRecords},
-      {"dlprof_cupti_dropped_records", TopKey::CuptiDroppedRecords},
-      {"dlprof_gpu_unknown_records", TopKey::GpuUnknownRecords},
-      {"dlprof_gpu_late_records", TopKey::GpuLateRecords},
-      {"dlprof_gpu_clipped_annotations", TopKey::GpuClippedAnnotations},
-      {"cupti_version", TopKey::CuptiVersion},
-      {"cuda_driver_version", TopKey::DriverVersion},
+      {key::kTraceEvents, TopKey::TraceEvents},
+      {key::kDeviceProperties, TopKey::DeviceProperties},
+      {key::kDistributedInfo, TopKey::DistributedInfo},
+      {key::kBaseTimeNanoseconds, TopKey::BaseTime},
+      {key::kSchemaVersion, TopKey::Written},
+      {key::kDisplayTimeUnit, TopKey::Written},
+      {key::kTraceName, TopKey::Written},
+      {key::kDlprofVersion, TopKey::Written},
+      {key::kDroppedEvents, TopKey::DroppedEvents},
+      {key::kClippedRanges, TopKey::ClippedRanges},
+      {key::kOverflowedNames, TopKey::OverflowedNames},
+      {key::kClock, TopKey::Clock},
+      {key::kGpuRecords, TopKey::GpuRecords},
+      {key::kGpuDroppedRecords, TopKey::GpuDroppedRecords},
+      {key::kCuptiDroppedRecords, TopKey::CuptiDroppedRecords},
+      {key::kGpuUnknownRecords, TopKey::GpuUnknownRecords},
+      {key::kGpuLateRecords, TopKey::GpuLateRecords},
+      {key::kGpuClippedAnnotations, TopKey::GpuClippedAnnotations},
+      {key::kCuptiVersion, TopKey::CuptiVersion},
+      {key::kCudaDriverVersion, TopKey::DriverVersion},
   }});
   return table;
 }
@@ -310,21 +285,22 @@ enum class DeviceKey : std::uint8_t {
 };
 
 inline const KeyTable<DeviceKey>& device_keys() {
+  namespace device = kineto::device;
   static const KeyTable<DeviceKey> table(std::array<std::pair<std::string_view, DeviceKey>, 14>{{
-      {"id", DeviceKey::Id},
-      {"name", DeviceKey::Name},
-      {"totalGlobalMem", DeviceKey::TotalGlobalMem},
-      {"computeMajor", DeviceKey::ComputeMajor},
-      {"computeMinor", DeviceKey::ComputeMinor},
-      {"maxThreadsPerBlock", DeviceKey::MaxThreadsPerBlock},
-      {"maxThreadsPerMultiprocessor", DeviceKey::MaxThreadsPerMultiprocessor},
-      {"regsPerBlock", DeviceKey::RegsPerBlock},
-      {"regsPerMultiprocessor", DeviceKey::RegsPerMultiprocessor},
-      {"warpSize", DeviceKey::WarpSize},
-      {"sharedMemPerBlock", DeviceKey::SharedMemPerBlock},
-      {"sharedMemPerBlockOptin", DeviceKey::SharedMemPerBlockOptin},
-      {"sharedMemPerMultiprocessor", DeviceKey::SharedMemPerMultiprocessor},
-      {"numSms", DeviceKey::NumSms},
+      {device::kId, DeviceKey::Id},
+      {device::kName, DeviceKey::Name},
+      {device::kTotalGlobalMem, DeviceKey::TotalGlobalMem},
+      {device::kComputeMajor, DeviceKey::ComputeMajor},
+      {device::kComputeMinor, DeviceKey::ComputeMinor},
+      {device::kMaxThreadsPerBlock, DeviceKey::MaxThreadsPerBlock},
+      {device::kMaxThreadsPerMultiprocessor, DeviceKey::MaxThreadsPerMultiprocessor},
+      {device::kRegsPerBlock, DeviceKey::RegsPerBlock},
+      {device::kRegsPerMultiprocessor, DeviceKey::RegsPerMultiprocessor},
+      {device::kWarpSize, DeviceKey::WarpSize},
+      {device::kSharedMemPerBlock, DeviceKey::SharedMemPerBlock},
+      {device::kSharedMemPerBlockOptin, DeviceKey::SharedMemPerBlockOptin},
+      {device::kSharedMemPerMultiprocessor, DeviceKey::SharedMemPerMultiprocessor},
+      {device::kNumSms, DeviceKey::NumSms},
   }});
   return table;
 }
@@ -333,10 +309,11 @@ inline const KeyTable<DeviceKey>& device_keys() {
 enum class DistributedKey : std::uint8_t { Backend, Rank, WorldSize };
 
 inline const KeyTable<DistributedKey>& distributed_keys() {
+  namespace key = kineto::key;
   static const KeyTable<DistributedKey> table(std::array<std::pair<std::string_view, DistributedKey>, 3>{{
-      {"backend", DistributedKey::Backend},
-      {"rank", DistributedKey::Rank},
-      {"world_size", DistributedKey::WorldSize},
+      {key::kBackend, DistributedKey::Backend},
+      {key::kRank, DistributedKey::Rank},
+      {key::kWorldSize, DistributedKey::WorldSize},
   }});
   return table;
 }
@@ -455,16 +432,17 @@ class TraceBuilder {
 
   void set_base_time(const RawValue& value) {
     const auto fail = [&](std::string reason) {
-      keep_as_metadata("baseTimeNanoseconds", value.offset, reason + ": times are read as absolute");
+      keep_as_metadata(kineto::key::kBaseTimeNanoseconds, value.offset, reason + ": times are read as absolute");
       std::string json;
       append_json_value(json, value);
-      add_metadata("baseTimeNanoseconds", std::move(json));
+      add_metadata(std::string(kineto::key::kBaseTimeNanoseconds), std::move(json));
     };
-    const std::optional<std::int64_t> base = optional_quietly([&] { return signed_of(value, "baseTimeNanoseconds", kTimeLimitNs); });
+    const std::optional<std::int64_t> base =
+        optional_quietly([&] { return signed_of(value, kineto::key::kBaseTimeNanoseconds, kTimeLimitNs); });
     if (!base) return fail(conversion_failure_);
     if (*base < 0) {
-      if (strict_) fail_at(value.offset, "\"baseTimeNanoseconds\" must not be negative");
-      return fail(fmt::format("\"baseTimeNanoseconds\" is negative: {}", value.text));
+      if (strict_) fail_at(value.offset, fmt::format("\"{}\" must not be negative", kineto::key::kBaseTimeNanoseconds));
+      return fail(fmt::format("\"{}\" is negative: {}", kineto::key::kBaseTimeNanoseconds, value.text));
     }
     base_time_ns_ = *base;
     base_time_offset_ = value.offset;
@@ -562,7 +540,7 @@ class TraceBuilder {
     ReadResult& read = trace_.read_result;
     if (!events_array_found_) {
       read.has_trace_events = false;
-      note("a JSON object without \"traceEvents\": not a trace, no events read");
+      note(fmt::format("a JSON object without \"{}\": not a trace, no events read", kineto::key::kTraceEvents));
     }
     if (read.skipped_events != 0 && trace_.events.empty() && trace_.gpu_events.empty() && trace_.api_events.empty() &&
         trace_.memory_events.empty() && trace_.overhead_events.empty())
@@ -772,15 +750,19 @@ class TraceBuilder {
 
   std::uint64_t external_id_of(const RawEvent& event) {
     if (event.arg(Arg::ExternalId) != nullptr)
-      return arg_value(event, Arg::ExternalId, [&](const RawValue& id) { return id_of(id, "External id", UINT64_MAX); }).value_or(0);
-    return arg_value(event, Arg::ExternalIdLower, [&](const RawValue& id) { return id_of(id, "external id", UINT64_MAX); })
+      return arg_value(event, Arg::ExternalId,
+                       [&](const RawValue& id) { return id_of(id, kineto::arg::kExternalId, UINT64_MAX); })
+          .value_or(0);
+    return arg_value(event, Arg::ExternalIdLower,
+                     [&](const RawValue& id) { return id_of(id, kineto::arg::kExternalIdLower, UINT64_MAX); })
         .value_or(0);
   }
 
   /// CUPTI's correlation ids are 32-bit; -1 (HTA's "none") becomes 0.
   std::uint32_t correlation_of(const RawEvent& event) {
-    return static_cast<std::uint32_t>(
-        arg_value(event, Arg::Correlation, [&](const RawValue& id) { return id_of(id, "correlation", UINT32_MAX); }).value_or(0));
+    return static_cast<std::uint32_t>(arg_value(event, Arg::Correlation, [&](const RawValue& id) {
+                                        return id_of(id, kineto::arg::kCorrelation, UINT32_MAX);
+                                      }).value_or(0));
   }
 
   std::uint32_t uint32_arg(const RawEvent& event, Arg arg, std::string_view key, std::uint32_t otherwise = 0) {
@@ -863,12 +845,12 @@ class TraceBuilder {
       slice.kind = category == Cat::PythonFrame ? EventKind::PythonFrame : EventKind::Range;
       slice.category = range_category(name);
     }
-    slice.sequence_number =
-        arg_value(event, Arg::SequenceNumber, [&](const RawValue& value) { return signed_of(value, "Sequence number", INT64_MAX); })
-            .value_or(-1);
-    slice.forward_thread_id =
-        arg_value(event, Arg::ForwardThreadId, [&](const RawValue& value) { return unsigned_of(value, "Fwd thread id", UINT64_MAX); })
-            .value_or(0);
+    slice.sequence_number = arg_value(event, Arg::SequenceNumber, [&](const RawValue& value) {
+                              return signed_of(value, kineto::arg::kSequenceNumber, INT64_MAX);
+                            }).value_or(-1);
+    slice.forward_thread_id = arg_value(event, Arg::ForwardThreadId, [&](const RawValue& value) {
+                                return unsigned_of(value, kineto::arg::kFwdThreadId, UINT64_MAX);
+                              }).value_or(0);
     slice.inputs = inputs_of(event, slice.name);
     trace_.events.push_back(slice);
   }
@@ -884,8 +866,9 @@ class TraceBuilder {
     if (dims == nullptr && types == nullptr && concrete == nullptr && flops == nullptr) return TraceEvent::kNoInputs;
     const auto text = [&](const RawValue* value) { return intern(value == nullptr ? std::string_view{} : value->text); };
     const InputsKey key{op, text(dims), text(types), text(concrete),
-                        arg_value(event, Arg::Flops, [&](const RawValue& value) { return unsigned_of(value, "flops", UINT64_MAX); })
-                            .value_or(0)};
+                        arg_value(event, Arg::Flops, [&](const RawValue& value) {
+                          return unsigned_of(value, kineto::arg::kFlops, UINT64_MAX);
+                        }).value_or(0)};
     const auto [found, inserted] = inputs_index_.try_emplace(key, static_cast<std::uint32_t>(trace_.op_inputs.size()));
     if (inserted) trace_.op_inputs.push_back(OpInputs{key.dims, key.types, key.concrete, key.op, key.flops, 0});
     return found->second;
@@ -898,7 +881,7 @@ class TraceBuilder {
     call.external_id = external_id_of(event);
     call.name = intern(name_of(event));
     call.thread = event_thread(event);
-    call.cbid = uint32_arg(event, Arg::Cbid, "cbid");
+    call.cbid = uint32_arg(event, Arg::Cbid, kineto::arg::kCbid);
     call.correlation = correlation_of(event);
     call.driver = driver;
     trace_.api_events.push_back(call);
@@ -906,7 +889,7 @@ class TraceBuilder {
 
   /// CUDA stream ids; CUPTI writes "no stream" as (uint32_t)-1.
   std::int64_t stream_of(const RawValue& value) const {
-    const std::int64_t stream = signed_of(value, "stream", INT64_MAX);
+    const std::int64_t stream = signed_of(value, kineto::arg::kStream, INT64_MAX);
     return stream == std::int64_t{UINT32_MAX} ? -1 : stream;
   }
 
@@ -924,10 +907,11 @@ class TraceBuilder {
     // pid = device and tid = stream are the fallbacks: gpu_user_annotation has neither arg.
     work.device = static_cast<std::uint32_t>(pid.number < 0 || pid.number > UINT32_MAX ? 0 : pid.number);
     if (event.arg(Arg::Device) != nullptr)
-      work.device = uint32_arg(event, Arg::Device, "device", work.device);
+      work.device = uint32_arg(event, Arg::Device, kineto::arg::kDevice, work.device);
     else
-      work.device = uint32_arg(event, Arg::InDevice, "inDevice", work.device);
-    work.context = uint32_arg(event, Arg::Context, "context", uint32_arg(event, Arg::InContext, "inContext"));
+      work.device = uint32_arg(event, Arg::InDevice, kineto::arg::kInDevice, work.device);
+    work.context = uint32_arg(event, Arg::Context, kineto::arg::kContext,
+                              uint32_arg(event, Arg::InContext, kineto::arg::kInContext));
     const std::optional<std::int64_t> stream = arg_value(event, Arg::Stream, [&](const RawValue& value) { return stream_of(value); });
     work.stream = stream.value_or(tid.number);
     switch (category) {
@@ -938,43 +922,32 @@ class TraceBuilder {
       case Cat::Memcpy: {
         work.kind = GpuEventKind::Memcpy;
         work.copy.bytes = bytes_of(event);
-        // "Memcpy HtoD (Pageable -> Device)"
-        constexpr std::string_view kPrefix = "Memcpy ";
-        if (starts_with(name, kPrefix)) {
-          const std::string_view rest = name.substr(kPrefix.size());
-          work.copy.copy_kind = memcpy_kind_of(rest.substr(0, rest.find(' ')));
-          const std::size_t open = rest.find(" (");
-          const std::size_t arrow = rest.find(" -> ");
-          if (open != std::string_view::npos && arrow != std::string_view::npos && arrow > open && rest.back() == ')') {
-            work.copy.source_kind = memory_kind_of(rest.substr(open + 2, arrow - open - 2));
-            work.copy.destination_kind = memory_kind_of(rest.substr(arrow + 4, rest.size() - arrow - 5));
-          }
-        }
+        const CopyKinds kinds = copy_kinds_of(name);  // "Memcpy HtoD (Pageable -> Device)"
+        work.copy.copy_kind = kinds.copy_kind;
+        work.copy.source_kind = kinds.source_kind;
+        work.copy.destination_kind = kinds.destination_kind;
         const RawValue* from_device = event.arg(Arg::FromDevice);
         const RawValue* to_device = event.arg(Arg::ToDevice);
-        if (work.copy.copy_kind == 10 || from_device != nullptr || to_device != nullptr) {
+        if (work.copy.copy_kind == kineto::kMemcpyKindPeer || from_device != nullptr || to_device != nullptr) {
           work.kind = GpuEventKind::MemcpyPeer;
-          work.copy.source_device = uint32_arg(event, Arg::FromDevice, "fromDevice");
-          work.copy.destination_device = uint32_arg(event, Arg::ToDevice, "toDevice");
-          work.copy.source_context = uint32_arg(event, Arg::FromContext, "fromContext");
-          work.copy.destination_context = uint32_arg(event, Arg::ToContext, "toContext");
+          work.copy.source_device = uint32_arg(event, Arg::FromDevice, kineto::arg::kFromDevice);
+          work.copy.destination_device = uint32_arg(event, Arg::ToDevice, kineto::arg::kToDevice);
+          work.copy.source_context = uint32_arg(event, Arg::FromContext, kineto::arg::kFromContext);
+          work.copy.destination_context = uint32_arg(event, Arg::ToContext, kineto::arg::kToContext);
         }
         break;
       }
       case Cat::Memset: {
         work.kind = GpuEventKind::Memset;
         work.copy.bytes = bytes_of(event);
-        // "Memset (Device)"
-        constexpr std::string_view kPrefix = "Memset (";
-        if (starts_with(name, kPrefix) && name.back() == ')')
-          work.copy.destination_kind = memory_kind_of(name.substr(kPrefix.size(), name.size() - kPrefix.size() - 1));
+        work.copy.destination_kind = fill_kind_of(name);  // "Memset (Device)"
         break;
       }
       case Cat::Sync: {
         work.kind = GpuEventKind::Sync;
         const RawValue* kind = event.arg(Arg::CudaSyncKind);
         work.sync.type = sync_type_of(kind != nullptr && kind->type == JsonType::String ? kind->text : name);
-        work.sync.cuda_event_id = uint32_arg(event, Arg::WaitOnCudaEventId, "wait_on_cuda_event_id");
+        work.sync.cuda_event_id = uint32_arg(event, Arg::WaitOnCudaEventId, kineto::arg::kWaitOnCudaEventId);
         // A synchronisation's row is not its stream (dlprof's "stream N (sync)" rows, Kineto's
         // context syncs on tid -1): the stream comes from args alone.
         work.stream = stream.value_or(-1);
@@ -994,7 +967,9 @@ class TraceBuilder {
   }
 
   std::uint64_t bytes_of(const RawEvent& event) {
-    return arg_value(event, Arg::Bytes, [&](const RawValue& value) { return unsigned_of(value, "bytes", UINT64_MAX); }).value_or(0);
+    return arg_value(event, Arg::Bytes,
+                     [&](const RawValue& value) { return unsigned_of(value, kineto::arg::kBytes, UINT64_MAX); })
+        .value_or(0);
   }
 
   /// "[512, 1, 1]" (compact text from the handler) into x, y, z; missing dimensions are 1.
@@ -1022,19 +997,23 @@ class TraceBuilder {
       if (const auto found = arg_value(event, arg, [&](const RawValue& value) { return dims_of(value, key); }))
         std::copy(found->begin(), found->end(), xyz);
     };
-    dims(Arg::Grid, "grid", kernel.grid);
-    dims(Arg::Block, "block", kernel.block);
-    kernel.registers_per_thread = uint32_arg(event, Arg::RegistersPerThread, "registers per thread");
+    dims(Arg::Grid, kineto::arg::kGrid, kernel.grid);
+    dims(Arg::Block, kineto::arg::kBlock, kernel.block);
+    kernel.registers_per_thread = uint32_arg(event, Arg::RegistersPerThread, kineto::arg::kRegistersPerThread);
     // Kineto writes static + dynamic as one figure; it is read back as static.
-    kernel.static_shared_memory = uint32_arg(event, Arg::SharedMemory, "shared memory");
-    kernel.queued_ns = arg_value(event, Arg::Queued, [&](const RawValue& value) { return nanoseconds_of(value, "queued"); }).value_or(0);
-    kernel.blocks_per_sm =
-        arg_value(event, Arg::BlocksPerSm, [&](const RawValue& value) { return float_of(value, "blocks per SM"); }).value_or(0.0f);
-    kernel.warps_per_sm =
-        arg_value(event, Arg::WarpsPerSm, [&](const RawValue& value) { return float_of(value, "warps per SM"); }).value_or(0.0f);
+    kernel.static_shared_memory = uint32_arg(event, Arg::SharedMemory, kineto::arg::kSharedMemory);
+    kernel.queued_ns = arg_value(event, Arg::Queued, [&](const RawValue& value) {
+                         return nanoseconds_of(value, kineto::arg::kQueued);
+                       }).value_or(0);
+    kernel.blocks_per_sm = arg_value(event, Arg::BlocksPerSm, [&](const RawValue& value) {
+                             return float_of(value, kineto::arg::kBlocksPerSm);
+                           }).value_or(0.0f);
+    kernel.warps_per_sm = arg_value(event, Arg::WarpsPerSm, [&](const RawValue& value) {
+                            return float_of(value, kineto::arg::kWarpsPerSm);
+                          }).value_or(0.0f);
     kernel.est_achieved_occupancy_percent = static_cast<int>(
         arg_value(event, Arg::AchievedOccupancy, [&](const RawValue& value) {
-          return signed_of(value, "est. achieved occupancy %", INT32_MAX);
+          return signed_of(value, kineto::arg::kAchievedOccupancy, INT32_MAX);
         }).value_or(kKinetoOccupancyUnknown));
     return kernel;
   }
@@ -1047,7 +1026,7 @@ class TraceBuilder {
       see_time(time, time);
       return;
     }
-    if (name == "[memory]") {
+    if (name == kineto::name::kMemory) {
       add_memory(event, time);
     } else {
       TraceEvent instant;
@@ -1067,13 +1046,15 @@ class TraceBuilder {
     const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
       return arg_value(event, arg, [&](const RawValue& value) { return signed_of(value, key, limit); }).value_or(0);
     };
-    memory.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, "Device Type", INT8_MAX));
-    memory.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, "Device Id", INT32_MAX));
-    memory.address =
-        arg_value(event, Arg::MemoryAddress, [&](const RawValue& value) { return unsigned_of(value, "Addr", UINT64_MAX); }).value_or(0);
-    memory.bytes = signed_arg(Arg::MemoryBytes, "Bytes", INT64_MAX);
-    memory.total_allocated = signed_arg(Arg::TotalAllocated, "Total Allocated", INT64_MAX);
-    memory.total_reserved = signed_arg(Arg::TotalReserved, "Total Reserved", INT64_MAX);
+    memory.device_type =
+        static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, kineto::arg::kDeviceType, INT8_MAX));
+    memory.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, kineto::arg::kDeviceId, INT32_MAX));
+    memory.address = arg_value(event, Arg::MemoryAddress, [&](const RawValue& value) {
+                       return unsigned_of(value, kineto::arg::kAddr, UINT64_MAX);
+                     }).value_or(0);
+    memory.bytes = signed_arg(Arg::MemoryBytes, kineto::arg::kMemoryBytes, INT64_MAX);
+    memory.total_allocated = signed_arg(Arg::TotalAllocated, kineto::arg::kTotalAllocated, INT64_MAX);
+    memory.total_reserved = signed_arg(Arg::TotalReserved, kineto::arg::kTotalReserved, INT64_MAX);
     trace_.memory_events.push_back(memory);
   }
 
@@ -1115,14 +1096,16 @@ class TraceBuilder {
     };
     const Id pid = id_of_field(event.field(EventField::Pid), "pid");
     if (time) see_time(*time, *time);
-    if (kind == "process_name") {
-      if (pid.is_number) process_names_[pid.number] = std::string(text_arg(Arg::MetadataName, "name"));
-    } else if (kind == "process_labels") {
-      if (pid.is_number && text_arg(Arg::MetadataLabels, "labels") == "CPU" && !cpu_pid_label_) cpu_pid_label_ = pid.number;
-    } else if (kind == "thread_name") {
+    if (kind == kineto::name::kProcessName) {
+      if (pid.is_number) process_names_[pid.number] = std::string(text_arg(Arg::MetadataName, kineto::arg::kName));
+    } else if (kind == kineto::name::kProcessLabels) {
+      if (pid.is_number && text_arg(Arg::MetadataLabels, kineto::arg::kLabels) == kineto::name::kCpuLabel &&
+          !cpu_pid_label_)
+        cpu_pid_label_ = pid.number;
+    } else if (kind == kineto::name::kThreadName) {
       const Id tid = id_of_field(event.field(EventField::Tid), "tid");
       ThreadEntry& thread = threads_[thread_of(pid, tid, false)];
-      thread.name = std::string(text_arg(Arg::MetadataName, "name"));
+      thread.name = std::string(text_arg(Arg::MetadataName, kineto::arg::kName));
       thread.named = true;
     }
   }
@@ -1172,20 +1155,13 @@ class TraceBuilder {
       final_index[i] = static_cast<std::uint32_t>(trace_.threads.size());
       ThreadInfo info;
       info.os_tid = thread.tid;
+      // Kineto and dlprof write "thread <tid> (<native name>)"; the native name is what was named.
       info.name = thread.named ? native_thread_name(thread.name, thread.tid) : std::move(thread.tid_text);
       trace_.threads.push_back(std::move(info));
     }
     for (TraceEvent& event : trace_.events) event.thread = final_index[event.thread];
     for (ApiEvent& call : trace_.api_events) call.thread = final_index[call.thread];
     for (MemoryEvent& memory : trace_.memory_events) memory.thread = final_index[memory.thread];
-  }
-
-  /// Kineto and dlprof write "thread <tid> (<native name>)"; the native name is what was named.
-  static std::string native_thread_name(const std::string& label, std::int64_t tid) {
-    const std::string prefix = fmt::format("thread {} (", tid);
-    if (label.size() > prefix.size() && starts_with(label, prefix) && label.back() == ')')
-      return label.substr(prefix.size(), label.size() - prefix.size() - 1);
-    return label;
   }
 
   /// Relative times (Kineto since 2024) become absolute; baseTimeNanoseconds may come after the
@@ -1195,7 +1171,8 @@ class TraceBuilder {
     trace_.file_time_base_ns = base;
     const auto shift = [&](std::int64_t& ns) {
       if (__builtin_add_overflow(ns, base, &ns) || ns > kTimeLimitNs)  // 2^62 + 2^62 overflows
-        fail_at(base_time_offset_, "\"baseTimeNanoseconds\" plus a timestamp is beyond 2^62 ns (the year 2116)");
+        fail_at(base_time_offset_, fmt::format("\"{}\" plus a timestamp is beyond 2^62 ns (the year 2116)",
+                                              kineto::key::kBaseTimeNanoseconds));
     };
     if (any_time_) {
       shift(first_ns_);

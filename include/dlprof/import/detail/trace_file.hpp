@@ -29,10 +29,20 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/import/detail/crc32.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail::json {
+
+/// gzip's CRC-32 of `size` bytes at `data`, continuing from `crc` (0 to start): libdeflate's,
+/// which folds with carry-less multiplication where the CPU has it (zlib 1.2's bytewise CRC takes
+/// a sixth of reading a trace), or zlib's crc32_z without libdeflate.
+inline std::uint32_t crc32(std::uint32_t crc, const unsigned char* data, std::size_t size) noexcept {
+#if DLPROF_WITH_LIBDEFLATE
+  return libdeflate_crc32(crc, data, size);
+#else
+  return static_cast<std::uint32_t>(crc32_z(crc, data, size));
+#endif
+}
 
 /// A problem with a file as a whole (missing, unreadable, corrupt gzip, too large).
 struct FileFailure {
@@ -44,7 +54,7 @@ struct FileFailure {
 /// Bytes in one block, uninitialised until written: a size hint costs no memory until used. A
 /// small block is malloc'd and grows with realloc; a large one (a trace's text) is mapped, in
 /// huge pages where the kernel gives them, and grows by remapping: the pages of a text are new to
-/// the process on each read, and faulting them in 4 KiB at a time took a tenth of reading it.
+/// the process on each read, and faulting them in 4 KiB at a time would take a tenth of reading it.
 class ByteBuffer {
  public:
   ByteBuffer() = default;
@@ -234,8 +244,8 @@ class GzipInflater {
   std::size_t consumed() const noexcept { return consumed_; }
 
  private:
-  // crc32.hpp's folding CRC checks each member where zlib lets it be turned off (1.2.9): zlib's
-  // own is a sixth of the time it takes to read a trace.
+  // crc32() checks each member where zlib lets its own check be turned off (1.2.9): with
+  // libdeflate, at memory speed instead of zlib's sixth of the time it takes to read a trace.
 #if ZLIB_VERNUM >= 0x1290
   static constexpr bool kChecksMembers = true;
 #else
@@ -290,7 +300,7 @@ enum class WholeInflation : std::uint8_t {
 
 #if DLPROF_WITH_LIBDEFLATE
 /// Inflates gzip data of one member with libdeflate, whole, into `output` (empty, with room for
-/// the size the trailer announces): three times zlib's speed on a trace (bench/RESULTS.md).
+/// the size the trailer announces): three times zlib's speed on a trace (bench/HISTORY.md).
 inline WholeInflation inflate_whole(std::string_view compressed, ByteBuffer& output) {
   const std::uint64_t announced = GzipInflater::announced_size(compressed);
   if (announced == 0 || announced + ByteBuffer::kPadding > output.capacity()) return WholeInflation::Failed;

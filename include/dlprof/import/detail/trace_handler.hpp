@@ -22,7 +22,8 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/device_properties.hpp"
-#include "dlprof/export/chrome_trace.hpp"
+#include "dlprof/format/json_text.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/import/detail/json_number.hpp"
 #include "dlprof/import/detail/raw_event.hpp"
 #include "dlprof/import/detail/trace_builder.hpp"
@@ -155,7 +156,7 @@ class TraceHandler {
       case Frame::TopObject:
         switch (pending_metadata_ ? TopKey::Written : pending_top_) {
           case TopKey::TraceEvents:
-            if (type != JsonType::Array) fail_type(offset, "\"traceEvents\"", "an array", type);
+            if (type != JsonType::Array) fail_type(offset, quoted(kineto::key::kTraceEvents), "an array", type);
             builder_.found_events_array();
             push(Frame::Events, offset);
             return;
@@ -164,14 +165,16 @@ class TraceHandler {
               device_index_ = 0;
               push(Frame::Devices, offset);
             } else {
-              capture_as_metadata(std::string(pending_key_), offset, type, type_mismatch("\"deviceProperties\"", "an array", type));
+              capture_as_metadata(std::string(pending_key_), offset, type,
+                                  type_mismatch(quoted(kineto::key::kDeviceProperties), "an array", type));
             }
             return;
           case TopKey::DistributedInfo:
             if (type == JsonType::Object)
               push(Frame::Distributed, offset);
             else
-              capture_as_metadata(std::string(pending_key_), offset, type, type_mismatch("\"distributedInfo\"", "an object", type));
+              capture_as_metadata(std::string(pending_key_), offset, type,
+                                  type_mismatch(quoted(kineto::key::kDistributedInfo), "an object", type));
             return;
           default: break;
         }
@@ -239,8 +242,8 @@ class TraceHandler {
         return;
       case Frame::Devices:
         if (type != JsonType::Object) {
-          capture_as_metadata(fmt::format("deviceProperties[{}]", device_index_++), offset, type,
-                              type_mismatch("a deviceProperties entry", "an object", type));
+          capture_as_metadata(fmt::format("{}[{}]", kineto::key::kDeviceProperties, device_index_++), offset, type,
+                              type_mismatch(fmt::format("a {} entry", kineto::key::kDeviceProperties), "an object", type));
           return;
         }
         device_ = DeviceProperties{};
@@ -312,13 +315,15 @@ class TraceHandler {
         }
         switch (pending_top_) {
           case TopKey::BaseTime: builder_.set_base_time(value); return;
-          case TopKey::TraceEvents: fail_type(value.offset, "\"traceEvents\"", "an array", value.type);
+          case TopKey::TraceEvents: fail_type(value.offset, quoted(kineto::key::kTraceEvents), "an array", value.type);
           case TopKey::DeviceProperties:
           case TopKey::DistributedInfo:
             if (value.type == JsonType::Null && !builder_.strict()) return;
-            keep_scalar_as_metadata(std::string(pending_key_), value,
-                                    type_mismatch(pending_top_ == TopKey::DistributedInfo ? "\"distributedInfo\"" : "\"deviceProperties\"",
-                                                  pending_top_ == TopKey::DistributedInfo ? "an object" : "an array", value.type));
+            keep_scalar_as_metadata(
+                std::string(pending_key_), value,
+                type_mismatch(quoted(pending_top_ == TopKey::DistributedInfo ? kineto::key::kDistributedInfo
+                                                                             : kineto::key::kDeviceProperties),
+                              pending_top_ == TopKey::DistributedInfo ? "an object" : "an array", value.type));
             return;
           case TopKey::Written: return;
           default: builder_.set_top_level(pending_top_, value, pending_key_); return;
@@ -351,8 +356,9 @@ class TraceHandler {
         }
         return;
       case Frame::Devices:
-        keep_scalar_as_metadata(fmt::format("deviceProperties[{}]", device_index_++), value,
-                                type_mismatch("a deviceProperties entry", "an object", value.type));
+        keep_scalar_as_metadata(
+            fmt::format("{}[{}]", kineto::key::kDeviceProperties, device_index_++), value,
+            type_mismatch(fmt::format("a {} entry", kineto::key::kDeviceProperties), "an object", value.type));
         return;
       case Frame::Device:
         if (pending_device_) read_device_field(*pending_device_, value);
@@ -432,6 +438,9 @@ class TraceHandler {
     return std::nullopt;
   }
 
+  /// A key as a message quotes it: "traceEvents".
+  static std::string quoted(std::string_view key) { return fmt::format("\"{}\"", key); }
+
   static std::string type_mismatch(std::string_view what, std::string_view expected, JsonType found) {
     return fmt::format("{} must be {}, not {}", what, expected, type_name(found));
   }
@@ -439,8 +448,9 @@ class TraceHandler {
   /// Where a deviceProperties or distributedInfo field is kept in the metadata when it cannot be
   /// read: "deviceProperties[0].totalGlobalMem", "distributedInfo.rank".
   std::string nested_key() const {
-    if (frame() == Frame::Device) return fmt::format("deviceProperties[{}].{}", device_index_, pending_key_);
-    return fmt::format("distributedInfo.{}", pending_key_);
+    if (frame() == Frame::Device)
+      return fmt::format("{}[{}].{}", kineto::key::kDeviceProperties, device_index_, pending_key_);
+    return fmt::format("{}.{}", kineto::key::kDistributedInfo, pending_key_);
   }
 
   /// A structured value the reader cannot use, kept as JSON text in the metadata (lenient), or

@@ -1,5 +1,5 @@
 // dlprof/report/detail/text.hpp: what the report's renderers share: names shortened to a column,
-// and aligned text tables whose cells are terminal-safe (detail/escape.hpp).
+// and aligned text tables whose cells are terminal-safe (dlprof/detail/text.hpp).
 #pragma once
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/escape.hpp"
+#include "dlprof/detail/text.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {

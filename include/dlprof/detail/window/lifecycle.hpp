@@ -1,4 +1,4 @@
-// dlprof/detail/lifecycle.hpp: what dlprof does when the process forks or exits, and the writer
+// dlprof/detail/window/lifecycle.hpp: what dlprof does when the process forks or exits, and the writer
 // thread whose work must outlive both.
 //
 // exit: a trace being built or written on a Profiler's writer thread is finished before the
@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/active.hpp"
-#include "dlprof/detail/ring_buffer.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {

@@ -1,4 +1,4 @@
-// dlprof/detail/cupti_records.hpp: CUPTI's activity buffers, from the pool that lends them to
+// dlprof/detail/backends/cupti_records.hpp: CUPTI's activity buffers, from the pool that lends them to
 // the records translated out of them.
 //
 // CUPTI asks for an empty buffer whenever it needs one (BufferPool::acquire: pre-allocated, so
@@ -23,9 +23,12 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "dlprof/config.hpp"
-#include "dlprof/detail/cupti_library.hpp"
-#include "dlprof/detail/gpu_activity.hpp"
+#include "dlprof/detail/backends/cupti_library.hpp"
+#include "dlprof/detail/backends/gpu_activity.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -224,7 +227,7 @@ class RecordCollector {
         if (!keep(fill.correlationId)) return;
         GpuEvent event = device_work(GpuEventKind::Memset, fill.start, fill.end, fill.deviceId, fill.contextId,
                                      fill.streamId, fill.correlationId);
-        event.name = intern(fmt::format("Memset ({})", memory_kind_name(static_cast<std::uint8_t>(fill.memoryKind))));
+        event.name = intern(fill_name(static_cast<std::uint8_t>(fill.memoryKind)));
         event.copy.bytes = fill.bytes;
         event.copy.destination_kind = static_cast<std::uint8_t>(fill.memoryKind);
         store(activity_.gpu, event);
@@ -303,8 +306,7 @@ class RecordCollector {
   GpuEvent copy_event(GpuEventKind kind, const CopyRecord& copy) {
     GpuEvent event = device_work(kind, copy.start, copy.end, copy.deviceId, copy.contextId, copy.streamId,
                                  copy.correlationId);
-    event.name = intern(fmt::format("Memcpy {} ({} -> {})", memcpy_kind_name(copy.copyKind),
-                                    memory_kind_name(copy.srcKind), memory_kind_name(copy.dstKind)));
+    event.name = intern(copy_name(copy.copyKind, copy.srcKind, copy.dstKind));
     event.copy.bytes = copy.bytes;
     event.copy.copy_kind = copy.copyKind;
     event.copy.source_kind = copy.srcKind;

@@ -1,31 +1,21 @@
-// dlprof/detail/ring_buffer.hpp: one bounded single-producer ring of events per thread and the
-// registry the collector drains them through.
+// dlprof/detail/recording/ring.hpp: the bounded single-producer ring of events each thread
+// records into, and the two calls a range makes on it.
 //
 // The producer (the thread itself) never blocks, locks, allocates or makes a system call after
 // its ring exists: a full ring drops the new event and counts it. The consumer (the profiler,
-// under the registry's lock) copies events out between the published head and its tail.
-//
-// Memory follows the live threads: when a thread ends, the events its ring still holds move to
-// a ring just large enough for them, drained with the others at the window's end, and the ring
-// itself waits, pre-faulted, for the next thread to start (a few are kept; the rest are freed).
+// under the registry's lock, ring_registry.hpp) copies events out between the published head and
+// its tail.
 #pragma once
 
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/event.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/recording/slow_path.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -38,8 +28,6 @@ inline std::size_t round_up_to_power_of_two(std::size_t n) noexcept {
   while (p < n) p <<= 1;
   return p;
 }
-
-inline std::int64_t current_os_tid() noexcept { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
 
 /// A number for the calling thread that no other thread of the process ever gets (OS thread ids
 /// are reused): the high half of the external correlation ids its ranges push.
@@ -55,13 +43,15 @@ inline std::uint32_t thread_ordinal() noexcept {
 class ThreadRing {
  public:
   ThreadRing(std::size_t capacity, std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0)
-      : slots_(std::make_unique<Event[]>(round_up_to_power_of_two(capacity))),  // value-initialised: every page touched now
+      : slots_(new Event[round_up_to_power_of_two(capacity)]()),  // value-initialised: every page touched now
         capacity_(round_up_to_power_of_two(capacity)),
         mask_(capacity_ - 1),
         limit_(capacity_),
         os_tid_(os_tid),
         thread_ordinal_(thread_ordinal),
         thread_name_(std::move(thread_name)) {}
+
+  ~ThreadRing() { delete[] slots_; }
 
   ThreadRing(const ThreadRing&) = delete;
   ThreadRing& operator=(const ThreadRing&) = delete;
@@ -71,9 +61,9 @@ class ThreadRing {
   /// Producer side: stores the event, or counts it as dropped when the ring is full.
   ///
   /// The event is taken by value and the slow path never sees it: nothing takes its address, so
-  /// the compiler keeps its fields in registers and stores them straight into the slot. (With
-  /// `const Event&`, or an out-of-line slow path taking the event, it was first built on the
-  /// stack on every push: 2 to 4 ns of a 20 ns recorded range, bench/RESULTS.md.)
+  /// the compiler keeps its fields in registers and stores them straight into the slot. (Taken
+  /// by `const Event&`, or handed to an out-of-line slow path, the event would be built on the
+  /// stack first on every push: 2 to 4 ns of a 20 ns recorded range, bench/HISTORY.md.)
   DLPROF_ALWAYS_INLINE PushResult push(Event event) noexcept {
     const std::uint64_t head = head_.load(std::memory_order_relaxed);
     if (DLPROF_UNLIKELY(head - tail_cache_ >= limit_.load(std::memory_order_relaxed))) {
@@ -164,9 +154,11 @@ class ThreadRing {
     if (DLPROF_LIKELY(depth != 0)) open_depth_.store(depth - 1, std::memory_order_release);
   }
 
-  /// Consumer side: the ranges open now, outermost first, and how many more are open than are
-  /// tracked. Retries while the producer writes an entry; after many tries, reports none.
-  std::uint32_t open_ranges(std::vector<OpenRange>& out) const {
+  /// Consumer side: the ranges open now, outermost first (into `out`, a container of OpenRange),
+  /// and how many more are open than are tracked. Retries while the producer writes an entry;
+  /// after many tries, reports none.
+  template <class OpenRanges>
+  std::uint32_t open_ranges(OpenRanges& out) const {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       out.clear();
       const std::uint32_t before = open_sequence_.load(std::memory_order_acquire);
@@ -188,10 +180,15 @@ class ThreadRing {
 
   /// A ring replacing a retired one takes over its thread's open ranges, so that ranges opened
   /// on the old ring close on the new one.
-  void take_open_ranges_of(const ThreadRing& old) {
-    std::vector<OpenRange> open;
+  void take_open_ranges_of(const ThreadRing& old) noexcept {
+    struct Tracked {
+      OpenRange ranges[kTrackedOpenRanges];
+      std::uint32_t size = 0;
+      void clear() noexcept { size = 0; }
+      void push_back(const OpenRange& range) noexcept { ranges[size++] = range; }
+    } open;
     const std::uint32_t untracked = old.open_ranges(open);
-    for (const OpenRange& range : open) open_range(range);
+    for (std::uint32_t i = 0; i < open.size; ++i) open_range(open.ranges[i]);
     for (std::uint32_t i = 0; i < untracked; ++i) open_range(OpenRange{});
   }
 
@@ -214,20 +211,6 @@ class ThreadRing {
     thread_name_ = std::move(thread_name);
   }
 
-  /// Registry side, under its lock: a ring holding only `source`'s undrained events and drops, for
-  /// the window to drain after `source`'s thread has ended. Empties `source`.
-  static std::shared_ptr<ThreadRing> remainder_of(ThreadRing& source) {
-    const std::size_t pending = source.pending();
-    auto remainder = std::make_shared<ThreadRing>(pending == 0 ? 1 : pending, source.os_tid_, source.thread_name_,
-                                                  source.thread_ordinal_);
-    source.drain([&](const Event* first, std::size_t count) {
-      for (std::size_t i = 0; i < count; ++i) remainder->push(first[i]);
-    });
-    remainder->dropped_.store(source.take_new_drops(), std::memory_order_relaxed);
-    remainder->mark_exited();
-    return remainder;
-  }
-
   /// Set once its thread has attached a newer ring: its open ranges are that ring's now.
   void mark_superseded() noexcept { superseded_.store(true, std::memory_order_release); }
   bool superseded() const noexcept { return superseded_.load(std::memory_order_acquire); }
@@ -243,12 +226,14 @@ class ThreadRing {
   void set_thread_name(std::string name) { thread_name_ = std::move(name); }
 
  private:
+  friend class RingRegistry;  // moves an ended thread's events to a ring of their size
+
   // Producer-owned line: written on every push.
   alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
   std::uint64_t tail_cache_ = 0;
   std::atomic<std::uint64_t> dropped_{0};
   // Read by the producer on every push but written only to retire the ring.
-  std::unique_ptr<Event[]> slots_;
+  Event* const slots_;  // owned
   std::size_t capacity_;
   std::size_t mask_;
   std::atomic<std::size_t> limit_;
@@ -272,176 +257,9 @@ class ThreadRing {
   std::string thread_name_;
 };
 
-/// Every ring of the process. Its mutex is taken when a thread attaches its first ring, when the
-/// collector drains, and when a thread is renamed: never on the recording path.
-class RingRegistry {
- public:
-  /// Constructed on first use and never destroyed: a Profiler that is a global, or still
-  /// started at std::exit, drains the rings while static objects are being destroyed.
-  static RingRegistry& instance() {
-    static RingRegistry* registry = new RingRegistry();
-    return *registry;
-  }
-
-  /// A ring for a thread: one an ended thread left, or a new one.
-  std::shared_ptr<ThreadRing> attach(std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::shared_ptr<ThreadRing> ring;
-    if (!idle_.empty()) {
-      ring = std::move(idle_.back());
-      idle_.pop_back();
-      ring->reuse(os_tid, std::move(thread_name), thread_ordinal);
-    } else {
-      ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name), thread_ordinal);
-    }
-    rings_.push_back(ring);
-    return ring;
-  }
-
-  /// A thread ended: the events its ring holds move to a ring of their size, and the ring is kept
-  /// for the next thread (up to kIdleRings, freed past that). A ring that can no longer take
-  /// events (retired, superseded) stays until the collector has drained it.
-  void release(const std::shared_ptr<ThreadRing>& ring) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto held = std::find(rings_.begin(), rings_.end(), ring);
-    if (held == rings_.end()) return;  // forgotten: a fork's child, or already drained and retired
-    if (ring->retired() || ring->superseded() || ring->capacity() != capacity_) {
-      ring->mark_exited();
-      return;
-    }
-    if (ring->pending() != 0 || ring->has_new_drops()) {
-      *held = ThreadRing::remainder_of(*ring);
-    } else {
-      rings_.erase(held);
-    }
-    if (idle_.size() < kIdleRings) idle_.push_back(ring);  // reserved: does not throw
-  }
-
-  /// Capacity of rings attached from now on. Rings of another capacity are retired so that
-  /// every thread honours the new setting from its next event; call only between windows.
-  void set_capacity(std::size_t events_per_thread) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const std::size_t capacity = round_up_to_power_of_two(events_per_thread);
-    if (capacity == capacity_) return;
-    capacity_ = capacity;
-    for (auto& ring : rings_) ring->retire();
-    idle_.clear();
-  }
-
-  /// Calls `visit(ring)` for each ring, then forgets rings that can receive nothing more
-  /// (exited or retired) and are empty after the visit.
-  template <class Visit>
-  void drain_all(Visit&& visit) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& ring : rings_) visit(*ring);
-    std::vector<std::shared_ptr<ThreadRing>> kept;
-    kept.reserve(rings_.size());
-    for (auto& ring : rings_)
-      if (!(ring->exited() || ring->retired())) kept.push_back(std::move(ring));
-    rings_ = std::move(kept);
-  }
-
-  template <class Fn>
-  auto with_lock(Fn&& fn) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return fn();
-  }
-
-  std::size_t ring_count() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return rings_.size();
-  }
-
-  /// Event slots of every ring held, idle ones included: the memory the rings take, in events.
-  std::size_t slots_held() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::size_t slots = 0;
-    for (const auto& ring : rings_) slots += ring->capacity();
-    for (const auto& ring : idle_) slots += ring->capacity();
-    return slots;
-  }
-
-  /// Rings of ended threads waiting for new ones.
-  std::size_t idle_ring_count() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return idle_.size();
-  }
-
-  /// Events lost because their thread had no ring and none could be allocated.
-  void count_ringless_event() noexcept { ringless_events_.fetch_add(1, std::memory_order_relaxed); }
-  /// Ringless events counted since the last call.
-  std::uint64_t take_ringless_events() noexcept { return ringless_events_.exchange(0, std::memory_order_relaxed); }
-
-  /// fork(): the forking thread holds the lock across the fork, so that the child's copy of the
-  /// registry is consistent (pthread_atfork's prepare, parent and child handlers).
-  void lock_for_fork() noexcept { mutex_.lock(); }
-  void unlock_after_fork() noexcept { mutex_.unlock(); }
-  /// In a fork's child, after unlock_after_fork(): the rings are the parent's threads', holding
-  /// the parent's events; they are forgotten (retired, so a thread of the child holding one
-  /// attaches a fresh ring).
-  void forget_all_in_child() noexcept {
-    for (auto& ring : rings_) ring->retire();
-    rings_.clear();
-    ringless_events_.store(0, std::memory_order_relaxed);
-  }
-
- private:
-  /// Rings kept for threads yet to start: enough for a burst of short-lived threads (data
-  /// loader workers, a thread pool's churn) to find one each, little memory while none start.
-  static constexpr std::size_t kIdleRings = 4;
-
-  RingRegistry() { idle_.reserve(kIdleRings); }
-  std::mutex mutex_;
-  std::vector<std::shared_ptr<ThreadRing>> rings_;
-  std::vector<std::shared_ptr<ThreadRing>> idle_;
-  std::size_t capacity_ = kDefaultEventsPerThread;
-  std::atomic<std::uint64_t> ringless_events_{0};
-};
-
 /// This thread's ring. Constant-initialised, so reading it is one %fs-relative load with no
 /// TLS-init call.
 inline thread_local ThreadRing* t_ring = nullptr;
-
-/// Keeps this thread's ring alive while the thread runs and hands it back when the thread ends,
-/// so the collector still drains its last events. Only touched on the attach path.
-struct RingOwner {
-  std::shared_ptr<ThreadRing> ring;
-  ~RingOwner() {
-    t_ring = nullptr;
-    if (!ring) return;
-    try {
-      RingRegistry::instance().release(ring);
-    } catch (...) {  // no memory for the remainder: the ring stays whole until it is drained
-      ring->mark_exited();
-    }
-    ring.reset();
-  }
-};
-inline thread_local RingOwner t_ring_owner;
-
-/// Name given with dlprof::set_thread_name before the thread's ring existed.
-inline thread_local std::string t_pending_thread_name;
-
-inline std::string native_thread_name() {
-  char name[64] = {};
-  if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) return {};
-  return name;
-}
-
-/// Slow path of the first event of a thread (or the first after its ring was retired).
-DLPROF_NOINLINE inline ThreadRing* attach_thread_ring() {
-  std::string name = t_ring_owner.ring             ? t_ring_owner.ring->thread_name()
-                     : !t_pending_thread_name.empty() ? t_pending_thread_name
-                                                      : native_thread_name();
-  std::shared_ptr<ThreadRing> ring = RingRegistry::instance().attach(current_os_tid(), std::move(name), thread_ordinal());
-  if (t_ring_owner.ring) {
-    ring->take_open_ranges_of(*t_ring_owner.ring);
-    t_ring_owner.ring->mark_superseded();
-  }
-  t_ring_owner.ring = std::move(ring);
-  t_ring = t_ring_owner.ring.get();
-  return t_ring;
-}
 
 /// This thread's ring, attached first if it has none (or a retired one): a range calls it before
 /// it reads its start time, so that setting up a ring is never inside a measured range. Null
@@ -449,8 +267,10 @@ DLPROF_NOINLINE inline ThreadRing* attach_thread_ring() {
 DLPROF_ALWAYS_INLINE ThreadRing* current_ring() noexcept {
   ThreadRing* ring = t_ring;
   if (DLPROF_LIKELY(ring != nullptr) && DLPROF_LIKELY(!ring->retired())) return ring;
+  const RecordingSlowPath* slow_path = recording_slow_path();
+  if (slow_path == nullptr) return nullptr;
   try {
-    return attach_thread_ring();
+    return slow_path->attach_thread_ring();
   } catch (...) {  // no memory for a ring: the events of this thread are counted as dropped
     return nullptr;
   }
@@ -460,10 +280,12 @@ DLPROF_ALWAYS_INLINE ThreadRing* current_ring() noexcept {
 DLPROF_ALWAYS_INLINE void push_event(Event event) noexcept {  // by value: see ThreadRing::push
   ThreadRing* ring = t_ring;
   if (DLPROF_LIKELY(ring != nullptr) && DLPROF_LIKELY(ring->push(event) != ThreadRing::PushResult::Retired)) return;
+  const RecordingSlowPath* slow_path = recording_slow_path();
+  if (slow_path == nullptr) return;
   try {
-    attach_thread_ring()->push(event);
+    slow_path->attach_thread_ring()->push(event);
   } catch (...) {  // no memory for a new ring: the event is lost and counted, the thread keeps running
-    RingRegistry::instance().count_ringless_event();
+    slow_path->count_ringless_event();
   }
 }
 

@@ -1,4 +1,4 @@
-// dlprof/detail/gpu_activity.hpp: what the Profiler knows of a GPU backend, with no CUDA header
+// dlprof/detail/backends/gpu_activity.hpp: what the Profiler knows of a GPU backend, with no CUDA header
 // in sight. The CUPTI backend (cupti.hpp) implements GpuBackend and registers itself here when a
 // program includes it; a program that does not gets CPU-only traces.
 #pragma once
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/correlation.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/recording/correlation.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/trace.hpp"
 

@@ -1,4 +1,4 @@
-// dlprof/detail/cupti_library.hpp: the CUDA driver and CUPTI, opened at run time.
+// dlprof/detail/backends/cupti_library.hpp: the CUDA driver and CUPTI, opened at run time.
 //
 // Why dlopen rather than linking CUDA::cupti and CUDA::cuda_driver: a program built with GPU
 // collection must still start where there is no driver (a CPU-only CI runner, a login node) or no

@@ -1,4 +1,4 @@
-// dlprof/detail/active.hpp: the one word every range reads first.
+// dlprof/detail/recording/active.hpp: the one word every range reads first.
 #pragma once
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// dlprof/detail/correlation.hpp: how ranges tell a GPU backend which range launched which work.
+// dlprof/detail/recording/correlation.hpp: how ranges tell a GPU backend which range launched which work.
 //
 // It works as Kineto links kernels to ops: while GPU activity is recorded, every range pushes an
 // external correlation id onto CUPTI's per-thread stack, CUPTI reports (external id, correlation
@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/ring_buffer.hpp"
+#include "dlprof/detail/recording/ring.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {

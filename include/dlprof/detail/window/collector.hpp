@@ -1,4 +1,4 @@
-// dlprof/detail/collector.hpp: turns the events of every ring into a Trace at the end of a
+// dlprof/detail/window/collector.hpp: turns the events of every ring into a Trace at the end of a
 // recording window: filters them to the window, maps ticks to CLOCK_REALTIME ns, resolves names,
 // orders them per thread and makes ranges nest strictly.
 #pragma once
@@ -14,12 +14,13 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/correlation.hpp"
-#include "dlprof/detail/event.hpp"
-#include "dlprof/detail/ring_buffer.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/recording/correlation.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/flops.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -56,7 +57,7 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
     thread.events.reserve(ring.pending());  // one allocation instead of a growth per doubling
     ring.drain([&](const Event* first, std::size_t count) { thread.events.insert(thread.events.end(), first, first + count); });
     // Copied in bulk, then the few outside the window dropped: testing each event on its way
-    // cost the drain a third more (perf, bench/torch_bench's recording modes).
+    // would cost the drain about a third more (perf, bench/torch_bench's recording modes).
     thread.events.erase(std::remove_if(thread.events.begin(), thread.events.end(),
                                        [&](const Event& event) { return event.start < start_tick || event.start > end_tick; }),
                         thread.events.end());
@@ -64,10 +65,10 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
     for (const ThreadRing::OpenRange& range : open) {
       if (range.start < start_tick || range.start > end_tick) continue;
       const bool ended_meanwhile = std::any_of(thread.events.begin(), thread.events.end(), [&](const Event& event) {
-        return event.kind == EventKind::Range && event.start == range.start && event.name == range.name;
+        return event.kind == RecordKind::Range && event.start == range.start && event.name == range.name;
       });
       if (ended_meanwhile) continue;
-      thread.events.push_back(Event{range.name, range.start, {end_tick}, EventKind::Range, range.category, range.correlation_sequence});
+      thread.events.push_back(Event{range.name, range.start, {end_tick}, RecordKind::Range, range.category, range.correlation_sequence});
       ++drained.clipped_open;
     }
     if (!thread.events.empty()) drained.threads.push_back(std::move(thread));
@@ -143,7 +144,7 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
   std::unordered_map<std::uint64_t, std::uint32_t> step_name_index;
   const auto index_of_step = [&](std::uint64_t step) {
     auto [found, inserted] = step_name_index.try_emplace(step, static_cast<std::uint32_t>(trace.names.size()));
-    if (inserted) trace.names.push_back(fmt::format("ProfilerStep#{}", step));
+    if (inserted) trace.names.push_back(profiler_step_name(step));
     return found->second;
   };
 
@@ -193,25 +194,25 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
       const Event* inputs = nullptr;
       const Event* memory_totals = nullptr;  // the MemoryTotals just before a Memory event
       for (const Event& raw : thread.events) {
-        if (raw.kind == EventKind::OpDetails) {
+        if (raw.kind == RecordKind::OpDetails) {
           details = &raw;
           continue;
         }
-        if (raw.kind == EventKind::MemoryTotals) {
+        if (raw.kind == RecordKind::MemoryTotals) {
           memory_totals = &raw;
           continue;
         }
-        if (raw.kind == EventKind::Memory) {
+        if (raw.kind == RecordKind::Memory) {
           trace.memory_events.push_back(memory_event(raw, memory_totals, clock, static_cast<std::uint32_t>(t)));
           memory_totals = nullptr;
           continue;
         }
-        if (raw.kind == EventKind::OpInputs) {
+        if (raw.kind == RecordKind::OpInputs) {
           inputs = &raw;
           continue;
         }
         TraceEvent event;
-        event.kind = raw.kind;
+        event.kind = event_kind(raw.kind);
         event.category = raw.category;
         event.thread = static_cast<std::uint32_t>(t);
         // The drain kept events that started inside the window in ticks; the clamp keeps them
@@ -219,31 +220,30 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
         // with the process-wide rate.
         event.start_ns = std::clamp(clock.to_realtime_ns(raw.start), window_start_ns, window_end_ns);
         switch (raw.kind) {
-          case EventKind::Range:
-          case EventKind::Step:
-          case EventKind::Op: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
-          case EventKind::OpDetails:
-          case EventKind::OpInputs:
-          case EventKind::Memory:
-          case EventKind::MemoryTotals: break;  // consumed above
-          case EventKind::PythonFrame: break;   // never recorded, only read from traces
-          case EventKind::Instant: event.end_ns = event.start_ns; break;
-          case EventKind::Counter:
+          case RecordKind::Range:
+          case RecordKind::Step:
+          case RecordKind::Op: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
+          case RecordKind::OpDetails:
+          case RecordKind::OpInputs:
+          case RecordKind::Memory:
+          case RecordKind::MemoryTotals: break;  // consumed above
+          case RecordKind::Instant: event.end_ns = event.start_ns; break;
+          case RecordKind::Counter:
             event.end_ns = event.start_ns;
             event.value = raw.value;
             break;
         }
-        if (raw.kind == EventKind::Op && details != nullptr && details->start == raw.start) {
+        if (raw.kind == RecordKind::Op && details != nullptr && details->start == raw.start) {
           event.sequence_number = static_cast<std::int64_t>(details->name);
           event.forward_thread_id = static_cast<std::uint64_t>(details->end);
         }
-        if (raw.kind == EventKind::Op && inputs != nullptr && inputs->start == raw.start)
+        if (raw.kind == RecordKind::Op && inputs != nullptr && inputs->start == raw.start)
           event.inputs = index_of_inputs(raw.name, *inputs);
         details = nullptr;
         inputs = nullptr;
         // The pushed external id for now; assign_external_ids() replaces it.
         if (raw.correlation_sequence != 0) event.external_id = make_external_id(thread.ordinal, raw.correlation_sequence);
-        event.name = raw.kind == EventKind::Step ? index_of_step(raw.name) : index_of_name(raw.name);
+        event.name = raw.kind == RecordKind::Step ? index_of_step(raw.name) : index_of_name(raw.name);
         trace.events.push_back(event);
       }
       trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size(), window_clip_ns);

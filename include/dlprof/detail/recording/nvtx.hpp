@@ -1,4 +1,4 @@
-// dlprof/detail/nvtx.hpp: every range is also an NVTX range in the "dlprof" domain, with a
+// dlprof/detail/recording/nvtx.hpp: every range is also an NVTX range in the "dlprof" domain, with a
 // registered string, an NVTX category and a colour, so Nsight Systems shows it.
 //
 // NVTX calls are no-ops unless a tool injects itself through NVTX_INJECTION64_PATH (that is how
@@ -9,12 +9,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "dlprof/event.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/detail/active.hpp"
-#include "dlprof/detail/string_table.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/site.hpp"
 
 #if DLPROF_HAS_NVTX
 #  include <nvtx3/nvToolsExt.h>
@@ -36,7 +37,9 @@ inline nvtxDomainHandle_t nvtx_domain() {
     for (std::uint8_t c = 0; c < kCategoryCount; ++c) {
       const auto category = static_cast<Category>(c);
       const std::string_view name = to_string(category);
-      nvtxDomainNameCategoryA(handle, c + 1u, std::string(name).c_str());
+      char text[32] = {};  // category names are short literals
+      name.copy(text, sizeof(text) - 1);
+      nvtxDomainNameCategoryA(handle, c + 1u, text);
     }
     return handle;
   }();

@@ -1,9 +1,4 @@
-// dlprof/detail/string_table.hpp: names of events.
-//
-// A literal given to DLPROF_RANGE lives in a static Site whose address is the event's name id:
-// nothing is copied or hashed while recording. Names known only at run time (DLPROF_RANGE_F,
-// ScopedRange(std::string_view), mark, counter) are interned here once and referred to by
-// index. A small per-thread cache answers repeated names without the table's lock.
+// dlprof/detail/recording/name_table.hpp: the process's table of names known only at run time.
 //
 // Interned strings are never freed, so a NameId stays valid for the life of the process (the
 // per-thread caches, the op and module name caches and events in flight hold ids). To keep
@@ -17,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -25,42 +19,12 @@
 #include <unordered_map>
 #include <utility>
 
-#include "dlprof/event.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/detail/event.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/recording/site.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-template <class T>
-struct always_false : std::false_type {};
-
-/// A static description of a range written in the source: its literal name and category.
-/// Constant-initialised (constexpr constructor), so a function-local `static Site` costs no
-/// guard. Its address is the name id of every event it records. The NVTX handle is filled in on
-/// first use while an NVTX tool is attached.
-struct Site {
-  const char* name;
-  Category category;
-  mutable std::atomic<const void*> nvtx_handle{nullptr};
-
-  // Explicit, so that a ScopedRange given a string (std::string, const char*, a literal) takes
-  // it as a std::string_view rather than finding two conversions.
-  template <std::size_t N>
-  constexpr explicit Site(const char (&literal)[N], Category cat = Category::User) noexcept : name(literal), category(cat) {}
-
-  /// Anything but a literal is refused with a sentence instead of template noise.
-  template <class T, class = std::enable_if_t<!std::is_array_v<T>>>
-  explicit Site(const T&, Category = Category::User) : name(nullptr), category(Category::User) {
-    static_assert(always_false<T>::value,
-                  "DLPROF_RANGE takes a string literal; for a name known only at run time use "
-                  "DLPROF_RANGE_F or dlprof::ScopedRange(std::string_view)");
-  }
-};
-
-inline NameId site_name_id(const Site& site) noexcept { return static_cast<NameId>(reinterpret_cast<std::uintptr_t>(&site)); }
-inline bool is_site_id(NameId id) noexcept { return (id & 1u) == 0; }
-inline const Site& site_of(NameId id) noexcept { return *reinterpret_cast<const Site*>(static_cast<std::uintptr_t>(id)); }
 
 inline constexpr std::size_t kDefaultNameTableBytes = std::size_t{64} << 20;
 inline constexpr std::size_t kMaxNameTableBytes = std::size_t{64} << 30;
@@ -177,36 +141,6 @@ class InternTable {
   std::size_t limit_bytes_ = kDefaultNameTableBytes;
   std::uint64_t overflowed_ = 0;
 };
-
-/// Direct-mapped per-thread cache in front of the table: a hit is a hash, a compare and no lock.
-class InternCache {
- public:
-  /// The id of `name`; `*text`, when given, points to the interned copy (stable for the process).
-  NameId intern(std::string_view name, const std::string** text = nullptr) {
-    const std::size_t hash = std::hash<std::string_view>{}(name);
-    Entry& entry = entries_[hash & (kEntries - 1)];
-    if (entry.stored == nullptr || entry.hash != hash || *entry.stored != name) {
-      const std::string* stored = nullptr;
-      const NameId id = InternTable::instance().intern_locked(name, &stored);
-      entry = Entry{hash, id, stored};
-    }
-    if (text != nullptr) *text = entry.stored;
-    return entry.id;
-  }
-
- private:
-  static constexpr std::size_t kEntries = 256;
-  struct Entry {
-    std::size_t hash;
-    NameId id;
-    const std::string* stored;
-  };
-  Entry entries_[kEntries] = {};
-};
-
-inline thread_local InternCache t_intern_cache;
-
-inline NameId intern(std::string_view name) { return t_intern_cache.intern(name); }
 
 /// The text of any name id. Interned ids need the table's lock held (InternTable::with_lock).
 inline std::string_view name_of_unlocked(NameId id) {

@@ -1,4 +1,4 @@
-// dlprof/detail/gpu_collector.hpp: joins a window's GPU activity to its CPU trace, the way Kineto
+// dlprof/detail/window/gpu_merge.hpp: joins a window's GPU activity to its CPU trace, the way Kineto
 // joins CUPTI's records to PyTorch's ops (TRACE_FORMAT.md §2.4-2.6):
 //  * times go through the window's tick map, so CPU and GPU share one axis;
 //  * an API call belongs to the window when it started inside it; a kernel, copy or fill when
@@ -27,9 +27,9 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/clock.hpp"
-#include "dlprof/detail/gpu_activity.hpp"
-#include "dlprof/detail/occupancy.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/backends/gpu_activity.hpp"
+#include "dlprof/detail/backends/occupancy.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE

@@ -1,4 +1,4 @@
-// dlprof/detail/occupancy.hpp: how many blocks of a kernel are resident on one SM at a time, and
+// dlprof/detail/backends/occupancy.hpp: how many blocks of a kernel are resident on one SM at a time, and
 // the kernel args Kineto derives from it ("blocks per SM", "warps per SM",
 // "est. achieved occupancy %").
 //

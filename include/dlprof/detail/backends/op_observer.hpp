@@ -1,4 +1,4 @@
-// dlprof/detail/op_observer.hpp: what the Profiler knows of a framework's operator observer, with
+// dlprof/detail/backends/op_observer.hpp: what the Profiler knows of a framework's operator observer, with
 // no framework header in sight. torch.hpp implements OpObserver with LibTorch's RecordFunction
 // callbacks and registers itself here when a program includes it.
 #pragma once

@@ -1,0 +1,80 @@
+// dlprof/detail/recording/record.hpp: the fixed-size record a producer writes into its thread's ring.
+// Plain data, no pointers to owned memory, so writing one is a few stores and draining
+// is a memcpy.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "dlprof/event.hpp"
+#include "dlprof/config.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+/// Identifies a name without copying it: either the address of a static detail::Site
+/// (low bit 0) or an index into the interned-string table shifted left once (low bit 1).
+using NameId = std::uint64_t;
+
+/// What a ring record holds. The first five are the Trace's EventKinds of the same values; the
+/// others carry details of the Op or memory record that follows them on the same thread, and the
+/// collector folds them into that event.
+enum class RecordKind : std::uint8_t {
+  Range = 0,    ///< EventKind::Range
+  Instant = 1,  ///< EventKind::Instant
+  Counter = 2,  ///< EventKind::Counter
+  Step = 3,     ///< EventKind::Step
+  Op = 4,       ///< EventKind::Op
+  /// The sequence number and forward thread of the Op record that follows it.
+  OpDetails = 5,
+  /// The interned input dims, types and concrete values of the Op record that follows it
+  /// (record_shapes, with_flops).
+  OpInputs = 6,
+  /// An allocation (bytes > 0) or release reported by a framework's allocator, which becomes one
+  /// of Trace::memory_events: name holds the address, end the bytes, correlation_sequence the
+  /// device (pack_memory_device()).
+  Memory = 7,
+  /// The allocator's totals after the Memory record that follows it (name holds the bytes
+  /// allocated, end the bytes reserved).
+  MemoryTotals = 8,
+};
+
+/// The Trace event a Range, Instant, Counter, Step or Op record becomes.
+constexpr EventKind event_kind(RecordKind kind) noexcept { return static_cast<EventKind>(kind); }
+static_assert(static_cast<int>(EventKind::Range) == static_cast<int>(RecordKind::Range) &&
+                  static_cast<int>(EventKind::Instant) == static_cast<int>(RecordKind::Instant) &&
+                  static_cast<int>(EventKind::Counter) == static_cast<int>(RecordKind::Counter) &&
+                  static_cast<int>(EventKind::Step) == static_cast<int>(RecordKind::Step) &&
+                  static_cast<int>(EventKind::Op) == static_cast<int>(RecordKind::Op),
+              "a record's kind is its event's kind");
+
+struct Event {
+  NameId name;
+  std::int64_t start;  // ticks, see clock.hpp
+  union {
+    std::int64_t end;  // ticks; Range and Step
+    double value;      // Counter
+  };
+  RecordKind kind;  // for Step records `name` holds the step number
+  Category category;
+  /// Ranges and steps recorded while GPU activity was collected: the per-thread sequence number of
+  /// the external correlation id they pushed (gpu_activity.hpp); 0 otherwise.
+  std::uint32_t correlation_sequence = 0;
+};
+
+static_assert(std::is_trivially_copyable_v<Event>, "events are copied as raw bytes");
+
+/// A Memory event's device in its correlation_sequence: type in the high byte, index + 1 (the
+/// CPU's index is -1) in the low 24 bits.
+constexpr std::uint32_t pack_memory_device(MemoryDeviceType type, std::int32_t index) noexcept {
+  return (static_cast<std::uint32_t>(static_cast<std::uint8_t>(type)) << 24) |
+         (static_cast<std::uint32_t>(index + 1) & 0xFFFFFFu);
+}
+constexpr std::pair<MemoryDeviceType, std::int32_t> unpack_memory_device(std::uint32_t packed) noexcept {
+  return {static_cast<MemoryDeviceType>(static_cast<std::int8_t>(packed >> 24)), static_cast<std::int32_t>(packed & 0xFFFFFFu) - 1};
+}
+static_assert(sizeof(Event) == 32, "two events per cache line");
+
+}  // namespace detail
+DLPROF_END_NAMESPACE

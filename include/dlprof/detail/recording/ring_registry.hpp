@@ -1,0 +1,244 @@
+// dlprof/detail/recording/ring_registry.hpp: every thread's ring, and the slow path of
+// recording (slow_path.hpp) that attaches them and interns names.
+//
+// Memory follows the live threads: when a thread ends, the events its ring still holds move to
+// a ring just large enough for them, drained with the others at the window's end, and the ring
+// itself waits, pre-faulted, for the next thread to start (a few are kept; the rest are freed).
+#pragma once
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/recording/ring.hpp"
+#include "dlprof/detail/recording/slow_path.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+inline std::int64_t current_os_tid() noexcept { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
+
+/// Every ring of the process. Its mutex is taken when a thread attaches its first ring, when the
+/// collector drains, and when a thread is renamed: never on the recording path.
+class RingRegistry {
+ public:
+  /// Constructed on first use and never destroyed: a Profiler that is a global, or still
+  /// started at std::exit, drains the rings while static objects are being destroyed.
+  static RingRegistry& instance() {
+    static RingRegistry* registry = new RingRegistry();
+    return *registry;
+  }
+
+  /// A ring for a thread: one an ended thread left, or a new one.
+  std::shared_ptr<ThreadRing> attach(std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::shared_ptr<ThreadRing> ring;
+    if (!idle_.empty()) {
+      ring = std::move(idle_.back());
+      idle_.pop_back();
+      ring->reuse(os_tid, std::move(thread_name), thread_ordinal);
+    } else {
+      ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name), thread_ordinal);
+    }
+    rings_.push_back(ring);
+    return ring;
+  }
+
+  /// A thread ended: the events its ring holds move to a ring of their size, and the ring is kept
+  /// for the next thread (up to kIdleRings, freed past that). A ring that can no longer take
+  /// events (retired, superseded) stays until the collector has drained it.
+  void release(const std::shared_ptr<ThreadRing>& ring) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto held = std::find(rings_.begin(), rings_.end(), ring);
+    if (held == rings_.end()) return;  // forgotten: a fork's child, or already drained and retired
+    if (ring->retired() || ring->superseded() || ring->capacity() != capacity_) {
+      ring->mark_exited();
+      return;
+    }
+    if (ring->pending() != 0 || ring->has_new_drops()) {
+      *held = remainder_of(*ring);
+    } else {
+      rings_.erase(held);
+    }
+    if (idle_.size() < kIdleRings) idle_.push_back(ring);  // reserved: does not throw
+  }
+
+  /// Capacity of rings attached from now on. Rings of another capacity are retired so that
+  /// every thread honours the new setting from its next event; call only between windows.
+  void set_capacity(std::size_t events_per_thread) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t capacity = round_up_to_power_of_two(events_per_thread);
+    if (capacity == capacity_) return;
+    capacity_ = capacity;
+    for (auto& ring : rings_) ring->retire();
+    idle_.clear();
+  }
+
+  /// Calls `visit(ring)` for each ring, then forgets rings that can receive nothing more
+  /// (exited or retired) and are empty after the visit.
+  template <class Visit>
+  void drain_all(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& ring : rings_) visit(*ring);
+    std::vector<std::shared_ptr<ThreadRing>> kept;
+    kept.reserve(rings_.size());
+    for (auto& ring : rings_)
+      if (!(ring->exited() || ring->retired())) kept.push_back(std::move(ring));
+    rings_ = std::move(kept);
+  }
+
+  template <class Fn>
+  auto with_lock(Fn&& fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fn();
+  }
+
+  std::size_t ring_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return rings_.size();
+  }
+
+  /// Event slots of every ring held, idle ones included: the memory the rings take, in events.
+  std::size_t slots_held() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t slots = 0;
+    for (const auto& ring : rings_) slots += ring->capacity();
+    for (const auto& ring : idle_) slots += ring->capacity();
+    return slots;
+  }
+
+  /// Rings of ended threads waiting for new ones.
+  std::size_t idle_ring_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return idle_.size();
+  }
+
+  /// Events lost because their thread had no ring and none could be allocated.
+  void count_ringless_event() noexcept { ringless_events_.fetch_add(1, std::memory_order_relaxed); }
+  /// Ringless events counted since the last call.
+  std::uint64_t take_ringless_events() noexcept { return ringless_events_.exchange(0, std::memory_order_relaxed); }
+
+  /// fork(): the forking thread holds the lock across the fork, so that the child's copy of the
+  /// registry is consistent (pthread_atfork's prepare, parent and child handlers).
+  void lock_for_fork() noexcept { mutex_.lock(); }
+  void unlock_after_fork() noexcept { mutex_.unlock(); }
+  /// In a fork's child, after unlock_after_fork(): the rings are the parent's threads', holding
+  /// the parent's events; they are forgotten (retired, so a thread of the child holding one
+  /// attaches a fresh ring).
+  void forget_all_in_child() noexcept {
+    for (auto& ring : rings_) ring->retire();
+    rings_.clear();
+    ringless_events_.store(0, std::memory_order_relaxed);
+  }
+
+ private:
+  /// Under the lock: a ring holding only `source`'s undrained events and drops, for the window to
+  /// drain after `source`'s thread has ended. Empties `source`.
+  static std::shared_ptr<ThreadRing> remainder_of(ThreadRing& source) {
+    const std::size_t pending = source.pending();
+    auto remainder = std::make_shared<ThreadRing>(pending == 0 ? 1 : pending, source.os_tid_, source.thread_name_,
+                                                  source.thread_ordinal_);
+    source.drain([&](const Event* first, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) remainder->push(first[i]);
+    });
+    remainder->dropped_.store(source.take_new_drops(), std::memory_order_relaxed);
+    remainder->mark_exited();
+    return remainder;
+  }
+
+  /// Rings kept for threads yet to start: enough for a burst of short-lived threads (data
+  /// loader workers, a thread pool's churn) to find one each, little memory while none start.
+  static constexpr std::size_t kIdleRings = 4;
+
+  RingRegistry() { idle_.reserve(kIdleRings); }
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<ThreadRing>> rings_;
+  std::vector<std::shared_ptr<ThreadRing>> idle_;
+  std::size_t capacity_ = kDefaultEventsPerThread;
+  std::atomic<std::uint64_t> ringless_events_{0};
+};
+
+/// Keeps this thread's ring alive while the thread runs and hands it back when the thread ends,
+/// so the collector still drains its last events. Only touched on the attach path.
+struct RingOwner {
+  std::shared_ptr<ThreadRing> ring;
+  ~RingOwner() {
+    t_ring = nullptr;
+    if (!ring) return;
+    try {
+      RingRegistry::instance().release(ring);
+    } catch (...) {  // no memory for the remainder: the ring stays whole until it is drained
+      ring->mark_exited();
+    }
+    ring.reset();
+  }
+};
+inline thread_local RingOwner t_ring_owner;
+
+/// Name given with dlprof::set_thread_name before the thread's ring existed.
+inline thread_local std::string t_pending_thread_name;
+
+inline std::string native_thread_name() {
+  char name[64] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) return {};
+  return name;
+}
+
+/// Slow path of the first event of a thread (or the first after its ring was retired).
+DLPROF_NOINLINE inline ThreadRing* attach_thread_ring() {
+  std::string name = t_ring_owner.ring             ? t_ring_owner.ring->thread_name()
+                     : !t_pending_thread_name.empty() ? t_pending_thread_name
+                                                      : native_thread_name();
+  std::shared_ptr<ThreadRing> ring = RingRegistry::instance().attach(current_os_tid(), std::move(name), thread_ordinal());
+  if (t_ring_owner.ring) {
+    ring->take_open_ranges_of(*t_ring_owner.ring);
+    t_ring_owner.ring->mark_superseded();
+  }
+  t_ring_owner.ring = std::move(ring);
+  t_ring = t_ring_owner.ring.get();
+  return t_ring;
+}
+
+/// Names the calling thread's ring, or the ring it attaches next.
+inline void set_ring_thread_name(std::string_view name) {
+  std::string copy(name);
+  t_pending_thread_name = copy;
+  if (ThreadRing* ring = t_ring) RingRegistry::instance().with_lock([&] { ring->set_thread_name(std::move(copy)); });
+}
+
+inline NameId intern_in_table(std::string_view name, const char** text) {
+  const std::string* stored = nullptr;
+  const NameId id = InternTable::instance().intern_locked(name, &stored);
+  *text = stored->c_str();
+  return id;
+}
+
+inline void count_ringless_event() noexcept { RingRegistry::instance().count_ringless_event(); }
+
+inline constexpr RecordingSlowPath kRecordingSlowPath{&attach_thread_ring, &count_ringless_event, &intern_in_table,
+                                                      &set_ring_thread_name};
+
+/// Makes the slow path reachable from ranges; the Profiler calls it before it raises kRecording.
+inline void install_recording_slow_path() noexcept {
+  g_recording_slow_path.store(&kRecordingSlowPath, std::memory_order_release);
+}
+
+/// Every program that can record (it includes this header) installs the slow path while it
+/// starts, so ranges in files that include only the annotation headers find it.
+inline const bool g_recording_slow_path_installed = (install_recording_slow_path(), true);
+
+}  // namespace detail
+DLPROF_END_NAMESPACE
