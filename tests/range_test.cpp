@@ -158,6 +158,14 @@ TEST(RangeTest, FormattedRangeRecordsTheFormattedName) {
   EXPECT_EQ(events_named(*trace, "epoch 3 step 17").size(), 1u);
 }
 
+TEST(RangeTest, FormattedRangeLongerThanItsArrayIsRecordedWhole) {
+  const std::string long_part(300, 'n');
+  const auto trace = record([&] { DLPROF_RANGE_F("layer {} {}", 4, long_part); });
+
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(events_named(*trace, "layer 4 " + long_part).size(), 1u);
+}
+
 // An argument whose formatting is observable: every call of its formatter is counted.
 struct CountedArgument {
   int value;

@@ -110,26 +110,29 @@ class ScopedRange {
     }
   }
 
-  static std::string& format_buffer() {
-    thread_local std::string buffer;
-    return buffer;
-  }
+  /// Formatted names are written into a per-thread array; one longer than it is formatted again
+  /// into a per-thread string (its arguments' formatters run twice).
+  static constexpr std::size_t kFormatArray = 256;
 
   template <class... Args>
   DLPROF_NOINLINE void begin_formatted(Category category, fmt::format_string<Args...> format, Args&&... args) noexcept {
-    std::string& buffer = format_buffer();
-    buffer.clear();
+    thread_local char formatted[kFormatArray];
+    thread_local std::string longer;
+    std::string_view name;
     try {
-      fmt::format_to(std::back_inserter(buffer), format, std::forward<Args>(args)...);
+      const auto written = fmt::format_to_n(formatted, kFormatArray, format, args...);
+      if (written.size <= kFormatArray) {
+        name = std::string_view(formatted, written.size);
+      } else {
+        longer.clear();
+        fmt::format_to(std::back_inserter(longer), format, std::forward<Args>(args)...);
+        name = longer;
+      }
     } catch (...) {  // a bad argument (or no memory) must not stop training: record the format string itself
       const fmt::string_view raw = format;
-      try {
-        buffer.assign(raw.data(), raw.size());
-      } catch (...) {
-        buffer.clear();
-      }
+      name = std::string_view(raw.data(), raw.size());
     }
-    begin_dynamic(std::string_view(buffer.data(), buffer.size()), category);
+    begin_dynamic(name, category);
   }
 
   void begin_dynamic(std::string_view name, Category category) noexcept {
