@@ -381,7 +381,13 @@ TEST(RangeAllocationTest, IdleAnnotationsAllocateNothing) {
   EXPECT_EQ(allocations, 0u);
 }
 
-TEST(InternTest, SameStringGetsSameIdAndDifferentStringsDifferentIds) {
+// The intern tests call the table directly, with no Profiler to install the slow path it sits behind.
+class InternTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { dlprof::detail::install_recording_slow_path(); }
+};
+
+TEST_F(InternTest, SameStringGetsSameIdAndDifferentStringsDifferentIds) {
   const dlprof::detail::NameId first = dlprof::detail::intern("interned_name");
   const std::string copy = "interned_name";
   EXPECT_EQ(dlprof::detail::intern(copy), first);
@@ -399,7 +405,7 @@ TEST(InternTest, SameStringGetsSameIdAndDifferentStringsDifferentIds) {
   EXPECT_EQ(text, "interned_name");
 }
 
-TEST(InternTest, IdsStayStableWhenThePerThreadCacheEvicts) {
+TEST_F(InternTest, IdsStayStableWhenThePerThreadCacheEvicts) {
   // Far more names than the cache has entries, so most second lookups miss it and go to the table.
   constexpr int kNames = 2'000;
   std::vector<dlprof::detail::NameId> ids;

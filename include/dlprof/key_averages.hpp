@@ -56,13 +56,16 @@ struct PeakMemory {
   std::int64_t reserved_bytes = 0;
 };
 
-class KeyAverages {
+/// The summary itself: KeyAverages is BasicKeyAverages<>, a template so that its code compiles
+/// only in files that use it (profiler.hpp includes this header for Profiler::key_averages()).
+template <class Deferred = void>
+class BasicKeyAverages {
  public:
-  KeyAverages() = default;
+  BasicKeyAverages() = default;
 
   /// Aggregates the Range, Step and Op events of `trace`. Self time subtracts, per thread, the
   /// duration of each range's direct children (ranges nest strictly on a thread).
-  explicit KeyAverages(const Trace& trace)
+  explicit BasicKeyAverages(const Trace& trace)
       : window_ns_(trace.window_ns()), dropped_events_(trace.dropped_events), gpu_(trace.gpu) {
     std::unordered_map<std::uint32_t, std::size_t> row_of_name;
     std::vector<std::int64_t> child_ns(trace.events.size(), 0);
@@ -144,7 +147,7 @@ class KeyAverages {
     sort_by(SortBy::TotalTime);
   }
 
-  KeyAverages& sort_by(SortBy key) {
+  BasicKeyAverages& sort_by(SortBy key) {
     const auto by = [key](const KeyAverage& a, const KeyAverage& b) {
       switch (key) {
         case SortBy::TotalTime: return a.total_ns > b.total_ns;
@@ -282,6 +285,8 @@ class KeyAverages {
   std::uint64_t total_flops_ = 0;
   std::vector<PeakMemory> peak_memory_;
 };
+
+using KeyAverages = BasicKeyAverages<>;
 
 DLPROF_END_NAMESPACE
 

@@ -28,7 +28,6 @@
 #include <cstdio>
 #include <deque>
 #include <exception>
-#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -237,12 +236,17 @@ inline std::string process_name() {
 /// (its destructor saves the window); a trace whose window closed is on disk before exit()
 /// ends the process. After fork(), a Profiler inherited by the child records and writes nothing
 /// there (start() throws); a Profiler made in the child records the child's own trace.
-class Profiler {
+///
+/// Profiler is BasicProfiler<>: a class template so that its members, the window's assembly and
+/// the trace writer are compiled only in the file that runs a Profiler, and a file that includes
+/// this header without one pays little more than their parse (bench/compile_time.py).
+template <class Deferred = void>
+class BasicProfiler {
  public:
   /// Records CPU activity from start() to stop(), no schedule, no handler.
-  Profiler() : Profiler(ProfilerOptions{}) {}
+  BasicProfiler() : BasicProfiler(ProfilerOptions{}) {}
 
-  explicit Profiler(ProfilerOptions options) : options_(std::move(options)), generation_(detail::fork_generation()) {
+  explicit BasicProfiler(ProfilerOptions options) : options_(std::move(options)), generation_(detail::fork_generation()) {
     detail::install_lifecycle_hooks();
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
@@ -261,7 +265,7 @@ class Profiler {
     }
   }
 
-  ~Profiler() {
+  ~BasicProfiler() {
     if (inherited()) {
       // The parent's writer thread does not exist here and its lock may be held for good: the
       // writer is left as it is, never waited for or destroyed.
@@ -276,8 +280,8 @@ class Profiler {
     }
   }
 
-  Profiler(const Profiler&) = delete;
-  Profiler& operator=(const Profiler&) = delete;
+  BasicProfiler(const BasicProfiler&) = delete;
+  BasicProfiler& operator=(const BasicProfiler&) = delete;
 
   /// Starts (or resumes) the schedule at the current step: 0 the first time; after stop(), step
   /// numbers keep counting step() calls since construction, as in torch.profiler. Throws
@@ -392,7 +396,7 @@ class Profiler {
   /// one of them is running on the same thread (which would otherwise deadlock or re-enter).
   class ControlLock {
    public:
-    ControlLock(Profiler& profiler, const char* method) : profiler_(profiler) {
+    ControlLock(BasicProfiler& profiler, const char* method) : profiler_(profiler) {
       if (profiler.controller_.load(std::memory_order_acquire) == std::this_thread::get_id() ||
           (profiler.writer_ != nullptr && profiler.writer_->on_writer_thread()))
         throw std::logic_error(
@@ -408,7 +412,7 @@ class Profiler {
     ControlLock& operator=(const ControlLock&) = delete;
 
    private:
-    Profiler& profiler_;
+    BasicProfiler& profiler_;
   };
 
   bool inherited() const noexcept { return generation_ != detail::fork_generation(); }
@@ -672,8 +676,8 @@ class Profiler {
       ++errors_left_out_;
   }
 
-  detail::BackgroundWriter& background_writer() {
-    if (!writer_) writer_ = std::make_unique<detail::BackgroundWriter>();
+  detail::BackgroundWriter<>& background_writer() {
+    if (!writer_) writer_ = std::make_unique<detail::BackgroundWriter<>>();
     return *writer_;
   }
 
@@ -706,38 +710,44 @@ class Profiler {
   std::vector<std::string> errors_;
   std::uint64_t errors_left_out_ = 0;
   std::vector<std::size_t> failed_sources_;  // what has failed and been printed once
-  std::unique_ptr<detail::BackgroundWriter> writer_;  // last: joined before the members it uses die
+  std::unique_ptr<detail::BackgroundWriter<>> writer_;  // last: joined before the members it uses die
 };
 
+using Profiler = BasicProfiler<>;
+
 /// Starts a Profiler on construction and stops it on destruction.
-class ProfilingScope {
+template <class Deferred = void>
+class BasicProfilingScope {
  public:
-  explicit ProfilingScope(Profiler& profiler) : profiler_(profiler) { profiler_.start(); }
-  ~ProfilingScope() {
+  explicit BasicProfilingScope(BasicProfiler<Deferred>& profiler) : profiler_(profiler) { profiler_.start(); }
+  ~BasicProfilingScope() {
     try {
       profiler_.stop();
     } catch (...) {  // stop() reports handler failures itself; a destructor must not throw
     }
   }
-  ProfilingScope(const ProfilingScope&) = delete;
-  ProfilingScope& operator=(const ProfilingScope&) = delete;
+  BasicProfilingScope(const BasicProfilingScope&) = delete;
+  BasicProfilingScope& operator=(const BasicProfilingScope&) = delete;
 
  private:
-  Profiler& profiler_;
+  BasicProfiler<Deferred>& profiler_;
 };
+
+using ProfilingScope = BasicProfilingScope<>;
 
 /// torch.profiler.tensorboard_trace_handler: writes each trace to
 /// `<dir>/<worker>.<unix_time_ns>.pt.trace.json[.gz]`, creating `dir` if needed, on the
 /// Profiler's background writer. `worker` defaults to "<hostname>_<pid>". A failure (directory
 /// not writable, disk full) is reported through Profiler::errors() and stderr; training goes on.
-inline TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "", bool gzip = false) {
+/// A template for the reason BasicProfiler is one: the writer compiles where a handler is made.
+template <class Deferred = void>
+TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "", bool gzip = false) {
   if (dir.empty()) throw std::invalid_argument("dlprof::tensorboard_trace_handler: dir is empty");
   if (worker.empty()) worker = fmt::format("{}_{}", detail::host_name(), static_cast<long>(::getpid()));
   return TraceHandler(
       [dir = std::move(dir), worker = std::move(worker), gzip](const Trace& trace) {
-        std::error_code error;
-        std::filesystem::create_directories(dir, error);
-        if (error) throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, error.message()));
+        if (const int error = detail::make_directories(dir); error != 0)
+          throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, detail::errno_text(error)));
         const std::string path =
             fmt::format("{}/{}.{}.pt.trace.json{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), gzip ? ".gz" : "");
         trace.save(path);

@@ -188,7 +188,10 @@ inline void set_thread_name(std::string_view name) {
   char os_name[16] = {};
   name.substr(0, sizeof(os_name) - 1).copy(os_name, sizeof(os_name) - 1);
   pthread_setname_np(pthread_self(), os_name);
-  if (const detail::RecordingSlowPath* slow_path = detail::recording_slow_path()) slow_path->set_thread_name(name);
+  if (const detail::RecordingSlowPath* slow_path = detail::recording_slow_path())
+    slow_path->set_thread_name(name);  // renames the ring too
+  else
+    detail::t_pending_thread_name.assign(name.data(), name.size());  // no Profiler has started yet
 }
 
 DLPROF_END_NAMESPACE

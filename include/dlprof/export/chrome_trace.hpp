@@ -41,7 +41,8 @@ namespace detail {
 
 /// `  {"ph": "<phase>", "cat": "<category>", "name": `: the start of an event's object, up to its
 /// name, in Kineto's field order.
-inline std::string object_opening(char phase, std::string_view category) {
+template <class Deferred = void>
+std::string object_opening(char phase, std::string_view category) {
   std::string text = "  {\"ph\": \"";
   text.push_back(phase);
   text.append("\", \"cat\": \"").append(category).append("\", \"name\": ");
@@ -50,7 +51,8 @@ inline std::string object_opening(char phase, std::string_view category) {
 
 /// The start of an event's object by kind: ranges and steps are user_annotation slices, ops
 /// cpu_op slices, and so on. Put together once, so that each event starts with one copy.
-inline std::string_view event_opening(EventKind kind) {
+template <class Deferred = void>
+std::string_view event_opening(EventKind kind) {
   static const std::string kOpenings[] = {
       object_opening('X', kineto::cat::kUserAnnotation), object_opening('X', kineto::cat::kCpuOp),
       object_opening('X', kineto::cat::kPythonFunction), object_opening('i', kineto::cat::kCpuInstantEvent),
@@ -66,7 +68,8 @@ inline std::string_view event_opening(EventKind kind) {
   return kOpenings[0];
 }
 
-inline void write_device_properties(JsonWriter& json, const DeviceProperties& device) {
+template <class Deferred = void>
+void write_device_properties(JsonWriter& json, const DeviceProperties& device) {
   namespace field = kineto::device;
   json.key("{", field::kId);
   json.integer(device.id);
@@ -96,7 +99,8 @@ inline void write_device_properties(JsonWriter& json, const DeviceProperties& de
 /// A metadata event ("ph": "M": a process's or a thread's name, label or sort index), up to its
 /// args' value: `  {"name": "<name>", "ph": "M", "ts": <ts>, "pid": <pid>, "tid": <tid>,
 /// "args": {"<arg>": `.
-inline void metadata_opening(JsonWriter& json, std::string_view name, std::int64_t relative_ns, std::int64_t pid,
+template <class Deferred = void>
+void metadata_opening(JsonWriter& json, std::string_view name, std::int64_t relative_ns, std::int64_t pid,
                              std::int64_t tid, std::string_view arg) {
   json.raw("  {\"name\": \"");
   json.raw(name);
@@ -115,7 +119,8 @@ inline constexpr std::int64_t kSyncRowOffset = 1'000'000;
 /// GPU processes sort after every CPU process (Kineto's kExceedMaxPid).
 inline constexpr std::int64_t kGpuSortIndexOffset = 5'000'000;
 
-inline void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stats) {
+template <class Deferred = void>
+void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stats) {
   namespace top = kineto::key;
   const std::pair<std::string_view, std::uint64_t> counters[] = {
       {top::kGpuRecords, stats.records},
@@ -143,6 +148,7 @@ inline void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStat
 /// flows: a flow is drawn only between two slices that are both in the trace. CUPTI numbers calls
 /// consecutively, so a window's ids are dense and a byte per id beats a hash set by far; ids
 /// spread too thinly fall back to a sorted list.
+template <class Deferred = void>
 class CorrelationSet {
  public:
   void build(const Trace& trace) {
@@ -203,6 +209,7 @@ class CorrelationSet {
 
 /// Floats as Kineto prints them ("{:f}": six decimals), remembered by value: a window's kernels
 /// repeat a few launch configurations, and fixed-precision formatting is the slow path of fmt.
+template <class Deferred = void>
 class FixedFloatCache {
  public:
   std::string_view text(float value) {
@@ -233,7 +240,8 @@ class FixedFloatCache {
 /// sequence number ends a flow that starts at the forward op with the same (forward thread,
 /// sequence number), the latest-starting one when several match, as torch's collection.cpp
 /// links them. Ids count up from 1; empty when the trace has no op with a sequence number.
-inline std::vector<std::uint32_t> forward_backward_flows(const Trace& trace) {
+template <class Deferred = void>
+std::vector<std::uint32_t> forward_backward_flows(const Trace& trace) {
   struct Key {
     std::uint64_t thread;
     std::int64_t sequence;
@@ -538,12 +546,13 @@ class GpuEventWriter {
   JsonWriter& json_;
   const WriteName& write_name_;
   const Relative& relative_;
-  CorrelationSet correlations_;
-  FixedFloatCache floats_;
+  CorrelationSet<> correlations_;
+  FixedFloatCache<> floats_;
 };
 
 /// The fixed fragments of a CPU event, put together once from the vocabulary: the writer copies
 /// each with one move, as it would a literal.
+template <class Deferred = void>
 struct CpuEventFragments {
   std::string slice_args;     ///< `, "args": {"External id": `
   std::string after_external; ///< `, "Record function id": 0, "Ev Idx": `
@@ -589,7 +598,8 @@ struct CpuEventFragments {
 /// (Kineto writes the output path there). With `flush`, whenever `out` holds more than 1 MiB its
 /// content is handed to `flush` and cleared, so a writer to a file needs a bounded buffer; what is
 /// left in `out` at the end is the caller's to write.
-inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string_view trace_name,
+template <class Deferred = void>
+void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string_view trace_name,
                                const std::function<void(std::string_view)>& flush = nullptr) {
   namespace top = kineto::key;
   namespace arg = kineto::arg;
@@ -676,7 +686,7 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
     json.raw(std::string_view(escaped_names_buffer.data() + escaped_names[index].first, escaped_names[index].second));
   };
 
-  const detail::CpuEventFragments& fragments = detail::CpuEventFragments::get();
+  const detail::CpuEventFragments<>& fragments = detail::CpuEventFragments<>::get();
   const std::vector<std::uint32_t> fwdbwd = detail::forward_backward_flows(trace);
   std::int64_t event_index = 0;
   for (const TraceEvent& event : trace.events) {
@@ -766,7 +776,8 @@ inline void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std:
 /// device or a FIFO is written in place, never replaced. Streams through a bounded buffer, so
 /// memory stays flat however many events the trace holds. Throws std::runtime_error naming the
 /// path and the reason when it cannot. Trace::save(path) calls this.
-inline void save_chrome_trace(const Trace& trace, const std::string& path) {
+template <class Deferred = void>
+void save_chrome_trace(const Trace& trace, const std::string& path) {
   detail::AtomicFile file(path, detail::ends_with(path, ".gz"));
   fmt::memory_buffer buffer;
   write_chrome_trace(trace, buffer, path, [&file](std::string_view chunk) { file.write(chunk); });

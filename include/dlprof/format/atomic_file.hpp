@@ -34,6 +34,29 @@ namespace detail {
 
 inline std::string errno_text(int error) { return std::strerror(error); }
 
+/// mkdir -p: creates `dir` and the directories above it that are missing. Returns 0, or the errno
+/// of the first component that could not be made a directory (ENOTDIR where a file is in the way).
+inline int make_directories(const std::string& dir) {
+  std::string prefix;
+  prefix.reserve(dir.size());
+  for (std::size_t i = 0; i <= dir.size(); ++i) {
+    if (i < dir.size()) prefix.push_back(dir[i]);
+    const bool component_ends = i == dir.size() || (dir[i] == '/' && i + 1 < dir.size() && dir[i + 1] != '/');
+    if (!component_ends || prefix.empty() || prefix == "/") continue;
+    if (::mkdir(prefix.c_str(), 0777) == 0) continue;
+    const int error = errno;
+    struct stat status {};
+    if (error == EEXIST || error == EACCES || error == EROFS) {
+      if (::stat(prefix.c_str(), &status) == 0) {
+        if (S_ISDIR(status.st_mode)) continue;
+        return ENOTDIR;
+      }
+    }
+    return error;
+  }
+  return 0;
+}
+
 /// SIGPIPE held off the calling thread while it writes to a FIFO: a reader that goes away makes
 /// the write fail with EPIPE, as for any other write error, instead of ending the process.
 class SigpipeBlocked {

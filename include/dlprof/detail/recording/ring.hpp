@@ -40,6 +40,9 @@ inline std::uint32_t thread_ordinal() noexcept {
   return t_thread_ordinal;
 }
 
+template <class Deferred>
+class BasicRingRegistry;
+
 class ThreadRing {
  public:
   ThreadRing(std::size_t capacity, std::int64_t os_tid, std::string thread_name, std::uint32_t thread_ordinal = 0)
@@ -226,7 +229,8 @@ class ThreadRing {
   void set_thread_name(std::string name) { thread_name_ = std::move(name); }
 
  private:
-  friend class RingRegistry;  // moves an ended thread's events to a ring of their size
+  template <class>
+  friend class BasicRingRegistry;  // moves an ended thread's events to a ring of their size
 
   // Producer-owned line: written on every push.
   alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
@@ -260,6 +264,9 @@ class ThreadRing {
 /// This thread's ring. Constant-initialised, so reading it is one %fs-relative load with no
 /// TLS-init call.
 inline thread_local ThreadRing* t_ring = nullptr;
+
+/// Name given with dlprof::set_thread_name, for the thread's next ring.
+inline thread_local std::string t_pending_thread_name;
 
 /// This thread's ring, attached first if it has none (or a retired one): a range calls it before
 /// it reads its start time, so that setting up a ring is never inside a measured range. Null

@@ -33,12 +33,16 @@ inline std::int64_t current_os_tid() noexcept { return static_cast<std::int64_t>
 
 /// Every ring of the process. Its mutex is taken when a thread attaches its first ring, when the
 /// collector drains, and when a thread is renamed: never on the recording path.
-class RingRegistry {
+///
+/// RingRegistry is BasicRingRegistry<>, and the slow path below is made of templates: the
+/// Profiler alone installs and uses them, so only the file that runs one compiles them.
+template <class Deferred = void>
+class BasicRingRegistry {
  public:
   /// Constructed on first use and never destroyed: a Profiler that is a global, or still
   /// started at std::exit, drains the rings while static objects are being destroyed.
-  static RingRegistry& instance() {
-    static RingRegistry* registry = new RingRegistry();
+  static BasicRingRegistry& instance() {
+    static BasicRingRegistry* registry = new BasicRingRegistry();
     return *registry;
   }
 
@@ -163,7 +167,7 @@ class RingRegistry {
   /// loader workers, a thread pool's churn) to find one each, little memory while none start.
   static constexpr std::size_t kIdleRings = 4;
 
-  RingRegistry() { idle_.reserve(kIdleRings); }
+  BasicRingRegistry() { idle_.reserve(kIdleRings); }
   std::mutex mutex_;
   std::vector<std::shared_ptr<ThreadRing>> rings_;
   std::vector<std::shared_ptr<ThreadRing>> idle_;
@@ -171,8 +175,11 @@ class RingRegistry {
   std::atomic<std::uint64_t> ringless_events_{0};
 };
 
+using RingRegistry = BasicRingRegistry<>;
+
 /// Keeps this thread's ring alive while the thread runs and hands it back when the thread ends,
 /// so the collector still drains its last events. Only touched on the attach path.
+template <class Deferred = void>
 struct RingOwner {
   std::shared_ptr<ThreadRing> ring;
   ~RingOwner() {
@@ -186,10 +193,8 @@ struct RingOwner {
     ring.reset();
   }
 };
-inline thread_local RingOwner t_ring_owner;
-
-/// Name given with dlprof::set_thread_name before the thread's ring existed.
-inline thread_local std::string t_pending_thread_name;
+template <class Deferred = void>
+inline thread_local RingOwner<Deferred> t_ring_owner;
 
 inline std::string native_thread_name() {
   char name[64] = {};
@@ -198,47 +203,52 @@ inline std::string native_thread_name() {
 }
 
 /// Slow path of the first event of a thread (or the first after its ring was retired).
-DLPROF_NOINLINE inline ThreadRing* attach_thread_ring() {
-  std::string name = t_ring_owner.ring             ? t_ring_owner.ring->thread_name()
+template <class Deferred = void>
+DLPROF_NOINLINE ThreadRing* attach_thread_ring() {
+  RingOwner<Deferred>& owner = t_ring_owner<Deferred>;
+  std::string name = owner.ring                       ? owner.ring->thread_name()
                      : !t_pending_thread_name.empty() ? t_pending_thread_name
                                                       : native_thread_name();
   std::shared_ptr<ThreadRing> ring = RingRegistry::instance().attach(current_os_tid(), std::move(name), thread_ordinal());
-  if (t_ring_owner.ring) {
-    ring->take_open_ranges_of(*t_ring_owner.ring);
-    t_ring_owner.ring->mark_superseded();
+  if (owner.ring) {
+    ring->take_open_ranges_of(*owner.ring);
+    owner.ring->mark_superseded();
   }
-  t_ring_owner.ring = std::move(ring);
-  t_ring = t_ring_owner.ring.get();
+  owner.ring = std::move(ring);
+  t_ring = owner.ring.get();
   return t_ring;
 }
 
 /// Names the calling thread's ring, or the ring it attaches next.
-inline void set_ring_thread_name(std::string_view name) {
+template <class Deferred = void>
+void set_ring_thread_name(std::string_view name) {
   std::string copy(name);
   t_pending_thread_name = copy;
   if (ThreadRing* ring = t_ring) RingRegistry::instance().with_lock([&] { ring->set_thread_name(std::move(copy)); });
 }
 
-inline NameId intern_in_table(std::string_view name, const char** text) {
+template <class Deferred = void>
+NameId intern_in_table(std::string_view name, const char** text) {
   const std::string* stored = nullptr;
   const NameId id = InternTable::instance().intern_locked(name, &stored);
   *text = stored->c_str();
   return id;
 }
 
-inline void count_ringless_event() noexcept { RingRegistry::instance().count_ringless_event(); }
-
-inline constexpr RecordingSlowPath kRecordingSlowPath{&attach_thread_ring, &count_ringless_event, &intern_in_table,
-                                                      &set_ring_thread_name};
-
-/// Makes the slow path reachable from ranges; the Profiler calls it before it raises kRecording.
-inline void install_recording_slow_path() noexcept {
-  g_recording_slow_path.store(&kRecordingSlowPath, std::memory_order_release);
+template <class Deferred = void>
+void count_ringless_event() noexcept {
+  RingRegistry::instance().count_ringless_event();
 }
 
-/// Every program that can record (it includes this header) installs the slow path while it
-/// starts, so ranges in files that include only the annotation headers find it.
-inline const bool g_recording_slow_path_installed = (install_recording_slow_path(), true);
+template <class Deferred = void>
+inline constexpr RecordingSlowPath kRecordingSlowPath{&attach_thread_ring<Deferred>, &count_ringless_event<Deferred>,
+                                                      &intern_in_table<Deferred>, &set_ring_thread_name<Deferred>};
+
+/// Makes the slow path reachable from ranges; the Profiler calls it before it raises kRecording.
+template <class Deferred = void>
+void install_recording_slow_path() noexcept {
+  g_recording_slow_path.store(&kRecordingSlowPath<Deferred>, std::memory_order_release);
+}
 
 }  // namespace detail
 DLPROF_END_NAMESPACE

@@ -3,9 +3,9 @@
 //
 // An instrumented file includes only the hot path: a range reads a flag, the clock and its
 // thread's ring. What a thread does once (attach a ring from the registry, add a name to the
-// table) needs the registry's and the table's code, which ring_registry.hpp provides and
-// installs here; the Profiler installs it again before it raises kRecording, so a range that
-// records always finds it.
+// table) needs the registry's and the table's code, which ring_registry.hpp provides; the
+// Profiler installs it here before it first raises kRecording, so a range that records always
+// finds it, and a program that never runs a Profiler never compiles it.
 #pragma once
 
 #include <atomic>
@@ -35,7 +35,7 @@ struct RecordingSlowPath {
 
 inline std::atomic<const RecordingSlowPath*> g_recording_slow_path{nullptr};
 
-/// The installed slow path; null only in a program that has no Profiler and so never records.
+/// The installed slow path; null until a Profiler first starts recording.
 inline const RecordingSlowPath* recording_slow_path() noexcept {
   return g_recording_slow_path.load(std::memory_order_acquire);
 }

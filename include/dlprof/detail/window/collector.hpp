@@ -45,7 +45,8 @@ struct DrainedEvents {
 /// and is still open at its end (one around the step() or stop() that ends it) is kept, ending at
 /// `end_tick`, and counted in clipped_open; when it ends later its own event is outside every
 /// window. Ranges open deeper than a ring tracks are counted as dropped.
-inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
+template <class Deferred = void>
+DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
   DrainedEvents drained;
   drained.end_tick = end_tick;
   std::vector<ThreadRing::OpenRange> open;
@@ -82,7 +83,8 @@ inline DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick)
 /// Perfetto requires. That happens when a user range straddles a step() call (the loop body's
 /// range outlives ProfilerStep#N). Returns how many ranges were shortened, leaving out those that
 /// end at `counted_end_ns`: ranges open at the window's end, shortened to it and counted already.
-inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t begin, std::size_t end,
+template <class Deferred = void>
+std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t begin, std::size_t end,
                                     std::int64_t counted_end_ns = INT64_MIN) {
   const auto first = events.begin() + static_cast<std::ptrdiff_t>(begin);
   const auto last = events.begin() + static_cast<std::ptrdiff_t>(end);
@@ -115,7 +117,8 @@ inline std::uint64_t order_and_nest(std::vector<TraceEvent>& events, std::size_t
 
 /// Builds the trace of a window from drained events and the clock map measured around it.
 /// A framework allocator's Memory event (and the MemoryTotals before it) as a Trace memory event.
-inline MemoryEvent memory_event(const Event& raw, const Event* totals, const ClockMap& clock, std::uint32_t thread) {
+template <class Deferred = void>
+MemoryEvent memory_event(const Event& raw, const Event* totals, const ClockMap& clock, std::uint32_t thread) {
   MemoryEvent event;
   event.time_ns = clock.to_realtime_ns(raw.start);
   event.address = raw.name;
@@ -131,7 +134,8 @@ inline MemoryEvent memory_event(const Event& raw, const Event* totals, const Clo
   return event;
 }
 
-inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
+template <class Deferred = void>
+Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
                          std::int64_t window_end_ns) {
   Trace trace;
   trace.window_start_ns = window_start_ns;
@@ -253,7 +257,8 @@ inline Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::in
 }
 
 /// with_flops: the estimated FLOPs and bytes of every distinct (op, inputs) of the trace.
-inline void estimate_op_costs(Trace& trace) {
+template <class Deferred = void>
+void estimate_op_costs(Trace& trace) {
   for (OpInputs& inputs : trace.op_inputs) {
     const std::optional<OpCost> cost = estimate_op_cost(trace.names[inputs.op], trace.names[inputs.dims],
                                                         trace.names[inputs.types], trace.names[inputs.concrete]);
@@ -265,7 +270,8 @@ inline void estimate_op_costs(Trace& trace) {
 
 /// Gives every slice (range, step, op) its trace `External id`, 1, 2, ... in trace order (as Kineto
 /// numbers ops), and returns the map from the ids ranges pushed to CUPTI to those.
-inline std::unordered_map<std::uint64_t, std::uint64_t> assign_external_ids(Trace& trace) {
+template <class Deferred = void>
+std::unordered_map<std::uint64_t, std::uint64_t> assign_external_ids(Trace& trace) {
   std::unordered_map<std::uint64_t, std::uint64_t> pushed_to_trace;
   std::uint64_t next = 0;
   for (TraceEvent& event : trace.events) {

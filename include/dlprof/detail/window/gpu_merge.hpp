@@ -36,7 +36,8 @@ DLPROF_BEGIN_NAMESPACE
 namespace detail {
 
 /// The name the kernel gave its thread, read from /proc; empty once the thread has exited.
-inline std::string os_thread_name(std::int64_t os_tid) {
+template <class Deferred = void>
+std::string os_thread_name(std::int64_t os_tid) {
   const std::string path = fmt::format("/proc/self/task/{}/comm", os_tid);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
@@ -49,7 +50,8 @@ inline std::string os_thread_name(std::int64_t os_tid) {
 }
 
 /// Fills in Kineto's three occupancy args of a kernel from the properties of its device.
-inline void fill_kernel_occupancy(GpuEvent& kernel, const std::vector<DeviceProperties>& devices) {
+template <class Deferred = void>
+void fill_kernel_occupancy(GpuEvent& kernel, const std::vector<DeviceProperties>& devices) {
   const auto device = std::find_if(devices.begin(), devices.end(),
                                    [&](const DeviceProperties& d) { return d.id == static_cast<int>(kernel.device); });
   KernelDetails& details = kernel.kernel;
@@ -73,7 +75,8 @@ inline void fill_kernel_occupancy(GpuEvent& kernel, const std::vector<DeviceProp
 /// extent of the work the range launched there. Spans are widened by 1 ns on a side only where
 /// the stream's neighbouring work is at least 2 ns away, and a span that would overlap another
 /// partially (two threads launching into one stream) is shortened to nest, and counted.
-inline void add_gpu_annotations(Trace& trace, const std::unordered_map<std::uint64_t, std::uint32_t>& range_names) {
+template <class Deferred = void>
+void add_gpu_annotations(Trace& trace, const std::unordered_map<std::uint64_t, std::uint32_t>& range_names) {
   struct Key {
     std::uint32_t device;
     std::int64_t stream;
@@ -174,7 +177,8 @@ inline void add_gpu_annotations(Trace& trace, const std::unordered_map<std::uint
 
 /// Adds the GPU activity of a window to its trace. `pushed_to_trace` maps the external ids
 /// ranges pushed to their trace External ids (assign_external_ids()).
-inline void merge_device_activity(Trace& trace, DeviceActivity&& activity, const ClockMap& clock,
+template <class Deferred = void>
+void merge_device_activity(Trace& trace, DeviceActivity&& activity, const ClockMap& clock,
                                   const std::unordered_map<std::uint64_t, std::uint64_t>& pushed_to_trace) {
   trace.gpu = activity.stats;
   trace.gpu.enabled = true;

@@ -45,12 +45,13 @@ inline std::atomic<std::uint32_t> g_fork_generation{0};
 
 inline std::uint32_t fork_generation() noexcept { return g_fork_generation.load(std::memory_order_acquire); }
 
+template <class Deferred = void>
 class BackgroundWriter;
 
 /// Every BackgroundWriter alive, for the exit hook. Never destroyed: the hook runs during exit.
 struct LiveWriters {
   std::mutex mutex;
-  std::vector<BackgroundWriter*> writers;
+  std::vector<BackgroundWriter<>*> writers;
 
   static LiveWriters& instance() {
     static LiveWriters* live = new LiveWriters();
@@ -60,7 +61,8 @@ struct LiveWriters {
 
 /// Runs jobs (building traces, background handlers) in order on one thread. The queue is bounded:
 /// when it is full the submitting thread waits, so a slow disk slows training instead of growing
-/// memory.
+/// memory. A template, as everything the Profiler alone uses (profiler.hpp).
+template <class Deferred>
 class BackgroundWriter {
  public:
   using Job = std::function<void()>;
@@ -141,14 +143,15 @@ class BackgroundWriter {
 
 /// At exit: waits until every writer of this process has finished what it was given, so that a
 /// trace whose window closed before exit() is on disk when the process ends.
-inline void finish_writes_at_exit() noexcept {
+template <class Deferred = void>
+void finish_writes_at_exit() noexcept {
   LiveWriters& live = LiveWriters::instance();
-  std::vector<BackgroundWriter*> writers;
+  std::vector<BackgroundWriter<>*> writers;
   {
     const std::lock_guard<std::mutex> lock(live.mutex);
     writers = live.writers;
   }
-  for (BackgroundWriter* writer : writers)
+  for (BackgroundWriter<>* writer : writers)
     if (!writer->inherited() && !writer->on_writer_thread()) {  // a handler calling exit() cannot wait for itself
       try {
         writer->wait_idle();
@@ -157,19 +160,22 @@ inline void finish_writes_at_exit() noexcept {
     }
 }
 
-inline void prepare_fork() noexcept {
+template <class Deferred = void>
+void prepare_fork() noexcept {
   LiveWriters::instance().mutex.lock();
   InternTable::instance().lock_for_fork();
   RingRegistry::instance().lock_for_fork();
 }
 
-inline void after_fork_in_parent() noexcept {
+template <class Deferred = void>
+void after_fork_in_parent() noexcept {
   RingRegistry::instance().unlock_after_fork();
   InternTable::instance().unlock_after_fork();
   LiveWriters::instance().mutex.unlock();
 }
 
-inline void after_fork_in_child() noexcept {
+template <class Deferred = void>
+void after_fork_in_child() noexcept {
   g_active.fetch_and(~(kRecording | kCorrelating), std::memory_order_relaxed);
   g_started_profiler.store(nullptr, std::memory_order_relaxed);
   g_fork_generation.fetch_add(1, std::memory_order_acq_rel);
@@ -179,17 +185,18 @@ inline void after_fork_in_child() noexcept {
   LiveWriters::instance().writers.clear();  // the parent's, whose threads the child has not
   LiveWriters::instance().mutex.unlock();
   t_ring = nullptr;
-  t_ring_owner.ring.reset();
+  t_ring_owner<>.ring.reset();
 }
 
 /// Installs the fork handlers and the exit hook, once per process.
-inline void install_lifecycle_hooks() {
+template <class Deferred = void>
+void install_lifecycle_hooks() {
   static const bool installed = [] {
     RingRegistry::instance();  // constructed before the hooks that use them
     InternTable::instance();
     LiveWriters::instance();
-    ::pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);
-    std::atexit(finish_writes_at_exit);
+    ::pthread_atfork(prepare_fork<>, after_fork_in_parent<>, after_fork_in_child<>);
+    std::atexit(finish_writes_at_exit<>);
     return true;
   }();
   (void)installed;
