@@ -343,6 +343,9 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // The window's names are interned as a recording Profiler interns them; with no Profiler here,
+  // the slow path in front of the name table is installed by hand.
+  dlprof::detail::install_recording_slow_path();
   fmt::print(stderr, "writer_bench: building a {}-event window...\n", window().events);
   trace();
   dlprof_bench::SummaryReporter reporter;

@@ -144,6 +144,16 @@ void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stat
   }
 }
 
+/// Fixed JSON text of the device events, joined to vocabulary names at compile time.
+namespace chrome_piece {
+inline constexpr std::string_view kSliceOpening = "  {\"ph\": \"X\", \"cat\": \"";
+inline constexpr std::string_view kNameKey = "\", \"name\": ";
+inline constexpr std::string_view kFlowCategory = ", \"cat\": \"";
+inline constexpr std::string_view kFlowName = "\", \"name\": \"";
+inline constexpr std::string_view kFlowBoundEnd = "\", \"bp\": \"e\"},\n";
+inline constexpr std::string_view kFlowEnd = "\"},\n";
+}  // namespace chrome_piece
+
 /// Which correlation ids of a trace have an API call and which have device work, for the ac2g
 /// flows: a flow is drawn only between two slices that are both in the trace. CUPTI numbers calls
 /// consecutively, so a window's ids are dense and a byte per id beats a hash set by far; ids
@@ -312,16 +322,16 @@ class GpuEventWriter {
   }
 
  private:
-  /// `<before>"<key>": <value>`.
-  void integer_arg(std::string_view before, std::string_view key, std::int64_t value) {
-    json_.key(before, key);
+  /// `<Before>"<Key>": <value>`.
+  template <const std::string_view& Before, const std::string_view& Key>
+  void integer_arg(std::int64_t value) {
+    json_.raw(key_text<Before, Key>);
     json_.integer(value);
   }
-  void slice_opening(std::string_view category, std::uint32_t name, std::int64_t pid, std::int64_t tid,
-                     std::int64_t start_ns, std::int64_t duration_ns) {
-    json_.raw("  {\"ph\": \"X\", \"cat\": \"");
-    json_.raw(category);
-    json_.raw("\", \"name\": ");
+  template <const std::string_view& Category>
+  void slice_opening(std::uint32_t name, std::int64_t pid, std::int64_t tid, std::int64_t start_ns,
+                     std::int64_t duration_ns) {
+    json_.raw(joined_text<chrome_piece::kSliceOpening, Category, chrome_piece::kNameKey>);
     write_name_(name);
     json_.raw(", \"pid\": ");
     json_.integer(pid);
@@ -344,24 +354,22 @@ class GpuEventWriter {
     json_.integer(tid);
     json_.raw(", \"ts\": ");
     json_.microseconds(relative_(ns));
-    json_.raw(", \"cat\": \"");
-    json_.raw(kineto::cat::kAc2g);
-    json_.raw("\", \"name\": \"");
-    json_.raw(kineto::cat::kAc2g);
-    json_.raw(phase == 'f' ? "\", \"bp\": \"e\"},\n" : "\"},\n");
+    using namespace chrome_piece;
+    json_.raw(phase == 'f' ? joined_text<kFlowCategory, kineto::cat::kAc2g, kFlowName, kineto::cat::kAc2g, kFlowBoundEnd>
+                           : joined_text<kFlowCategory, kineto::cat::kAc2g, kFlowName, kineto::cat::kAc2g, kFlowEnd>);
   }
   /// Opens args with the External id when there is one (Kineto writes it first, and only then):
   /// the next key needs no comma before it.
   void args_opening(std::uint64_t external_id) {
     json_.raw(", \"args\": {");
     if (external_id != 0) {
-      integer_arg("", kineto::arg::kExternalId, static_cast<std::int64_t>(external_id));
+      integer_arg<json_piece::kNothing, kineto::arg::kExternalId>(static_cast<std::int64_t>(external_id));
       json_.raw(", ");
     }
   }
   /// Kineto's "memory bandwidth (GB/s)": bytes per ns, the string "N/A" for an instant copy.
   void bandwidth(std::uint64_t bytes, std::int64_t duration_ns) {
-    json_.key(", ", kineto::arg::kMemoryBandwidth);
+    json_.raw(key_text<json_piece::kComma, kineto::arg::kMemoryBandwidth>);
     if (duration_ns <= 0) {
       json_.raw("\"N/A\"");
       return;
@@ -369,8 +377,9 @@ class GpuEventWriter {
     json_.number(static_cast<double>(bytes) / static_cast<double>(duration_ns));
   }
   /// Kineto's floats, printed with six decimals.
-  void float_arg(std::string_view key, float value) {
-    json_.key(", ", key);
+  template <const std::string_view& Key>
+  void float_arg(float value) {
+    json_.raw(key_text<json_piece::kComma, Key>);
     if (!std::isfinite(value)) {
       json_.raw("\"inf\"");
       return;
@@ -381,11 +390,13 @@ class GpuEventWriter {
   void write_call(const ApiEvent& call) {
     namespace arg = kineto::arg;
     const std::int64_t tid = trace_.threads[call.thread].os_tid;
-    slice_opening(call.driver ? kineto::cat::kCudaDriver : kineto::cat::kCudaRuntime, call.name, trace_.pid, tid,
-                  call.start_ns, call.duration_ns());
+    if (call.driver)
+      slice_opening<kineto::cat::kCudaDriver>(call.name, trace_.pid, tid, call.start_ns, call.duration_ns());
+    else
+      slice_opening<kineto::cat::kCudaRuntime>(call.name, trace_.pid, tid, call.start_ns, call.duration_ns());
     args_opening(call.external_id);
-    integer_arg("", arg::kCbid, call.cbid);
-    integer_arg(", ", arg::kCorrelation, call.correlation);
+    integer_arg<json_piece::kNothing, arg::kCbid>(call.cbid);
+    integer_arg<json_piece::kComma, arg::kCorrelation>(call.correlation);
     json_.raw("}},\n");
     if (correlations_.has_work(call.correlation)) flow('s', call.correlation, trace_.pid, tid, call.start_ns);
   }
@@ -403,69 +414,71 @@ class GpuEventWriter {
     switch (work.kind) {
       case GpuEventKind::Kernel: {
         const KernelDetails& kernel = work.kernel;
-        slice_opening(cat::kKernel, work.name, pid, tid, work.start_ns, work.duration_ns());
+        slice_opening<cat::kKernel>(work.name, pid, tid, work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        integer_arg("", arg::kQueued, kernel.queued_ns / 1000);  // Kineto writes µs, truncated
-        integer_arg(", ", arg::kDevice, work.device);
-        integer_arg(", ", arg::kContext, work.context);
-        integer_arg(", ", arg::kStream, work.stream);
-        integer_arg(", ", arg::kCorrelation, work.correlation);
-        integer_arg(", ", arg::kRegistersPerThread, kernel.registers_per_thread);
-        integer_arg(", ", arg::kSharedMemory, std::int64_t{kernel.static_shared_memory} + kernel.dynamic_shared_memory);
-        float_arg(arg::kBlocksPerSm, kernel.blocks_per_sm);
-        float_arg(arg::kWarpsPerSm, kernel.warps_per_sm);
-        json_.key(", ", arg::kGrid);
+        integer_arg<json_piece::kNothing, arg::kQueued>(kernel.queued_ns / 1000);  // Kineto writes µs, truncated
+        integer_arg<json_piece::kComma, arg::kDevice>(work.device);
+        integer_arg<json_piece::kComma, arg::kContext>(work.context);
+        integer_arg<json_piece::kComma, arg::kStream>(work.stream);
+        integer_arg<json_piece::kComma, arg::kCorrelation>(work.correlation);
+        integer_arg<json_piece::kComma, arg::kRegistersPerThread>(kernel.registers_per_thread);
+        integer_arg<json_piece::kComma, arg::kSharedMemory>(std::int64_t{kernel.static_shared_memory} + kernel.dynamic_shared_memory);
+        float_arg<arg::kBlocksPerSm>(kernel.blocks_per_sm);
+        float_arg<arg::kWarpsPerSm>(kernel.warps_per_sm);
+        json_.raw(key_text<json_piece::kComma, arg::kGrid>);
         dims(kernel.grid);
-        json_.key(", ", arg::kBlock);
+        json_.raw(key_text<json_piece::kComma, arg::kBlock>);
         dims(kernel.block);
-        integer_arg(", ", arg::kAchievedOccupancy, kernel.est_achieved_occupancy_percent);
+        integer_arg<json_piece::kComma, arg::kAchievedOccupancy>(kernel.est_achieved_occupancy_percent);
         break;
       }
       case GpuEventKind::Memcpy:
       case GpuEventKind::Memset: {
         const CopyDetails& copy = work.copy;
-        slice_opening(work.kind == GpuEventKind::Memcpy ? cat::kGpuMemcpy : cat::kGpuMemset, work.name, pid, tid,
-                      work.start_ns, work.duration_ns());
+        if (work.kind == GpuEventKind::Memcpy)
+          slice_opening<cat::kGpuMemcpy>(work.name, pid, tid, work.start_ns, work.duration_ns());
+        else
+          slice_opening<cat::kGpuMemset>(work.name, pid, tid, work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        integer_arg("", arg::kDevice, work.device);
-        integer_arg(", ", arg::kContext, work.context);
-        integer_arg(", ", arg::kStream, work.stream);
-        integer_arg(", ", arg::kCorrelation, work.correlation);
-        integer_arg(", ", arg::kBytes, static_cast<std::int64_t>(copy.bytes));
+        integer_arg<json_piece::kNothing, arg::kDevice>(work.device);
+        integer_arg<json_piece::kComma, arg::kContext>(work.context);
+        integer_arg<json_piece::kComma, arg::kStream>(work.stream);
+        integer_arg<json_piece::kComma, arg::kCorrelation>(work.correlation);
+        integer_arg<json_piece::kComma, arg::kBytes>(static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
         break;
       }
       case GpuEventKind::MemcpyPeer: {
         const CopyDetails& copy = work.copy;
-        slice_opening(cat::kGpuMemcpy, work.name, pid, tid, work.start_ns, work.duration_ns());
+        slice_opening<cat::kGpuMemcpy>(work.name, pid, tid, work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        integer_arg("", arg::kFromDevice, copy.source_device);
-        integer_arg(", ", arg::kInDevice, work.device);
-        integer_arg(", ", arg::kToDevice, copy.destination_device);
-        integer_arg(", ", arg::kFromContext, copy.source_context);
-        integer_arg(", ", arg::kInContext, work.context);
-        integer_arg(", ", arg::kToContext, copy.destination_context);
-        integer_arg(", ", arg::kStream, work.stream);
-        integer_arg(", ", arg::kCorrelation, work.correlation);
-        integer_arg(", ", arg::kBytes, static_cast<std::int64_t>(copy.bytes));
+        integer_arg<json_piece::kNothing, arg::kFromDevice>(copy.source_device);
+        integer_arg<json_piece::kComma, arg::kInDevice>(work.device);
+        integer_arg<json_piece::kComma, arg::kToDevice>(copy.destination_device);
+        integer_arg<json_piece::kComma, arg::kFromContext>(copy.source_context);
+        integer_arg<json_piece::kComma, arg::kInContext>(work.context);
+        integer_arg<json_piece::kComma, arg::kToContext>(copy.destination_context);
+        integer_arg<json_piece::kComma, arg::kStream>(work.stream);
+        integer_arg<json_piece::kComma, arg::kCorrelation>(work.correlation);
+        integer_arg<json_piece::kComma, arg::kBytes>(static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
         break;
       }
       case GpuEventKind::Sync: {
-        slice_opening(cat::kCudaSync, work.name, pid, tid, work.start_ns, work.duration_ns());
+        slice_opening<cat::kCudaSync>(work.name, pid, tid, work.start_ns, work.duration_ns());
         args_opening(work.external_id);
-        json_.key("", arg::kCudaSyncKind);
+        json_.raw(key_text<json_piece::kNothing, arg::kCudaSyncKind>);
         json_.string(sync_kind_name(work.sync.type));
-        if (work.sync.type == 1 || work.sync.type == 2) integer_arg(", ", arg::kWaitOnCudaEventId, work.sync.cuda_event_id);
-        integer_arg(", ", arg::kStream, work.stream);
-        integer_arg(", ", arg::kCorrelation, work.correlation);
-        integer_arg(", ", arg::kDevice, work.device);
-        integer_arg(", ", arg::kContext, work.context);
+        if (work.sync.type == 1 || work.sync.type == 2) integer_arg<json_piece::kComma, arg::kWaitOnCudaEventId>(work.sync.cuda_event_id);
+        integer_arg<json_piece::kComma, arg::kStream>(work.stream);
+        integer_arg<json_piece::kComma, arg::kCorrelation>(work.correlation);
+        integer_arg<json_piece::kComma, arg::kDevice>(work.device);
+        integer_arg<json_piece::kComma, arg::kContext>(work.context);
         break;
       }
       case GpuEventKind::Annotation:
-        slice_opening(cat::kGpuUserAnnotation, work.name, pid, tid, work.start_ns, work.duration_ns());
-        integer_arg(", \"args\": {", arg::kExternalId, static_cast<std::int64_t>(work.external_id));
+        slice_opening<cat::kGpuUserAnnotation>(work.name, pid, tid, work.start_ns, work.duration_ns());
+        integer_arg<json_piece::kArgsOpening, arg::kExternalId>(static_cast<std::int64_t>(work.external_id));
         break;
     }
     json_.raw("}},\n");
@@ -528,17 +541,17 @@ class GpuEventWriter {
     json_.integer(trace_.threads[memory.thread].os_tid);
     json_.raw(", \"ts\": ");
     json_.microseconds(relative_(memory.time_ns));
-    integer_arg(", \"args\": {", arg::kDeviceType, static_cast<std::int64_t>(memory.device_type));
-    integer_arg(", ", arg::kDeviceId, memory.device);
-    integer_arg(", ", arg::kAddr, static_cast<std::int64_t>(memory.address));
-    integer_arg(", ", arg::kMemoryBytes, memory.bytes);
-    integer_arg(", ", arg::kTotalAllocated, memory.total_allocated);
-    integer_arg(", ", arg::kTotalReserved, memory.total_reserved);
+    integer_arg<json_piece::kArgsOpening, arg::kDeviceType>(static_cast<std::int64_t>(memory.device_type));
+    integer_arg<json_piece::kComma, arg::kDeviceId>(memory.device);
+    integer_arg<json_piece::kComma, arg::kAddr>(static_cast<std::int64_t>(memory.address));
+    integer_arg<json_piece::kComma, arg::kMemoryBytes>(memory.bytes);
+    integer_arg<json_piece::kComma, arg::kTotalAllocated>(memory.total_allocated);
+    integer_arg<json_piece::kComma, arg::kTotalReserved>(memory.total_reserved);
     json_.raw("}},\n");
   }
 
   void write_overhead(const OverheadEvent& overhead) {
-    slice_opening(kineto::cat::kOverhead, overhead.name, -1, 0, overhead.start_ns, overhead.end_ns - overhead.start_ns);
+    slice_opening<kineto::cat::kOverhead>(overhead.name, -1, 0, overhead.start_ns, overhead.end_ns - overhead.start_ns);
     json_.raw("},\n");
   }
 

@@ -6,6 +6,7 @@
 // Perfetto need.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,35 @@
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
+
+/// Fixed pieces of JSON text, for joined_text and key_text.
+namespace json_piece {
+inline constexpr std::string_view kNothing = "";
+inline constexpr std::string_view kComma = ", ";
+inline constexpr std::string_view kQuote = "\"";
+inline constexpr std::string_view kKeyEnd = "\": ";
+inline constexpr std::string_view kArgsOpening = ", \"args\": {";
+}  // namespace json_piece
+
+/// The concatenation of `Parts`, made at compile time: a vocabulary name joined to the JSON around
+/// it is written with one copy of a known size, as a literal would be.
+template <const std::string_view&... Parts>
+struct JoinedText {
+  static constexpr std::size_t kSize = (std::size_t{0} + ... + Parts.size());
+  static constexpr std::array<char, kSize + 1> kChars = [] {
+    std::array<char, kSize + 1> chars{};
+    std::size_t at = 0;
+    for (const std::string_view part : {std::string_view{}, Parts...})
+      for (const char c : part) chars[at++] = c;
+    return chars;
+  }();
+};
+template <const std::string_view&... Parts>
+inline constexpr std::string_view joined_text{JoinedText<Parts...>::kChars.data(), JoinedText<Parts...>::kSize};
+
+/// `<Before>"<Key>": `, joined at compile time.
+template <const std::string_view& Before, const std::string_view& Key>
+inline constexpr std::string_view key_text = joined_text<Before, json_piece::kQuote, Key, json_piece::kKeyEnd>;
 
 /// Appends bytes to a std::string or an fmt::memory_buffer.
 template <class Out>
