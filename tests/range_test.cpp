@@ -365,6 +365,32 @@ TEST(RangeAllocationTest, RecordingRangesAllocateNothing) {
   EXPECT_EQ(events_named(*profiler.last_trace(), "allocation_free_range").size(), kRanges);
 }
 
+// DLPROF_MODE=off: a Profiler that the launcher turned off takes the idle path all the way,
+// through start(), every step() and stop(), with a schedule that would record every step.
+TEST(RangeAllocationTest, AProfilerTurnedOffAllocatesNothing) {
+  ASSERT_EQ(::setenv("DLPROF_MODE", "off", 1), 0);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(0, 0, 2)));
+  ::unsetenv("DLPROF_MODE");
+  ASSERT_EQ(profiler.mode(), dlprof::Mode::Off);
+  std::size_t allocations = 0;
+  {
+    const AllocationCounter counter;
+    profiler.start();
+    for (std::size_t step = 0; step < 1'000; ++step) {
+      DLPROF_RANGE("off_range");
+      DLPROF_RANGE_F("off formatted {}", step);
+      dlprof::mark("off_mark");
+      profiler.step();
+    }
+    profiler.stop();
+    allocations = counter.count();
+  }
+  EXPECT_EQ(allocations, 0u);
+  EXPECT_EQ(profiler.step_num(), 1'000);
+  EXPECT_EQ(profiler.last_trace(), nullptr);
+  EXPECT_FALSE(dlprof::detail::is_recording());
+}
+
 TEST(RangeAllocationTest, IdleAnnotationsAllocateNothing) {
   ASSERT_FALSE(dlprof::detail::is_recording());
   std::size_t allocations = 0;

@@ -59,6 +59,7 @@
 #include "dlprof/key_averages.hpp"
 #include "dlprof/range.hpp"
 #include "dlprof/schedule.hpp"
+#include "dlprof/settings.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -200,18 +201,6 @@ class ProfilerOptions {
 
 namespace detail {
 
-/// A closed window's events and what turning them into a Trace needs, taken on the training
-/// thread so the trace can be built on another.
-struct ClosedWindow {
-  DrainedEvents drained;
-  std::optional<DeviceActivity> device_activity;
-  ClockMap clock;
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-  std::uint64_t overflowed_names = 0;
-  std::string clock_source;
-};
-
 inline std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
@@ -228,6 +217,156 @@ inline std::string process_name() {
 
 }  // namespace detail
 
+/// torch.profiler.tensorboard_trace_handler: writes each trace to
+/// `<dir>/<worker>.<unix_time_ns>.pt.trace.json[.gz]`, creating `dir` if needed, on the
+/// Profiler's background writer. `worker` defaults to "<hostname>_<pid>". A failure (directory
+/// not writable, disk full) is reported through Profiler::errors() and stderr; training goes on.
+/// A template for the reason BasicProfiler is one: the writer compiles where a handler is made.
+template <class Deferred = void>
+TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "", bool gzip = false) {
+  if (dir.empty()) throw std::invalid_argument("dlprof::tensorboard_trace_handler: dir is empty");
+  if (worker.empty()) worker = fmt::format("{}_{}", detail::host_name(), static_cast<long>(::getpid()));
+  return TraceHandler(
+      [dir = std::move(dir), worker = std::move(worker), gzip](const Trace& trace) {
+        if (const int error = detail::make_directories(dir); error != 0)
+          throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, detail::errno_text(error)));
+        const std::string path =
+            fmt::format("{}/{}.{}.pt.trace.json{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), gzip ? ".gz" : "");
+        trace.save(path);
+      },
+      /*run_in_background=*/true);
+}
+
+namespace detail {
+
+/// The options a Profiler runs with: the program's, with the settings of the environment and of
+/// the DLPROF_CONFIG file over them (settings.hpp), and what was wrong with those settings.
+struct LaunchedOptions {
+  ProfilerOptions options;
+  Mode mode = Mode::Scheduled;
+  std::vector<std::string> warnings;
+};
+
+template <class Deferred = void>
+LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings) {
+  LaunchedOptions launched{std::move(options), Mode::Scheduled, settings.warnings};
+  ProfilerOptions& set = launched.options;
+  const auto refuse = [&launched](const Setting& setting, std::string_view problem, std::string_view kept) {
+    launched.warnings.push_back(fmt::format("{}: {}; keeping {}", setting.described(), problem, kept));
+  };
+  if (const Setting* mode = settings.find("DLPROF_MODE")) {
+    const std::string word = lowercase(trimmed(mode->value));
+    if (word == "off")
+      launched.mode = Mode::Off;
+    else if (word != "scheduled")
+      refuse(*mode, "expected off or scheduled", "scheduled");
+  }
+  if (const Setting* schedule = settings.find("DLPROF_SCHEDULE")) {
+    std::string problem;
+    if (const std::optional<Schedule> parsed = parse_schedule(schedule->value, problem))
+      set.schedule(*parsed);
+    else
+      refuse(*schedule, problem, "the program's schedule");
+  }
+  if (const Setting* activities = settings.find("DLPROF_ACTIVITIES")) {
+    std::vector<Activity> kinds;
+    bool valid = true;
+    for (std::string_view rest = activities->value;;) {
+      const std::size_t comma = rest.find(',');
+      const std::string word = lowercase(trimmed(rest.substr(0, comma)));
+      if (word == "cpu")
+        kinds.push_back(Activity::CPU);
+      else if (word == "cuda")
+        kinds.push_back(Activity::CUDA);
+      else
+        valid = false;
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (valid)
+      set.activities(std::move(kinds));
+    else
+      refuse(*activities, "expected cpu, cuda or cpu,cuda", "the program's activities");
+  }
+  const auto flag = [&](std::string_view name, bool current, auto&& apply) {
+    const Setting* setting = settings.find(name);
+    if (setting == nullptr) return;
+    if (const std::optional<bool> on = parse_flag(setting->value))
+      apply(*on);
+    else
+      refuse(*setting, "expected 1 or 0 (true/false, yes/no, on/off)", current ? "on" : "off");
+  };
+  flag("DLPROF_RECORD_SHAPES", set.record_shapes(), [&](bool on) { set.record_shapes(on); });
+  flag("DLPROF_PROFILE_MEMORY", set.profile_memory(), [&](bool on) { set.profile_memory(on); });
+  flag("DLPROF_WITH_FLOPS", set.with_flops(), [&](bool on) { set.with_flops(on); });
+  const auto count = [&](std::string_view name, std::size_t current, auto&& apply) {
+    const Setting* setting = settings.find(name);
+    if (setting == nullptr) return;
+    const std::optional<std::int64_t> value = parse_count(setting->value);
+    if (!value) {
+      refuse(*setting, "expected a count", std::to_string(current));
+      return;
+    }
+    try {
+      apply(static_cast<std::size_t>(*value));
+    } catch (const std::invalid_argument& error) {
+      refuse(*setting, error.what(), std::to_string(current));
+    }
+  };
+  count("DLPROF_EVENTS_PER_THREAD", set.events_per_thread(), [&](std::size_t n) { set.events_per_thread(n); });
+  count("DLPROF_GPU_RECORDS", set.gpu_records_per_window(), [&](std::size_t n) { set.gpu_records_per_window(n); });
+
+  const Setting* output = settings.find("DLPROF_OUTPUT");
+  const Setting* worker = settings.find("DLPROF_WORKER");
+  const Setting* gzip = settings.find("DLPROF_GZIP");
+  bool compressed = false;
+  if (gzip != nullptr) {
+    if (const std::optional<bool> on = parse_flag(gzip->value))
+      compressed = *on;
+    else
+      refuse(*gzip, "expected 1 or 0 (true/false, yes/no, on/off)", "uncompressed traces");
+  }
+  if (output == nullptr) {
+    for (const Setting* alone : {worker, gzip})
+      if (alone != nullptr)
+        launched.warnings.push_back(alone->described() + ": names how DLPROF_OUTPUT writes, and DLPROF_OUTPUT is not set");
+  } else if (trimmed(output->value).empty()) {
+    refuse(*output, "is empty", "no trace directory");
+  } else if (!set.handlers().empty()) {
+    launched.warnings.push_back(output->described() +
+                                ": the program sets its own on_trace_ready handlers; no directory handler is added");
+  } else {
+    set.on_trace_ready(tensorboard_trace_handler(output->value, worker != nullptr ? worker->value : "", compressed));
+  }
+  return launched;
+}
+
+/// Prints `message` unless this process has printed it already: several Profilers made with the
+/// same settings warn once.
+template <class Deferred = void>
+void print_warning_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::vector<std::string>* printed = new std::vector<std::string>();  // never destroyed: Profilers may be globals
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(printed->begin(), printed->end(), message) != printed->end()) return;
+  printed->push_back(message);
+  print_warning(message);
+}
+
+/// A closed window's events and what turning them into a Trace needs, taken on the training
+/// thread so the trace can be built on another.
+struct ClosedWindow {
+  DrainedEvents drained;
+  std::optional<DeviceActivity> device_activity;
+  ClockMap clock;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint64_t overflowed_names = 0;
+  std::string clock_source;
+};
+
+}  // namespace detail
+
 /// Collects a trace of the calling process over the steps a schedule selects. start(), step()
 /// and stop() are meant for one thread (the training loop's); calls from several threads are
 /// serialised, each counting as it would alone. Ranges may be recorded from any thread.
@@ -236,6 +375,10 @@ inline std::string process_name() {
 /// (its destructor saves the window); a trace whose window closed is on disk before exit()
 /// ends the process. After fork(), a Profiler inherited by the child records and writes nothing
 /// there (start() throws); a Profiler made in the child records the child's own trace.
+///
+/// The launcher has the last word: the DLPROF_* environment variables and the DLPROF_CONFIG file
+/// override the options given here (settings.hpp), and DLPROF_MODE=off makes a Profiler that
+/// counts steps and records nothing.
 ///
 /// Profiler is BasicProfiler<>: a class template so that its members, the window's assembly and
 /// the trace writer are compiled only in the file that runs a Profiler, and a file that includes
@@ -246,7 +389,12 @@ class BasicProfiler {
   /// Records CPU activity from start() to stop(), no schedule, no handler.
   BasicProfiler() : BasicProfiler(ProfilerOptions{}) {}
 
-  explicit BasicProfiler(ProfilerOptions options) : options_(std::move(options)), generation_(detail::fork_generation()) {
+  explicit BasicProfiler(ProfilerOptions options) : generation_(detail::fork_generation()) {
+    detail::LaunchedOptions launched = detail::apply_settings(std::move(options), detail::read_settings(::environ));
+    options_ = std::move(launched.options);
+    mode_ = launched.mode;
+    for (const std::string& warning : launched.warnings) detail::print_warning_once(warning);
+    if (mode_ == Mode::Off) return;
     detail::install_lifecycle_hooks();
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
@@ -298,6 +446,7 @@ class BasicProfiler {
       throw std::logic_error(expected == this ? "dlprof::Profiler::start(): already started"
                                               : "dlprof::Profiler::start(): another Profiler is already started");
     started_ = true;
+    if (mode_ == Mode::Off) return;
     action_ = options_.schedule()(step_num_);
     transit(Action::None, action_);
     open_step();
@@ -313,6 +462,10 @@ class BasicProfiler {
     }
     const ControlLock control(*this, "step");
     if (!started_) throw std::logic_error("dlprof::Profiler::step(): the profiler is not started");
+    if (mode_ == Mode::Off) {
+      ++step_num_;
+      return;
+    }
     close_step();
     const Action previous = action_;
     ++step_num_;
@@ -344,7 +497,9 @@ class BasicProfiler {
   /// step() calls since construction: the N of the current ProfilerStep#N.
   std::int64_t step_num() const noexcept { return step_num_; }
   Action current_action() const noexcept { return action_; }
+  /// The options in effect: the program's, with the launcher's settings over them.
   const ProfilerOptions& options() const noexcept { return options_; }
+  Mode mode() const noexcept { return mode_; }
 
   /// The trace of the most recently closed window, or null. A trace still being built on the
   /// writer thread is waited for (except from a background handler, which is handed its trace).
@@ -682,6 +837,7 @@ class BasicProfiler {
   }
 
   ProfilerOptions options_;
+  Mode mode_ = Mode::Scheduled;
   const std::uint32_t generation_;  // the fork generation this Profiler was made in
   std::mutex control_mutex_;
   std::atomic<std::thread::id> controller_{};  // the thread inside start(), step() or stop(), if any
@@ -734,26 +890,6 @@ class BasicProfilingScope {
 };
 
 using ProfilingScope = BasicProfilingScope<>;
-
-/// torch.profiler.tensorboard_trace_handler: writes each trace to
-/// `<dir>/<worker>.<unix_time_ns>.pt.trace.json[.gz]`, creating `dir` if needed, on the
-/// Profiler's background writer. `worker` defaults to "<hostname>_<pid>". A failure (directory
-/// not writable, disk full) is reported through Profiler::errors() and stderr; training goes on.
-/// A template for the reason BasicProfiler is one: the writer compiles where a handler is made.
-template <class Deferred = void>
-TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "", bool gzip = false) {
-  if (dir.empty()) throw std::invalid_argument("dlprof::tensorboard_trace_handler: dir is empty");
-  if (worker.empty()) worker = fmt::format("{}_{}", detail::host_name(), static_cast<long>(::getpid()));
-  return TraceHandler(
-      [dir = std::move(dir), worker = std::move(worker), gzip](const Trace& trace) {
-        if (const int error = detail::make_directories(dir); error != 0)
-          throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, detail::errno_text(error)));
-        const std::string path =
-            fmt::format("{}/{}.{}.pt.trace.json{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), gzip ? ".gz" : "");
-        trace.save(path);
-      },
-      /*run_in_background=*/true);
-}
 
 DLPROF_END_NAMESPACE
 
