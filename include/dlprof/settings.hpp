@@ -33,9 +33,9 @@ namespace detail {
 
 /// Every DLPROF_* variable dlprof reads; another name is warned about.
 inline constexpr std::string_view kSettingNames[] = {
-    "DLPROF_MODE",          "DLPROF_SCHEDULE",      "DLPROF_ACTIVITIES",     "DLPROF_OUTPUT",
-    "DLPROF_WORKER",        "DLPROF_GZIP",          "DLPROF_RECORD_SHAPES",  "DLPROF_PROFILE_MEMORY",
-    "DLPROF_WITH_FLOPS",    "DLPROF_EVENTS_PER_THREAD", "DLPROF_GPU_RECORDS", "DLPROF_CONFIG",
+    "DLPROF_MODE",          "DLPROF_SCHEDULE",       "DLPROF_ACTIVITIES",        "DLPROF_OUTPUT",
+    "DLPROF_WORKER",        "DLPROF_GZIP",           "DLPROF_RECORD_SHAPES",     "DLPROF_PROFILE_MEMORY",
+    "DLPROF_WITH_FLOPS",    "DLPROF_GPU_RECORDS",    "DLPROF_EVENTS_PER_THREAD", "DLPROF_CONFIG",
     "DLPROF_NVTX",          "DLPROF_CUPTI_LIBRARY"};
 
 inline bool is_setting_name(std::string_view name) noexcept {
