@@ -9,14 +9,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 extern char** environ;
@@ -202,6 +206,144 @@ TEST(SettingsTest, AnUnreadableConfigFileIsWarnedAboutAndSkipped) {
   EXPECT_EQ(dlprof::detail::apply_settings(dlprof::ProfilerOptions{}, missing).mode, dlprof::Mode::Off);
   const auto directory = settings_of({"DLPROF_CONFIG=" + dir.path().string()});
   EXPECT_THAT(directory.warnings, ElementsAre(HasSubstr("its settings are not applied")));
+}
+
+TEST(SettingsTest, OnDemandAndTheCaptureSignalAreRead) {
+  const auto launched = launched_with({"DLPROF_MODE=on-demand", "DLPROF_SIGNAL=SIGUSR1", "DLPROF_TRIGGER_FILE=/tmp/go"});
+  EXPECT_THAT(launched.warnings, IsEmpty());
+  EXPECT_EQ(launched.mode, dlprof::Mode::OnDemand);
+  EXPECT_EQ(launched.capture_signal, SIGUSR1);
+  EXPECT_EQ(launched.trigger_file, "/tmp/go");
+  EXPECT_EQ(launched_with({"DLPROF_SIGNAL=none"}).capture_signal, 0);
+  EXPECT_EQ(launched_with({"DLPROF_SIGNAL=12"}).capture_signal, 12);
+  for (const char* refused : {"SEGV", "9", "KILL", "sigabrt", "often", "0"}) {
+    const auto bad = launched_with({std::string("DLPROF_SIGNAL=") + refused});
+    EXPECT_EQ(bad.capture_signal, SIGUSR2) << refused;
+    EXPECT_THAT(bad.warnings, ElementsAre(HasSubstr("keeping SIGUSR2"))) << refused;
+  }
+}
+
+TEST(SettingsTest, TriggerFileTextNamesTheSteps) {
+  std::vector<std::string> problems;
+  EXPECT_EQ(dlprof::detail::trigger_file_steps("", 5, problems), 5);
+  EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=3\n", 5, problems), 3);
+  EXPECT_THAT(problems, IsEmpty());
+  EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=lots", 5, problems), 5);
+  EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=0 please", 5, problems), 5);
+  EXPECT_THAT(problems, ElementsAre(HasSubstr("'steps=lots'"), HasSubstr("'steps=0'"), HasSubstr("'please'")));
+}
+
+/// Sets environment variables for the Profilers made in its scope.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(std::vector<std::pair<std::string, std::string>> variables) : variables_(std::move(variables)) {
+    for (const auto& [name, value] : variables_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnvironment() {
+    for (const auto& variable : variables_) ::unsetenv(variable.first.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> variables_;
+};
+
+/// The ProfilerStep#N names of a trace, in order.
+std::vector<std::string> recorded_steps(const dlprof::Trace& trace) {
+  std::vector<std::string> steps;
+  for (const dlprof::TraceEvent& event : trace.events)
+    if (event.kind == dlprof::EventKind::Step) steps.push_back(trace.names[event.name]);
+  return steps;
+}
+
+/// Runs `steps` steps, each with a range.
+void run_steps(dlprof::Profiler& profiler, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    DLPROF_RANGE("on_demand_work");
+    profiler.step();
+  }
+}
+
+TEST(OnDemandTest, RecordsOnlyTheStepsAskedForThenIdlesUntilAskedAgain) {
+  const ScopedEnvironment environment({{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}});
+  std::vector<std::shared_ptr<const dlprof::Trace>> traces;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
+      [&traces](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); }));
+  ASSERT_EQ(profiler.mode(), dlprof::Mode::OnDemand);
+  profiler.start();
+  run_steps(profiler, 4);
+  EXPECT_THAT(traces, IsEmpty()) << "idle until asked";
+  EXPECT_TRUE(profiler.capture(2));
+  EXPECT_FALSE(profiler.capture(2)) << "one capture asked already";
+  run_steps(profiler, 4);  // step 5 warms up, 6 and 7 are recorded, the trace is handed over as 8 begins
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_THAT(recorded_steps(*traces[0]), ElementsAre("ProfilerStep#6", "ProfilerStep#7"));
+  run_steps(profiler, 3);
+  EXPECT_EQ(traces.size(), 1u) << "idle again";
+  EXPECT_TRUE(profiler.capture(1));
+  run_steps(profiler, 3);
+  ASSERT_EQ(traces.size(), 2u);
+  EXPECT_THAT(recorded_steps(*traces[1]), ElementsAre("ProfilerStep#13"));
+  profiler.stop();
+  EXPECT_THROW(profiler.capture(0), std::invalid_argument);
+}
+
+TEST(OnDemandTest, ScheduledAndOffProfilersRefuseCaptures) {
+  dlprof::Profiler scheduled;
+  EXPECT_FALSE(scheduled.capture());
+  const ScopedEnvironment environment({{"DLPROF_MODE", "off"}, {"DLPROF_SIGNAL", "none"}});
+  dlprof::Profiler off;
+  EXPECT_FALSE(off.capture());
+}
+
+TEST(OnDemandTest, TheCaptureSignalAsksAndARequestDuringACaptureIsRefused) {
+  const ScopedEnvironment environment({{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "USR1"}});
+  std::vector<std::shared_ptr<const dlprof::Trace>> traces;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
+      [&traces](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); }));
+  struct sigaction installed {};
+  ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &installed), 0);
+  ASSERT_NE(installed.sa_handler, SIG_DFL) << "raising SIGUSR1 would end the test";
+  ASSERT_EQ(::raise(SIGUSR1), 0);  // before start(): taken at the first step()
+  profiler.start();
+  run_steps(profiler, 2);  // step 1 warms up, the default 5 steps (2 to 6) are recorded
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(profiler.capture(3));
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  run_steps(profiler, 1);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("capture asked by the capture signal refused: the capture of steps 2 to 6 is still running"));
+  run_steps(profiler, 5);
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_THAT(recorded_steps(*traces[0]),
+              ElementsAre("ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"));
+  profiler.stop();
+}
+
+TEST(OnDemandTest, TheTriggerFileAsksAndIsConsumed) {
+  TempDir dir;
+  const fs::path trigger = dir.path() / "capture-now";
+  const ScopedEnvironment environment(
+      {{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}, {"DLPROF_TRIGGER_FILE", trigger.string()}});
+  std::vector<std::shared_ptr<const dlprof::Trace>> traces;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
+      [&traces](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); }));
+  profiler.start();
+  run_steps(profiler, 2);
+  std::ofstream(trigger) << "steps=3\n";
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // past the period between looks
+  run_steps(profiler, 6);
+  EXPECT_FALSE(fs::exists(trigger)) << "a trigger asks once";
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_EQ(recorded_steps(*traces[0]).size(), 3u);
+
+  std::ofstream(trigger) << "steps=many";
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  ::testing::internal::CaptureStderr();
+  run_steps(profiler, 8);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("'steps=many' is not steps=N"));
+  ASSERT_EQ(traces.size(), 2u);
+  EXPECT_EQ(recorded_steps(*traces[1]).size(), 5u) << "the default";
+  profiler.stop();
 }
 
 // The child processes.

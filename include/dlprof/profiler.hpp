@@ -239,17 +239,25 @@ TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "",
 
 namespace detail {
 
+/// On demand: the steps a capture records when the request names no number, and the most it may.
+inline constexpr std::int64_t kDefaultCaptureSteps = 5;
+inline constexpr std::int64_t kMaxCaptureSteps = 1'000'000;
+/// How often step() looks for the trigger file, at most.
+inline constexpr std::int64_t kTriggerFilePeriodNs = 200'000'000;
+
 /// The options a Profiler runs with: the program's, with the settings of the environment and of
 /// the DLPROF_CONFIG file over them (settings.hpp), and what was wrong with those settings.
 struct LaunchedOptions {
   ProfilerOptions options;
   Mode mode = Mode::Scheduled;
+  int capture_signal = SIGUSR2;  ///< on demand: the signal that asks for a capture (0: none)
+  std::string trigger_file;      ///< on demand: the file whose appearance asks for a capture
   std::vector<std::string> warnings;
 };
 
 template <class Deferred = void>
 LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings) {
-  LaunchedOptions launched{std::move(options), Mode::Scheduled, settings.warnings};
+  LaunchedOptions launched{std::move(options), Mode::Scheduled, SIGUSR2, {}, settings.warnings};
   ProfilerOptions& set = launched.options;
   const auto refuse = [&launched](const Setting& setting, std::string_view problem, std::string_view kept) {
     launched.warnings.push_back(fmt::format("{}: {}; keeping {}", setting.described(), problem, kept));
@@ -258,9 +266,20 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
     const std::string word = lowercase(trimmed(mode->value));
     if (word == "off")
       launched.mode = Mode::Off;
+    else if (word == "on-demand")
+      launched.mode = Mode::OnDemand;
     else if (word != "scheduled")
-      refuse(*mode, "expected off or scheduled", "scheduled");
+      refuse(*mode, "expected scheduled, off or on-demand", "scheduled");
   }
+  if (const Setting* signal = settings.find("DLPROF_SIGNAL")) {
+    if (lowercase(trimmed(signal->value)) == "none")
+      launched.capture_signal = 0;
+    else if (const std::optional<int> number = parse_capture_signal(signal->value))
+      launched.capture_signal = *number;
+    else
+      refuse(*signal, "expected a signal that asks for nothing else, such as USR1, USR2 or a number, or none", "SIGUSR2");
+  }
+  if (const Setting* trigger = settings.find("DLPROF_TRIGGER_FILE")) launched.trigger_file = trigger->value;
   if (const Setting* schedule = settings.find("DLPROF_SCHEDULE")) {
     std::string problem;
     if (const std::optional<Schedule> parsed = parse_schedule(schedule->value, problem))
@@ -353,6 +372,54 @@ void print_warning_once(const std::string& message) {
   print_warning(message);
 }
 
+/// Set by the capture signal's handler and taken by the next step(): the handler does nothing else.
+inline std::atomic<bool> g_capture_signalled{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the capture signal's handler stores to it");
+
+inline void note_capture_signal(int) noexcept { g_capture_signalled.store(true, std::memory_order_relaxed); }
+
+/// Makes `signal` ask for a capture, unless the program handles it already. Returns why it could
+/// not, or nothing.
+template <class Deferred = void>
+std::string install_capture_signal(int signal) {
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  struct sigaction current {};
+  if (::sigaction(signal, nullptr, &current) != 0) return std::strerror(errno);
+  if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == note_capture_signal) return {};
+  if ((current.sa_flags & SA_SIGINFO) != 0 || (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN))
+    return "the program handles that signal itself";
+  struct sigaction action {};
+  action.sa_handler = note_capture_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (::sigaction(signal, &action, nullptr) != 0) return std::strerror(errno);
+  return {};
+}
+
+/// The steps a trigger file asks for: its text is empty (`default_steps`) or `steps=N`.
+/// Anything else is warned about through `problems`, and the default kept.
+template <class Deferred = void>
+std::int64_t trigger_file_steps(std::string_view text, std::int64_t default_steps, std::vector<std::string>& problems) {
+  std::int64_t steps = default_steps;
+  for (std::string_view rest = text;;) {
+    const std::size_t start = rest.find_first_not_of(" \t\r\n");
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    const std::size_t end = std::min(rest.find_first_of(" \t\r\n"), rest.size());
+    const std::string_view word = rest.substr(0, end);
+    rest.remove_prefix(end);
+    const std::optional<std::int64_t> count =
+        starts_with(word, "steps=") ? parse_count(word.substr(6)) : std::optional<std::int64_t>();
+    if (count && *count >= 1 && *count <= kMaxCaptureSteps)
+      steps = *count;
+    else
+      problems.push_back(fmt::format("trigger file: '{}' is not steps=N with N in [1, {}]; capturing {} steps",
+                                     terminal_text(word), kMaxCaptureSteps, steps));
+  }
+  return steps;
+}
+
 /// A closed window's events and what turning them into a Trace needs, taken on the training
 /// thread so the trace can be built on another.
 struct ClosedWindow {
@@ -393,6 +460,18 @@ class BasicProfiler {
     detail::LaunchedOptions launched = detail::apply_settings(std::move(options), detail::read_settings(::environ));
     options_ = std::move(launched.options);
     mode_ = launched.mode;
+    if (mode_ == Mode::OnDemand) {
+      trigger_file_ = std::move(launched.trigger_file);
+      if (launched.capture_signal != 0)
+        if (const std::string problem = detail::install_capture_signal(launched.capture_signal); !problem.empty())
+          launched.warnings.push_back(fmt::format("signal {} cannot ask for captures: {}; prof.capture() and "
+                                                  "DLPROF_TRIGGER_FILE still can",
+                                                  launched.capture_signal, problem));
+      if (options_.handlers().empty())
+        launched.warnings.push_back(
+            "DLPROF_MODE=on-demand with no DLPROF_OUTPUT and no on_trace_ready handler: captures are kept for "
+            "last_trace() only");
+    }
     for (const std::string& warning : launched.warnings) detail::print_warning_once(warning);
     if (mode_ == Mode::Off) return;
     detail::install_lifecycle_hooks();
@@ -447,7 +526,7 @@ class BasicProfiler {
                                               : "dlprof::Profiler::start(): another Profiler is already started");
     started_ = true;
     if (mode_ == Mode::Off) return;
-    action_ = options_.schedule()(step_num_);
+    action_ = planned_action(step_num_);
     transit(Action::None, action_);
     open_step();
     stop_if_requested();
@@ -466,11 +545,13 @@ class BasicProfiler {
       ++step_num_;
       return;
     }
+    if (mode_ == Mode::OnDemand) take_capture_requests();
     close_step();
     const Action previous = action_;
     ++step_num_;
-    action_ = options_.schedule()(step_num_);
+    action_ = planned_action(step_num_);
     transit(previous, action_);
+    capturing_.store(capture_.has_value() && step_num_ <= capture_last_step_, std::memory_order_release);
     open_step();
     stop_if_requested();
   }
@@ -491,6 +572,21 @@ class BasicProfiler {
     }
     const ControlLock control(*this, "stop");
     stop_locked();
+  }
+
+  /// DLPROF_MODE=on-demand: asks for the next `steps` steps to be recorded and handed to the
+  /// handlers. The step() after the call warms up, the `steps` after it are recorded, and the
+  /// Profiler then goes back to idle. Returns false and asks nothing when this Profiler is not on
+  /// demand or a capture is already asked for or running (a signal or trigger file that asks
+  /// meanwhile is refused with a warning). Any thread may call it. Throws std::invalid_argument
+  /// for `steps` outside [1, 1000000].
+  bool capture(std::int64_t steps = detail::kDefaultCaptureSteps) {
+    if (steps < 1 || steps > detail::kMaxCaptureSteps)
+      throw std::invalid_argument(
+          fmt::format("dlprof::Profiler::capture: steps must be in [1, {}], got {}", detail::kMaxCaptureSteps, steps));
+    if (mode_ != Mode::OnDemand || capturing_.load(std::memory_order_acquire)) return false;
+    std::int64_t none = 0;
+    return requested_capture_steps_.compare_exchange_strong(none, steps, std::memory_order_acq_rel);
   }
 
   bool started() const noexcept { return started_; }
@@ -783,8 +879,77 @@ class BasicProfiler {
     }
   }
 
+  /// What step `step` does: the schedule's action, or on demand the current capture's.
+  Action planned_action(std::int64_t step) const noexcept {
+    if (mode_ != Mode::OnDemand) return options_.schedule()(step);
+    return capture_ ? (*capture_)(step) : Action::None;
+  }
+
+  /// On demand, at the end of a step: the first request since the last step (prof.capture(), the
+  /// signal, the trigger file) begins a capture at the next step, unless one is running.
+  void take_capture_requests() {
+    struct Request {
+      std::int64_t steps;
+      const char* source;
+    };
+    std::vector<Request> requests;
+    if (const std::int64_t steps = requested_capture_steps_.exchange(0, std::memory_order_acq_rel); steps != 0)
+      requests.push_back({steps, "prof.capture()"});
+    if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed))
+      requests.push_back({detail::kDefaultCaptureSteps, "the capture signal"});
+    if (const std::int64_t steps = trigger_file_request(); steps != 0) requests.push_back({steps, "the trigger file"});
+    for (const Request& request : requests) {
+      if (capture_ && step_num_ <= capture_last_step_) {
+        detail::print_warning(fmt::format("capture asked by {} refused: the capture of steps {} to {} is still running",
+                                          request.source, capture_last_step_ - capture_steps_ + 1, capture_last_step_));
+        continue;
+      }
+      // Step step_num_ + 1 warms up (collectors armed), the next `steps` are recorded.
+      capture_ = schedule(0, 1, request.steps, 1, step_num_ + 1);
+      capture_steps_ = request.steps;
+      capture_last_step_ = step_num_ + 1 + request.steps;
+      capturing_.store(true, std::memory_order_release);
+    }
+  }
+
+  /// The steps the trigger file asks for, reading and removing it when it is there; 0 when it is
+  /// not, or when it was looked for less than kTriggerFilePeriodNs ago.
+  std::int64_t trigger_file_request() {
+    if (trigger_file_.empty()) return 0;
+    const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
+    if (now < next_trigger_check_ns_) return 0;
+    next_trigger_check_ns_ = now + detail::kTriggerFilePeriodNs;
+    const int fd = ::open(trigger_file_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno != ENOENT && !trigger_file_warned_) {
+        trigger_file_warned_ = true;
+        detail::print_warning(fmt::format("DLPROF_TRIGGER_FILE={}: cannot read it: {}", detail::terminal_text(trigger_file_),
+                                          detail::errno_text(errno)));
+      }
+      return 0;
+    }
+    std::string text;
+    char chunk[256];
+    for (ssize_t read = 0; text.size() < 4096 && (read = ::read(fd, chunk, sizeof(chunk))) > 0;)
+      text.append(chunk, static_cast<std::size_t>(read));
+    ::close(fd);
+    if (::unlink(trigger_file_.c_str()) != 0 && errno != ENOENT) {
+      if (!trigger_file_warned_)
+        detail::print_warning(fmt::format("DLPROF_TRIGGER_FILE={}: cannot remove it ({}): it asks for nothing until it is "
+                                          "removed",
+                                          detail::terminal_text(trigger_file_), detail::errno_text(errno)));
+      trigger_file_warned_ = true;
+      return 0;
+    }
+    std::vector<std::string> problems;
+    const std::int64_t steps = detail::trigger_file_steps(text, detail::kDefaultCaptureSteps, problems);
+    for (const std::string& problem : problems) detail::print_warning(problem);
+    return steps;
+  }
+
   void open_step() {
-    if (!options_.schedule().has_cycles()) return;  // no schedule: no ProfilerStep events, like torch
+    // No schedule: no ProfilerStep events, like torch. On demand, captures have them.
+    if (mode_ != Mode::OnDemand && !options_.schedule().has_cycles()) return;
     const std::uint32_t flags = detail::active_flags();
     step_nvtx_pushed_ = (flags & detail::kNvtxAttached) != 0;
     if (step_nvtx_pushed_) detail::nvtx_push(detail::profiler_step_name(step_num_), Category::Step);
@@ -838,6 +1003,14 @@ class BasicProfiler {
 
   ProfilerOptions options_;
   Mode mode_ = Mode::Scheduled;
+  std::optional<Schedule> capture_;       // on demand: the current or last capture's steps
+  std::int64_t capture_steps_ = 0;        // its recorded steps
+  std::int64_t capture_last_step_ = -1;   // its last recorded step
+  std::atomic<bool> capturing_{false};    // a capture is asked for or running
+  std::atomic<std::int64_t> requested_capture_steps_{0};  // set by capture(), taken by step()
+  std::string trigger_file_;
+  std::int64_t next_trigger_check_ns_ = 0;
+  bool trigger_file_warned_ = false;  // an unreadable or stuck trigger file is warned about once
   const std::uint32_t generation_;  // the fork generation this Profiler was made in
   std::mutex control_mutex_;
   std::atomic<std::thread::id> controller_{};  // the thread inside start(), step() or stop(), if any

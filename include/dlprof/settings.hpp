@@ -10,6 +10,8 @@
 // The variables are listed in README.md ("Leave it on").
 #pragma once
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -25,9 +27,13 @@
 
 DLPROF_BEGIN_NAMESPACE
 
-/// DLPROF_MODE: whether the Profiler records at all. `off` leaves every range idle: start(),
-/// step() and stop() count steps and do nothing else, allocating nothing.
-enum class Mode : std::uint8_t { Scheduled, Off };
+/// DLPROF_MODE: when the Profiler records.
+///  * Scheduled: the steps its schedule selects.
+///  * Off: never; every range stays idle, and start(), step() and stop() count steps and do
+///    nothing else, allocating nothing.
+///  * OnDemand: when asked, the next steps (Profiler::capture(), the capture signal, the trigger
+///    file), then it goes back to idle and can be asked again.
+enum class Mode : std::uint8_t { Scheduled, Off, OnDemand };
 
 namespace detail {
 
@@ -36,7 +42,7 @@ inline constexpr std::string_view kSettingNames[] = {
     "DLPROF_MODE",          "DLPROF_SCHEDULE",       "DLPROF_ACTIVITIES",        "DLPROF_OUTPUT",
     "DLPROF_WORKER",        "DLPROF_GZIP",           "DLPROF_RECORD_SHAPES",     "DLPROF_PROFILE_MEMORY",
     "DLPROF_WITH_FLOPS",    "DLPROF_GPU_RECORDS",    "DLPROF_EVENTS_PER_THREAD", "DLPROF_CONFIG",
-    "DLPROF_NVTX",          "DLPROF_CUPTI_LIBRARY"};
+    "DLPROF_NVTX",          "DLPROF_CUPTI_LIBRARY",  "DLPROF_SIGNAL",            "DLPROF_TRIGGER_FILE"};
 
 inline bool is_setting_name(std::string_view name) noexcept {
   for (const std::string_view known : kSettingNames)
@@ -128,6 +134,25 @@ inline std::optional<Schedule> parse_schedule(std::string_view text, std::string
     problem = error.what();
     return std::nullopt;
   }
+}
+
+/// A signal that may ask for a capture: a number, or a name such as USR2 or SIGUSR2. Signals that
+/// mean a fault, or that cannot be caught, are refused.
+inline std::optional<int> parse_capture_signal(std::string_view text) {
+  std::string name = lowercase(trimmed(text));
+  if (starts_with(name, "sig")) name.erase(0, 3);
+  int signal = 0;
+  if (name == "usr1")
+    signal = SIGUSR1;
+  else if (name == "usr2")
+    signal = SIGUSR2;
+  else if (name == "hup")
+    signal = SIGHUP;
+  else if (const std::optional<std::int64_t> number = parse_count(name); number && *number <= SIGRTMAX)
+    signal = static_cast<int>(*number);
+  for (const int refused : {0, SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
+    if (signal == refused) return std::nullopt;
+  return signal;
 }
 
 /// Reads `DLPROF_NAME = value` lines from `path` into `settings`, leaving out names already set.
