@@ -214,10 +214,13 @@ TEST(SettingsTest, OnDemandAndTheCaptureSignalAreRead) {
   EXPECT_EQ(launched.mode, dlprof::Mode::OnDemand);
   EXPECT_EQ(launched.capture_signal, SIGUSR1);
   EXPECT_EQ(launched.trigger_file, "/tmp/go");
+  EXPECT_THAT(launched_with({"DLPROF_SIGNAL=USR1", "DLPROF_TRIGGER_FILE=/tmp/go"}).warnings,
+              ElementsAre(AllOf(HasSubstr("DLPROF_SIGNAL=USR1"), HasSubstr("only DLPROF_MODE=on-demand takes")),
+                          AllOf(HasSubstr("DLPROF_TRIGGER_FILE=/tmp/go"), HasSubstr("only DLPROF_MODE=on-demand takes"))));
   EXPECT_EQ(launched_with({"DLPROF_SIGNAL=none"}).capture_signal, 0);
   EXPECT_EQ(launched_with({"DLPROF_SIGNAL=12"}).capture_signal, 12);
   for (const char* refused : {"SEGV", "9", "KILL", "sigabrt", "often", "0"}) {
-    const auto bad = launched_with({std::string("DLPROF_SIGNAL=") + refused});
+    const auto bad = launched_with({"DLPROF_MODE=on-demand", std::string("DLPROF_SIGNAL=") + refused});
     EXPECT_EQ(bad.capture_signal, SIGUSR2) << refused;
     EXPECT_THAT(bad.warnings, ElementsAre(HasSubstr("keeping SIGUSR2"))) << refused;
   }
@@ -290,7 +293,7 @@ TEST(OnDemandTest, RecordsOnlyTheStepsAskedForThenIdlesUntilAskedAgain) {
 TEST(OnDemandTest, ScheduledAndOffProfilersRefuseCaptures) {
   dlprof::Profiler scheduled;
   EXPECT_FALSE(scheduled.capture());
-  const ScopedEnvironment environment({{"DLPROF_MODE", "off"}, {"DLPROF_SIGNAL", "none"}});
+  const ScopedEnvironment environment({{"DLPROF_MODE", "off"}, {"DLPROF_RECORD_SHAPES", "0"}});
   dlprof::Profiler off;
   EXPECT_FALSE(off.capture());
 }

@@ -280,6 +280,10 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
       refuse(*signal, "expected a signal that asks for nothing else, such as USR1, USR2 or a number, or none", "SIGUSR2");
   }
   if (const Setting* trigger = settings.find("DLPROF_TRIGGER_FILE")) launched.trigger_file = trigger->value;
+  if (launched.mode != Mode::OnDemand)
+    for (const std::string_view name : {"DLPROF_SIGNAL", "DLPROF_TRIGGER_FILE"})
+      if (const Setting* unused = settings.find(name))
+        launched.warnings.push_back(unused->described() + ": asks for captures, which only DLPROF_MODE=on-demand takes");
   if (const Setting* schedule = settings.find("DLPROF_SCHEDULE")) {
     std::string problem;
     if (const std::optional<Schedule> parsed = parse_schedule(schedule->value, problem))
