@@ -4,14 +4,13 @@
 // under each setting and judge it by what it leaves.
 #include <dlprof/profiler.hpp>
 
+#include "launched_training.hpp"
 #include "test_files.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,12 +22,16 @@
 #include <utility>
 #include <vector>
 
-extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
+using dlprof_test::files_in;
+using dlprof_test::launch;
+using dlprof_test::Launched;
 using dlprof_test::read_file;
+using dlprof_test::recorded_steps;
+using dlprof_test::ScopedEnvironment;
 using dlprof_test::TempDir;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
@@ -130,7 +133,7 @@ TEST(SettingsTest, ABadValueIsWarnedAboutNamingItAndTheProgramsOptionIsKept) {
   EXPECT_EQ(launched.options.events_per_thread(), 1024u);
   EXPECT_EQ(launched.options.gpu_records_per_window(), dlprof::detail::kDefaultGpuRecordsPerWindow);
   EXPECT_THAT(launched.warnings,
-              ElementsAre(AllOf(HasSubstr("DLPROF_MODE=sometimes (from the environment)"), HasSubstr("keeping scheduled")),
+              ElementsAre(AllOf(HasSubstr("DLPROF_MODE=sometimes (from the environment)"), HasSubstr("keeping the program's mode")),
                           AllOf(HasSubstr("DLPROF_SCHEDULE=every other step"), HasSubstr("wait,warmup,active"),
                                 HasSubstr("keeping the program's schedule")),
                           AllOf(HasSubstr("DLPROF_ACTIVITIES=cpu,tpu"), HasSubstr("keeping the program's activities")),
@@ -215,8 +218,8 @@ TEST(SettingsTest, OnDemandAndTheCaptureSignalAreRead) {
   EXPECT_EQ(launched.capture_signal, SIGUSR1);
   EXPECT_EQ(launched.trigger_file, "/tmp/go");
   EXPECT_THAT(launched_with({"DLPROF_SIGNAL=USR1", "DLPROF_TRIGGER_FILE=/tmp/go"}).warnings,
-              ElementsAre(AllOf(HasSubstr("DLPROF_SIGNAL=USR1"), HasSubstr("only DLPROF_MODE=on-demand takes")),
-                          AllOf(HasSubstr("DLPROF_TRIGGER_FILE=/tmp/go"), HasSubstr("only DLPROF_MODE=on-demand takes"))));
+              ElementsAre(AllOf(HasSubstr("DLPROF_SIGNAL=USR1"), HasSubstr("only DLPROF_MODE=on-demand and flight-recorder take")),
+                          AllOf(HasSubstr("DLPROF_TRIGGER_FILE=/tmp/go"), HasSubstr("only DLPROF_MODE=on-demand and flight-recorder take"))));
   EXPECT_EQ(launched_with({"DLPROF_SIGNAL=none"}).capture_signal, 0);
   EXPECT_EQ(launched_with({"DLPROF_SIGNAL=12"}).capture_signal, 12);
   for (const char* refused : {"SEGV", "9", "KILL", "sigabrt", "often", "0"}) {
@@ -234,28 +237,6 @@ TEST(SettingsTest, TriggerFileTextNamesTheSteps) {
   EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=lots", 5, problems), 5);
   EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=0 please", 5, problems), 5);
   EXPECT_THAT(problems, ElementsAre(HasSubstr("'steps=lots'"), HasSubstr("'steps=0'"), HasSubstr("'please'")));
-}
-
-/// Sets environment variables for the Profilers made in its scope.
-class ScopedEnvironment {
- public:
-  explicit ScopedEnvironment(std::vector<std::pair<std::string, std::string>> variables) : variables_(std::move(variables)) {
-    for (const auto& [name, value] : variables_) ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnvironment() {
-    for (const auto& variable : variables_) ::unsetenv(variable.first.c_str());
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> variables_;
-};
-
-/// The ProfilerStep#N names of a trace, in order.
-std::vector<std::string> recorded_steps(const dlprof::Trace& trace) {
-  std::vector<std::string> steps;
-  for (const dlprof::TraceEvent& event : trace.events)
-    if (event.kind == dlprof::EventKind::Step) steps.push_back(trace.names[event.name]);
-  return steps;
 }
 
 /// Runs `steps` steps, each with a range.
@@ -350,48 +331,6 @@ TEST(OnDemandTest, TheTriggerFileAsksAndIsConsumed) {
 }
 
 // The child processes.
-
-struct Launched {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Launched launch(const std::vector<std::string>& settings, const fs::path& scratch, int steps = 8) {
-  const std::string program = DLPROF_LAUNCHED_TRAINING;
-  const std::string steps_text = std::to_string(steps);
-  std::vector<char*> argv{const_cast<char*>(program.c_str()), const_cast<char*>(steps_text.c_str()), nullptr};
-  std::vector<std::string> kept;
-  for (char** variable = environ; *variable != nullptr; ++variable)
-    if (std::string_view(*variable).rfind("DLPROF_", 0) != 0) kept.emplace_back(*variable);
-  kept.insert(kept.end(), settings.begin(), settings.end());
-  std::vector<char*> env;
-  for (std::string& variable : kept) env.push_back(variable.data());
-  env.push_back(nullptr);
-  const fs::path out = scratch / "stdout.txt";
-  const fs::path err = scratch / "stderr.txt";
-  posix_spawn_file_actions_t files;
-  ::posix_spawn_file_actions_init(&files);
-  ::posix_spawn_file_actions_addopen(&files, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ::posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t child = 0;
-  Launched result;
-  const int spawned = ::posix_spawn(&child, program.c_str(), &files, nullptr, argv.data(), env.data());
-  ::posix_spawn_file_actions_destroy(&files);
-  if (spawned != 0) return result;
-  int status = 0;
-  if (::waitpid(child, &status, 0) == child && WIFEXITED(status)) result.status = WEXITSTATUS(status);
-  result.out = read_file(out);
-  result.err = read_file(err);
-  return result;
-}
-
-std::vector<fs::path> files_in(const fs::path& dir) {
-  std::vector<fs::path> files;
-  if (fs::exists(dir))
-    for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
-  return files;
-}
 
 TEST(SettingsLaunchTest, APlainLoopIsScheduledAndSavedFromTheEnvironmentAlone) {
   TempDir dir;

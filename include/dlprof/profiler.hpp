@@ -21,11 +21,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -47,6 +49,8 @@
 #include "dlprof/detail/recording/active.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/window/collector.hpp"
+#include "dlprof/detail/window/crash_file.hpp"
+#include "dlprof/detail/window/flight_log.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
 #include "dlprof/detail/window/gpu_merge.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
@@ -87,6 +91,10 @@ enum class Activity : std::uint8_t { CPU = 0, CUDA = 1 };
 struct TraceHandler {
   std::function<void(const Trace&)> callback;
   bool background = false;
+  /// The directory it writes traces to, and the worker name of its files, when it is a
+  /// directory handler: the flight recorder writes its crash file there.
+  std::string directory;
+  std::string worker;
 
   TraceHandler() = default;
   template <class Callable, class = std::enable_if_t<std::is_invocable_v<Callable&, const Trace&> &&
@@ -102,6 +110,9 @@ class ProfilerOptions {
   /// 2^28 events: 8 GiB per thread, far beyond any useful window.
   static constexpr std::size_t kMaxEventsPerThread = std::size_t{1} << 28;
   static constexpr std::size_t kMinNameTableBytes = 4096;
+  static constexpr std::size_t kMaxFlightSteps = 10'000;
+  static constexpr std::size_t kDefaultFlightSteps = 5;
+  static constexpr double kDefaultSlowStepFactor = 3.0;
 
   ProfilerOptions& activities(std::initializer_list<Activity> kinds) {
     activities_.assign(kinds.begin(), kinds.end());
@@ -164,6 +175,30 @@ class ProfilerOptions {
     with_flops_ = on;
     return *this;
   }
+  /// When the Profiler records (settings.hpp); DLPROF_MODE overrides it.
+  ProfilerOptions& mode(Mode value) {
+    mode_ = value;
+    return *this;
+  }
+  /// Mode::FlightRecorder: the last steps kept in memory, at most kMaxFlightSteps. The recorder's
+  /// memory is fixed when it starts: besides the rings, a log of flight_steps × events_per_thread
+  /// events (32 bytes each; 10 MiB by default), which keeps fewer steps when they hold more.
+  ProfilerOptions& flight_steps(std::size_t steps) {
+    if (steps < 1 || steps > kMaxFlightSteps)
+      throw std::invalid_argument(
+          fmt::format("dlprof::ProfilerOptions::flight_steps must be in [1, {}], got {}", kMaxFlightSteps, steps));
+    flight_steps_ = steps;
+    return *this;
+  }
+  /// Mode::FlightRecorder: a step longer than `factor` times the median of the recent steps is
+  /// dumped with the steps before it (at most one such dump a minute); 0 turns this off.
+  ProfilerOptions& slow_step_factor(double factor) {
+    if (!(factor == 0 || (factor > 1 && factor <= 1e6)))
+      throw std::invalid_argument(
+          fmt::format("dlprof::ProfilerOptions::slow_step_factor must be 0 (off) or in (1, 1e6], got {}", factor));
+    slow_step_factor_ = factor;
+    return *this;
+  }
   /// Backend written in distributedInfo (torch writes the process group's, e.g. "nccl").
   ProfilerOptions& distributed_backend(std::string backend) {
     distributed_backend_ = std::move(backend);
@@ -180,6 +215,9 @@ class ProfilerOptions {
   bool profile_memory() const noexcept { return profile_memory_; }
   bool with_flops() const noexcept { return with_flops_; }
   const std::string& distributed_backend() const noexcept { return distributed_backend_; }
+  Mode mode() const noexcept { return mode_; }
+  std::size_t flight_steps() const noexcept { return flight_steps_; }
+  double slow_step_factor() const noexcept { return slow_step_factor_; }
   bool wants(Activity kind) const noexcept {
     for (Activity a : activities_)
       if (a == kind) return true;
@@ -197,6 +235,9 @@ class ProfilerOptions {
   bool profile_memory_ = false;
   bool with_flops_ = false;
   std::string distributed_backend_;
+  Mode mode_ = Mode::Scheduled;
+  std::size_t flight_steps_ = kDefaultFlightSteps;
+  double slow_step_factor_ = kDefaultSlowStepFactor;
 };
 
 namespace detail {
@@ -226,8 +267,8 @@ template <class Deferred = void>
 TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "", bool gzip = false) {
   if (dir.empty()) throw std::invalid_argument("dlprof::tensorboard_trace_handler: dir is empty");
   if (worker.empty()) worker = fmt::format("{}_{}", detail::host_name(), static_cast<long>(::getpid()));
-  return TraceHandler(
-      [dir = std::move(dir), worker = std::move(worker), gzip](const Trace& trace) {
+  TraceHandler handler(
+      [dir, worker, gzip](const Trace& trace) {
         if (const int error = detail::make_directories(dir); error != 0)
           throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, detail::errno_text(error)));
         const std::string path =
@@ -235,6 +276,9 @@ TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "",
         trace.save(path);
       },
       /*run_in_background=*/true);
+  handler.directory = std::move(dir);
+  handler.worker = std::move(worker);
+  return handler;
 }
 
 namespace detail {
@@ -257,7 +301,8 @@ struct LaunchedOptions {
 
 template <class Deferred = void>
 LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings) {
-  LaunchedOptions launched{std::move(options), Mode::Scheduled, SIGUSR2, {}, settings.warnings};
+  const Mode program_mode = options.mode();
+  LaunchedOptions launched{std::move(options), program_mode, SIGUSR2, {}, settings.warnings};
   ProfilerOptions& set = launched.options;
   const auto refuse = [&launched](const Setting& setting, std::string_view problem, std::string_view kept) {
     launched.warnings.push_back(fmt::format("{}: {}; keeping {}", setting.described(), problem, kept));
@@ -268,9 +313,14 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
       launched.mode = Mode::Off;
     else if (word == "on-demand")
       launched.mode = Mode::OnDemand;
-    else if (word != "scheduled")
-      refuse(*mode, "expected scheduled, off or on-demand", "scheduled");
+    else if (word == "flight-recorder")
+      launched.mode = Mode::FlightRecorder;
+    else if (word == "scheduled")
+      launched.mode = Mode::Scheduled;
+    else
+      refuse(*mode, "expected scheduled, off, on-demand or flight-recorder", "the program's mode");
   }
+  set.mode(launched.mode);
   if (const Setting* signal = settings.find("DLPROF_SIGNAL")) {
     if (lowercase(trimmed(signal->value)) == "none")
       launched.capture_signal = 0;
@@ -280,10 +330,24 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
       refuse(*signal, "expected a signal that asks for nothing else, such as USR1, USR2 or a number, or none", "SIGUSR2");
   }
   if (const Setting* trigger = settings.find("DLPROF_TRIGGER_FILE")) launched.trigger_file = trigger->value;
-  if (launched.mode != Mode::OnDemand)
+  if (launched.mode != Mode::OnDemand && launched.mode != Mode::FlightRecorder)
     for (const std::string_view name : {"DLPROF_SIGNAL", "DLPROF_TRIGGER_FILE"})
       if (const Setting* unused = settings.find(name))
-        launched.warnings.push_back(unused->described() + ": asks for captures, which only DLPROF_MODE=on-demand takes");
+        launched.warnings.push_back(unused->described() +
+                                    ": asks for captures and dumps, which only DLPROF_MODE=on-demand and flight-recorder take");
+  if (launched.mode != Mode::FlightRecorder)
+    for (const std::string_view name : {"DLPROF_FLIGHT_STEPS", "DLPROF_SLOW_STEP_FACTOR"})
+      if (const Setting* unused = settings.find(name))
+        launched.warnings.push_back(unused->described() + ": sets the flight recorder, which only DLPROF_MODE=flight-recorder runs");
+  if (const Setting* factor = settings.find("DLPROF_SLOW_STEP_FACTOR")) {
+    const std::optional<double> value = parse_factor(factor->value);
+    try {
+      if (!value) throw std::invalid_argument("expected a number, such as 3 or 2.5, or 0 for off");
+      set.slow_step_factor(*value);
+    } catch (const std::invalid_argument& error) {
+      refuse(*factor, error.what(), fmt::format("{}", set.slow_step_factor()));
+    }
+  }
   if (const Setting* schedule = settings.find("DLPROF_SCHEDULE")) {
     std::string problem;
     if (const std::optional<Schedule> parsed = parse_schedule(schedule->value, problem))
@@ -338,6 +402,7 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
   };
   count("DLPROF_EVENTS_PER_THREAD", set.events_per_thread(), [&](std::size_t n) { set.events_per_thread(n); });
   count("DLPROF_GPU_RECORDS", set.gpu_records_per_window(), [&](std::size_t n) { set.gpu_records_per_window(n); });
+  count("DLPROF_FLIGHT_STEPS", set.flight_steps(), [&](std::size_t n) { set.flight_steps(n); });
 
   const Setting* output = settings.find("DLPROF_OUTPUT");
   const Setting* worker = settings.find("DLPROF_WORKER");
@@ -434,6 +499,7 @@ struct ClosedWindow {
   std::int64_t end_ns = 0;
   std::uint64_t overflowed_names = 0;
   std::string clock_source;
+  std::string flight_reason;  ///< a flight recorder's dump: why it was written
 };
 
 }  // namespace detail
@@ -464,17 +530,19 @@ class BasicProfiler {
     detail::LaunchedOptions launched = detail::apply_settings(std::move(options), detail::read_settings(::environ));
     options_ = std::move(launched.options);
     mode_ = launched.mode;
-    if (mode_ == Mode::OnDemand) {
+    if (mode_ == Mode::OnDemand || mode_ == Mode::FlightRecorder) {
       trigger_file_ = std::move(launched.trigger_file);
       if (launched.capture_signal != 0)
         if (const std::string problem = detail::install_capture_signal(launched.capture_signal); !problem.empty())
-          launched.warnings.push_back(fmt::format("signal {} cannot ask for captures: {}; prof.capture() and "
-                                                  "DLPROF_TRIGGER_FILE still can",
-                                                  launched.capture_signal, problem));
+          launched.warnings.push_back(fmt::format("signal {} cannot ask for {}: {}; {} and DLPROF_TRIGGER_FILE still can",
+                                                  launched.capture_signal, mode_ == Mode::OnDemand ? "captures" : "dumps",
+                                                  problem, mode_ == Mode::OnDemand ? "prof.capture()" : "prof.dump()"));
       if (options_.handlers().empty())
-        launched.warnings.push_back(
-            "DLPROF_MODE=on-demand with no DLPROF_OUTPUT and no on_trace_ready handler: captures are kept for "
-            "last_trace() only");
+        launched.warnings.push_back(mode_ == Mode::OnDemand
+                                        ? "DLPROF_MODE=on-demand with no DLPROF_OUTPUT and no on_trace_ready handler: captures "
+                                          "are kept for last_trace() only"
+                                        : "DLPROF_MODE=flight-recorder with no DLPROF_OUTPUT and no on_trace_ready handler: "
+                                          "dumps are kept for last_trace() only, and a crash leaves no file");
     }
     for (const std::string& warning : launched.warnings) detail::print_warning_once(warning);
     if (mode_ == Mode::Off) return;
@@ -530,6 +598,11 @@ class BasicProfiler {
                                               : "dlprof::Profiler::start(): another Profiler is already started");
     started_ = true;
     if (mode_ == Mode::Off) return;
+    if (mode_ == Mode::FlightRecorder) {
+      start_flight_recorder();
+      stop_if_requested();
+      return;
+    }
     action_ = planned_action(step_num_);
     transit(Action::None, action_);
     open_step();
@@ -547,6 +620,11 @@ class BasicProfiler {
     if (!started_) throw std::logic_error("dlprof::Profiler::step(): the profiler is not started");
     if (mode_ == Mode::Off) {
       ++step_num_;
+      return;
+    }
+    if (mode_ == Mode::FlightRecorder) {
+      flight_step();
+      stop_if_requested();
       return;
     }
     if (mode_ == Mode::OnDemand) take_capture_requests();
@@ -592,6 +670,23 @@ class BasicProfiler {
     std::int64_t none = 0;
     return requested_capture_steps_.compare_exchange_strong(none, steps, std::memory_order_acq_rel);
   }
+
+  /// DLPROF_MODE=flight-recorder: writes the steps kept in memory, and the current one so far,
+  /// as a trace marked as a flight-recorder dump with `reason`, and hands it to the handlers. The
+  /// next dump holds the steps after this one. Returns false and writes nothing when this Profiler
+  /// is not a started flight recorder. Any thread may call it, but not a handler.
+  bool dump(std::string_view reason = "prof.dump()") {
+    if (inherited()) return false;
+    const ControlLock control(*this, "dump");
+    if (mode_ != Mode::FlightRecorder || !started_) return false;
+    flight_dump(std::string(reason), /*handlers_here=*/false);
+    return true;
+  }
+
+  /// Flight-recorder dumps written since construction, and slow steps not dumped because one was
+  /// dumped less than a minute before.
+  std::uint64_t dumps() const noexcept { return dumps_; }
+  std::uint64_t slow_steps_not_dumped() const noexcept { return slow_steps_not_dumped_; }
 
   bool started() const noexcept { return started_; }
   /// step() calls since construction: the N of the current ProfilerStep#N.
@@ -674,7 +769,9 @@ class BasicProfiler {
 
   /// `save`: whether a window still recording is saved (handlers run) or dropped.
   void stop_locked(bool save = true) {
-    if (started_) {
+    if (started_ && mode_ == Mode::FlightRecorder) {
+      stop_flight_recorder();
+    } else if (started_) {
       close_step();
       switch (action_) {
         case Action::None: break;
@@ -798,7 +895,9 @@ class BasicProfiler {
   /// The window just closed becomes a Trace for last_trace() and the handlers. Built on the
   /// writer thread unless a handler must run on this one, so that prof.step() only drains the
   /// rings: building costs as much again per recorded op (bench/RESULTS.md).
-  void trace_ready() {
+  void trace_ready() { hand_over(close_window(), /*handlers_here=*/false); }
+
+  std::shared_ptr<detail::ClosedWindow> close_window() {
     auto window = std::make_shared<detail::ClosedWindow>();
     window->drained = std::move(drained_);
     drained_ = {};
@@ -809,9 +908,14 @@ class BasicProfiler {
     window->end_ns = window_end_.realtime_ns;
     window->overflowed_names = overflowed_names_in_window_;
     window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
+    return window;
+  }
 
+  /// Builds the window's trace and hands it to the handlers: on the writer thread, unless a
+  /// handler must run on this one or `handlers_here` asks for all of them here (std::terminate).
+  void hand_over(std::shared_ptr<detail::ClosedWindow> window, bool handlers_here) {
     const auto& handlers = options_.handlers();
-    const bool runs_here = std::any_of(handlers.begin(), handlers.end(), [](const TraceHandler& h) { return !h.background; });
+    const bool runs_here = handlers_here || std::any_of(handlers.begin(), handlers.end(), [](const TraceHandler& h) { return !h.background; });
     if (!runs_here) {
       {
         std::lock_guard<std::mutex> lock(results_mutex_);
@@ -835,7 +939,7 @@ class BasicProfiler {
     const std::shared_ptr<const Trace> finished = build(std::move(*window));
     publish(finished, /*was_in_progress=*/false);
     for (const TraceHandler& handler : handlers) {
-      if (handler.background)
+      if (handler.background && !handlers_here)
         background_writer().submit([this, finished, &handler] { run_handler(handler, *finished); });
       else
         run_handler(handler, *finished);
@@ -858,6 +962,7 @@ class BasicProfiler {
     if (options_.record_shapes()) trace->metadata.emplace_back("record_shapes", "1");
     if (options_.profile_memory()) trace->metadata.emplace_back("profile_memory", "1");
     if (options_.with_flops()) trace->metadata.emplace_back("with_flops", "1");
+    trace->flight_recorder_dump = std::move(window.flight_reason);
     return trace;
   }
 
@@ -881,6 +986,187 @@ class BasicProfiler {
     } catch (...) {
       record_error("on_trace_ready handler failed: unknown exception", source);
     }
+  }
+
+  // The flight recorder (Mode::FlightRecorder).
+
+  /// Records from now on into the flight log, and arms the dumps of a crash.
+  void start_flight_recorder() {
+    prepare_trace();
+    start_trace();
+    flight_origin_ = window_start_;
+    const std::size_t capacity =
+        std::min(options_.flight_steps() * options_.events_per_thread(), ProfilerOptions::kMaxEventsPerThread);
+    crash_target_.reset();  // a restart: its log goes, and a crash meanwhile finds no target
+    flight_log_ = std::make_unique<detail::FlightLog>(capacity, options_.flight_steps(), window_start_.ticks);
+    arm_crash_dumps();
+    open_step();
+  }
+
+  void stop_flight_recorder() {
+    close_step();
+    detail::g_crash_target.store(nullptr, std::memory_order_release);
+    detail::g_active.fetch_and(~(detail::kRecording | detail::kCorrelating), std::memory_order_relaxed);
+    detail::drain_rings(INT64_MIN, INT64_MAX);  // nothing asked for these: the steps after the last dump are dropped
+    if (gpu_enabled_) gpu_backend_->end_window();
+    disable_collectors();
+    started_ = false;
+    detail::g_started_profiler.store(nullptr);
+    if (writer_) writer_->wait_idle();
+  }
+
+  /// Prepares what a fatal signal's handler writes, which may then only fill in the moment.
+  void arm_crash_dumps() {
+    auto target = std::make_unique<detail::CrashTarget>();
+    target->log = flight_log_.get();
+    target->generation = generation_;
+    detail::CrashHeader& header = target->header;
+    std::memcpy(header.magic, detail::kCrashMagic, sizeof(header.magic));
+    header.version = detail::kCrashFileVersion;
+    header.header_bytes = sizeof(detail::CrashHeader);
+    header.clock_is_tsc = detail::g_use_tsc.load(std::memory_order_relaxed) ? 1 : 0;
+    header.pid = static_cast<std::int64_t>(::getpid());
+    header.step_os_tid = detail::current_os_tid();
+    header.origin = flight_origin_;
+    header.ns_per_tick = detail::process_ns_per_tick();
+    const DistributedInfo distributed = DistributedInfo::from_environment();
+    header.rank = distributed.rank;
+    header.world_size = distributed.world_size;
+    const std::string process = detail::process_name();
+    std::memcpy(header.process_name, process.data(), std::min(process.size(), sizeof(header.process_name) - 1));
+    target->step.store(step_num_, std::memory_order_relaxed);
+    target->dump = &BasicProfiler::dump_on_terminate;
+    target->profiler = this;
+    const auto handler = std::find_if(options_.handlers().begin(), options_.handlers().end(),
+                                      [](const TraceHandler& h) { return !h.directory.empty(); });
+    if (handler != options_.handlers().end()) {
+      const std::string prefix = fmt::format("{}/{}.", handler->directory, handler->worker);
+      if (const int error = detail::make_directories(handler->directory); error != 0)
+        detail::print_warning_once(fmt::format("flight recorder: cannot create the trace directory '{}' ({}): a crash "
+                                               "will leave no file",
+                                               detail::terminal_text(handler->directory), detail::errno_text(error)));
+      else if (prefix.size() + 48 > sizeof(target->path_prefix))
+        detail::print_warning_once(fmt::format("flight recorder: the trace directory's path is longer than {} bytes: a "
+                                               "crash will leave no file",
+                                               sizeof(target->path_prefix) - 48));
+      else
+        std::memcpy(target->path_prefix, prefix.data(), prefix.size());
+    }
+    detail::install_fatal_signal_handlers();
+    detail::install_terminate_handler();
+    crash_target_ = std::move(target);
+    detail::g_crash_target.store(crash_target_.get(), std::memory_order_release);
+  }
+
+  /// CrashTarget::dump: std::terminate's dump, with every handler run on the terminating thread,
+  /// since the process ends when it returns.
+  static bool dump_on_terminate(void* profiler, const char* reason) {
+    BasicProfiler& self = *static_cast<BasicProfiler*>(profiler);
+    if (!self.control_mutex_.try_lock()) return false;
+    const std::lock_guard<std::mutex> control(self.control_mutex_, std::adopt_lock);
+    if (!self.started_ || self.mode_ != Mode::FlightRecorder) return false;
+    self.flight_dump(reason, /*handlers_here=*/true);
+    return true;
+  }
+
+  /// step() of a flight recorder: the step ends in the log, and a dump follows when the step was
+  /// slow or one was asked for.
+  void flight_step() {
+    close_step();
+    flight_log_->append_step(step_num_, detail::now_ticks());
+    std::string reason = slow_step_reason();
+    if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed) && reason.empty())
+      reason = "the dump signal";
+    if (trigger_file_request() != 0 && reason.empty()) reason = "the trigger file";
+    ++step_num_;
+    crash_target_->step.store(step_num_, std::memory_order_relaxed);
+    if (!reason.empty()) flight_dump(reason, /*handlers_here=*/false);
+    open_step();
+  }
+
+  /// Why the step just ended is dumped as a slow step: it took more than slow_step_factor times
+  /// the median of the steps before it and over a millisecond more than it, and no slow step was
+  /// dumped in the last minute. Empty otherwise. A step in which a dump ran is not judged, since
+  /// dlprof slowed it; every other step joins the steps the median is taken over.
+  std::string slow_step_reason() {
+    const std::int64_t ticks = last_step_ticks_;
+    std::string reason;
+    if (std::exchange(dumped_in_step_, false)) return reason;
+    if (options_.slow_step_factor() != 0 && recent_step_count_ >= kStepsBeforeSlowSteps) {
+      std::array<std::int64_t, kRecentSteps> recent{};
+      const std::size_t count = std::min(recent_step_count_, kRecentSteps);
+      std::copy(recent_steps_.begin(), recent_steps_.begin() + static_cast<std::ptrdiff_t>(count), recent.begin());
+      const auto middle = recent.begin() + static_cast<std::ptrdiff_t>(count / 2);
+      std::nth_element(recent.begin(), middle, recent.begin() + static_cast<std::ptrdiff_t>(count));
+      const std::int64_t median = *middle;
+      const double ns_per_tick = detail::process_ns_per_tick();
+      if (static_cast<double>(ticks) > options_.slow_step_factor() * static_cast<double>(median) &&
+          static_cast<double>(ticks - median) * ns_per_tick > kSlowStepMinExcessNs) {
+        const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
+        if (now >= next_slow_step_dump_ns_) {
+          const double ms_per_tick = ns_per_tick / 1e6;
+          reason = fmt::format("slow step {}: {:.3f} ms, {:.1f}x the median {:.3f} ms of the {} steps before it", step_num_,
+                               static_cast<double>(ticks) * ms_per_tick,
+                               static_cast<double>(ticks) / static_cast<double>(std::max<std::int64_t>(median, 1)),
+                               static_cast<double>(median) * ms_per_tick, count);
+          next_slow_step_dump_ns_ = now + kSlowStepDumpIntervalNs;
+        } else {
+          ++slow_steps_not_dumped_;
+        }
+      }
+    }
+    recent_steps_[recent_step_count_ % kRecentSteps] = ticks;
+    ++recent_step_count_;
+    return reason;
+  }
+
+  /// Writes the kept steps, and the current step so far, as one trace; the log starts over.
+  void flight_dump(std::string reason, bool handlers_here) {
+    const detail::ClockSample now = detail::sample_clocks();
+    const std::int64_t from = flight_log_->window_start_tick();
+    detail::DrainedEvents partial = detail::drain_rings(from, now.ticks);
+    detail::DrainedEvents kept = flight_log_->take(now.ticks);
+    kept.dropped += partial.dropped;
+    kept.clipped_open += partial.clipped_open;
+    kept.end_tick = partial.end_tick;
+    for (detail::DrainedEvents::Thread& thread : partial.threads) {
+      const auto same = std::find_if(kept.threads.begin(), kept.threads.end(), [&](const detail::DrainedEvents::Thread& t) {
+        return t.os_tid == thread.os_tid && t.ordinal == thread.ordinal;
+      });
+      if (same == kept.threads.end())
+        kept.threads.push_back(std::move(thread));
+      else
+        same->events.insert(same->events.end(), thread.events.begin(), thread.events.end());
+    }
+    if (step_recorded_) {  // the step in progress, so far
+      const std::int64_t stepping_tid = crash_target_->header.step_os_tid;
+      auto stepping = std::find_if(kept.threads.begin(), kept.threads.end(),
+                                   [&](const detail::DrainedEvents::Thread& t) { return t.os_tid == stepping_tid; });
+      if (stepping == kept.threads.end()) {
+        kept.threads.push_back({stepping_tid, detail::thread_ordinal(), {}, {}});
+        stepping = kept.threads.end() - 1;
+      }
+      stepping->events.push_back(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {now.ticks},
+                                               detail::RecordKind::Step, Category::Step, 0});
+      ++kept.clipped_open;
+    }
+    auto window = std::make_shared<detail::ClosedWindow>();
+    window->drained = std::move(kept);
+    if (gpu_enabled_) {
+      window->device_activity = gpu_backend_->end_window();
+      gpu_backend_->begin_window();
+    }
+    window->clock = detail::ClockMap::through(flight_origin_, now, detail::process_ns_per_tick());
+    window->start_ns = window->clock.to_realtime_ns(from);
+    window->end_ns = now.realtime_ns;
+    const std::uint64_t overflowed = detail::InternTable::instance().overflowed();
+    window->overflowed_names = overflowed - overflowed_names_before_window_;
+    overflowed_names_before_window_ = overflowed;
+    window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
+    window->flight_reason = std::move(reason);
+    ++dumps_;
+    dumped_in_step_ = true;
+    hand_over(std::move(window), handlers_here);
   }
 
   /// What step `step` does: the schedule's action, or on demand the current capture's.
@@ -953,7 +1239,7 @@ class BasicProfiler {
 
   void open_step() {
     // No schedule: no ProfilerStep events, like torch. On demand, captures have them.
-    if (mode_ != Mode::OnDemand && !options_.schedule().has_cycles()) return;
+    if (mode_ == Mode::Scheduled && !options_.schedule().has_cycles()) return;
     const std::uint32_t flags = detail::active_flags();
     step_nvtx_pushed_ = (flags & detail::kNvtxAttached) != 0;
     if (step_nvtx_pushed_) detail::nvtx_push(detail::profiler_step_name(step_num_), Category::Step);
@@ -961,6 +1247,7 @@ class BasicProfiler {
     step_correlation_sequence_ =
         step_recorded_ && (flags & detail::kCorrelating) != 0 ? detail::push_external_correlation() : 0;
     step_start_ticks_ = detail::now_ticks();
+    if (crash_target_ != nullptr) crash_target_->step_start_tick.store(step_recorded_ ? step_start_ticks_ : INT64_MIN);
   }
 
   void close_step() {
@@ -970,7 +1257,9 @@ class BasicProfiler {
     }
     if (!step_recorded_) return;
     step_recorded_ = false;
-    detail::push_event(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {detail::now_ticks()},
+    const std::int64_t end = detail::now_ticks();
+    last_step_ticks_ = end - step_start_ticks_;
+    detail::push_event(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {end},
                                      detail::RecordKind::Step, Category::Step, step_correlation_sequence_});
     if (step_correlation_sequence_ != 0) detail::pop_external_correlation();
     step_correlation_sequence_ = 0;
@@ -1005,8 +1294,24 @@ class BasicProfiler {
     return *writer_;
   }
 
+  /// Steps whose median makes a step slow, and how many of them there must be first.
+  static constexpr std::size_t kRecentSteps = 21;
+  static constexpr std::size_t kStepsBeforeSlowSteps = 5;
+  static constexpr std::int64_t kSlowStepDumpIntervalNs = 60'000'000'000;
+  static constexpr double kSlowStepMinExcessNs = 1e6;
+
   ProfilerOptions options_;
   Mode mode_ = Mode::Scheduled;
+  std::unique_ptr<detail::FlightLog> flight_log_;      // the flight recorder's steps
+  std::unique_ptr<detail::CrashTarget> crash_target_;  // what a fatal signal writes
+  detail::ClockSample flight_origin_{};
+  std::int64_t last_step_ticks_ = 0;  // the duration of the step that ended last
+  std::array<std::int64_t, kRecentSteps> recent_steps_{};
+  std::size_t recent_step_count_ = 0;
+  std::int64_t next_slow_step_dump_ns_ = 0;
+  std::uint64_t dumps_ = 0;
+  std::uint64_t slow_steps_not_dumped_ = 0;
+  bool dumped_in_step_ = false;  // a dump ran in the step in progress
   std::optional<Schedule> capture_;       // on demand: the current or last capture's steps
   std::int64_t capture_steps_ = 0;        // its recorded steps
   std::int64_t capture_last_step_ = -1;   // its last recorded step
@@ -1048,13 +1353,18 @@ class BasicProfiler {
 
 using Profiler = BasicProfiler<>;
 
-/// Starts a Profiler on construction and stops it on destruction.
+/// Starts a Profiler on construction and stops it on destruction. A flight recorder left by an
+/// exception dumps its steps first.
 template <class Deferred = void>
 class BasicProfilingScope {
  public:
-  explicit BasicProfilingScope(BasicProfiler<Deferred>& profiler) : profiler_(profiler) { profiler_.start(); }
+  explicit BasicProfilingScope(BasicProfiler<Deferred>& profiler)
+      : profiler_(profiler), uncaught_exceptions_(std::uncaught_exceptions()) {
+    profiler_.start();
+  }
   ~BasicProfilingScope() {
     try {
+      if (std::uncaught_exceptions() > uncaught_exceptions_) profiler_.dump("an exception left the ProfilingScope");
       profiler_.stop();
     } catch (...) {  // stop() reports handler failures itself; a destructor must not throw
     }
@@ -1064,6 +1374,7 @@ class BasicProfilingScope {
 
  private:
   BasicProfiler<Deferred>& profiler_;
+  int uncaught_exceptions_;
 };
 
 using ProfilingScope = BasicProfilingScope<>;

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -33,7 +34,10 @@ DLPROF_BEGIN_NAMESPACE
 ///    nothing else, allocating nothing.
 ///  * OnDemand: when asked, the next steps (Profiler::capture(), the capture signal, the trigger
 ///    file), then it goes back to idle and can be asked again.
-enum class Mode : std::uint8_t { Scheduled, Off, OnDemand };
+///  * FlightRecorder: always, into memory that holds the last steps; a trace of them is written
+///    when asked (Profiler::dump(), the signal, the trigger file), after a slow step, when an
+///    exception leaves a ProfilingScope, on std::terminate and on a fatal signal.
+enum class Mode : std::uint8_t { Scheduled, Off, OnDemand, FlightRecorder };
 
 namespace detail {
 
@@ -42,7 +46,8 @@ inline constexpr std::string_view kSettingNames[] = {
     "DLPROF_MODE",          "DLPROF_SCHEDULE",       "DLPROF_ACTIVITIES",        "DLPROF_OUTPUT",
     "DLPROF_WORKER",        "DLPROF_GZIP",           "DLPROF_RECORD_SHAPES",     "DLPROF_PROFILE_MEMORY",
     "DLPROF_WITH_FLOPS",    "DLPROF_GPU_RECORDS",    "DLPROF_EVENTS_PER_THREAD", "DLPROF_CONFIG",
-    "DLPROF_NVTX",          "DLPROF_CUPTI_LIBRARY",  "DLPROF_SIGNAL",            "DLPROF_TRIGGER_FILE"};
+    "DLPROF_NVTX",          "DLPROF_CUPTI_LIBRARY",  "DLPROF_SIGNAL",            "DLPROF_TRIGGER_FILE",
+    "DLPROF_FLIGHT_STEPS",  "DLPROF_SLOW_STEP_FACTOR"};
 
 inline bool is_setting_name(std::string_view name) noexcept {
   for (const std::string_view known : kSettingNames)
@@ -106,6 +111,16 @@ inline std::optional<std::int64_t> parse_count(std::string_view text) {
   }
   if (value > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
   return static_cast<std::int64_t>(value);
+}
+
+/// A decimal number from 0, such as 3 or 2.5.
+inline std::optional<double> parse_factor(std::string_view text) {
+  const std::string word(trimmed(text));
+  if (word.empty() || word.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(word.c_str(), &end);
+  if (end != word.c_str() + word.size() || !(value >= 0) || value > 1e9) return std::nullopt;
+  return value;
 }
 
 /// `wait,warmup,active[,repeat[,skip_first]]`, as torch.profiler.schedule's arguments. Sets

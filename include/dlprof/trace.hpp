@@ -281,6 +281,9 @@ struct Trace {
   std::uint64_t clipped_ranges = 0;  ///< ranges shortened so that slices nest (see chrome_trace.hpp)
   std::uint64_t overflowed_names = 0;  ///< dynamic names recorded under the name table's overflow name (table full)
   std::string clock_source;          ///< "tsc" or "clock_monotonic"
+  /// A flight recorder's dump: why it was written ("slow step 40: ...", "SIGSEGV in step 12");
+  /// empty for any other trace.
+  std::string flight_recorder_dump;
   /// Read from a Chrome-trace file: what its `ts` values count from (baseTimeNanoseconds; 0 for
   /// absolute µs, before 2024). HTA rounds the file's own numbers, so the HTA-compatible analyses
   /// round from here. Empty for a trace recorded in-process.

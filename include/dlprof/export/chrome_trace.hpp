@@ -649,6 +649,10 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
   json.integer(static_cast<std::int64_t>(trace.overflowed_names));
   json.key(",\n  ", top::kClock);
   json.string(trace.clock_source);
+  if (!trace.flight_recorder_dump.empty()) {
+    json.key(",\n  ", top::kFlightRecorder);
+    json.string(trace.flight_recorder_dump);
+  }
   if (trace.gpu.enabled) detail::write_gpu_collection_stats(json, trace.gpu);
   for (const auto& [metadata_key, value] : trace.metadata) {
     json.raw(",\n  ");

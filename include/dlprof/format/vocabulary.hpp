@@ -83,6 +83,8 @@ inline constexpr std::string_view kCuptiDroppedRecords = "dlprof_cupti_dropped_r
 inline constexpr std::string_view kGpuUnknownRecords = "dlprof_gpu_unknown_records";
 inline constexpr std::string_view kGpuLateRecords = "dlprof_gpu_late_records";
 inline constexpr std::string_view kGpuClippedAnnotations = "dlprof_gpu_clipped_annotations";
+/// A flight recorder's dump: why it was written (Trace::flight_recorder_dump).
+inline constexpr std::string_view kFlightRecorder = "dlprof_flight_recorder";
 
 /// distributedInfo's fields (DistributedInfo's).
 inline constexpr std::string_view kBackend = "backend";

@@ -124,6 +124,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/format/vocabulary.hpp"
+#include "dlprof/import/crash_dump.hpp"
 #include "dlprof/import/detail/chunked_parse.hpp"
 #include "dlprof/import/detail/json_parser.hpp"
 #include "dlprof/import/detail/trace_builder.hpp"
@@ -440,7 +441,15 @@ inline std::optional<Trace> read_in_parts(int fd, std::uint64_t file_bytes, cons
 inline Trace read_one(const std::string& path, const ReadOptions& options, std::size_t file_index, std::size_t file_count) {
   try {
     const OpenFile file(path, options.max_json_bytes);
-    char magic[2] = {};
+    char magic[sizeof(kCrashMagic)] = {};
+    if (file.regular() && ::pread(file.fd(), magic, sizeof(magic), 0) == static_cast<ssize_t>(sizeof(magic)) &&
+        has_crash_magic(std::string_view(magic, sizeof(magic)))) {
+      const ByteBuffer bytes = read_file(path, options.max_json_bytes);
+      std::string problem;
+      std::optional<Trace> trace = crash_dump_trace(std::string_view(bytes.data(), bytes.size()), problem);
+      if (!trace) throw TraceReadError(path, problem);
+      return std::move(*trace);
+    }
     if (file.regular() && file.size() > options.parse_part_bytes && ::pread(file.fd(), magic, 2, 0) == 2 &&
         !is_gzip(std::string_view(magic, 2))) {
       if (std::optional<Trace> trace = read_in_parts(file.fd(), file.size(), path, options, file_index, file_count))
@@ -454,7 +463,7 @@ inline Trace read_one(const std::string& path, const ReadOptions& options, std::
 
 inline bool is_trace_file_name(const std::filesystem::path& path) {
   const std::string name = path.filename().string();
-  return ends_with(name, ".json") || ends_with(name, ".gz");
+  return ends_with(name, ".json") || ends_with(name, ".gz") || ends_with(name, kCrashFileSuffix);
 }
 
 }  // namespace detail::json
@@ -502,7 +511,7 @@ inline std::vector<TraceSetFile> trace_set_files(const std::vector<std::string>&
       if (is_trace_file_name(entry->path()) && !entry->is_directory(entry_error)) found.push_back(entry->path().string());
     }
     if (error) throw TraceReadError(path, error.message());
-    if (found.empty()) throw TraceReadError(path, "no trace files (*.json, *.gz) in the directory");
+    if (found.empty()) throw TraceReadError(path, "no trace files (*.json, *.gz, *.dlprof-crash) in the directory");
     std::sort(found.begin(), found.end());
     for (std::string& file : found) files.push_back({std::move(file), true});
   }

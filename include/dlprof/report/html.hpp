@@ -406,6 +406,7 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
   const std::string id = fmt::format("rank-{}", rank.rank);
   html.format("<section id=\"{}\">\n", id);
   html.element("h2", rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
+  if (!rank.flight_recorder_dump.empty()) html.element("p", "Flight-recorder dump: " + rank.flight_recorder_dump);
   if (rank.read.skipped_events != 0)
     html.element("p",
                  fmt::format("Read with changes: {} event(s) left out, unusable on their own; the first, at byte {}: {}",

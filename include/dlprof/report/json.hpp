@@ -10,6 +10,7 @@
 //    "origin_us": the earliest window start of the ranks, µs since the epoch (step starts count
 //                 from it),
 //    "ranks": [{"rank", "world_size",
+//      "flight_recorder_dump": null, or why a flight recorder wrote the trace,
 //      "read": {"skipped_events", "first_skip": null or {"offset", "reason"}, "ignored_values",
 //               "notes": [text]},     what reading the file left out or changed (all 0 and empty
 //                                     for a file read as written)
@@ -353,6 +354,11 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   json.begin_object();
   json.member_integer("rank", rank.rank);
   json.member_integer("world_size", rank.world_size);
+  json.key("flight_recorder_dump");
+  if (rank.flight_recorder_dump.empty())
+    json.null();
+  else
+    json.string(rank.flight_recorder_dump);
   json_read_result(json, rank.read);
   json_hta(json, rank.hta);
   json_steps(json, rank.steps, report.origin_ns);

@@ -92,6 +92,7 @@ struct RankReport {
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
   std::uint64_t overflowed_names = 0;    ///< names recorded as "<dlprof: name table full>"
+  std::string flight_recorder_dump;      ///< a flight recorder's dump: why it was written
   ReadResult read;                       ///< what reading the trace file left out or changed
 
   /// The mean GPU utilization of the rank's GPUs over its steps, [0, 1]; none without kernels.
@@ -234,6 +235,7 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
   rank.dropped_events = trace.dropped_events;
   rank.dropped_gpu_records = trace.gpu.dropped_records + trace.gpu.cupti_dropped_records;
   rank.overflowed_names = trace.overflowed_names;
+  rank.flight_recorder_dump = trace.flight_recorder_dump;
   rank.read = trace.read_result;
 }
 

@@ -93,6 +93,15 @@ class InternTable {
     return fn();
   }
 
+  /// The text of the interned name of `id` read without the lock, or null past the first
+  /// kPublishedNames names: for a fatal signal's handler, which may take no lock.
+  const char* published_text(NameId id) const noexcept {
+    const std::size_t index = static_cast<std::size_t>(id >> 1);
+    if (index >= kPublishedNames) return nullptr;
+    const std::atomic<const char*>* chunk = published_[index / kPublishedChunk].load(std::memory_order_acquire);
+    return chunk == nullptr ? nullptr : chunk[index % kPublishedChunk].load(std::memory_order_acquire);
+  }
+
   /// New names recorded under kOverflowName since the process started.
   std::uint64_t overflowed() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -127,14 +136,28 @@ class InternTable {
 
   NameId add(std::string_view name, const std::string** stored) {
     const auto index = static_cast<std::uint32_t>(strings_.size());
+    std::atomic<const char*>* chunk = nullptr;
+    if (index < kPublishedNames) {
+      chunk = published_[index / kPublishedChunk].load(std::memory_order_relaxed);
+      if (chunk == nullptr) {
+        chunk = new std::atomic<const char*>[kPublishedChunk]();
+        published_[index / kPublishedChunk].store(chunk, std::memory_order_release);
+      }
+    }
     strings_.emplace_back(name);
+    if (chunk != nullptr) chunk[index % kPublishedChunk].store(strings_.back().c_str(), std::memory_order_release);
     bytes_ += interned_name_bytes(name.size());
     index_.emplace(strings_.back(), index);
     *stored = &strings_.back();
     return (static_cast<NameId>(index) << 1) | 1u;
   }
 
+  /// The texts of the first names, in chunks allocated as the table grows and never freed.
+  static constexpr std::size_t kPublishedChunk = 4096;
+  static constexpr std::size_t kPublishedNames = std::size_t{1} << 22;
+
   std::mutex mutex_;
+  std::atomic<std::atomic<const char*>*> published_[kPublishedNames / kPublishedChunk] = {};
   std::deque<std::string> strings_;
   std::unordered_map<std::string_view, std::uint32_t> index_;
   std::size_t bytes_ = 0;

@@ -99,6 +99,19 @@ class ThreadRing {
     return count;
   }
 
+  /// Reads every published event without freeing any, as drain() hands them: the flight
+  /// recorder's crash handler, on the ring's own thread, which a signal interrupted.
+  template <class Sink>
+  void peek(Sink&& sink) const noexcept {
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    const std::uint64_t head = head_.load(std::memory_order_acquire);
+    const std::size_t count = static_cast<std::size_t>(head - tail);
+    const std::size_t first = static_cast<std::size_t>(tail & mask_);
+    const std::size_t before_wrap = count < capacity_ - first ? count : capacity_ - first;
+    if (before_wrap != 0) sink(&slots_[first], before_wrap);
+    if (count != before_wrap) sink(&slots_[0], count - before_wrap);
+  }
+
   bool has_new_drops() const noexcept { return dropped_.load(std::memory_order_relaxed) != drops_reported_; }
 
   /// Drops counted so far that the consumer has not yet reported; resets the count it reports.

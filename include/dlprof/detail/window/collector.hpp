@@ -134,9 +134,20 @@ MemoryEvent memory_event(const Event& raw, const Event* totals, const ClockMap& 
   return event;
 }
 
-template <class Deferred = void>
+/// The names of a process's own events: the intern table's, resolved under its lock.
+struct InternedNames {
+  template <class Fn>
+  void with_lock(Fn&& fn) const {
+    InternTable::instance().with_lock(std::forward<Fn>(fn));
+  }
+  std::string_view operator()(NameId id) const { return name_of_unlocked(id); }
+};
+
+/// `names` gives the text of name ids: with_lock(fn) runs fn while its texts may be read, and
+/// names(id) is the text.
+template <class Names = InternedNames>
 Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
-                         std::int64_t window_end_ns) {
+                         std::int64_t window_end_ns, const Names& names = Names()) {
   Trace trace;
   trace.window_start_ns = window_start_ns;
   trace.window_end_ns = window_end_ns;
@@ -154,7 +165,7 @@ Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t w
 
   const auto index_of_name = [&](NameId id) {  // call with the intern table's lock held
     auto [found, inserted] = name_index.try_emplace(id, static_cast<std::uint32_t>(trace.names.size()));
-    if (inserted) trace.names.emplace_back(name_of_unlocked(id));
+    if (inserted) trace.names.emplace_back(names(id));
     return found->second;
   };
 
@@ -189,7 +200,7 @@ Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t w
   for (const auto& thread : drained.threads) total += thread.events.size();
   trace.events.reserve(total);
 
-  InternTable::instance().with_lock([&] {
+  names.with_lock([&] {
     for (std::size_t t = 0; t < drained.threads.size(); ++t) {
       auto& thread = drained.threads[t];
       trace.threads.push_back(ThreadInfo{thread.os_tid, std::move(thread.name)});

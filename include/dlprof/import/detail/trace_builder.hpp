@@ -229,6 +229,7 @@ enum class TopKey : std::uint8_t {
   ClippedRanges,
   OverflowedNames,
   Clock,
+  FlightRecorder,
   GpuRecords,
   GpuDroppedRecords,
   CuptiDroppedRecords,
@@ -241,7 +242,7 @@ enum class TopKey : std::uint8_t {
 
 inline const KeyTable<TopKey>& top_level_keys() {
   namespace key = kineto::key;
-  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 20>{{
+  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 21>{{
       {key::kTraceEvents, TopKey::TraceEvents},
       {key::kDeviceProperties, TopKey::DeviceProperties},
       {key::kDistributedInfo, TopKey::DistributedInfo},
@@ -254,6 +255,7 @@ inline const KeyTable<TopKey>& top_level_keys() {
       {key::kClippedRanges, TopKey::ClippedRanges},
       {key::kOverflowedNames, TopKey::OverflowedNames},
       {key::kClock, TopKey::Clock},
+      {key::kFlightRecorder, TopKey::FlightRecorder},
       {key::kGpuRecords, TopKey::GpuRecords},
       {key::kGpuDroppedRecords, TopKey::GpuDroppedRecords},
       {key::kCuptiDroppedRecords, TopKey::CuptiDroppedRecords},
@@ -472,6 +474,7 @@ class TraceBuilder {
       case TopKey::ClippedRanges: count(trace_.clipped_ranges); break;
       case TopKey::OverflowedNames: count(trace_.overflowed_names); break;
       case TopKey::Clock: text(trace_.clock_source); break;
+      case TopKey::FlightRecorder: text(trace_.flight_recorder_dump); break;
       case TopKey::GpuRecords:
         count(trace_.gpu.records);
         trace_.gpu.enabled = trace_.gpu.enabled || used;

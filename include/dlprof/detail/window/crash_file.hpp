@@ -1,0 +1,363 @@
+// dlprof/detail/window/crash_file.hpp: what the flight recorder leaves when the process dies of a
+// fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), and the handler that writes it.
+//
+// The handler may not allocate, lock or use stdio, so the file holds raw records rather than a
+// trace: the flight log's threads and events, the crashing thread's ring and open ranges, and
+// the text of every name they use. import/crash_dump.hpp turns it into a Trace (dlprof-report
+// reads it directly). The file is `<dir>/<worker>.<unix_time_ns>.dlprof-crash`, beside the traces
+// of the directory handler; its layout, in the machine's byte order:
+//   CrashHeader
+//   records, each a CrashRecordHeader and `bytes` of payload:
+//     Thread      a FlightThread
+//     Events      a CrashSlot, then Events (the thread's, in order)
+//     OpenRanges  a CrashSlot, then ThreadRing::OpenRange entries, outermost first
+//     Name        a NameId, then the name's bytes
+//     End         nothing: the file is whole
+// After writing it, the handler puts back the handler that was there before and raises the
+// signal again, so the program's own handler runs, or the process dies of the signal with its
+// usual exit status and core dump.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string_view>
+
+#include "dlprof/config.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/recording/name_table.hpp"
+#include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/recording/ring.hpp"
+#include "dlprof/detail/recording/site.hpp"
+#include "dlprof/detail/window/flight_log.hpp"
+#include "dlprof/detail/window/lifecycle.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace detail {
+
+inline constexpr char kCrashMagic[8] = {'D', 'L', 'P', 'R', 'O', 'F', 'C', 'R'};
+inline constexpr std::uint32_t kCrashFileVersion = 1;
+inline constexpr std::string_view kCrashFileSuffix = ".dlprof-crash";
+
+struct CrashHeader {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t header_bytes;  ///< sizeof(CrashHeader): a reader refuses another layout
+  std::int32_t signal;
+  std::uint32_t clock_is_tsc;
+  std::int64_t pid;
+  std::int64_t step;               ///< the step the process was in
+  std::int64_t step_start_tick;    ///< when it began
+  std::int64_t step_os_tid;        ///< the thread that began it (the one calling step())
+  std::int64_t window_start_tick;  ///< where the kept steps begin
+  ClockSample origin;              ///< taken when the recorder started
+  ClockSample crash;               ///< taken by the handler
+  double ns_per_tick;              ///< the process's tick period when the recorder started
+  std::int64_t rank;
+  std::int64_t world_size;
+  char reason[160];
+  char process_name[64];
+};
+
+enum class CrashRecordKind : std::uint32_t { Thread = 1, Events = 2, OpenRanges = 3, Name = 4, End = 5 };
+
+struct CrashRecordHeader {
+  std::uint32_t kind;
+  std::uint32_t bytes;
+};
+
+struct CrashSlot {
+  std::uint32_t slot;
+  std::uint32_t reserved;
+};
+
+/// Writes through a buffer on the handler's stack with write(2) alone.
+class SignalSafeFile {
+ public:
+  explicit SignalSafeFile(int fd) noexcept : fd_(fd) {}
+  SignalSafeFile(const SignalSafeFile&) = delete;
+  SignalSafeFile& operator=(const SignalSafeFile&) = delete;
+
+  void put(const void* data, std::size_t size) noexcept {
+    const auto* bytes = static_cast<const char*>(data);
+    if (size > sizeof(buffer_) - used_) {
+      flush();
+      if (size > sizeof(buffer_)) {
+        write_all(bytes, size);
+        return;
+      }
+    }
+    std::memcpy(buffer_ + used_, bytes, size);
+    used_ += size;
+  }
+
+  void record(CrashRecordKind kind, const void* head, std::size_t head_size, const void* body, std::size_t body_size) noexcept {
+    const CrashRecordHeader header{static_cast<std::uint32_t>(kind), static_cast<std::uint32_t>(head_size + body_size)};
+    put(&header, sizeof(header));
+    if (head_size != 0) put(head, head_size);
+    if (body_size != 0) put(body, body_size);
+  }
+
+  void flush() noexcept {
+    write_all(buffer_, used_);
+    used_ = 0;
+  }
+
+  bool failed() const noexcept { return failed_; }
+
+ private:
+  void write_all(const char* bytes, std::size_t size) noexcept {
+    while (size != 0 && !failed_) {
+      const ssize_t written = ::write(fd_, bytes, size);
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) {
+        failed_ = true;
+        return;
+      }
+      bytes += written;
+      size -= static_cast<std::size_t>(written);
+    }
+  }
+
+  int fd_;
+  char buffer_[8192];
+  std::size_t used_ = 0;
+  bool failed_ = false;
+};
+
+/// What the crash handler needs, prepared when a flight recorder starts: it only fills in the
+/// moment of the crash.
+struct CrashTarget {
+  FlightLog* log = nullptr;
+  std::uint32_t generation = 0;  ///< the fork generation of the recorder: a fork's child writes nothing
+  CrashHeader header{};
+  char path_prefix[4096] = {};   ///< "<dir>/<worker>."
+  std::atomic<std::int64_t> step{0};
+  std::atomic<std::int64_t> step_start_tick{INT64_MIN};
+  /// Dumps the recorder as a trace, for std::terminate, where allocating is allowed; false when
+  /// it cannot (the Profiler is busy on this very thread), and the crash file is written instead.
+  bool (*dump)(void* profiler, const char* reason) = nullptr;
+  void* profiler = nullptr;
+};
+
+/// The recorder a fatal signal dumps; null while none runs.
+inline std::atomic<CrashTarget*> g_crash_target{nullptr};
+/// Set by the first fatal signal or std::terminate that dumps: one dump per process death.
+inline std::atomic<bool> g_crash_dump_taken{false};
+
+/// `value` in decimal at `out`; returns the end.
+inline char* append_decimal(char* out, std::uint64_t value) noexcept {
+  char digits[20];
+  int count = 0;
+  do {
+    digits[count++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  while (count != 0) *out++ = digits[--count];
+  return out;
+}
+
+/// The name ids an event uses, passed to `use`.
+template <class Use>
+void for_each_name_of(const Event& event, Use&& use) noexcept {
+  switch (event.kind) {
+    case RecordKind::Range:
+    case RecordKind::Instant:
+    case RecordKind::Counter:
+    case RecordKind::Op: use(event.name); break;
+    case RecordKind::OpInputs: {
+      use(event.name);
+      const auto [types, concrete] = unpack_op_input_names(event.end);
+      use(types);
+      use(concrete);
+      break;
+    }
+    case RecordKind::Step:
+    case RecordKind::OpDetails:
+    case RecordKind::Memory:
+    case RecordKind::MemoryTotals: break;
+  }
+}
+
+/// Writes the crash file of `target`. Async-signal-safe: open, write, close and clock reads only.
+/// Returns whether the file is whole.
+inline bool write_crash_file(CrashTarget& target, int signal, const char* reason) noexcept {
+  if (target.path_prefix[0] == '\0' || target.log == nullptr) return false;  // no trace directory
+  CrashHeader header = target.header;
+  header.signal = signal;
+  header.crash = sample_clocks();
+  header.step = target.step.load(std::memory_order_relaxed);
+  header.step_start_tick = target.step_start_tick.load(std::memory_order_relaxed);
+  header.window_start_tick = target.log->crash_window_start_tick();
+  std::strncpy(header.reason, reason, sizeof(header.reason) - 1);
+
+  char path[sizeof(target.path_prefix) + 48];
+  const std::size_t prefix = ::strnlen(target.path_prefix, sizeof(target.path_prefix));
+  std::memcpy(path, target.path_prefix, prefix);
+  char* end = append_decimal(path + prefix, static_cast<std::uint64_t>(header.crash.realtime_ns));
+  std::memcpy(end, kCrashFileSuffix.data(), kCrashFileSuffix.size());
+  end[kCrashFileSuffix.size()] = '\0';
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+
+  SignalSafeFile file(fd);
+  file.put(&header, sizeof(header));
+  FlightLog& log = *target.log;
+  const auto write_events = [&](std::uint32_t slot, const Event* first, std::size_t count) {
+    constexpr std::size_t kEventsPerRecord = 1 << 16;
+    for (std::size_t done = 0; done < count; done += kEventsPerRecord) {
+      const std::size_t n = count - done < kEventsPerRecord ? count - done : kEventsPerRecord;
+      const CrashSlot head{slot, 0};
+      file.record(CrashRecordKind::Events, &head, sizeof(head), first + done, n * sizeof(Event));
+    }
+  };
+  log.visit_for_crash([&](const FlightThread& thread) { file.record(CrashRecordKind::Thread, &thread, sizeof(thread), nullptr, 0); },
+                      write_events);
+
+  // The crashing thread's events since the last step, and the ranges it is inside.
+  struct OpenRanges {
+    ThreadRing::OpenRange ranges[ThreadRing::kTrackedOpenRanges];
+    std::uint32_t size = 0;
+    void clear() noexcept { size = 0; }
+    void push_back(const ThreadRing::OpenRange& range) noexcept {
+      if (size < ThreadRing::kTrackedOpenRanges) ranges[size++] = range;
+    }
+  } open;
+  const ThreadRing* ring = t_ring;
+  std::uint32_t slot = FlightLog::kMaxThreads;
+  if (ring != nullptr) {
+    slot = log.crash_slot_of(ring->os_tid(), ring->thread_ordinal());
+    if (slot == FlightLog::kMaxThreads) {
+      FlightThread thread;
+      thread.os_tid = ring->os_tid();
+      thread.ordinal = ring->thread_ordinal();
+      thread.slot = slot;
+      const std::size_t length = ring->thread_name().size() < sizeof(thread.name) ? ring->thread_name().size() : sizeof(thread.name) - 1;
+      std::memcpy(thread.name, ring->thread_name().data(), length);
+      file.record(CrashRecordKind::Thread, &thread, sizeof(thread), nullptr, 0);
+    }
+    ring->peek([&](const Event* first, std::size_t count) { write_events(slot, first, count); });
+    ring->open_ranges(open);
+    const CrashSlot head{slot, 0};
+    if (open.size != 0)
+      file.record(CrashRecordKind::OpenRanges, &head, sizeof(head), open.ranges, open.size * sizeof(ThreadRing::OpenRange));
+  }
+
+  // The text of each name used, once.
+  log.clear_names_seen();
+  const InternTable& table = InternTable::instance();
+  const auto write_name = [&](NameId id) {
+    if (!log.first_sight_of_name(id)) return;
+    const char* text = is_site_id(id) ? (id == 0 ? nullptr : site_of(id).name) : table.published_text(id);
+    if (text == nullptr) return;
+    file.record(CrashRecordKind::Name, &id, sizeof(id), text, ::strnlen(text, 4096));
+  };
+  const auto name_events = [&](const Event* first, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) for_each_name_of(first[i], write_name);
+  };
+  log.visit_for_crash([](const FlightThread&) {}, [&](std::uint32_t, const Event* first, std::size_t count) { name_events(first, count); });
+  if (ring != nullptr) ring->peek(name_events);
+  for (std::uint32_t i = 0; i < open.size; ++i) write_name(open.ranges[i].name);
+
+  file.record(CrashRecordKind::End, nullptr, 0, nullptr, 0);
+  file.flush();
+  const bool whole = !file.failed();
+  ::close(fd);
+  return whole;
+}
+
+inline constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+inline constexpr int kFatalSignalCount = sizeof(kFatalSignals) / sizeof(kFatalSignals[0]);
+/// The handlers that were there before dlprof's, put back when a fatal signal arrives.
+inline struct sigaction g_previous_fatal_actions[kFatalSignalCount];
+
+inline const char* fatal_signal_name(int signal) noexcept {
+  switch (signal) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+    default: return "a fatal signal";
+  }
+}
+
+inline void on_fatal_signal(int signal, siginfo_t*, void*) noexcept {
+  const int saved_errno = errno;
+  if (!g_crash_dump_taken.exchange(true, std::memory_order_acq_rel)) {
+    CrashTarget* target = g_crash_target.load(std::memory_order_acquire);
+    if (target != nullptr && target->generation == fork_generation()) write_crash_file(*target, signal, fatal_signal_name(signal));
+  }
+  for (int i = 0; i < kFatalSignalCount; ++i)
+    if (kFatalSignals[i] == signal) ::sigaction(signal, &g_previous_fatal_actions[i], nullptr);
+  errno = saved_errno;
+  // Blocked while this handler runs: delivered as it returns, to the handler put back.
+  ::raise(signal);
+}
+
+/// Installs the fatal signals' handler, once per process, keeping the handlers there before it.
+inline void install_fatal_signal_handlers() noexcept {
+  static const bool installed = [] {
+    for (int i = 0; i < kFatalSignalCount; ++i) {
+      struct sigaction action {};
+      action.sa_sigaction = on_fatal_signal;
+      sigemptyset(&action.sa_mask);
+      action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      ::sigaction(kFatalSignals[i], &action, &g_previous_fatal_actions[i]);
+    }
+    return true;
+  }();
+  static_cast<void>(installed);
+}
+
+/// The terminate handler that was there before dlprof's.
+inline std::terminate_handler g_previous_terminate = nullptr;
+
+/// std::terminate: dumps the flight recorder as a trace through its handlers, on this thread, or
+/// writes the crash file where the Profiler is busy on this thread; then terminates as before.
+[[noreturn]] inline void on_terminate() noexcept {
+  if (!g_crash_dump_taken.exchange(true, std::memory_order_acq_rel)) {
+    CrashTarget* target = g_crash_target.load(std::memory_order_acquire);
+    if (target != nullptr && target->generation == fork_generation()) {
+      char reason[sizeof(CrashHeader::reason)] = "std::terminate";
+      if (const std::exception_ptr thrown = std::current_exception()) {
+        try {
+          std::rethrow_exception(thrown);
+        } catch (const std::exception& error) {
+          std::snprintf(reason, sizeof(reason), "std::terminate: uncaught exception: %s", error.what());
+        } catch (...) {
+          std::snprintf(reason, sizeof(reason), "std::terminate: uncaught exception of a type not derived from std::exception");
+        }
+      }
+      bool dumped = false;
+      try {
+        dumped = target->dump != nullptr && target->dump(target->profiler, reason);
+      } catch (...) {
+      }
+      if (!dumped) write_crash_file(*target, 0, reason);
+    }
+  }
+  if (g_previous_terminate != nullptr) g_previous_terminate();
+  std::abort();
+}
+
+/// Installs the terminate handler, once per process, keeping the one there before it.
+inline void install_terminate_handler() noexcept {
+  static const bool installed = [] {
+    g_previous_terminate = std::set_terminate(on_terminate);
+    return true;
+  }();
+  static_cast<void>(installed);
+}
+
+}  // namespace detail
+DLPROF_END_NAMESPACE

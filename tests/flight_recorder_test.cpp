@@ -1,0 +1,539 @@
+// The flight recorder (DLPROF_MODE=flight-recorder): the last steps kept in fixed memory, and the
+// dumps it writes on request, after a slow step, when an exception leaves a ProfilingScope, on
+// std::terminate and on a fatal signal. The crash cases run the training loop of
+// tests/settings/launched_training.cpp as a child process and judge it by its exit and the trace
+// it leaves.
+#include <dlprof/import/chrome_trace.hpp>
+#include <dlprof/profiler.hpp>
+#include <dlprof/report.hpp>
+
+#include "launched_training.hpp"
+#include "sanitized.hpp"
+#include "test_files.hpp"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using dlprof_test::files_in;
+using dlprof_test::launch;
+using dlprof_test::Launched;
+using dlprof_test::recorded_steps;
+using dlprof_test::ScopedEnvironment;
+using dlprof_test::TempDir;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+/// Keeps every trace handed to it.
+struct KeptTraces {
+  std::vector<std::shared_ptr<const dlprof::Trace>> traces;
+  dlprof::TraceHandler handler() {
+    return [this](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); };
+  }
+};
+
+dlprof::ProfilerOptions flight_options(KeptTraces& kept, std::size_t steps) {
+  return dlprof::ProfilerOptions{}.mode(dlprof::Mode::FlightRecorder).flight_steps(steps).on_trace_ready(kept.handler());
+}
+
+std::size_t count_named(const dlprof::Trace& trace, std::string_view name) {
+  return static_cast<std::size_t>(std::count_if(trace.events.begin(), trace.events.end(),
+                                                [&](const dlprof::TraceEvent& event) { return trace.names[event.name] == name; }));
+}
+
+void flight_steps(dlprof::Profiler& profiler, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    DLPROF_RANGE("flight_work");
+    profiler.step();
+  }
+}
+
+TEST(FlightRecorderTest, KeepsTheLastStepsAndDumpsThemOnRequest) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 3));
+  ASSERT_EQ(profiler.mode(), dlprof::Mode::FlightRecorder);
+  EXPECT_FALSE(profiler.dump()) << "not started";
+  profiler.start();
+  flight_steps(profiler, 10);
+  EXPECT_THAT(kept.traces, IsEmpty()) << "nothing is written until a dump";
+  {
+    DLPROF_RANGE("inside_the_dump");
+    EXPECT_TRUE(profiler.dump("asked by the test"));
+  }
+  ASSERT_EQ(kept.traces.size(), 1u);
+  const dlprof::Trace& first = *kept.traces[0];
+  EXPECT_EQ(first.flight_recorder_dump, "asked by the test");
+  EXPECT_THAT(recorded_steps(first), ElementsAre("ProfilerStep#7", "ProfilerStep#8", "ProfilerStep#9", "ProfilerStep#10"))
+      << "the last three steps, and the one in progress so far";
+  EXPECT_EQ(count_named(first, "inside_the_dump"), 1u) << "a range open at the dump ends there";
+
+  flight_steps(profiler, 2);
+  EXPECT_TRUE(profiler.dump());
+  ASSERT_EQ(kept.traces.size(), 2u);
+  EXPECT_THAT(recorded_steps(*kept.traces[1]), ElementsAre("ProfilerStep#11", "ProfilerStep#12"))
+      << "a dump holds the steps after the previous one";
+  EXPECT_EQ(kept.traces[1]->flight_recorder_dump, "prof.dump()");
+  EXPECT_GE(kept.traces[1]->window_start_ns, first.window_end_ns - 1000) << "dumps do not overlap";
+  profiler.stop();
+  EXPECT_EQ(kept.traces.size(), 2u) << "stop() writes nothing";
+  EXPECT_EQ(profiler.dumps(), 2u);
+}
+
+TEST(FlightRecorderTest, ScheduledProfilersDumpNothing) {
+  dlprof::Profiler scheduled;
+  scheduled.start();
+  EXPECT_FALSE(scheduled.dump());
+  scheduled.stop();
+}
+
+TEST(FlightRecorderTest, ASlowStepIsDumpedWithTheStepsBeforeItAtMostOnceAMinute) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 4).slow_step_factor(20));
+  profiler.start();
+  const auto run = [&](int steps, int slow_at) {
+    for (int i = 0; i < steps; ++i) {
+      DLPROF_RANGE("timed_work");
+      std::this_thread::sleep_for(std::chrono::milliseconds(i == slow_at ? 400 : 5));
+      profiler.step();
+    }
+  };
+  run(8, -1);
+  EXPECT_THAT(kept.traces, IsEmpty());
+  run(1, 0);  // step 8
+  ASSERT_EQ(kept.traces.size(), 1u);
+  const dlprof::Trace& dump = *kept.traces[0];
+  EXPECT_THAT(dump.flight_recorder_dump, AllOf(StartsWith("slow step 8: "), HasSubstr("the median")));
+  EXPECT_THAT(recorded_steps(dump), ElementsAre("ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7", "ProfilerStep#8"));
+  run(3, 1);  // another slow step, within the minute
+  EXPECT_EQ(kept.traces.size(), 1u);
+  EXPECT_EQ(profiler.slow_steps_not_dumped(), 1u);
+  profiler.stop();
+}
+
+TEST(FlightRecorderTest, AnExceptionLeavingTheScopeDumps) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 2));
+  try {
+    dlprof::ProfilingScope scope(profiler);
+    flight_steps(profiler, 5);
+    DLPROF_RANGE("failing_step");
+    throw std::runtime_error("loss is NaN");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(profiler.started());
+  ASSERT_EQ(kept.traces.size(), 1u);
+  EXPECT_EQ(kept.traces[0]->flight_recorder_dump, "an exception left the ProfilingScope");
+  EXPECT_EQ(count_named(*kept.traces[0], "failing_step"), 1u);
+
+  {
+    dlprof::ProfilingScope scope(profiler);
+    flight_steps(profiler, 2);
+  }
+  EXPECT_EQ(kept.traces.size(), 1u) << "a scope left normally dumps nothing";
+}
+
+TEST(FlightRecorderTest, MemoryIsFixedWhenItStartsWhateverTheSteps) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 2).events_per_thread(256));
+  profiler.start();
+  flight_steps(profiler, 2);  // rings of an earlier capacity are retired as their threads record
+  const std::size_t slots = dlprof::detail::RingRegistry::instance().slots_held();
+  for (int step = 0; step < 2000; ++step) {
+    for (int i = 0; i < 50; ++i) {
+      DLPROF_RANGE("small_work");
+    }
+    profiler.step();
+  }
+  EXPECT_EQ(dlprof::detail::RingRegistry::instance().slots_held(), slots);
+  // Larger steps: the log (2 × 256 events) holds what fits of the last two, and a ring that
+  // fills within a step counts what it drops.
+  for (int step = 0; step < 3; ++step) {
+    for (int i = 0; i < 200; ++i) {
+      DLPROF_RANGE("small_work");
+    }
+    profiler.step();
+  }
+  for (int i = 0; i < 300; ++i) {
+    DLPROF_RANGE("small_work");
+  }
+  profiler.step();
+  ASSERT_TRUE(profiler.dump());
+  const dlprof::Trace& dump = *kept.traces.back();
+  EXPECT_LE(dump.events.size(), 512u + 2);
+  EXPECT_GE(dump.events.size(), 400u);
+  EXPECT_GE(dump.dropped_events, 300u - 255u);
+  EXPECT_THAT(recorded_steps(dump), Not(IsEmpty()));
+  profiler.stop();
+}
+
+TEST(FlightRecorderTest, ThreadsRecordWhileStepsDrain) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 3));
+  profiler.start();
+  std::atomic<bool> done{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t)
+    workers.emplace_back([&done, t] {
+      dlprof::set_thread_name("flight worker " + std::to_string(t));
+      while (!done.load(std::memory_order_relaxed)) {
+        DLPROF_RANGE("worker_item");
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    });
+  for (int step = 0; step < 50; ++step) {
+    DLPROF_RANGE("main_step");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    profiler.step();
+  }
+  ASSERT_TRUE(profiler.dump());
+  done = true;
+  for (std::thread& worker : workers) worker.join();
+  profiler.stop();
+  const dlprof::Trace& dump = *kept.traces.back();
+  EXPECT_GE(dump.threads.size(), 5u);
+  EXPECT_GT(count_named(dump, "worker_item"), 0u);
+  EXPECT_EQ(recorded_steps(dump).size(), 4u);
+  for (const dlprof::TraceEvent& event : dump.events) {
+    EXPECT_GE(event.start_ns, dump.window_start_ns);
+    EXPECT_LE(event.end_ns, dump.window_end_ns);
+  }
+}
+
+TEST(FlightRecorderTest, TheSignalAsksForOneDumpHoweverOftenItArrives) {
+  KeptTraces kept;
+  const ScopedEnvironment environment(std::vector<std::pair<std::string, std::string>>{{"DLPROF_SIGNAL", "USR1"}});
+  dlprof::Profiler profiler(flight_options(kept, 2));
+  ::raise(SIGUSR1);  // before start(): taken by the first step
+  profiler.start();
+  flight_steps(profiler, 1);
+  ASSERT_EQ(kept.traces.size(), 1u);
+  EXPECT_EQ(kept.traces[0]->flight_recorder_dump, "the dump signal");
+  ::raise(SIGUSR1);
+  ::raise(SIGUSR1);
+  flight_steps(profiler, 3);
+  EXPECT_EQ(kept.traces.size(), 2u) << "two signals before a step ask once";
+  profiler.stop();
+  ::signal(SIGUSR1, SIG_DFL);
+}
+
+TEST(FlightRecorderTest, TheTriggerFileAsksForADumpAndIsConsumed) {
+  TempDir dir;
+  const fs::path trigger = dir.path() / "dump-now";
+  KeptTraces kept;
+  const ScopedEnvironment environment({{"DLPROF_TRIGGER_FILE", trigger.string()}, {"DLPROF_SIGNAL", "none"}});
+  dlprof::Profiler profiler(flight_options(kept, 2));
+  profiler.start();
+  flight_steps(profiler, 2);
+  std::ofstream(trigger).flush();
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  flight_steps(profiler, 2);
+  ASSERT_EQ(kept.traces.size(), 1u);
+  EXPECT_EQ(kept.traces[0]->flight_recorder_dump, "the trigger file");
+  EXPECT_FALSE(fs::exists(trigger));
+  profiler.stop();
+}
+
+TEST(FlightRecorderTest, ACrashFileHoldsTheKeptStepsTheThreadsRangesAndTheirNames) {
+  TempDir dir;
+  KeptTraces kept;
+  dlprof::Profiler profiler(
+      flight_options(kept, 2).on_trace_ready(dlprof::tensorboard_trace_handler(dir.path().string(), "crashing worker")));
+  profiler.start();
+  for (int step = 0; step < 4; ++step) {
+    { DLPROF_RANGE_F("formatted {}", step); }
+    profiler.step();
+  }
+  {
+    DLPROF_RANGE("outer_at_crash");
+    DLPROF_RANGE_F("inner at crash {}", 7);
+    dlprof::detail::CrashTarget* target = dlprof::detail::g_crash_target.load();
+    ASSERT_NE(target, nullptr);
+    ASSERT_TRUE(dlprof::detail::write_crash_file(*target, SIGSEGV, "SIGSEGV"));
+  }
+  profiler.stop();
+  EXPECT_EQ(dlprof::detail::g_crash_target.load(), nullptr) << "stop() disarms the crash dump";
+  std::vector<fs::path> crash_files;
+  for (const fs::path& file : files_in(dir.path()))
+    if (file.extension() == ".dlprof-crash") crash_files.push_back(file);
+  ASSERT_EQ(crash_files.size(), 1u);
+  EXPECT_THAT(crash_files[0].filename().string(), StartsWith("crashing worker."));
+
+  const dlprof::Trace trace = dlprof::read_trace(crash_files[0].string());
+  EXPECT_EQ(trace.flight_recorder_dump, "SIGSEGV in step 4");
+  EXPECT_THAT(recorded_steps(trace), ElementsAre("ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"));
+  EXPECT_EQ(count_named(trace, "formatted 2"), 1u) << "interned names are written by the handler";
+  EXPECT_EQ(count_named(trace, "outer_at_crash"), 1u) << "ranges open at the crash end there";
+  EXPECT_EQ(count_named(trace, "inner at crash 7"), 1u);
+  EXPECT_EQ(trace.clipped_ranges, 3u) << "two ranges and the step";
+  EXPECT_TRUE(trace.read_result.empty());
+  EXPECT_EQ(trace.pid, static_cast<std::int64_t>(::getpid()));
+
+  // dlprof-report's directory read takes the crash file as a window beside the JSON dumps.
+  const std::vector<std::vector<dlprof::Trace>> windows = dlprof::read_trace_windows({dir.path().string()});
+  EXPECT_EQ(windows.size(), 1u);
+}
+
+TEST(FlightRecorderTest, ACutOrDamagedCrashFileReadsWhatItHoldsAndABadOneIsRefused) {
+  TempDir dir;
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 2).on_trace_ready(dlprof::tensorboard_trace_handler(dir.path().string())));
+  profiler.start();
+  flight_steps(profiler, 3);
+  ASSERT_TRUE(dlprof::detail::write_crash_file(*dlprof::detail::g_crash_target.load(), SIGABRT, "SIGABRT"));
+  profiler.stop();
+  fs::path crash_file;
+  for (const fs::path& file : files_in(dir.path()))
+    if (file.extension() == ".dlprof-crash") crash_file = file;
+  ASSERT_FALSE(crash_file.empty());
+  const std::string whole = dlprof_test::read_file(crash_file);
+  const auto write = [&](const std::string& bytes) {
+    const fs::path path = dir.path() / "damaged.dlprof-crash";
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path.string();
+  };
+
+  const dlprof::Trace cut = dlprof::read_trace(write(whole.substr(0, whole.size() - 40)));
+  EXPECT_THAT(cut.read_result.notes, ElementsAre(HasSubstr("before its last record")));
+
+  // An event whose kind byte is garbage, as a step() rewriting the log meanwhile would leave.
+  std::string damaged = whole;
+  const std::size_t events = sizeof(dlprof::detail::CrashHeader) + sizeof(dlprof::detail::CrashRecordHeader) +
+                             sizeof(dlprof::detail::FlightThread) + sizeof(dlprof::detail::CrashRecordHeader) +
+                             sizeof(dlprof::detail::CrashSlot);
+  damaged[events + offsetof(dlprof::detail::Event, kind)] = static_cast<char>(0x7E);
+  const dlprof::Trace skipped = dlprof::read_trace(write(damaged));
+  EXPECT_EQ(skipped.read_result.skipped_events, 1u);
+  EXPECT_THAT(skipped.read_result.first_skip_reason, HasSubstr("unknown kind 126"));
+
+  std::string other_version = whole;
+  other_version[8] = 9;
+  EXPECT_THAT([&] { dlprof::read_trace(write(other_version)); },
+              ::testing::ThrowsMessage<dlprof::TraceReadError>(HasSubstr("crash file of version 9")));
+  EXPECT_THROW(dlprof::read_trace(write(whole.substr(0, 20))), dlprof::TraceReadError);
+}
+
+// The child processes: a training loop under DLPROF_MODE=flight-recorder.
+
+std::vector<fs::path> files_ending(const fs::path& dir, std::string_view suffix) {
+  std::vector<fs::path> found;
+  for (const fs::path& file : files_in(dir))
+    if (file.string().size() >= suffix.size() && file.string().compare(file.string().size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.push_back(file);
+  return found;
+}
+
+/// The sanitizers handle SIGSEGV themselves (report, then exit 1); dlprof's handler chains to them.
+void expect_died_of(const Launched& run, int signal) {
+  if (dlprof_test::kSanitized && signal == SIGSEGV)
+    EXPECT_TRUE(run.signal != 0 || (run.status != 0 && run.status != -1)) << run.err;
+  else
+    EXPECT_EQ(run.signal, signal) << "exit status " << run.status << "\n" << run.err;
+}
+
+std::vector<std::string> flight_settings(const fs::path& traces) {
+  return {"DLPROF_MODE=flight-recorder", "DLPROF_FLIGHT_STEPS=3", "DLPROF_OUTPUT=" + traces.string(), "DLPROF_WORKER=rank0"};
+}
+
+TEST(FlightRecorderCrashTest, ASegfaultInsideARangeLeavesItsLastStepsAndStillKillsTheProcess) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const Launched run = launch(flight_settings(traces), dir.path(), 20, {"--crash-at", "12", "segv"});
+  expect_died_of(run, SIGSEGV);
+  const std::vector<fs::path> crash_files = files_ending(traces, ".dlprof-crash");
+  ASSERT_EQ(crash_files.size(), 1u) << run.err;
+  const std::vector<dlprof::Trace> set = dlprof::read_trace_set({traces.string()});
+  ASSERT_EQ(set.size(), 1u);
+  const dlprof::Trace& trace = set[0];
+  EXPECT_EQ(trace.flight_recorder_dump, "SIGSEGV in step 12");
+  EXPECT_THAT(recorded_steps(trace), ElementsAre("ProfilerStep#9", "ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#12"));
+  EXPECT_EQ(count_named(trace, "crash_site"), 1u) << "the range it died in";
+  EXPECT_THAT(dlprof::report(trace), HasSubstr("Flight-recorder dump: SIGSEGV in step 12"));
+}
+
+TEST(FlightRecorderCrashTest, AbortLeavesItsLastSteps) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const Launched run = launch(flight_settings(traces), dir.path(), 20, {"--crash-at", "6", "abort"});
+  expect_died_of(run, SIGABRT);
+  ASSERT_EQ(files_ending(traces, ".dlprof-crash").size(), 1u) << run.err;
+  const dlprof::Trace trace = dlprof::read_trace(files_ending(traces, ".dlprof-crash")[0].string());
+  EXPECT_EQ(trace.flight_recorder_dump, "SIGABRT in step 6");
+  EXPECT_EQ(count_named(trace, "crash_site"), 1u);
+}
+
+TEST(FlightRecorderCrashTest, TheProgramsOwnHandlerStillRuns) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const Launched run = launch(flight_settings(traces), dir.path(), 20, {"--own-handler", "--crash-at", "5", "abort"});
+  EXPECT_THAT(run.err, HasSubstr("own handler ran"));
+  expect_died_of(run, SIGABRT);
+  EXPECT_EQ(files_ending(traces, ".dlprof-crash").size(), 1u) << run.err;
+}
+
+TEST(FlightRecorderCrashTest, AnUncaughtExceptionWritesATraceThroughTheHandlers) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const Launched run = launch(flight_settings(traces), dir.path(), 20, {"--crash-at", "7", "throw"});
+  expect_died_of(run, SIGABRT);
+  EXPECT_THAT(files_ending(traces, ".dlprof-crash"), IsEmpty()) << "std::terminate may allocate: a trace, not a crash file";
+  const std::vector<fs::path> written = files_ending(traces, ".pt.trace.json");
+  ASSERT_EQ(written.size(), 1u) << run.err;
+  const dlprof::Trace trace = dlprof::read_trace(written[0].string());
+  EXPECT_EQ(trace.flight_recorder_dump, "std::terminate: uncaught exception: loss is NaN");
+  EXPECT_THAT(recorded_steps(trace), ElementsAre("ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7"));
+}
+
+TEST(FlightRecorderCrashTest, ASlowStepIsDumpedFromTheEnvironmentAlone) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  std::vector<std::string> settings = flight_settings(traces);
+  settings.push_back("DLPROF_SLOW_STEP_FACTOR=10");
+  const Launched run = launch(settings, dir.path(), 16, {"--slow-step", "12"});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("mode=flight-recorder"));
+  EXPECT_THAT(run.out, HasSubstr("dumps=1"));
+  const std::vector<dlprof::Trace> set = dlprof::read_trace_set({traces.string()});
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_THAT(set[0].flight_recorder_dump, StartsWith("slow step 12: "));
+}
+
+TEST(FlightRecorderCrashTest, AForkedChildNeitherDumpsTheParentsStepsNorHangs) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const Launched run = launch(flight_settings(traces), dir.path(), 10, {"--fork-at", "4"});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("forked child dumped=false"));
+  EXPECT_THAT(run.out, HasSubstr("forked child died of signal"));
+  if (!dlprof_test::kSanitized) {
+    EXPECT_THAT(run.out, HasSubstr("died of signal 11")) << "SIGSEGV, after dlprof's handler";
+  }
+  EXPECT_THAT(files_in(traces), IsEmpty()) << "the child's crash writes nothing, and the parent did not crash";
+}
+
+TEST(FlightRecorderCrashTest, AnUnwritableDirectoryIsOneErrorAndTrainingGoesOn) {
+  TempDir dir;
+  const fs::path blocker = dir.path() / "a file";
+  std::ofstream(blocker) << "not a directory";
+  std::vector<std::string> settings = flight_settings(blocker / "traces");
+  settings.push_back("DLPROF_SLOW_STEP_FACTOR=10");
+  settings.push_back("DLPROF_SIGNAL=none");
+  const Launched run = launch(settings, dir.path(), 16, {"--slow-step", "12"});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("dumps=1"));
+  EXPECT_THAT(run.err, HasSubstr("a crash will leave no file"));
+  EXPECT_THAT(run.err, HasSubstr("cannot create trace directory"));
+}
+
+/// Runs dlprof-capture with `arguments`; its stdout, stderr and exit status.
+Launched run_capture_tool(const std::string& arguments, const fs::path& scratch) {
+  const fs::path err = scratch / "capture-stderr.txt";
+  const std::string command = fmt::format("'{}' {} 2>'{}'", DLPROF_CAPTURE_TOOL, arguments, err.string());
+  Launched result;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char chunk[512];
+  for (std::size_t n = 0; (n = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0;) result.out.append(chunk, n);
+  const int status = ::pclose(pipe);
+  if (WIFEXITED(status)) result.status = WEXITSTATUS(status);
+  result.err = dlprof_test::read_file(err);
+  return result;
+}
+
+TEST(CaptureToolTest, AsksARunningJobOnDemandAndPrintsTheTracesPath) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const fs::path trigger = dir.path() / "capture-now";
+  const dlprof_test::BackgroundTraining job({"DLPROF_MODE=on-demand", "DLPROF_OUTPUT=" + traces.string(),
+                                             "DLPROF_TRIGGER_FILE=" + trigger.string()},
+                                            dir.path(), 1'000'000, {"--step-ms", "2"});
+  ASSERT_TRUE(job.wait_for_output("training", 30)) << job.err();
+
+  const Launched by_signal = run_capture_tool(std::to_string(job.pid()), dir.path());
+  ASSERT_EQ(by_signal.status, 0) << by_signal.err;
+  const std::string first = by_signal.out.substr(0, by_signal.out.find('\n'));
+  EXPECT_EQ(fs::path(first).parent_path(), traces);
+  EXPECT_EQ(recorded_steps(dlprof::read_trace(first)).size(), 5u) << "the signal asks for the default";
+
+  const Launched by_file = run_capture_tool(fmt::format("{} --steps 3", job.pid()), dir.path());
+  ASSERT_EQ(by_file.status, 0) << by_file.err;
+  const std::string second = by_file.out.substr(0, by_file.out.find('\n'));
+  EXPECT_NE(second, first);
+  EXPECT_EQ(recorded_steps(dlprof::read_trace(second)).size(), 3u) << "the trigger file carries the steps";
+}
+
+TEST(CaptureToolTest, AsksAFlightRecorderForADump) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const dlprof_test::BackgroundTraining job({"DLPROF_MODE=flight-recorder", "DLPROF_FLIGHT_STEPS=4",
+                                             "DLPROF_OUTPUT=" + traces.string()},
+                                            dir.path(), 1'000'000, {"--step-ms", "2"});
+  ASSERT_TRUE(job.wait_for_output("training", 30)) << job.err();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const Launched run = run_capture_tool(std::to_string(job.pid()), dir.path());
+  ASSERT_EQ(run.status, 0) << run.err;
+  const dlprof::Trace dump = dlprof::read_trace(run.out.substr(0, run.out.find('\n')));
+  EXPECT_EQ(dump.flight_recorder_dump, "the dump signal");
+  EXPECT_EQ(recorded_steps(dump).size(), 4u);
+}
+
+TEST(CaptureToolTest, RefusesWhatItCannotAskWithTheReason) {
+  TempDir dir;
+  const Launched usage = run_capture_tool("--steps 3", dir.path());
+  EXPECT_EQ(usage.status, 2);
+  EXPECT_THAT(usage.err, HasSubstr("name the job's process id"));
+  const Launched no_process = run_capture_tool("999999999", dir.path());
+  EXPECT_EQ(no_process.status, 1);
+  EXPECT_THAT(no_process.err, HasSubstr("no process 999999999"));
+  const dlprof_test::BackgroundTraining scheduled({}, dir.path(), 1'000'000, {"--step-ms", "2"});
+  ASSERT_TRUE(scheduled.wait_for_output("training", 30));
+  const Launched not_on_demand = run_capture_tool(std::to_string(scheduled.pid()), dir.path());
+  EXPECT_EQ(not_on_demand.status, 1);
+  EXPECT_THAT(not_on_demand.err, HasSubstr("only on-demand and flight-recorder take requests"));
+}
+
+TEST(FlightRecorderSettingsTest, ModeStepsAndFactorAreReadAndBadValuesKeepTheDefaults) {
+  const auto launched = [](std::vector<std::pair<std::string, std::string>> variables) {
+    const ScopedEnvironment environment(std::move(variables));
+    return dlprof::detail::apply_settings(dlprof::ProfilerOptions{}, dlprof::detail::read_settings(environ));
+  };
+  const dlprof::detail::LaunchedOptions good =
+      launched({{"DLPROF_MODE", "flight-recorder"}, {"DLPROF_FLIGHT_STEPS", "12"}, {"DLPROF_SLOW_STEP_FACTOR", "2.5"}});
+  EXPECT_EQ(good.mode, dlprof::Mode::FlightRecorder);
+  EXPECT_EQ(good.options.flight_steps(), 12u);
+  EXPECT_EQ(good.options.slow_step_factor(), 2.5);
+  EXPECT_THAT(good.warnings, IsEmpty());
+
+  const dlprof::detail::LaunchedOptions bad = launched(
+      {{"DLPROF_MODE", "flight-recorder"}, {"DLPROF_FLIGHT_STEPS", "0"}, {"DLPROF_SLOW_STEP_FACTOR", "0.5"}});
+  EXPECT_EQ(bad.options.flight_steps(), dlprof::ProfilerOptions::kDefaultFlightSteps);
+  EXPECT_EQ(bad.options.slow_step_factor(), dlprof::ProfilerOptions::kDefaultSlowStepFactor);
+  EXPECT_THAT(bad.warnings, ElementsAre(HasSubstr("DLPROF_SLOW_STEP_FACTOR=0.5"), HasSubstr("DLPROF_FLIGHT_STEPS=0")));
+
+  const dlprof::detail::LaunchedOptions unused = launched({{"DLPROF_FLIGHT_STEPS", "4"}});
+  EXPECT_THAT(unused.warnings, ElementsAre(HasSubstr("only DLPROF_MODE=flight-recorder runs")));
+}
+
+}  // namespace
