@@ -8,22 +8,31 @@
 // (where the time of a step went, the top ops, what to change) and the ops with the most FLOPs:
 //
 //   libtorch_training                         # CPU, 2 loader workers, trace in ./log
-//   libtorch_training --num-workers 0         # loading runs inline: watch the DataLoader rows grow
+//   libtorch_training --num-workers 0         # loading runs inline: the DataLoader takes the step
 //   libtorch_training --device cuda           # on a GPU (LibTorch with CUDA): kernels linked to ops
+//   DLPROF_MODE=flight-recorder DLPROF_OUTPUT=log/fr libtorch_training --steps 40 --slow-step 30
+//                                             # the flight recorder dumps the slow step
+//   DLPROF_MODE=flight-recorder DLPROF_OUTPUT=log/fr libtorch_training --steps 40 --crash-at 25
+//                                             # ... and the steps before a crash
 #include <dlprof/profiler.hpp>
 #include <dlprof/report.hpp>
 #include <torch/torch.h>
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "command_line.hpp"
@@ -35,19 +44,39 @@ namespace {
 constexpr std::int64_t kImageSize = 28;
 constexpr std::int64_t kClasses = 10;
 
-// MNIST-shaped examples whose class is visible: a bright 6×6 patch at a position that depends on
-// the label, over noise. Each example is made on demand from its index, so the DataLoader's
-// workers do real work per batch, as decoding and augmenting images would.
+constexpr std::int64_t kStoredSize = 96;  // the size an example is stored at, before augmenting
+
+// MNIST-shaped examples whose class is visible: a bright patch at a position that depends on the
+// label, over noise. Each example is made on demand from its index and costs what loading an
+// image costs on the CPU: it is "decoded" (drawn at 96×96 and smoothed, as a decoder's IDCT and
+// upsampling touch every pixel), then augmented (a random crop, a small rotation, resizing to
+// 28×28, brightness jitter) and normalised. Loading a batch thus takes about as long as training
+// on it, so the DataLoader's workers matter.
 class SyntheticMnist : public torch::data::datasets::Dataset<SyntheticMnist> {
  public:
   explicit SyntheticMnist(std::size_t examples) : examples_(examples) {}
 
   torch::data::Example<> get(std::size_t index) override {
+    namespace F = torch::nn::functional;
     const auto label = static_cast<std::int64_t>(index % kClasses);
     torch::Generator generator = at::detail::createCPUGenerator(/*seed_in=*/index);
-    torch::Tensor image = torch::rand({1, kImageSize, kImageSize}, generator, torch::kFloat32) * 0.3;
-    const std::int64_t row = 2 + (label / 5) * 13, column = 2 + (label % 5) * 5;
-    image.slice(1, row, row + 6).slice(2, column, column + 6).add_(0.7);
+    // Decode.
+    torch::Tensor image = torch::rand({1, 1, kStoredSize, kStoredSize}, generator, torch::kFloat32) * 0.3;
+    const std::int64_t row = 8 + (label / 5) * 44, column = 8 + (label % 5) * 17;
+    image.slice(2, row, row + 24).slice(3, column, column + 16).add_(0.7);
+    const torch::Tensor smoothing = torch::full({1, 1, 5, 5}, 1.0 / 25);
+    for (int pass = 0; pass < 3; ++pass) image = F::conv2d(image, smoothing, F::Conv2dFuncOptions().padding(2));
+    // Augment: crop, rotate a few degrees, resize, jitter.
+    const torch::Tensor shift = torch::randint(0, 9, {2}, generator);
+    image = image.slice(2, shift[0].item<std::int64_t>(), shift[0].item<std::int64_t>() + 88)
+                .slice(3, shift[1].item<std::int64_t>(), shift[1].item<std::int64_t>() + 88);
+    const double angle = (torch::rand({1}, generator).item<double>() - 0.5) * 0.2;
+    const torch::Tensor rotation = torch::tensor({{std::cos(angle), -std::sin(angle), 0.0}, {std::sin(angle), std::cos(angle), 0.0}},
+                                                 torch::kFloat32)
+                                       .unsqueeze(0);
+    const torch::Tensor grid = F::affine_grid(rotation, {1, 1, kImageSize, kImageSize}, /*align_corners=*/false);
+    image = F::grid_sample(image, grid, F::GridSampleFuncOptions().align_corners(false)).squeeze(0);
+    image = image * (0.9 + 0.2 * torch::rand({1}, generator));
     return {(image - 0.1307) / 0.3081, torch::tensor(label)};
   }
 
@@ -61,6 +90,8 @@ struct Options {
   int steps = 12;
   int batch_size = 64;
   int num_workers = 2;
+  int slow_step = -1;
+  int crash_at = -1;
   std::string device = "cpu";
   std::string log_dir = "log";
   bool help = false;
@@ -69,12 +100,16 @@ struct Options {
 void print_usage(int min_steps) {
   fmt::print(
       "Usage: libtorch_training [--steps N] [--batch-size N] [--num-workers N] [--device cpu|cuda] [--log-dir DIR]\n"
+      "                         [--slow-step N] [--crash-at N]\n"
       "Trains a small CNN on synthetic MNIST-shaped data with LibTorch, profiled by dlprof.\n\n"
       "  --steps N          training steps, at least {} (default 12)\n"
       "  --batch-size N     examples per batch (default 64)\n"
       "  --num-workers N    DataLoader worker threads; 0 loads inline (default 2)\n"
       "  --device D         cpu or cuda (default cpu); cuda also records GPU activity where dlprof::cupti is linked\n"
-      "  --log-dir DIR      where the trace goes (default log)\n",
+      "  --log-dir DIR      where the trace goes (default log)\n"
+      "  --slow-step N      step N stalls for half a second (a flight recorder dumps it)\n"
+      "  --crash-at N       step N dies of SIGSEGV inside a range (a flight recorder leaves its last steps)\n"
+      "The DLPROF_* variables (README, \"Leave it on\") override the profiling options set here.\n",
       min_steps);
 }
 
@@ -83,17 +118,28 @@ Options parse_options(int argc, char** argv, int min_steps) {
   using dlprof_examples::parse_int;
   Options options;
   dlprof_examples::for_each_flag(
-      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir"}, options.help,
+      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at"},
+      options.help,
       [&](std::string_view flag, std::string_view value) {
         if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
         else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
         else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
+        else if (flag == "--slow-step") options.slow_step = parse_int(flag, value, 0, 1'000'000);
+        else if (flag == "--crash-at") options.crash_at = parse_int(flag, value, 0, 1'000'000);
         else if (flag == "--device" && (value == "cpu" || value == "cuda")) options.device = std::string(value);
         else if (flag == "--device") throw dlprof_examples::UsageError(fmt::format("--device expects cpu or cuda, got '{}'", value));
         else if (value.empty()) throw dlprof_examples::UsageError("--log-dir needs a non-empty value");
         else options.log_dir = std::string(value);
       });
   return options;
+}
+
+/// A fatal signal inside a range: a store to a page the process may not touch.
+[[noreturn]] void crash_inside_a_range() {
+  DLPROF_RANGE("crash_site");
+  void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  *static_cast<volatile int*>(page) = 1;
+  std::abort();
 }
 
 }  // namespace
@@ -164,6 +210,11 @@ int main(int argc, char** argv) {
       loss.backward();
     }
     annotated_optimizer.step();
+    if (step == options.slow_step) {
+      DLPROF_RANGE("stall");
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    if (step == options.crash_at) crash_inside_a_range();
     last_loss = loss.item<float>();
     if (step == 0) first_loss = last_loss;
     const auto now = std::chrono::steady_clock::now();
@@ -176,6 +227,12 @@ int main(int argc, char** argv) {
   prof.stop();
 
   fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {}\n\n", first_loss, last_loss, step - 1);
+  if (prof.mode() != dlprof::Mode::Scheduled) {  // DLPROF_MODE: what it recorded is in its directory
+    fmt::print("dlprof ran with DLPROF_MODE={}: {} trace(s) written; read them with dlprof-report DIR\n",
+               prof.mode() == dlprof::Mode::Off ? "off" : prof.mode() == dlprof::Mode::OnDemand ? "on-demand" : "flight-recorder",
+               prof.mode() == dlprof::Mode::FlightRecorder ? prof.dumps() : (prof.last_trace() != nullptr ? 1u : 0u));
+    return prof.errors().empty() ? 0 : 1;
+  }
   fmt::print("{}\n", prof.report());
   fmt::print("Top ops by FLOPs:\n{}\n", prof.key_averages().sort_by(dlprof::SortBy::Flops).table(8));
   const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);

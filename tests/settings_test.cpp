@@ -17,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -229,14 +230,29 @@ TEST(SettingsTest, OnDemandAndTheCaptureSignalAreRead) {
   }
 }
 
-TEST(SettingsTest, TriggerFileTextNamesTheSteps) {
+TEST(SettingsTest, TriggerFileTextNamesTheCaptureAndItsOptions) {
   std::vector<std::string> problems;
-  EXPECT_EQ(dlprof::detail::trigger_file_steps("", 5, problems), 5);
-  EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=3\n", 5, problems), 3);
+  const auto request = [&](std::string_view text) { return dlprof::detail::parse_capture_request(text, problems); };
+  EXPECT_EQ(request("").steps, 5);
+  EXPECT_EQ(request("steps=3\n").steps, 3);
+  const dlprof::detail::CaptureRequest full =
+      request("steps=2 record_shapes=1\tprofile_memory=yes with_flops=0\nactivities=cpu seconds=1.5");
+  EXPECT_EQ(full.steps, 2);
+  EXPECT_EQ(full.duration_ns, 1'500'000'000);
+  EXPECT_EQ(full.record_shapes, true);
+  EXPECT_EQ(full.profile_memory, true);
+  EXPECT_EQ(full.with_flops, false);
+  EXPECT_EQ(full.activities, std::vector<dlprof::Activity>{dlprof::Activity::CPU});
   EXPECT_THAT(problems, IsEmpty());
-  EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=lots", 5, problems), 5);
-  EXPECT_EQ(dlprof::detail::trigger_file_steps("steps=0 please", 5, problems), 5);
-  EXPECT_THAT(problems, ElementsAre(HasSubstr("'steps=lots'"), HasSubstr("'steps=0'"), HasSubstr("'please'")));
+  EXPECT_EQ(request("steps=lots").steps, 5);
+  const dlprof::detail::CaptureRequest bad = request("steps=0 please record_shapes=maybe activities=tpu seconds=-1");
+  EXPECT_EQ(bad.steps, 5);
+  EXPECT_FALSE(bad.record_shapes.has_value());
+  EXPECT_FALSE(bad.activities.has_value());
+  EXPECT_EQ(bad.duration_ns, 0);
+  EXPECT_THAT(problems, ElementsAre(HasSubstr("'steps=lots'"), HasSubstr("'steps=0'"), HasSubstr("'please'"),
+                                    HasSubstr("'record_shapes=maybe'"), HasSubstr("'activities=tpu'"),
+                                    HasSubstr("'seconds=-1'")));
 }
 
 /// Runs `steps` steps, each with a range.
@@ -327,6 +343,106 @@ TEST(OnDemandTest, TheTriggerFileAsksAndIsConsumed) {
   EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("'steps=many' is not steps=N"));
   ASSERT_EQ(traces.size(), 2u);
   EXPECT_EQ(recorded_steps(*traces[1]).size(), 5u) << "the default";
+  profiler.stop();
+}
+
+TEST(OnDemandTest, TheTriggerFileSetsTheCapturesOptionsForThatCaptureOnly) {
+  TempDir dir;
+  const fs::path trigger = dir.path() / "capture-now";
+  const ScopedEnvironment environment(
+      {{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}, {"DLPROF_TRIGGER_FILE", trigger.string()}});
+  std::vector<std::shared_ptr<const dlprof::Trace>> traces;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
+      [&traces](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); }));
+  profiler.start();
+  run_steps(profiler, 1);
+  std::ofstream(trigger) << "steps=2 record_shapes=1 with_flops=1";
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  run_steps(profiler, 2);
+  EXPECT_TRUE(profiler.options().record_shapes()) << "during the capture";
+  run_steps(profiler, 3);
+  ASSERT_EQ(traces.size(), 1u);
+  const auto& metadata = traces[0]->metadata;
+  EXPECT_NE(std::find(metadata.begin(), metadata.end(), std::pair<std::string, std::string>{"record_shapes", "1"}), metadata.end());
+  EXPECT_NE(std::find(metadata.begin(), metadata.end(), std::pair<std::string, std::string>{"with_flops", "1"}), metadata.end());
+  EXPECT_FALSE(profiler.options().record_shapes()) << "the Profiler's own options after the capture";
+  EXPECT_FALSE(profiler.options().with_flops());
+  profiler.stop();
+}
+
+/// Traces handed over on any thread (the watcher's, for timed captures).
+class LockedTraces {
+ public:
+  dlprof::TraceHandler handler() {
+    return [this](const dlprof::Trace& trace) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      traces_.push_back(std::make_shared<dlprof::Trace>(trace));
+    };
+  }
+  /// Waits up to `seconds` for `count` traces; the traces so far.
+  std::vector<std::shared_ptr<const dlprof::Trace>> wait_for(std::size_t count, double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (;;) {
+      {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (traces_.size() >= count || std::chrono::steady_clock::now() >= deadline) return traces_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<const dlprof::Trace>> traces_;
+};
+
+TEST(OnDemandTest, ATimedCaptureServesAProgramWithoutSteps) {
+  TempDir dir;
+  const fs::path trigger = dir.path() / "capture-now";
+  const ScopedEnvironment environment(
+      {{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}, {"DLPROF_TRIGGER_FILE", trigger.string()}});
+  LockedTraces kept;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(kept.handler()));
+  profiler.start();
+  std::ofstream(trigger) << "seconds=0.3";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::size_t served = 0;
+  while (std::chrono::steady_clock::now() < until && (served = kept.wait_for(1, 0).size()) == 0) {
+    DLPROF_RANGE("request");  // a server's work, no step()
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(served, 1u) << "the watcher takes the request after a second without steps, and ends the capture";
+  const dlprof::Trace& trace = *kept.wait_for(1, 0)[0];
+  EXPECT_FALSE(fs::exists(trigger));
+  EXPECT_THAT(recorded_steps(trace), IsEmpty());
+  const double seconds = static_cast<double>(trace.window_end_ns - trace.window_start_ns) / 1e9;
+  EXPECT_GE(seconds, 0.29);
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_GT(std::count_if(trace.events.begin(), trace.events.end(),
+                          [&](const dlprof::TraceEvent& event) { return trace.names[event.name] == "request"; }),
+            20);
+  profiler.stop();
+}
+
+TEST(OnDemandTest, ATimedCaptureInAProgramWithStepsEndsAtTheFirstStepPastItsTime) {
+  const ScopedEnvironment environment({{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}});
+  LockedTraces kept;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(kept.handler()));
+  profiler.start();
+  EXPECT_THROW(profiler.capture_for(std::chrono::seconds(0)), std::invalid_argument);
+  EXPECT_TRUE(profiler.capture_for(std::chrono::milliseconds(100)));
+  EXPECT_FALSE(profiler.capture(3)) << "one capture at a time";
+  for (int i = 0; i < 100 && kept.wait_for(1, 0).empty(); ++i) {
+    DLPROF_RANGE("stepped_work");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    profiler.step();
+  }
+  const auto traces = kept.wait_for(1, 0);
+  ASSERT_EQ(traces.size(), 1u);
+  const std::size_t steps = recorded_steps(*traces[0]).size();
+  EXPECT_GE(steps, 5u);
+  EXPECT_LE(steps, 60u);
+  EXPECT_TRUE(profiler.capture(1)) << "idle again, and asked again";
   profiler.stop();
 }
 

@@ -286,8 +286,42 @@ namespace detail {
 /// On demand: the steps a capture records when the request names no number, and the most it may.
 inline constexpr std::int64_t kDefaultCaptureSteps = 5;
 inline constexpr std::int64_t kMaxCaptureSteps = 1'000'000;
+/// On demand, in a program that does not call step(): how long a capture records when the request
+/// says no time, and the most it may.
+inline constexpr std::int64_t kDefaultCaptureNs = 10'000'000'000;
+inline constexpr std::int64_t kMaxCaptureNs = 86'400'000'000'000;
 /// How often step() looks for the trigger file, at most.
 inline constexpr std::int64_t kTriggerFilePeriodNs = 200'000'000;
+
+/// cpu, cuda or cpu,cuda, as DLPROF_ACTIVITIES and a trigger file's activities= give them.
+inline std::optional<std::vector<Activity>> parse_activities(std::string_view text) {
+  std::vector<Activity> kinds;
+  bool valid = true;
+  for_each_field(text, ",", /*skip_empty=*/false, [&](std::string_view piece) {
+    const std::string word = lowercase(trimmed(piece));
+    if (word == "cpu")
+      kinds.push_back(Activity::CPU);
+    else if (word == "cuda")
+      kinds.push_back(Activity::CUDA);
+    else
+      valid = false;
+    return valid;
+  });
+  if (!valid) return std::nullopt;
+  return kinds;
+}
+
+/// A request for a capture: how many steps (or, with duration_ns, how long), and the options the
+/// capture records with where they differ from the Profiler's.
+struct CaptureRequest {
+  std::int64_t steps = kDefaultCaptureSteps;
+  std::int64_t duration_ns = 0;  ///< > 0: a capture of this long, whether or not steps are taken
+  std::optional<bool> record_shapes;
+  std::optional<bool> profile_memory;
+  std::optional<bool> with_flops;
+  std::optional<std::vector<Activity>> activities;
+  std::string source;  ///< what asked, for messages
+};
 
 /// The options a Profiler runs with: the program's, with the settings of the environment and of
 /// the DLPROF_CONFIG file over them (settings.hpp), and what was wrong with those settings.
@@ -356,22 +390,8 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
       refuse(*schedule, problem, "the program's schedule");
   }
   if (const Setting* activities = settings.find("DLPROF_ACTIVITIES")) {
-    std::vector<Activity> kinds;
-    bool valid = true;
-    for (std::string_view rest = activities->value;;) {
-      const std::size_t comma = rest.find(',');
-      const std::string word = lowercase(trimmed(rest.substr(0, comma)));
-      if (word == "cpu")
-        kinds.push_back(Activity::CPU);
-      else if (word == "cuda")
-        kinds.push_back(Activity::CUDA);
-      else
-        valid = false;
-      if (comma == std::string_view::npos) break;
-      rest.remove_prefix(comma + 1);
-    }
-    if (valid)
-      set.activities(std::move(kinds));
+    if (std::optional<std::vector<Activity>> kinds = parse_activities(activities->value))
+      set.activities(std::move(*kinds));
     else
       refuse(*activities, "expected cpu, cuda or cpu,cuda", "the program's activities");
   }
@@ -466,27 +486,55 @@ std::string install_capture_signal(int signal) {
   return {};
 }
 
-/// The steps a trigger file asks for: its text is empty (`default_steps`) or `steps=N`.
-/// Anything else is warned about through `problems`, and the default kept.
+/// The capture a trigger file asks for. Its text is empty (the defaults) or words of the form
+/// key=value between blanks: steps=N, seconds=T (a capture of T seconds instead of steps: for a
+/// program that does not call step()), record_shapes=B, profile_memory=B, with_flops=B (B as
+/// DLPROF_RECORD_SHAPES takes it) and activities=cpu|cuda|cpu,cuda. Anything else is warned about
+/// through `problems`, and left out of the request.
 template <class Deferred = void>
-std::int64_t trigger_file_steps(std::string_view text, std::int64_t default_steps, std::vector<std::string>& problems) {
-  std::int64_t steps = default_steps;
-  for (std::string_view rest = text;;) {
-    const std::size_t start = rest.find_first_not_of(" \t\r\n");
-    if (start == std::string_view::npos) break;
-    rest.remove_prefix(start);
-    const std::size_t end = std::min(rest.find_first_of(" \t\r\n"), rest.size());
-    const std::string_view word = rest.substr(0, end);
-    rest.remove_prefix(end);
-    const std::optional<std::int64_t> count =
-        starts_with(word, "steps=") ? parse_count(word.substr(6)) : std::optional<std::int64_t>();
-    if (count && *count >= 1 && *count <= kMaxCaptureSteps)
-      steps = *count;
-    else
-      problems.push_back(fmt::format("trigger file: '{}' is not steps=N with N in [1, {}]; capturing {} steps",
-                                     terminal_text(word), kMaxCaptureSteps, steps));
-  }
-  return steps;
+CaptureRequest parse_capture_request(std::string_view text, std::vector<std::string>& problems) {
+  CaptureRequest request;
+  request.source = "the trigger file";
+  for_each_field(text, " \t\r\n", /*skip_empty=*/true, [&](std::string_view word) {
+    const std::size_t equals = word.find('=');
+    const std::string_view key = word.substr(0, equals);
+    const std::string_view value = equals == std::string_view::npos ? std::string_view() : word.substr(equals + 1);
+    const auto flag = [&](std::optional<bool>& field) {
+      field = parse_flag(value);
+      if (!field) problems.push_back(fmt::format("trigger file: '{}': expected {}=1 or {}=0", terminal_text(word), key, key));
+    };
+    if (key == "steps") {
+      const std::optional<std::int64_t> count = parse_count(value);
+      if (count && *count >= 1 && *count <= kMaxCaptureSteps)
+        request.steps = *count;
+      else
+        problems.push_back(fmt::format("trigger file: '{}' is not steps=N with N in [1, {}]; capturing {} steps",
+                                       terminal_text(word), kMaxCaptureSteps, request.steps));
+    } else if (key == "seconds") {
+      const std::optional<double> seconds = parse_factor(value);
+      if (seconds && *seconds > 0 && *seconds * 1e9 <= static_cast<double>(kMaxCaptureNs))
+        request.duration_ns = static_cast<std::int64_t>(*seconds * 1e9);
+      else
+        problems.push_back(fmt::format("trigger file: '{}' is not seconds=T with T in (0, {}]", terminal_text(word),
+                                       kMaxCaptureNs / 1'000'000'000));
+    } else if (key == "record_shapes") {
+      flag(request.record_shapes);
+    } else if (key == "profile_memory") {
+      flag(request.profile_memory);
+    } else if (key == "with_flops") {
+      flag(request.with_flops);
+    } else if (key == "activities") {
+      request.activities = parse_activities(value);
+      if (!request.activities)
+        problems.push_back(fmt::format("trigger file: '{}': expected activities=cpu, cuda or cpu,cuda", terminal_text(word)));
+    } else {
+      problems.push_back(fmt::format("trigger file: '{}' is not one of steps=, seconds=, record_shapes=, profile_memory=, "
+                                     "with_flops=, activities=; left out",
+                                     terminal_text(word)));
+    }
+    return true;
+  });
+  return request;
 }
 
 /// A closed window's events and what turning them into a Trace needs, taken on the training
@@ -500,6 +548,9 @@ struct ClosedWindow {
   std::uint64_t overflowed_names = 0;
   std::string clock_source;
   std::string flight_reason;  ///< a flight recorder's dump: why it was written
+  bool record_shapes = false;  ///< the options it was recorded with
+  bool profile_memory = false;
+  bool with_flops = false;
 };
 
 }  // namespace detail
@@ -549,26 +600,15 @@ class BasicProfiler {
     detail::install_lifecycle_hooks();
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
-    if (options_.wants(Activity::CPU))
-      if (const detail::OpObserverAccessor observer = detail::g_op_observer.load(std::memory_order_acquire))
-        op_observer_ = &observer();
-    if (options_.wants(Activity::CUDA)) {
-      if (const detail::GpuBackendAccessor backend = detail::g_gpu_backend.load(std::memory_order_acquire)) {
-        gpu_backend_ = &backend();
-      } else {
-        static std::once_flag warned;  // once per process, however many profilers ask
-        std::call_once(warned, [] {
-          detail::print_warning("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
-        });
-      }
-    }
+    find_collectors();
   }
 
   ~BasicProfiler() {
     if (inherited()) {
-      // The parent's writer thread does not exist here and its lock may be held for good: the
-      // writer is left as it is, never waited for or destroyed.
+      // The parent's writer and watcher threads do not exist here and their locks may be held
+      // for good: they are left as they are, never waited for or destroyed.
       static_cast<void>(writer_.release());
+      static_cast<void>(watcher_.release());
       return;
     }
     if (started_) {
@@ -576,6 +616,14 @@ class BasicProfiler {
         stop();
       } catch (...) {  // a destructor must not throw; stop() already reported handler errors
       }
+    }
+    if (watcher_) {
+      {
+        const std::lock_guard<std::mutex> lock(watcher_mutex_);
+        watcher_stopping_ = true;
+      }
+      watcher_wake_.notify_all();
+      watcher_->join();
     }
   }
 
@@ -603,6 +651,10 @@ class BasicProfiler {
       stop_if_requested();
       return;
     }
+    if (mode_ == Mode::OnDemand) {
+      last_step_call_ns_ = detail::clock_ns(CLOCK_MONOTONIC);
+      if (!watcher_) watcher_ = std::make_unique<std::thread>([this] { watch(); });
+    }
     action_ = planned_action(step_num_);
     transit(Action::None, action_);
     open_step();
@@ -627,13 +679,20 @@ class BasicProfiler {
       stop_if_requested();
       return;
     }
-    if (mode_ == Mode::OnDemand) take_capture_requests();
+    if (mode_ == Mode::OnDemand) {
+      last_step_call_ns_ = detail::clock_ns(CLOCK_MONOTONIC);
+      take_capture_requests(/*stepping=*/true);
+    }
     close_step();
     const Action previous = action_;
     ++step_num_;
-    action_ = planned_action(step_num_);
-    transit(previous, action_);
-    capturing_.store(capture_.has_value() && step_num_ <= capture_last_step_, std::memory_order_release);
+    if (timed_capture_end_ns_ != 0 && last_step_call_ns_ >= timed_capture_end_ns_) {
+      end_timed_capture();
+    } else {
+      action_ = planned_action(step_num_);
+      transit(previous, action_);
+    }
+    if (mode_ == Mode::OnDemand && !capture_running()) end_capture();
     open_step();
     stop_if_requested();
   }
@@ -666,9 +725,19 @@ class BasicProfiler {
     if (steps < 1 || steps > detail::kMaxCaptureSteps)
       throw std::invalid_argument(
           fmt::format("dlprof::Profiler::capture: steps must be in [1, {}], got {}", detail::kMaxCaptureSteps, steps));
-    if (mode_ != Mode::OnDemand || capturing_.load(std::memory_order_acquire)) return false;
-    std::int64_t none = 0;
-    return requested_capture_steps_.compare_exchange_strong(none, steps, std::memory_order_acq_rel);
+    return ask_for_capture(steps);
+  }
+
+  /// DLPROF_MODE=on-demand: asks for a capture of `duration`, for a program that does not call
+  /// step() (a server, a data pipeline): recording begins at the next step(), or within 200 ms
+  /// when no step() has come for a second, and the trace is handed over `duration` later. As
+  /// capture() otherwise; throws std::invalid_argument for a duration outside (0, 24 h].
+  template <class Rep, class Period>
+  bool capture_for(std::chrono::duration<Rep, Period> duration) {
+    const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count();
+    if (ns <= 0 || ns > detail::kMaxCaptureNs)
+      throw std::invalid_argument(fmt::format("dlprof::Profiler::capture_for: the duration must be in (0, 24 h], got {} ns", ns));
+    return ask_for_capture(-ns);
   }
 
   /// DLPROF_MODE=flight-recorder: writes the steps kept in memory, and the current one so far,
@@ -788,6 +857,8 @@ class BasicProfiler {
           break;
       }
       disable_collectors();
+      timed_capture_end_ns_ = 0;
+      if (mode_ == Mode::OnDemand) end_capture();
       started_ = false;
       detail::g_started_profiler.store(nullptr);
       if (writer_) writer_->wait_idle();
@@ -845,18 +916,40 @@ class BasicProfiler {
                                  options_.events_per_thread()));
       }
     }
-    if (op_observer_ != nullptr && !op_observer_enabled_) {
+    find_collectors();
+    if (op_observer_ != nullptr && !op_observer_enabled_ && options_.wants(Activity::CPU)) {
       op_observer_->enable(
           detail::OpObserverOptions{options_.record_shapes(), options_.with_flops(), options_.profile_memory()});
       op_observer_enabled_ = true;
     }
-    if (gpu_backend_ != nullptr && !gpu_enabled_) {
+    if (gpu_backend_ != nullptr && !gpu_enabled_ && options_.wants(Activity::CUDA)) {
       gpu_enabled_ = gpu_backend_->enable(
           // A framework's allocator reports its own allocations (a caching allocator's tensors rather
           // than its cudaMalloc blocks): CUPTI's memory records would count them twice.
           detail::GpuCollectionOptions{options_.profile_memory() && op_observer_ == nullptr,
                                        options_.gpu_records_per_window()});
-      if (!gpu_enabled_) gpu_backend_ = nullptr;  // unavailable: warned once, CPU only from now on
+      if (!gpu_enabled_) {  // unavailable: warned once, CPU only from now on
+        gpu_backend_ = nullptr;
+        gpu_unavailable_ = true;
+      }
+    }
+  }
+
+  /// The op observer and the GPU backend the options ask for, where the program links them.
+  void find_collectors() {
+    if (op_observer_ == nullptr && options_.wants(Activity::CPU))
+      if (const detail::OpObserverAccessor observer = detail::g_op_observer.load(std::memory_order_acquire))
+        op_observer_ = &observer();
+    if (gpu_backend_ == nullptr && !gpu_unavailable_ && options_.wants(Activity::CUDA)) {
+      if (const detail::GpuBackendAccessor backend = detail::g_gpu_backend.load(std::memory_order_acquire)) {
+        gpu_backend_ = &backend();
+      } else {
+        gpu_unavailable_ = true;
+        static std::once_flag warned;  // once per process, however many profilers ask
+        std::call_once(warned, [] {
+          detail::print_warning("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
+        });
+      }
     }
   }
 
@@ -908,7 +1001,14 @@ class BasicProfiler {
     window->end_ns = window_end_.realtime_ns;
     window->overflowed_names = overflowed_names_in_window_;
     window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
+    record_options_in(*window);
     return window;
+  }
+
+  void record_options_in(detail::ClosedWindow& window) const {
+    window.record_shapes = options_.record_shapes();
+    window.profile_memory = options_.profile_memory();
+    window.with_flops = options_.with_flops();
   }
 
   /// Builds the window's trace and hands it to the handlers: on the writer thread, unless a
@@ -949,7 +1049,7 @@ class BasicProfiler {
   std::shared_ptr<const Trace> build(detail::ClosedWindow&& window) const {
     auto trace = std::make_shared<Trace>(
         detail::build_trace(std::move(window.drained), window.clock, window.start_ns, window.end_ns));
-    if (options_.with_flops()) detail::estimate_op_costs(*trace);
+    if (window.with_flops) detail::estimate_op_costs(*trace);
     const auto pushed_to_trace = detail::assign_external_ids(*trace);
     if (window.device_activity)
       detail::merge_device_activity(*trace, std::move(*window.device_activity), window.clock, pushed_to_trace);
@@ -959,9 +1059,9 @@ class BasicProfiler {
     trace->overflowed_names = window.overflowed_names;
     trace->distributed = DistributedInfo::from_environment();
     trace->distributed.backend = options_.distributed_backend();
-    if (options_.record_shapes()) trace->metadata.emplace_back("record_shapes", "1");
-    if (options_.profile_memory()) trace->metadata.emplace_back("profile_memory", "1");
-    if (options_.with_flops()) trace->metadata.emplace_back("with_flops", "1");
+    if (window.record_shapes) trace->metadata.emplace_back("record_shapes", "1");
+    if (window.profile_memory) trace->metadata.emplace_back("profile_memory", "1");
+    if (window.with_flops) trace->metadata.emplace_back("with_flops", "1");
     trace->flight_recorder_dump = std::move(window.flight_reason);
     return trace;
   }
@@ -1077,7 +1177,7 @@ class BasicProfiler {
     std::string reason = slow_step_reason();
     if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed) && reason.empty())
       reason = "the dump signal";
-    if (trigger_file_request() != 0 && reason.empty()) reason = "the trigger file";
+    if (trigger_file_request() && reason.empty()) reason = "the trigger file";
     ++step_num_;
     crash_target_->step.store(step_num_, std::memory_order_relaxed);
     if (!reason.empty()) flight_dump(reason, /*handlers_here=*/false);
@@ -1164,6 +1264,7 @@ class BasicProfiler {
     overflowed_names_before_window_ = overflowed;
     window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
     window->flight_reason = std::move(reason);
+    record_options_in(*window);
     ++dumps_;
     dumped_in_step_ = true;
     hand_over(std::move(window), handlers_here);
@@ -1172,42 +1273,131 @@ class BasicProfiler {
   /// What step `step` does: the schedule's action, or on demand the current capture's.
   Action planned_action(std::int64_t step) const noexcept {
     if (mode_ != Mode::OnDemand) return options_.schedule()(step);
+    if (timed_capture_end_ns_ != 0) return Action::Record;
     return capture_ ? (*capture_)(step) : Action::None;
   }
 
-  /// On demand, at the end of a step: the first request since the last step (prof.capture(), the
-  /// signal, the trigger file) begins a capture at the next step, unless one is running.
-  void take_capture_requests() {
-    struct Request {
-      std::int64_t steps;
-      const char* source;
-    };
-    std::vector<Request> requests;
-    if (const std::int64_t steps = requested_capture_steps_.exchange(0, std::memory_order_acq_rel); steps != 0)
-      requests.push_back({steps, "prof.capture()"});
-    if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed))
-      requests.push_back({detail::kDefaultCaptureSteps, "the capture signal"});
-    if (const std::int64_t steps = trigger_file_request(); steps != 0) requests.push_back({steps, "the trigger file"});
-    for (const Request& request : requests) {
-      if (capture_ && step_num_ <= capture_last_step_) {
-        detail::print_warning(fmt::format("capture asked by {} refused: the capture of steps {} to {} is still running",
-                                          request.source, capture_last_step_ - capture_steps_ + 1, capture_last_step_));
-        continue;
+  /// A request from code: `amount` steps, or -amount ns. False when one is pending or running.
+  bool ask_for_capture(std::int64_t amount) {
+    if (mode_ != Mode::OnDemand || capturing_.load(std::memory_order_acquire)) return false;
+    std::int64_t none = 0;
+    if (!requested_capture_.compare_exchange_strong(none, amount, std::memory_order_acq_rel)) return false;
+    watcher_wake_.notify_all();
+    return true;
+  }
+
+  /// Whether a capture is under way: a timed one, or the steps of one not yet past.
+  bool capture_running() const noexcept {
+    return timed_capture_end_ns_ != 0 || (capture_.has_value() && step_num_ <= capture_last_step_);
+  }
+
+  /// On demand, in a Profiler's own thread: every 200 ms at most, ends a timed capture that is
+  /// due and, when no step() has come for a second (a program without steps), takes the requests
+  /// step() would. Only tries the control lock, so that start(), step() and stop() never wait
+  /// for it.
+  void watch() {
+    std::unique_lock<std::mutex> lock(watcher_mutex_);
+    while (!watcher_stopping_) {
+      watcher_wake_.wait_for(lock, std::chrono::milliseconds(200));
+      if (watcher_stopping_) return;
+      lock.unlock();
+      if (control_mutex_.try_lock()) {
+        const std::lock_guard<std::mutex> control(control_mutex_, std::adopt_lock);
+        if (started_) {
+          controller_.store(std::this_thread::get_id(), std::memory_order_release);
+          const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
+          if (timed_capture_end_ns_ != 0 && now >= timed_capture_end_ns_) end_timed_capture();
+          if (now - last_step_call_ns_ >= kNoStepsNs) take_capture_requests(/*stepping=*/false);
+          if (!capture_running()) end_capture();
+          controller_.store(std::thread::id(), std::memory_order_release);
+          if (stop_requested_.load(std::memory_order_acquire)) stop_locked();
+        }
       }
-      // Step step_num_ + 1 warms up (collectors armed), the next `steps` are recorded.
-      capture_ = schedule(0, 1, request.steps, 1, step_num_ + 1);
-      capture_steps_ = request.steps;
-      capture_last_step_ = step_num_ + 1 + request.steps;
-      capturing_.store(true, std::memory_order_release);
+      lock.lock();
     }
   }
 
-  /// The steps the trigger file asks for, reading and removing it when it is there; 0 when it is
+  /// On demand: takes the requests made since the last look (prof.capture(), prof.capture_for(),
+  /// the signal, the trigger file) and begins the first, unless a capture is running. From step()
+  /// (`stepping`), a capture of steps begins at the next step; from the watcher, in a program
+  /// without steps, every capture is timed.
+  void take_capture_requests(bool stepping) {
+    std::vector<detail::CaptureRequest> requests;
+    if (const std::int64_t amount = requested_capture_.exchange(0, std::memory_order_acq_rel); amount != 0) {
+      detail::CaptureRequest request;
+      request.source = amount > 0 ? "prof.capture()" : "prof.capture_for()";
+      if (amount > 0) request.steps = amount;
+      if (amount < 0) request.duration_ns = -amount;
+      requests.push_back(std::move(request));
+    }
+    if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed)) {
+      detail::CaptureRequest request;
+      request.source = "the capture signal";
+      requests.push_back(std::move(request));
+    }
+    if (std::optional<detail::CaptureRequest> request = trigger_file_request()) requests.push_back(std::move(*request));
+    for (detail::CaptureRequest& request : requests) {
+      if (capture_running()) {
+        detail::print_warning(timed_capture_end_ns_ != 0
+                                  ? fmt::format("capture asked by {} refused: a timed capture is still running", request.source)
+                                  : fmt::format("capture asked by {} refused: the capture of steps {} to {} is still running",
+                                                request.source, capture_last_step_ - capture_steps_ + 1, capture_last_step_));
+        continue;
+      }
+      if (!stepping && request.duration_ns == 0) request.duration_ns = detail::kDefaultCaptureNs;
+      begin_capture(request);
+    }
+  }
+
+  /// Applies the request's options for the capture, and begins it: a timed capture now, a capture
+  /// of steps at the next step (which warms up; the `steps` after it are recorded).
+  void begin_capture(const detail::CaptureRequest& request) {
+    options_before_capture_ = CaptureOptions{options_.record_shapes(), options_.profile_memory(), options_.with_flops(),
+                                             options_.activities()};
+    if (request.record_shapes) options_.record_shapes(*request.record_shapes);
+    if (request.profile_memory) options_.profile_memory(*request.profile_memory);
+    if (request.with_flops) options_.with_flops(*request.with_flops);
+    if (request.activities) options_.activities(*request.activities);
+    capturing_.store(true, std::memory_order_release);
+    if (request.duration_ns != 0) {
+      capture_.reset();
+      prepare_trace();
+      start_trace();
+      action_ = Action::Record;
+      timed_capture_end_ns_ = detail::clock_ns(CLOCK_MONOTONIC) + request.duration_ns;
+      return;
+    }
+    capture_ = schedule(0, 1, request.steps, 1, step_num_ + 1);
+    capture_steps_ = request.steps;
+    capture_last_step_ = step_num_ + 1 + request.steps;
+  }
+
+  /// A timed capture is due: its trace is handed over, and recording stops.
+  void end_timed_capture() {
+    timed_capture_end_ns_ = 0;
+    stop_trace();
+    trace_ready();
+    disable_collectors();
+    action_ = Action::None;
+  }
+
+  /// After a capture: the Profiler's own options again, and requests are taken again.
+  void end_capture() {
+    if (options_before_capture_) {
+      const CaptureOptions& before = *options_before_capture_;
+      options_.record_shapes(before.record_shapes).profile_memory(before.profile_memory).with_flops(before.with_flops);
+      options_.activities(before.activities);
+      options_before_capture_.reset();
+    }
+    capturing_.store(false, std::memory_order_release);
+  }
+
+  /// What the trigger file asks for, reading and removing it when it is there; nothing when it is
   /// not, or when it was looked for less than kTriggerFilePeriodNs ago.
-  std::int64_t trigger_file_request() {
-    if (trigger_file_.empty()) return 0;
+  std::optional<detail::CaptureRequest> trigger_file_request() {
+    if (trigger_file_.empty()) return std::nullopt;
     const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-    if (now < next_trigger_check_ns_) return 0;
+    if (now < next_trigger_check_ns_) return std::nullopt;
     next_trigger_check_ns_ = now + detail::kTriggerFilePeriodNs;
     const int fd = ::open(trigger_file_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
@@ -1216,7 +1406,7 @@ class BasicProfiler {
         detail::print_warning(fmt::format("DLPROF_TRIGGER_FILE={}: cannot read it: {}", detail::terminal_text(trigger_file_),
                                           detail::errno_text(errno)));
       }
-      return 0;
+      return std::nullopt;
     }
     std::string text;
     char chunk[256];
@@ -1229,12 +1419,12 @@ class BasicProfiler {
                                           "removed",
                                           detail::terminal_text(trigger_file_), detail::errno_text(errno)));
       trigger_file_warned_ = true;
-      return 0;
+      return std::nullopt;
     }
     std::vector<std::string> problems;
-    const std::int64_t steps = detail::trigger_file_steps(text, detail::kDefaultCaptureSteps, problems);
+    detail::CaptureRequest request = detail::parse_capture_request(text, problems);
     for (const std::string& problem : problems) detail::print_warning(problem);
-    return steps;
+    return request;
   }
 
   void open_step() {
@@ -1299,6 +1489,8 @@ class BasicProfiler {
   static constexpr std::size_t kStepsBeforeSlowSteps = 5;
   static constexpr std::int64_t kSlowStepDumpIntervalNs = 60'000'000'000;
   static constexpr double kSlowStepMinExcessNs = 1e6;
+  /// On demand: a program that has not called step() for this long is served by the watcher.
+  static constexpr std::int64_t kNoStepsNs = 1'000'000'000;
 
   ProfilerOptions options_;
   Mode mode_ = Mode::Scheduled;
@@ -1315,8 +1507,19 @@ class BasicProfiler {
   std::optional<Schedule> capture_;       // on demand: the current or last capture's steps
   std::int64_t capture_steps_ = 0;        // its recorded steps
   std::int64_t capture_last_step_ = -1;   // its last recorded step
+  std::int64_t timed_capture_end_ns_ = 0;  // a timed capture: when it ends (CLOCK_MONOTONIC); 0: none
+  struct CaptureOptions {
+    bool record_shapes, profile_memory, with_flops;
+    std::vector<Activity> activities;
+  };
+  std::optional<CaptureOptions> options_before_capture_;  // the Profiler's own, while a capture changes them
   std::atomic<bool> capturing_{false};    // a capture is asked for or running
-  std::atomic<std::int64_t> requested_capture_steps_{0};  // set by capture(), taken by step()
+  std::atomic<std::int64_t> requested_capture_{0};  // set by capture() (steps) or capture_for() (-ns), taken by step()
+  std::int64_t last_step_call_ns_ = 0;     // CLOCK_MONOTONIC of the last step() (or start())
+  std::unique_ptr<std::thread> watcher_;   // on demand: ends timed captures, serves programs without steps
+  std::mutex watcher_mutex_;
+  std::condition_variable watcher_wake_;
+  bool watcher_stopping_ = false;
   std::string trigger_file_;
   std::int64_t next_trigger_check_ns_ = 0;
   bool trigger_file_warned_ = false;  // an unreadable or stuck trigger file is warned about once
@@ -1333,6 +1536,7 @@ class BasicProfiler {
   std::uint32_t step_correlation_sequence_ = 0;
   detail::GpuBackend* gpu_backend_ = nullptr;  // set when CUDA activity is asked for and a backend is linked
   bool gpu_enabled_ = false;
+  bool gpu_unavailable_ = false;  // asked for, and not linked or failed to start: CPU only from then on
   detail::OpObserver* op_observer_ = nullptr;  // set when CPU activity is asked for and an observer is linked
   bool op_observer_enabled_ = false;
   std::optional<detail::DeviceActivity> device_activity_;

@@ -128,18 +128,14 @@ inline std::optional<double> parse_factor(std::string_view text) {
 inline std::optional<Schedule> parse_schedule(std::string_view text, std::string& problem) {
   std::int64_t fields[5] = {0, 0, 0, 0, 0};
   std::size_t count = 0;
-  for (std::string_view rest = text;;) {
-    const std::size_t comma = rest.find(',');
-    const std::optional<std::int64_t> field = parse_count(rest.substr(0, comma));
-    if (!field || count == 5) {
-      problem = "expected wait,warmup,active[,repeat[,skip_first]]: three to five counts";
-      return std::nullopt;
-    }
-    fields[count++] = *field;
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  if (count < 3) {
+  bool valid = true;
+  for_each_field(text, ",", /*skip_empty=*/false, [&](std::string_view piece) {
+    const std::optional<std::int64_t> field = parse_count(piece);
+    valid = field.has_value() && count < 5;
+    if (valid) fields[count++] = *field;
+    return valid;
+  });
+  if (!valid || count < 3) {
     problem = "expected wait,warmup,active[,repeat[,skip_first]]: three to five counts";
     return std::nullopt;
   }

@@ -26,6 +26,20 @@ constexpr bool ends_with(std::string_view text, std::string_view suffix) noexcep
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
+/// Calls `visit(field)` for each piece of `text` between any of the `separators`: every piece,
+/// empty ones included ("1,,3" has three), or with `skip_empty` only the others (words between
+/// blanks). Stops early when `visit` returns false.
+template <class Visit>
+void for_each_field(std::string_view text, std::string_view separators, bool skip_empty, Visit&& visit) {
+  for (;;) {
+    const std::size_t end = text.find_first_of(separators);
+    const std::string_view field = text.substr(0, end);
+    if (!(skip_empty && field.empty()) && !visit(field)) return;
+    if (end == std::string_view::npos) return;
+    text.remove_prefix(end + 1);
+  }
+}
+
 /// Writes "dlprof: warning: <message>" and a newline to stderr in one write, so that lines from
 /// several threads never interleave.
 inline void print_warning(std::string_view message) noexcept {

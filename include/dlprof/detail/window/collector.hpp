@@ -37,7 +37,7 @@ struct DrainedEvents {
   std::vector<Thread> threads;
   std::uint64_t dropped = 0;
   std::uint64_t clipped_open = 0;  ///< ranges still open at the window's end, saved ending there
-  std::int64_t end_tick = 0;       ///< the window's end, where those ranges end
+  std::int64_t end_tick = INT64_MAX;  ///< the window's end, where those ranges end
 };
 
 /// Empties every ring, keeping the events that started inside [start_tick, end_tick]: later ones
@@ -153,7 +153,8 @@ Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t w
   trace.window_end_ns = window_end_ns;
   trace.dropped_events = drained.dropped;
   trace.clipped_ranges = drained.clipped_open;
-  const std::int64_t window_clip_ns = drained.clipped_open != 0 ? clock.to_realtime_ns(drained.end_tick) : INT64_MIN;
+  const std::int64_t window_clip_ns =
+      drained.clipped_open != 0 ? std::min(clock.to_realtime_ns(drained.end_tick), window_end_ns) : INT64_MIN;
 
   std::unordered_map<NameId, std::uint32_t> name_index;
   std::unordered_map<std::uint64_t, std::uint32_t> step_name_index;
@@ -237,7 +238,14 @@ Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t w
         switch (raw.kind) {
           case RecordKind::Range:
           case RecordKind::Step:
-          case RecordKind::Op: event.end_ns = std::max(event.start_ns, clock.to_realtime_ns(raw.end)); break;
+          case RecordKind::Op: {
+            // A range that began in the window and ended between its end and the drain ends with it
+            // (counted); the clamp alone absorbs the map's rounding at the window's edge.
+            const std::int64_t end_ns = clock.to_realtime_ns(raw.end);
+            event.end_ns = std::clamp(end_ns, event.start_ns, window_end_ns);
+            if (raw.end > drained.end_tick) ++trace.clipped_ranges;
+            break;
+          }
           case RecordKind::OpDetails:
           case RecordKind::OpInputs:
           case RecordKind::Memory:
