@@ -44,40 +44,67 @@ namespace {
 constexpr std::int64_t kImageSize = 28;
 constexpr std::int64_t kClasses = 10;
 
-constexpr std::int64_t kStoredSize = 96;  // the size an example is stored at, before augmenting
+constexpr int kStoredSize = 96;  // the size an example is stored at, before augmenting
+constexpr int kCropSize = 88;
+constexpr int kSmoothingPasses = 4;
 
 // MNIST-shaped examples whose class is visible: a bright patch at a position that depends on the
 // label, over noise. Each example is made on demand from its index and costs what loading an
-// image costs on the CPU: it is "decoded" (drawn at 96×96 and smoothed, as a decoder's IDCT and
-// upsampling touch every pixel), then augmented (a random crop, a small rotation, resizing to
-// 28×28, brightness jitter) and normalised. Loading a batch thus takes about as long as training
-// on it, so the DataLoader's workers matter.
+// image costs on the CPU, in plain C++ as an image library's would: it is "decoded" (drawn at
+// 96×96 and smoothed four times, as a decoder's IDCT and upsampling touch every pixel), then
+// augmented (a random crop, a small rotation and a resize to 28×28 by bilinear sampling, a
+// brightness jitter) and normalised. Loading a batch takes about as long as training on it, so
+// the DataLoader's workers matter.
 class SyntheticMnist : public torch::data::datasets::Dataset<SyntheticMnist> {
  public:
   explicit SyntheticMnist(std::size_t examples) : examples_(examples) {}
 
   torch::data::Example<> get(std::size_t index) override {
-    namespace F = torch::nn::functional;
-    const auto label = static_cast<std::int64_t>(index % kClasses);
-    torch::Generator generator = at::detail::createCPUGenerator(/*seed_in=*/index);
+    const auto label = static_cast<int>(index % kClasses);
+    std::uint64_t state = 0x9E3779B97F4A7C15ull * (index + 1);
+    const auto uniform = [&state] {  // xorshift64*: the example depends on its index alone
+      state ^= state >> 12;
+      state ^= state << 25;
+      state ^= state >> 27;
+      return static_cast<float>((state * 0x2545F4914F6CDD1Dull) >> 40) / static_cast<float>(1 << 24);
+    };
     // Decode.
-    torch::Tensor image = torch::rand({1, 1, kStoredSize, kStoredSize}, generator, torch::kFloat32) * 0.3;
-    const std::int64_t row = 8 + (label / 5) * 44, column = 8 + (label % 5) * 17;
-    image.slice(2, row, row + 24).slice(3, column, column + 16).add_(0.7);
-    const torch::Tensor smoothing = torch::full({1, 1, 5, 5}, 1.0 / 25);
-    for (int pass = 0; pass < 3; ++pass) image = F::conv2d(image, smoothing, F::Conv2dFuncOptions().padding(2));
-    // Augment: crop, rotate a few degrees, resize, jitter.
-    const torch::Tensor shift = torch::randint(0, 9, {2}, generator);
-    image = image.slice(2, shift[0].item<std::int64_t>(), shift[0].item<std::int64_t>() + 88)
-                .slice(3, shift[1].item<std::int64_t>(), shift[1].item<std::int64_t>() + 88);
-    const double angle = (torch::rand({1}, generator).item<double>() - 0.5) * 0.2;
-    const torch::Tensor rotation = torch::tensor({{std::cos(angle), -std::sin(angle), 0.0}, {std::sin(angle), std::cos(angle), 0.0}},
-                                                 torch::kFloat32)
-                                       .unsqueeze(0);
-    const torch::Tensor grid = F::affine_grid(rotation, {1, 1, kImageSize, kImageSize}, /*align_corners=*/false);
-    image = F::grid_sample(image, grid, F::GridSampleFuncOptions().align_corners(false)).squeeze(0);
-    image = image * (0.9 + 0.2 * torch::rand({1}, generator));
-    return {(image - 0.1307) / 0.3081, torch::tensor(label)};
+    std::vector<float> pixels(kStoredSize * kStoredSize), smoothed(pixels.size());
+    for (float& pixel : pixels) pixel = 0.3f * uniform();
+    const int row = 8 + (label / 5) * 44, column = 8 + (label % 5) * 17;
+    for (int y = row; y < row + 24; ++y)
+      for (int x = column; x < column + 16; ++x) pixels[static_cast<std::size_t>(y * kStoredSize + x)] += 0.7f;
+    for (int pass = 0; pass < kSmoothingPasses; ++pass) {
+      for (int y = 0; y < kStoredSize; ++y)
+        for (int x = 0; x < kStoredSize; ++x) {
+          float sum = 0;
+          for (int dy = -2; dy <= 2; ++dy)
+            for (int dx = -2; dx <= 2; ++dx) {
+              const int sy = std::clamp(y + dy, 0, kStoredSize - 1), sx = std::clamp(x + dx, 0, kStoredSize - 1);
+              sum += pixels[static_cast<std::size_t>(sy * kStoredSize + sx)];
+            }
+          smoothed[static_cast<std::size_t>(y * kStoredSize + x)] = sum / 25;
+        }
+      pixels.swap(smoothed);
+    }
+    // Augment: crop, rotate a few degrees, resize, jitter; then normalise.
+    const float top = std::floor(uniform() * (kStoredSize - kCropSize)), left = std::floor(uniform() * (kStoredSize - kCropSize));
+    const float angle = (uniform() - 0.5f) * 0.2f, brightness = 0.9f + 0.2f * uniform();
+    const float scale = static_cast<float>(kCropSize) / kImageSize, center = (kImageSize - 1) / 2.0f;
+    torch::Tensor image = torch::empty({1, kImageSize, kImageSize});
+    float* out = image.data_ptr<float>();
+    for (int y = 0; y < kImageSize; ++y)
+      for (int x = 0; x < kImageSize; ++x) {
+        const float u = (x - center) * scale, v = (y - center) * scale;
+        const float sx = std::clamp(left + kCropSize / 2.0f + u * std::cos(angle) - v * std::sin(angle), 0.0f, kStoredSize - 1.001f);
+        const float sy = std::clamp(top + kCropSize / 2.0f + u * std::sin(angle) + v * std::cos(angle), 0.0f, kStoredSize - 1.001f);
+        const int x0 = static_cast<int>(sx), y0 = static_cast<int>(sy);
+        const float fx = sx - x0, fy = sy - y0;
+        const auto at = [&](int yy, int xx) { return pixels[static_cast<std::size_t>(yy * kStoredSize + xx)]; };
+        const float value = (1 - fy) * ((1 - fx) * at(y0, x0) + fx * at(y0, x0 + 1)) + fy * ((1 - fx) * at(y0 + 1, x0) + fx * at(y0 + 1, x0 + 1));
+        out[y * kImageSize + x] = (value * brightness - 0.1307f) / 0.3081f;
+      }
+    return {image, torch::tensor(static_cast<std::int64_t>(label))};
   }
 
   torch::optional<std::size_t> size() const override { return examples_; }
@@ -233,7 +260,10 @@ int main(int argc, char** argv) {
                prof.mode() == dlprof::Mode::FlightRecorder ? prof.dumps() : (prof.last_trace() != nullptr ? 1u : 0u));
     return prof.errors().empty() ? 0 : 1;
   }
-  fmt::print("{}\n", prof.report());
+  const std::string report = prof.report();
+  fmt::print("{}\n", report);
+  if (report.find("[dataloader_bound]") != std::string::npos)
+    fmt::print("In this demo the loader's workers are --num-workers (now {}): try --num-workers 4.\n\n", options.num_workers);
   fmt::print("Top ops by FLOPs:\n{}\n", prof.key_averages().sort_by(dlprof::SortBy::Flops).table(8));
   const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);
   if (!trace || !prof.errors().empty()) {  // dlprof has already printed why on stderr
