@@ -48,7 +48,11 @@
 // in_callbacks (both workloads, and mnist_cnn_batch1: the demo model's ops on one image): the
 // time spent inside each collector's own callbacks, the collectors taking turns window by window
 // in one benchmark (see "In callbacks"): counters <mode>_ns_per_op and
-// dlprof_ops_shapes_per_<peer>. The steadiest per-op figure on mnist_cnn. The same turns' whole
+// dlprof_ops_shapes_per_<peer>. The steadiest per-op figure on mnist_cnn.
+//
+// paired_dlprof_flight_shapes (both workloads): the flight recorder with record_shapes in its
+// steady state, each recorded step's prof.step() emptying the rings into its log, against the
+// bare step in the same way. The same turns' whole
 // steps (<mode>_step_ns_per_op) resolve on tiny_mlp and mnist_cnn_batch1, not on mnist_cnn.
 //
 // --floor adds tiny_mlp/floor_* and mnist_cnn/paired_floor_*: LibTorch's own floor, an empty
@@ -511,6 +515,50 @@ void paired_dlprof(benchmark::State& state, bool shapes) {
   if (tally.dropped.load() != 0) state.SkipWithError("dlprof dropped events: the ring filled");
 }
 
+/// The flight recorder (DLPROF_MODE=flight-recorder) with record_shapes, in its steady state: every
+/// recorded step ends with prof.step(), which empties the rings into the recorder's log. Its W
+/// recorded steps alternate with W bare ones, the recorder stopped (observer removed) between.
+/// The first recorded step after each start() is not counted: start() allocates the log.
+template <class Workload>
+void BM_paired_dlprof_flight_shapes(benchmark::State& state) {
+  const OpCount& count = op_count<Workload>();
+  auto workload = make_workload<Workload>();
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .mode(dlprof::Mode::FlightRecorder)
+                                .record_shapes(true)
+                                .slow_step_factor(0));
+  PairedTimes times;
+  std::int64_t recorded_in_block = count.window;
+  for (auto _ : state) {
+    if (recorded_in_block == count.window) {
+      if (profiler.started()) profiler.stop();
+      for (std::int64_t i = 0; i < count.window; ++i) {
+        const std::int64_t begin = thread_cpu_ns();
+        workload->step();
+        if (i != 0) times.add_bare(thread_cpu_ns() - begin);
+      }
+      profiler.start();
+      recorded_in_block = 0;
+      if (at::hasGlobalCallbacks() == false) {
+        state.SkipWithError("the observer is not installed while recording");
+        break;
+      }
+    }
+    const std::int64_t begin = thread_cpu_ns();
+    workload->step();
+    profiler.step();
+    const std::int64_t elapsed = thread_cpu_ns() - begin;
+    state.SetIterationTime(static_cast<double>(elapsed) * 1e-9);
+    if (recorded_in_block++ != 0) times.add_recorded(elapsed);
+  }
+  if (!profiler.dump("end of benchmark")) state.SkipWithError("the flight recorder did not dump");
+  const auto trace = profiler.last_trace();
+  profiler.stop();
+  times.set_counters(state, count);
+  state.counters["dropped"] = trace != nullptr ? static_cast<double>(trace->dropped_events) : -1;
+  if (trace == nullptr || trace->dropped_events != 0) state.SkipWithError("dlprof dropped events: the ring filled");
+}
+
 template <class Workload, class Open, class Close>
 void paired_torch(benchmark::State& state, Open open, Close close) {
   const OpCount& count = op_count<Workload>();
@@ -657,6 +705,7 @@ bool check_callback_order() {
 struct ProbedMode {
   const char* name;
   std::function<void()> open, close;
+  std::function<void()> end_step = [] {};  // after each step, inside its time: the flight recorder's prof.step()
   std::int64_t ticks = 0, steps = 0;
   std::int64_t step_ticks = 0;  // the counted steps' own time, whole
 };
@@ -672,6 +721,8 @@ struct ProbedMode {
 /// (input boxing, the collector's per-op context freed) at the price of the step's own noise:
 ///   <mode>_step_ns_per_op: the step time's mean less probes_only's, per op;
 ///   dlprof_ops_shapes_step_per_<peer>: its ratios.
+/// The flight recorder takes a turn too (dlprof_flight_shapes), its prof.step() after each step
+/// inside the step's time: its whole steps are its steady state, the rings emptied into its log.
 /// Two empty callbacks take their turns too, registered as dlprof's is: floor_callback, and
 /// floor_callback_inputs, for which LibTorch boxes every op's inputs. Their whole steps tell what
 /// of a collector's cost is LibTorch's (boxing_step_ns_per_op: the difference of the two).
@@ -687,6 +738,8 @@ void BM_in_callbacks(benchmark::State& state) {
   auto workload = make_workload<Workload>();
   dlprof::Profiler dlprof_ops{dlprof::ProfilerOptions{}};
   dlprof::Profiler dlprof_ops_shapes{dlprof::ProfilerOptions{}.record_shapes(true)};
+  dlprof::Profiler dlprof_flight_shapes{
+      dlprof::ProfilerOptions{}.mode(dlprof::Mode::FlightRecorder).record_shapes(true).slow_step_factor(0)};
   std::uint64_t dlprof_dropped = 0;
   const auto stop_dlprof = [&](dlprof::Profiler& profiler) {
     profiler.stop();
@@ -699,6 +752,12 @@ void BM_in_callbacks(benchmark::State& state) {
       {"probes_only", [] {}, [] {}},
       {"dlprof_ops", [&] { dlprof_ops.start(); }, [&] { stop_dlprof(dlprof_ops); }},
       {"dlprof_ops_shapes", [&] { dlprof_ops_shapes.start(); }, [&] { stop_dlprof(dlprof_ops_shapes); }},
+      {"dlprof_flight_shapes", [&] { dlprof_flight_shapes.start(); },
+       [&] {
+         dlprof_flight_shapes.dump();
+         stop_dlprof(dlprof_flight_shapes);
+       },
+       [&] { dlprof_flight_shapes.step(); }},
       {"record_profile", [&] { record_profile.emplace(record_profile_json); },
        [&] {
          record_profile.reset();
@@ -726,6 +785,7 @@ void BM_in_callbacks(benchmark::State& state) {
     if (in_window == 1) t_probe = ProbeTimes{};  // the window's first step is not counted
     const std::int64_t step_began = dlprof::detail::now_ticks();
     workload->step();
+    modes[turn].end_step();
     if (in_window >= 1) step_ticks += dlprof::detail::now_ticks() - step_began;
     if (++in_window < window) continue;
     state.PauseTiming();
@@ -768,6 +828,9 @@ void BM_in_callbacks(benchmark::State& state) {
   }
   if (step_net.count("floor_callback") != 0 && step_net.count("floor_callback_inputs") != 0)
     state.counters["boxing_step_ns_per_op"] = step_net["floor_callback_inputs"] - step_net["floor_callback"];
+  for (const char* peer : {"kineto_state_collector", "kineto_state_collector_shapes"})
+    if (step_net.count(peer) != 0 && step_net.count("dlprof_flight_shapes") != 0)
+      state.counters[fmt::format("dlprof_flight_shapes_step_per_{}", peer)] = step_net["dlprof_flight_shapes"] / step_net[peer];
   for (const char* peer : {"record_profile", "kineto_state_collector", "kineto_state_collector_shapes"}) {
     if (net.count(peer) != 0 && net.count("dlprof_ops_shapes") != 0)
       state.counters[fmt::format("dlprof_ops_shapes_per_{}", peer)] = net["dlprof_ops_shapes"] / net[peer];
@@ -841,8 +904,8 @@ const std::vector<std::string> kModes = {"no_profiler",    "dlprof_idle",    "dl
                                          "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
                                          "kineto_state_collector_shapes"};
 
-/// in_callbacks' eight modes take turns: each gets the time of one mode's own benchmark.
-constexpr int kInCallbacksModes = 8;
+/// in_callbacks' nine modes take turns: each gets the time of one mode's own benchmark.
+constexpr int kInCallbacksModes = 9;
 
 template <class Workload>
 void register_in_callbacks() {
@@ -868,7 +931,8 @@ void register_workload() {
       {"paired_dlprof_ops_shapes", &BM_paired_dlprof_ops_shapes<Workload>},
       {"paired_record_profile", &BM_paired_record_profile<Workload>},
       {"paired_kineto_state_collector", &BM_paired_kineto_state_collector<Workload>},
-      {"paired_kineto_state_collector_shapes", &BM_paired_kineto_state_collector_shapes<Workload>}};
+      {"paired_kineto_state_collector_shapes", &BM_paired_kineto_state_collector_shapes<Workload>},
+      {"paired_dlprof_flight_shapes", &BM_paired_dlprof_flight_shapes<Workload>}};
   for (const auto& [name, fn] : paired)
     with_min_time(benchmark::RegisterBenchmark(fmt::format("{}/{}", Workload::kName, name).c_str(), fn)
                       ->Unit(benchmark::kMicrosecond)
@@ -929,14 +993,18 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
     if (!paired("dlprof_ops")) continue;
     std::cout.flush();
     fmt::print("  paired (W recorded steps alternating with W bare ones), overhead per op (ns):\n");
-    for (const char* mode : {"dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
-                             "kineto_state_collector_shapes"}) {
+    for (const char* mode : {"dlprof_ops", "dlprof_ops_shapes", "dlprof_flight_shapes", "record_profile",
+                             "kineto_state_collector", "kineto_state_collector_shapes"}) {
       if (const auto value = paired(mode)) fmt::print("    {:<30} {:>12.1f}\n", mode, *value);
     }
     print_ratio("paired: dlprof_ops_shapes / record_profile", ratio(paired("dlprof_ops_shapes"), paired("record_profile")),
                 0.5);
     print_ratio("paired: dlprof_ops_shapes / kineto_state_collector",
                 ratio(paired("dlprof_ops_shapes"), paired("kineto_state_collector")), 1.0);
+    print_ratio("paired: dlprof_flight_shapes / kineto_state_collector",
+                ratio(paired("dlprof_flight_shapes"), paired("kineto_state_collector")), 1.0);
+    print_ratio("paired: dlprof_flight_shapes / kineto_state_collector_shapes",
+                ratio(paired("dlprof_flight_shapes"), paired("kineto_state_collector_shapes")));
   }
 }
 
@@ -951,8 +1019,8 @@ void print_in_callbacks(const dlprof_bench::SummaryReporter& results) {
     if (!results.counter(name, "dlprof_ops_shapes_ns_per_op")) continue;
     std::cout.flush();
     fmt::print("\n{}: time inside each collector's callbacks, collectors taking turns, ns per op\n", workload);
-    for (const char* mode : {"probes_only", "dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
-                             "kineto_state_collector_shapes"})
+    for (const char* mode : {"probes_only", "dlprof_ops", "dlprof_ops_shapes", "dlprof_flight_shapes", "record_profile",
+                             "kineto_state_collector", "kineto_state_collector_shapes"})
       if (const auto value = results.counter(name, fmt::format("{}_ns_per_op", mode)))
         fmt::print("  {:<32} {:>12.1f}\n", mode, *value);
     using dlprof_bench::print_ratio;
@@ -963,14 +1031,19 @@ void print_in_callbacks(const dlprof_bench::SummaryReporter& results) {
     print_ratio("in callbacks: dlprof_ops_shapes / kineto_state_collector_shapes",
                 results.counter(name, "dlprof_ops_shapes_per_kineto_state_collector_shapes"));
     fmt::print("{}: the same turns' whole steps, less probes_only's, ns per op\n", workload);
-    for (const char* mode : {"dlprof_ops", "dlprof_ops_shapes", "record_profile", "kineto_state_collector",
-                             "kineto_state_collector_shapes", "floor_callback", "floor_callback_inputs", "boxing"})
+    for (const char* mode : {"dlprof_ops", "dlprof_ops_shapes", "dlprof_flight_shapes", "record_profile",
+                             "kineto_state_collector", "kineto_state_collector_shapes", "floor_callback",
+                             "floor_callback_inputs", "boxing"})
       if (const auto value = results.counter(name, fmt::format("{}_step_ns_per_op", mode)))
         fmt::print("  {:<32} {:>12.1f}\n", mode, *value);
     print_ratio("whole steps: dlprof_ops_shapes / record_profile",
                 results.counter(name, "dlprof_ops_shapes_step_per_record_profile"), 0.5);
     print_ratio("whole steps: dlprof_ops_shapes / kineto_state_collector",
                 results.counter(name, "dlprof_ops_shapes_step_per_kineto_state_collector"), 1.0);
+    print_ratio("whole steps: dlprof_flight_shapes / kineto_state_collector",
+                results.counter(name, "dlprof_flight_shapes_step_per_kineto_state_collector"), 1.0);
+    print_ratio("whole steps: dlprof_flight_shapes / kineto_state_collector_shapes",
+                results.counter(name, "dlprof_flight_shapes_step_per_kineto_state_collector_shapes"));
   }
 }
 

@@ -5,8 +5,10 @@
 #     (scripts/gpu_validate.py: kernel count, kernel-to-range links, kernel time against CUDA
 #     events, launch/kernel ordering, range names);
 #  3. runs it with the profiler off and on, alternately, and prints the step-time overhead of
-#     collecting CPU ranges and CUPTI activity.
-# Exits 1 when a check of step 2 fails (after step 3 has run), 0 otherwise.
+#     collecting CPU ranges and CUPTI activity;
+#  4. runs it under DLPROF_MODE=flight-recorder with CUDA activity and checks that a dump asked for
+#     by the trigger file holds kernels.
+# Exits 1 when a check of step 2 or 4 fails (after the others have run), 0 otherwise.
 #
 # Environment:
 #   DLPROF_DEPS_PREFIX  an install prefix holding what the machine's packages lack: fmt's headers
@@ -74,6 +76,24 @@ on = [float(x) for x in sys.argv[2].split()]
 off_ms, on_ms = statistics.median(off), statistics.median(on)
 print(f"median step time: profiler off {off_ms:.3f} ms, on {on_ms:.3f} ms: "
       f"overhead {on_ms - off_ms:+.3f} ms ({100 * (on_ms - off_ms) / off_ms:+.2f}%)")
+EOF
+
+echo "== flight recorder with CUDA activity: a dump holds the kept steps' kernels"
+rm -rf "$build/flight-log"
+: >"$build/flight-trigger"  # present from the start: the first step() dumps
+DLPROF_MODE=flight-recorder DLPROF_ACTIVITIES=cpu,cuda DLPROF_FLIGHT_STEPS=5 DLPROF_TRIGGER_FILE="$build/flight-trigger" \
+  "$example" --steps 12 --log-dir "$build/flight-log" "$@" >/dev/null
+python3 - "$build/flight-log" <<'EOF' || validation=1
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/*.pt.trace.json"))
+if not files:
+    sys.exit("gpu-validate: the flight recorder wrote no dump")
+trace = json.load(open(files[0]))
+kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+linked = [e for e in kernels if e.get("args", {}).get("External id")]
+print(f"flight-recorder dump: {trace.get('dlprof_flight_recorder')!r}: {len(kernels)} kernels, {len(linked)} linked to a range")
+if not kernels:
+    sys.exit("gpu-validate: the flight recorder's dump has no kernels")
 EOF
 
 if ((validation != 0)); then

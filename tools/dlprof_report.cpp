@@ -6,6 +6,7 @@
 //   dlprof-report --window 1 log/run                    # the first window of a repeating schedule
 //   dlprof-report --rank 0 --format html -o r0.html log/run
 //   dlprof-report --hta-compat --format json rank0.pt.trace.json.gz
+//   dlprof-report --export-trace crash.pt.trace.json log/run/host_12.1716423322.dlprof-crash
 //
 // Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
 // the input, an output file that cannot be written), 2 a command line it cannot run (an output
@@ -33,6 +34,7 @@
 #include <fmt/ranges.h>
 
 #include <dlprof/detail/text.hpp>
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/format/atomic_file.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 #include <dlprof/report.hpp>
@@ -42,12 +44,13 @@ namespace {
 constexpr std::string_view kProgram = "dlprof-report";
 
 constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window N|last] [--format text|json|html] [--hta-compat] [--strict] [-o FILE] PATH...
+       dlprof-report --export-trace OUT TRACE
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
 recommendations, from traces written by dlprof or torch.profiler.
 
-  PATH              a trace file (.json or .json.gz) or a directory of them, one file per rank
-                    and window
+  PATH              a trace file (.json or .json.gz, or a flight recorder's .dlprof-crash) or a
+                    directory of them, one file per rank and window
   --rank N          report on rank N only
   --window N|last   the window to report on when ranks have several trace files (a schedule
                     that repeats writes one per window): each rank's files in time order are
@@ -65,6 +68,9 @@ recommendations, from traces written by dlprof or torch.profiler.
   -o, --output FILE write the report to FILE (replaced whole, never half-written; a link is
                     written through, a device or FIFO in place), not stdout; FILE may not be
                     one of the input traces
+  --export-trace OUT  no report: write the one trace TRACE reads to OUT as Kineto's Chrome-trace
+                    JSON (.gz: compressed), for Perfetto, HTA and TensorBoard; what turns a
+                    flight recorder's crash file into a trace they open
   -h, --help        this text
 
 Exit status: 0 done; 1 a trace cannot be read, a rank is not in the input or FILE cannot be
@@ -99,6 +105,7 @@ struct Options {
   bool strict = false;
   std::size_t top_rows = 10;
   std::string output;  // empty: stdout
+  std::string export_trace;  // --export-trace: the file the trace is written to instead of a report
   bool help = false;
 };
 
@@ -149,7 +156,7 @@ Options parse_command_line(int argc, char** argv) {
     const std::size_t equals = argument.substr(0, 2) == "--" ? argument.find('=') : std::string_view::npos;
     const std::string_view flag = argument.substr(0, equals);
     if (flag != "--rank" && flag != "--window" && flag != "--format" && flag != "--top" && flag != "-o" &&
-        flag != "--output")
+        flag != "--output" && flag != "--export-trace")
       throw UsageError(fmt::format("unknown option '{}'", argument));
     std::string_view value;
     if (equals != std::string_view::npos) {
@@ -170,12 +177,17 @@ Options parse_command_line(int argc, char** argv) {
       else if (value == "json") options.format = Format::Json;
       else if (value == "html") options.format = Format::Html;
       else throw UsageError(fmt::format("--format expects text, json or html, got '{}'", value));
+    } else if (flag == "--export-trace") {
+      if (value.empty()) throw UsageError("--export-trace needs a file name");
+      options.export_trace = std::string(value);
     } else {
       if (value.empty()) throw UsageError(fmt::format("{} needs a file name", flag));
       options.output = std::string(value);
     }
   }
   if (!options.help && options.paths.empty()) throw UsageError("no trace given: name trace files or directories");
+  if (!options.export_trace.empty() && options.paths.size() != 1)
+    throw UsageError("--export-trace writes one trace: name exactly one trace file");
   return options;
 }
 
@@ -324,6 +336,22 @@ int run(int argc, char** argv) {
   const Options options = parse_command_line(argc, argv);
   if (options.help) {
     fmt::print("{}", kUsage);
+    return 0;
+  }
+  if (!options.export_trace.empty()) {
+    dlprof::Trace trace;
+    try {
+      dlprof::ReadOptions read_options;
+      read_options.strict = options.strict;
+      trace = dlprof::read_trace(options.paths.front(), read_options);
+    } catch (const dlprof::TraceReadError& error) {
+      throw InputError(without_library_prefix(error.what()));
+    }
+    try {
+      trace.save(options.export_trace);
+    } catch (const std::runtime_error& error) {
+      throw InputError(without_library_prefix(error.what()));
+    }
     return 0;
   }
   const std::string text = render(options, read_traces(options));

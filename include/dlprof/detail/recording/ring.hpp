@@ -88,13 +88,8 @@ class ThreadRing {
   /// Spans rather than single events, so the consumer can copy them in bulk.
   template <class Sink>
   std::size_t drain(Sink&& sink) {
-    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     const std::uint64_t head = head_.load(std::memory_order_acquire);
-    const std::size_t count = static_cast<std::size_t>(head - tail);
-    const std::size_t first = static_cast<std::size_t>(tail & mask_);
-    const std::size_t before_wrap = count < capacity_ - first ? count : capacity_ - first;
-    if (before_wrap != 0) sink(&slots_[first], before_wrap);
-    if (count != before_wrap) sink(&slots_[0], count - before_wrap);
+    const std::size_t count = visit(tail_.load(std::memory_order_relaxed), head, sink);
     tail_.store(head, std::memory_order_release);
     return count;
   }
@@ -103,13 +98,7 @@ class ThreadRing {
   /// recorder's crash handler, on the ring's own thread, which a signal interrupted.
   template <class Sink>
   void peek(Sink&& sink) const noexcept {
-    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
-    const std::uint64_t head = head_.load(std::memory_order_acquire);
-    const std::size_t count = static_cast<std::size_t>(head - tail);
-    const std::size_t first = static_cast<std::size_t>(tail & mask_);
-    const std::size_t before_wrap = count < capacity_ - first ? count : capacity_ - first;
-    if (before_wrap != 0) sink(&slots_[first], before_wrap);
-    if (count != before_wrap) sink(&slots_[0], count - before_wrap);
+    visit(tail_.load(std::memory_order_relaxed), head_.load(std::memory_order_acquire), sink);
   }
 
   bool has_new_drops() const noexcept { return dropped_.load(std::memory_order_relaxed) != drops_reported_; }
@@ -244,6 +233,18 @@ class ThreadRing {
  private:
   template <class>
   friend class BasicRingRegistry;  // moves an ended thread's events to a ring of their size
+
+  /// Hands the events between `tail` and `head` to `sink(first, count)`: one span, or two where
+  /// they wrap. Returns how many.
+  template <class Sink>
+  std::size_t visit(std::uint64_t tail, std::uint64_t head, Sink& sink) const {
+    const std::size_t count = static_cast<std::size_t>(head - tail);
+    const std::size_t first = static_cast<std::size_t>(tail & mask_);
+    const std::size_t before_wrap = count < capacity_ - first ? count : capacity_ - first;
+    if (before_wrap != 0) sink(&slots_[first], before_wrap);
+    if (count != before_wrap) sink(&slots_[0], count - before_wrap);
+    return count;
+  }
 
   // Producer-owned line: written on every push.
   alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};

@@ -97,11 +97,10 @@ class BasicRingRegistry {
   void drain_all(Visit&& visit) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& ring : rings_) visit(*ring);
-    std::vector<std::shared_ptr<ThreadRing>> kept;
-    kept.reserve(rings_.size());
-    for (auto& ring : rings_)
-      if (!(ring->exited() || ring->retired())) kept.push_back(std::move(ring));
-    rings_ = std::move(kept);
+    // In place: the flight recorder drains at every step, and allocates nothing doing so.
+    rings_.erase(std::remove_if(rings_.begin(), rings_.end(),
+                                [](const std::shared_ptr<ThreadRing>& ring) { return ring->exited() || ring->retired(); }),
+                 rings_.end());
   }
 
   template <class Fn>

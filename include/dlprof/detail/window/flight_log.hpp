@@ -259,16 +259,18 @@ class BasicFlightLog {
   }
 
   /// The slot of `ring`'s thread, taking a free one (unused by the kept steps) for a new thread.
+  /// Looks only through the slots ever used: as many as threads recorded in the kept steps.
   std::uint32_t slot_of(const ThreadRing& ring, std::uint64_t sequence) {
     std::uint32_t free_slot = kNoSlot;
     const std::uint64_t oldest_kept = segment_count_ != 0 ? segments_[first_segment_].sequence : sequence;
-    for (std::uint32_t slot = 0; slot < kMaxThreads; ++slot) {
+    for (std::uint32_t slot = 0; slot < slots_used_; ++slot) {
       if (thread_last_use_[slot] != 0 && threads_[slot].os_tid == ring.os_tid() && threads_[slot].ordinal == ring.thread_ordinal()) {
         thread_last_use_[slot] = sequence;
         return slot;
       }
       if (free_slot == kNoSlot && thread_last_use_[slot] < oldest_kept) free_slot = slot;
     }
+    if (free_slot == kNoSlot && slots_used_ < kMaxThreads) free_slot = slots_used_++;
     if (free_slot == kNoSlot) return kNoSlot;
     FlightThread& thread = threads_[free_slot];
     thread.os_tid = ring.os_tid();
@@ -294,6 +296,7 @@ class BasicFlightLog {
   std::uint64_t steps_given_way_for_room_ = 0;
   std::unique_ptr<FlightThread[]> threads_;
   std::vector<std::uint64_t> thread_last_use_;  ///< the sequence of the last segment with events of the slot; 0: free
+  std::uint32_t slots_used_ = 0;                ///< slots at or past it were never used
   std::unique_ptr<std::uint64_t[]> name_set_;
   std::size_t names_seen_ = 0;
   std::int64_t next_start_tick_;

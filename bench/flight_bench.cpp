@@ -1,0 +1,170 @@
+// bench/flight_bench.cpp: what the flight recorder (DLPROF_MODE=flight-recorder) costs the CPU demo,
+// and that its memory stays flat. The step is the demo's own (examples/cpu_training_loop.cpp,
+// through examples/cpu_mlp.hpp): a batch from the DataLoader, forward, backward and SGD on the
+// 784-256-10 MLP, every range of the demo recorded.
+//
+//   cpu_demo/paired_flight_recorder/W   W steps with the flight recorder started (each ending in
+//       prof.step(), which empties the rings into its log) alternate with W steps with no
+//       Profiler started (every range idle), inside one benchmark, so that both see the same
+//       load. Steps are timed on the wall clock, as a user sees them; the first step of each
+//       block is not counted. Counters: bare_ms and flight_ms (means of the counted steps),
+//       overhead_pct = (flight_ms - bare_ms) / bare_ms, and the same from the medians
+//       (overhead_p50_pct), which a step slowed by the host moves less.
+//   cpu_demo/flight_recorder_rss/literal_names:0|1   10,000 steps (batch 32, two loader workers)
+//       with the recorder on: resident memory after 100 steps (rss_start_kb), after 1,000, 5,000
+//       and 10,000 (rss_end_kb), the growth from the first to the last (rss_growth_kb), and the
+//       growth of the process's name table (name_table_growth_kb): the demo names each step's
+//       range anew (literal_names:0), which the table keeps, up to ProfilerOptions::name_table_bytes;
+//       literal_names:1 names it by a literal.
+//
+// Run: build-bench/bench/flight_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include <dlprof/profiler.hpp>
+
+#include "cpu_mlp.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace demo = dlprof_examples::cpu_mlp;
+
+/// The demo's model, data and loader, at a batch size and a number of loader workers.
+struct CpuDemo {
+  demo::SyntheticDataset dataset{demo::kDatasetSeed};
+  demo::Mlp model{demo::kModelSeed};
+  demo::SyntheticLoader loader;
+
+  CpuDemo(int batch_size, int workers) : loader(dataset, batch_size, workers) {}
+
+  /// One training step, as the demo's loop body runs it: in a range named after the step (a new
+  /// name every step, interned into the process's name table), or with `literal_name`, in a
+  /// range named by a literal.
+  void step(int number, bool literal_name = false) {
+    if (literal_name) {
+      DLPROF_RANGE("train_step");
+      train();
+    } else {
+      DLPROF_RANGE_F("epoch {} step {}", number / loader.batches_per_epoch(), number);
+      train();
+    }
+  }
+
+  void train() {
+    const demo::Batch batch = loader.next();
+    model.zero_grad();
+    const float loss = model.forward(batch);
+    model.backward(batch);
+    model.sgd_step(demo::kLearningRate);
+    dlprof::counter("loss", loss);
+  }
+};
+
+double mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (const double value : values) sum += value;
+  return sum / static_cast<double>(values.size());
+}
+
+double median(std::vector<double> values) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+dlprof::ProfilerOptions flight_recorder() {
+  return dlprof::ProfilerOptions{}.mode(dlprof::Mode::FlightRecorder).slow_step_factor(0);
+}
+
+void BM_paired_flight_recorder(benchmark::State& state) {
+  const auto block = static_cast<int>(state.range(0));
+  CpuDemo cpu(/*batch_size=*/128, /*workers=*/0);  // the demo's defaults
+  dlprof::Profiler profiler(flight_recorder());
+  std::vector<double> bare_ms, flight_ms;
+  int number = 0;
+  int recorded_in_block = block;
+  for (auto _ : state) {
+    if (recorded_in_block == block) {
+      if (profiler.started()) profiler.stop();
+      for (int i = 0; i < block; ++i) {
+        const Clock::time_point begin = Clock::now();
+        cpu.step(number++);
+        if (i != 0) bare_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - begin).count());
+      }
+      profiler.start();
+      recorded_in_block = 0;
+    }
+    const Clock::time_point begin = Clock::now();
+    cpu.step(number++);
+    profiler.step();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+    state.SetIterationTime(elapsed);
+    if (recorded_in_block++ != 0) flight_ms.push_back(elapsed * 1e3);
+  }
+  if (!profiler.dump("end of benchmark")) state.SkipWithError("the flight recorder did not dump");
+  const auto trace = profiler.last_trace();
+  profiler.stop();
+  if (bare_ms.empty() || flight_ms.empty()) return;
+  state.counters["bare_ms"] = mean(bare_ms);
+  state.counters["flight_ms"] = mean(flight_ms);
+  state.counters["overhead_pct"] = 100 * (mean(flight_ms) - mean(bare_ms)) / mean(bare_ms);
+  state.counters["overhead_p50_pct"] = 100 * (median(flight_ms) - median(bare_ms)) / median(bare_ms);
+  state.counters["dropped"] = trace != nullptr ? static_cast<double>(trace->dropped_events) : -1;
+  if (trace == nullptr || trace->dropped_events != 0) state.SkipWithError("the rings dropped events");
+}
+BENCHMARK(BM_paired_flight_recorder)->Name("cpu_demo/paired_flight_recorder")->Arg(20)->UseManualTime()
+    ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+std::size_t resident_kb() {
+  long pages = 0, resident = 0;
+  if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(statm);
+  }
+  return static_cast<std::size_t>(resident) * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) / 1024;
+}
+
+void BM_flight_recorder_rss(benchmark::State& state) {
+  constexpr int kSteps = 10'000;
+  const bool literal_names = state.range(0) != 0;
+  for (auto _ : state) {
+    CpuDemo cpu(/*batch_size=*/32, /*workers=*/2);
+    dlprof::Profiler profiler(flight_recorder());
+    profiler.start();
+    std::size_t name_table_start = 0;
+    for (int number = 0; number < kSteps; ++number) {
+      cpu.step(number, literal_names);
+      if (number + 1 == 100) name_table_start = dlprof::detail::InternTable::instance().bytes();
+      profiler.step();
+      if (number + 1 == 100) state.counters["rss_start_kb"] = static_cast<double>(resident_kb());
+      if (number + 1 == 1'000) state.counters["rss_1000_kb"] = static_cast<double>(resident_kb());
+      if (number + 1 == 5'000) state.counters["rss_5000_kb"] = static_cast<double>(resident_kb());
+    }
+    state.counters["rss_end_kb"] = static_cast<double>(resident_kb());
+    state.counters["rss_growth_kb"] = state.counters["rss_end_kb"] - state.counters["rss_start_kb"];
+    state.counters["name_table_growth_kb"] =
+        static_cast<double>(dlprof::detail::InternTable::instance().bytes() - name_table_start) / 1024;
+    if (!profiler.dump("end of benchmark")) state.SkipWithError("the flight recorder did not dump");
+    const auto trace = profiler.last_trace();
+    state.counters["kept_steps"] = static_cast<double>(std::count_if(
+        trace->events.begin(), trace->events.end(), [](const dlprof::TraceEvent& event) { return event.kind == dlprof::EventKind::Step; }));
+    profiler.stop();
+  }
+}
+BENCHMARK(BM_flight_recorder_rss)
+    ->Name("cpu_demo/flight_recorder_rss")
+    ->ArgName("literal_names")
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
