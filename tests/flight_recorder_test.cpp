@@ -239,6 +239,34 @@ TEST(FlightRecorderTest, TheSignalAsksForOneDumpHoweverOftenItArrives) {
   ::signal(SIGUSR1, SIG_DFL);
 }
 
+TEST(FlightRecorderTest, ASignalWhileADumpIsBeingWrittenAsksForTheNextOne) {
+  const ScopedEnvironment environment(std::vector<std::pair<std::string, std::string>>{{"DLPROF_SIGNAL", "USR1"}});
+  std::atomic<int> written{0};
+  std::atomic<bool> writing{false};
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .mode(dlprof::Mode::FlightRecorder)
+                                .flight_steps(2)
+                                .on_trace_ready(dlprof::TraceHandler(
+                                    [&](const dlprof::Trace&) {  // a slow disk
+                                      writing = true;
+                                      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                                      ++written;
+                                      writing = false;
+                                    },
+                                    /*run_in_background=*/true)));
+  profiler.start();
+  flight_steps(profiler, 3);
+  ASSERT_TRUE(profiler.dump("first"));
+  for (int i = 0; i < 200 && !writing; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(writing) << "the first dump is being written";
+  ::raise(SIGUSR1);
+  flight_steps(profiler, 1);  // takes the signal: the second dump waits for the writer
+  profiler.stop();            // waits for both
+  EXPECT_EQ(written, 2);
+  EXPECT_EQ(profiler.dumps(), 2u);
+  ::signal(SIGUSR1, SIG_DFL);
+}
+
 TEST(FlightRecorderTest, TheTriggerFileAsksForADumpAndIsConsumed) {
   TempDir dir;
   const fs::path trigger = dir.path() / "dump-now";

@@ -110,15 +110,10 @@ class BasicFlightLog {
     crash_window_start_.store(window_start_tick(), std::memory_order_relaxed);
   }
 
-  /// Steps kept now.
-  std::size_t kept_steps() const noexcept { return segment_count_; }
-  /// Steps that gave way to newer ones because the log was full, before max_steps was reached.
-  std::uint64_t steps_given_way_for_room() const noexcept { return steps_given_way_for_room_; }
   /// Where the kept steps begin: the oldest segment's start, or where the next one starts.
   std::int64_t window_start_tick() const noexcept {
     return segment_count_ != 0 ? segments_[first_segment_].start_tick : next_start_tick_;
   }
-  std::size_t capacity() const noexcept { return capacity_; }
 
   /// The kept steps' events, each thread's in order, keeping those that start at or after
   /// window_start_tick(); empties the log, whose next step starts at `next_start_tick`.
@@ -226,10 +221,8 @@ class BasicFlightLog {
 
   /// Frees the oldest segments until `n` more events fit, never those at or after `keep_from`.
   bool make_room(std::size_t n, std::uint64_t keep_from) {
-    while (write_ + n - begin() > capacity_ && segment_count_ != 0 && segments_[first_segment_].end <= keep_from) {
+    while (write_ + n - begin() > capacity_ && segment_count_ != 0 && segments_[first_segment_].end <= keep_from)
       pop_segment();
-      ++steps_given_way_for_room_;
-    }
     return write_ + n - begin() <= capacity_;
   }
 
@@ -293,7 +286,6 @@ class BasicFlightLog {
   std::size_t first_segment_ = 0;
   std::size_t segment_count_ = 0;
   std::uint64_t sequence_ = 0;
-  std::uint64_t steps_given_way_for_room_ = 0;
   std::unique_ptr<FlightThread[]> threads_;
   std::vector<std::uint64_t> thread_last_use_;  ///< the sequence of the last segment with events of the slot; 0: free
   std::uint32_t slots_used_ = 0;                ///< slots at or past it were never used
