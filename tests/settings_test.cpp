@@ -319,15 +319,21 @@ TEST(OnDemandTest, TheCaptureSignalAsksAndARequestDuringACaptureIsRefused) {
   profiler.stop();
 }
 
-TEST(OnDemandTest, TheTriggerFileAsksAndIsConsumed) {
+/// An on-demand Profiler asked through a trigger file in a scratch directory, keeping its traces.
+class TriggerFileTest : public ::testing::Test {
+ protected:
   TempDir dir;
   const fs::path trigger = dir.path() / "capture-now";
-  const ScopedEnvironment environment(
-      {{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}, {"DLPROF_TRIGGER_FILE", trigger.string()}});
+  const ScopedEnvironment environment{
+      {{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}, {"DLPROF_TRIGGER_FILE", trigger.string()}}};
   std::vector<std::shared_ptr<const dlprof::Trace>> traces;
-  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
-      [&traces](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); }));
-  profiler.start();
+  dlprof::Profiler profiler{dlprof::ProfilerOptions{}.on_trace_ready(
+      [this](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); })};
+
+  void SetUp() override { profiler.start(); }
+};
+
+TEST_F(TriggerFileTest, TheTriggerFileAsksAndIsConsumed) {
   run_steps(profiler, 2);
   std::ofstream(trigger) << "steps=3\n";
   std::this_thread::sleep_for(std::chrono::milliseconds(250));  // past the period between looks
@@ -346,15 +352,7 @@ TEST(OnDemandTest, TheTriggerFileAsksAndIsConsumed) {
   profiler.stop();
 }
 
-TEST(OnDemandTest, TheTriggerFileSetsTheCapturesOptionsForThatCaptureOnly) {
-  TempDir dir;
-  const fs::path trigger = dir.path() / "capture-now";
-  const ScopedEnvironment environment(
-      {{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "none"}, {"DLPROF_TRIGGER_FILE", trigger.string()}});
-  std::vector<std::shared_ptr<const dlprof::Trace>> traces;
-  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
-      [&traces](const dlprof::Trace& trace) { traces.push_back(std::make_shared<dlprof::Trace>(trace)); }));
-  profiler.start();
+TEST_F(TriggerFileTest, TheTriggerFileSetsTheCapturesOptionsForThatCaptureOnly) {
   run_steps(profiler, 1);
   std::ofstream(trigger) << "steps=2 record_shapes=1 with_flops=1";
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
