@@ -145,7 +145,7 @@ def main():
     for row in rows:
         mb = row["json_bytes"] / 1e6
         d_s, d_kib = median(row["dlprof"], "seconds"), median(row["dlprof"], "peak_kib")
-        cells = [os.path.join(*row["trace"].split(os.sep)[-2:]), f"{mb:.1f}", f"{d_s:.2f} s", f"{d_kib / 1024:.0f}",
+        cells = [os.path.join(*row["trace"].split(os.sep)[-2:]), f"{mb:.1f}", f"{d_s:.3f} s", f"{d_kib / 1024:.0f}",
                  f"{d_kib * 1024 / row['json_bytes']:.2f}"]
         if not args.no_hta:
             h_s, h_kib = median(row["hta"], "seconds"), median(row["hta"], "peak_kib")
@@ -155,7 +155,7 @@ def main():
         print("| " + " | ".join(cells) + " |")
     print()
     for row in rows:
-        runs = ", ".join(f"{r['seconds']:.2f}" for r in row["dlprof"])
+        runs = ", ".join(f"{r['seconds']:.3f}" for r in row["dlprof"])
         line = f"- {row['trace']}: dlprof-report runs {runs} s"
         if row["hta"]:
             runs = ", ".join(f"{r['seconds']:.2f}" for r in row["hta"])

@@ -17,10 +17,10 @@
 
 #include <fmt/format.h>
 
-// RapidJSON's SIMD switches (RAPIDJSON_SSE2, ...) are left to the program: defined here they
-// would give RapidJSON's inline functions two bodies in a program whose other files include it
-// without them, and they gain nothing measurable on Kineto's indented traces. Its SIMD scans read
-// aligned blocks past the text's end, which the reader's padding allows (trace_file.hpp).
+// RapidJSON's SIMD switches (RAPIDJSON_SSE2, ...) are left to the program, as dlprof-report sets
+// them: defined here they would give RapidJSON's inline functions two bodies in a program whose
+// other files include it without them. Its SIMD scans read aligned blocks past the text's end,
+// which the reader's padding allows (trace_file.hpp).
 #include <rapidjson/error/en.h>
 #include <rapidjson/reader.h>
 
