@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -233,6 +235,69 @@ TEST_F(CuptiBackendTest, KernelsOfAScheduledRunLinkToTheRangesThatLaunchedThem) 
   EXPECT_EQ(forward_spans, 2);
   ASSERT_EQ(json["deviceProperties"].size(), 1u);
   EXPECT_EQ(json["deviceProperties"][0]["numSms"], 132);
+}
+
+/// The kernels of a trace by name, in the order of their start.
+std::vector<std::string> kernel_names(const dlprof::Trace& trace) {
+  std::vector<const dlprof::GpuEvent*> kernels;
+  for (const dlprof::GpuEvent& work : trace.gpu_events)
+    if (work.kind == dlprof::GpuEventKind::Kernel) kernels.push_back(&work);
+  std::sort(kernels.begin(), kernels.end(), [](const auto* a, const auto* b) { return a->start_ns < b->start_ns; });
+  std::vector<std::string> names;
+  for (const dlprof::GpuEvent* kernel : kernels) names.push_back(trace.names[kernel->name]);
+  return names;
+}
+
+/// A flight recorder over 10 steps that each launch one kernel named after the step, dumped
+/// after the last: the dump's trace.
+std::shared_ptr<const dlprof::Trace> flight_dump_of_ten_steps(std::size_t flight_steps, std::size_t records) {
+  std::vector<std::shared_ptr<const dlprof::Trace>> dumps;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .mode(dlprof::Mode::FlightRecorder)
+                                .flight_steps(flight_steps)
+                                .slow_step_factor(0)
+                                .gpu_records_per_window(records)
+                                .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
+                                .on_trace_ready([&](const dlprof::Trace& trace) {
+                                  dumps.push_back(std::make_shared<dlprof::Trace>(trace));
+                                }));
+  // CUPTI's records point at names that live as long as their module.
+  static const char* const kKernels[] = {"_Z5step0v", "_Z5step1v", "_Z5step2v", "_Z5step3v", "_Z5step4v",
+                                         "_Z5step5v", "_Z5step6v", "_Z5step7v", "_Z5step8v", "_Z5step9v"};
+  profiler.start();
+  for (const char* kernel : kKernels) {
+    {
+      DLPROF_RANGE("train_step");
+      launch_kernel(kernel, 7);
+    }
+    profiler.step();
+  }
+  EXPECT_TRUE(profiler.dump("asked by the test"));
+  profiler.stop();
+  EXPECT_EQ(dumps.size(), 1u);
+  return dumps.empty() ? nullptr : dumps.front();
+}
+
+TEST_F(CuptiBackendTest, AFlightRecordersDumpHoldsTheGpuRecordsOfItsKeptStepsOnly) {
+  CuptiBackend backend(played_driver(), played_cupti());
+  use(backend);
+  const auto trace = flight_dump_of_ten_steps(/*flight_steps=*/3, /*records=*/1000);
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(trace->flight_recorder_dump, "asked by the test");
+  EXPECT_THAT(kernel_names(*trace), testing::ElementsAre("step7()", "step8()", "step9()"));
+  EXPECT_EQ(trace->api_events.size(), 3u);
+  EXPECT_EQ(trace->gpu.dropped_records, 0u) << "the steps that gave way are not drops";
+  for (const dlprof::GpuEvent& work : trace->gpu_events) EXPECT_NE(work.external_id, 0u) << "linked to its range";
+}
+
+TEST_F(CuptiBackendTest, AFlightRecorderOutOfGpuRecordsDropsTheOldestFirst) {
+  CuptiBackend backend(played_driver(), played_cupti());
+  use(backend);
+  // Each step makes 3 records (the call, its kernel, the external correlation): 6 hold 2 steps.
+  const auto trace = flight_dump_of_ten_steps(/*flight_steps=*/3, /*records=*/6);
+  ASSERT_NE(trace, nullptr);
+  EXPECT_THAT(kernel_names(*trace), testing::ElementsAre("step8()", "step9()"));
+  EXPECT_EQ(trace->gpu.dropped_records, 3u) << "step 7's records, the oldest kept";
 }
 
 TEST_F(CuptiBackendTest, WarmUpKernelsAreDiscardedAndIdleStepsPushNothing) {

@@ -1000,6 +1000,61 @@ TEST_F(CuptiRecordsTest, KernelWithoutItsCallIsKeptOnlyWhenItStartsInsideTheWind
   EXPECT_THAT(kept, ElementsAre(511u, 513u, 514u));
 }
 
+// A flight recorder's window: the records of steps that gave way go, with the work their calls
+// launched, including work completed after they went, and none of it counts as dropped.
+TEST_F(CuptiRecordsTest, AFlightRecordersStepsThatGaveWayTakeTheirCallsAndTheirWorkAlong) {
+  d::RecordCollector collector(cupti(), kMaxRecords);
+  collector.set_limits(kMaxRecords, /*keep_newest=*/true);
+  collector.begin_window(kRealtime, {});
+  ActivityBufferBuilder old_steps;
+  old_steps.add(launch(800, at(1'000), at(2'000)))
+      .add(external(800, 41))
+      .add(kernel(kGemm, 800, at(3'000), at(4'000)))
+      .add(launch(801, at(5'000), at(6'000)))  // its kernel runs late, after the cut
+      .add(launch(802, at(12'000), at(13'000)));
+  deliver(collector, old_steps);
+  collector.discard_before(10'000 + at(0));  // steps before 10 us gave way
+  ActivityBufferBuilder later;
+  later.add(kernel(kGemm, 801, at(11'000), at(14'000)))  // launched before the cut: goes
+      .add(kernel(kGemm, 802, at(14'000), at(15'000)));
+  deliver(collector, later);
+  const d::DeviceActivity window = collector.end_window();
+  ASSERT_EQ(window.api.size(), 1u);
+  EXPECT_EQ(window.api[0].correlation, 802u);
+  ASSERT_EQ(window.gpu.size(), 1u);
+  EXPECT_EQ(window.gpu[0].correlation, 802u);
+  EXPECT_THAT(window.external_correlations, IsEmpty());
+  EXPECT_EQ(window.stats.dropped_records, 0u);
+  EXPECT_EQ(window.stats.late_records, 0u);
+}
+
+// Full, a flight recorder's window drops the records of its oldest calls to make room; any
+// other window drops the new records.
+TEST_F(CuptiRecordsTest, AFullFlightRecorderWindowDropsItsOldestCallsFirst) {
+  for (const bool keep_newest : {true, false}) {
+    d::RecordCollector collector(cupti(), kMaxRecords);
+    collector.set_limits(8, keep_newest);
+    collector.begin_window(kRealtime, {});
+    ActivityBufferBuilder buffer;
+    for (std::uint32_t call = 900; call < 910; ++call) {
+      const std::int64_t start = at(static_cast<std::int64_t>(call - 900) * 10'000);
+      buffer.add(launch(call, start, start + 1'000)).add(kernel(kGemm, call, start + 2'000, start + 3'000));
+    }
+    deliver(collector, buffer);
+    const d::DeviceActivity window = collector.end_window();
+    std::vector<std::uint32_t> kernels;
+    for (const dlprof::GpuEvent& work : window.gpu) kernels.push_back(work.correlation);
+    EXPECT_EQ(window.api.size() + window.gpu.size(), 8u);
+    if (keep_newest) {
+      EXPECT_THAT(kernels, ElementsAre(906u, 907u, 908u, 909u));
+    } else {
+      EXPECT_THAT(kernels, ElementsAre(900u, 901u, 902u, 903u));
+    }
+    EXPECT_EQ(window.stats.dropped_records, 12u);
+    EXPECT_EQ(window.stats.records, 20u);
+  }
+}
+
 TEST_F(CuptiRecordsTest, RecordsCompletedAfterTheWindowClosedAreCountedLateInTheNextWindow) {
   d::RecordCollector collector(cupti(), kMaxRecords);
   collector.begin_window(kRealtime, {});

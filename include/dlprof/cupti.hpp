@@ -63,7 +63,7 @@ class CuptiBackend final : public GpuBackend {
       available_ = probe();
     }
     if (!available_) return false;
-    collector_->set_max_records(options.max_records_per_window);
+    collector_->set_limits(options.max_records_per_window, options.keep_newest);
     if (enabled_) return true;
     kinds_ = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
               CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
@@ -109,6 +109,8 @@ class CuptiBackend final : public GpuBackend {
     activity.stats.driver_version = driver_version_;
     return activity;
   }
+
+  void discard_before(std::int64_t tick) override { collector_->discard_before(clock().from_ticks(tick)); }
 
   /// Why GPU activity is not collected; empty while it is, or before the first attempt.
   std::string unavailable_reason() const {

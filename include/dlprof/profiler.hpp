@@ -927,7 +927,7 @@ class BasicProfiler {
           // A framework's allocator reports its own allocations (a caching allocator's tensors rather
           // than its cudaMalloc blocks): CUPTI's memory records would count them twice.
           detail::GpuCollectionOptions{options_.profile_memory() && op_observer_ == nullptr,
-                                       options_.gpu_records_per_window()});
+                                       options_.gpu_records_per_window(), mode_ == Mode::FlightRecorder});
       if (!gpu_enabled_) {  // unavailable: warned once, CPU only from now on
         gpu_backend_ = nullptr;
         gpu_unavailable_ = true;
@@ -1174,6 +1174,7 @@ class BasicProfiler {
   void flight_step() {
     close_step();
     flight_log_->append_step(step_num_, detail::now_ticks());
+    if (gpu_enabled_) gpu_backend_->discard_before(flight_log_->window_start_tick());
     std::string reason = slow_step_reason();
     if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed) && reason.empty())
       reason = "the dump signal";

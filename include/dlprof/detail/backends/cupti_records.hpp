@@ -125,10 +125,21 @@ class RecordCollector {
   /// `max_records`: translated records a window may hold; more are dropped and counted.
   RecordCollector(const CuptiLibrary& cupti, std::size_t max_records) : cupti_(cupti), max_records_(max_records) {}
 
-  /// Takes effect from the next window.
-  void set_max_records(std::size_t max_records) {
+  /// Takes effect from the next window. `keep_newest`: a full window drops its oldest records
+  /// for new ones, else the new ones.
+  void set_limits(std::size_t max_records, bool keep_newest) {
     std::lock_guard<std::mutex> lock(mutex_);
     max_records_ = max_records;
+    keep_newest_ = keep_newest;
+  }
+
+  /// Forgets the window's records that ended before `timestamp` (the backend's clock), and those
+  /// completed later. The work is done once the window has grown by half since it was last
+  /// done, or when it is full, so that a step costs no scan of the records it keeps.
+  void discard_before(std::int64_t timestamp) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    discard_before_ = std::max(discard_before_, timestamp);
+    if (stored_ >= kept_after_discard_ + kept_after_discard_ / 2 + kMinRecordsBetweenDiscards) erase_before(discard_before_);
   }
 
   /// Starts a window: records completed from now on are kept (until end_window()).
@@ -141,6 +152,9 @@ class RecordCollector {
     activity_.stats.late_records = late_since_last_window_;
     late_since_last_window_ = 0;
     stored_ = 0;
+    kept_after_discard_ = 0;
+    discard_before_ = INT64_MIN;
+    discarded_calls_through_ = 0;
     collecting_ = true;
   }
 
@@ -158,6 +172,7 @@ class RecordCollector {
         if (device != device_of_context_.end()) event.device = device->second;
       }
     closed_correlation_ = std::max(closed_correlation_, window_max_correlation_);
+    if (discard_before_ != INT64_MIN) erase_before(discard_before_);
     activity_.names = std::move(names_);
     forget_names();
     return std::move(activity_);
@@ -314,12 +329,14 @@ class RecordCollector {
     return event;
   }
 
-  /// Whether a record is for the open window; counts it either way.
+  /// Whether a record is for the open window. Counts it, or counts it late, unless it was
+  /// launched in a flight recorder's step that gave way.
   bool keep(std::uint32_t correlation) noexcept {
     if (correlation != 0 && correlation <= closed_correlation_) {
       ++late_since_last_window_;  // launched in a window that is already closed
       return false;
     }
+    if (correlation != 0 && correlation <= discarded_calls_through_) return false;  // launched in a step that gave way
     if (!collecting_) return false;  // warm-up, or between windows
     ++activity_.stats.records;
     return true;
@@ -327,12 +344,69 @@ class RecordCollector {
 
   template <class Record>
   void store(std::vector<Record>& records, const Record& record) {
+    if (stored_ >= max_records_ && keep_newest_) make_room();
     if (stored_ >= max_records_) {
       ++activity_.stats.dropped_records;
       return;
     }
     ++stored_;
     records.push_back(record);
+  }
+
+  /// Room in a full window that keeps its newest records: those of the steps that gave way go,
+  /// then the records of the oldest quarter of the calls, counted as dropped.
+  void make_room() {
+    if (discard_before_ != INT64_MIN) erase_before(discard_before_);
+    if (stored_ < max_records_) return;
+    correlations_.clear();
+    for (const ApiEvent& event : activity_.api) correlations_.push_back(event.correlation);
+    for (const GpuEvent& event : activity_.gpu)
+      if (event.correlation != 0) correlations_.push_back(event.correlation);
+    if (correlations_.empty()) return;  // nothing launched by a call: the new record is dropped
+    const auto quarter = correlations_.begin() + static_cast<std::ptrdiff_t>(correlations_.size() / 4);
+    std::nth_element(correlations_.begin(), quarter, correlations_.end());
+    activity_.stats.dropped_records += erase_calls_through(*quarter);
+  }
+
+  /// Erases the calls that ended before `timestamp` with everything they launched, and the work
+  /// no call launched that ended before it. Returns how many records went.
+  std::uint64_t erase_before(std::int64_t timestamp) {
+    const std::size_t before = stored_;
+    std::uint32_t newest_gone_call = 0;
+    erase_if(activity_.api, [&](const ApiEvent& event) {
+      if (event.end_ns >= timestamp) return false;
+      newest_gone_call = std::max(newest_gone_call, event.correlation);
+      return true;
+    });
+    erase_if(activity_.gpu, [&](const GpuEvent& event) { return event.correlation == 0 && event.end_ns < timestamp; });
+    erase_if(activity_.memory, [&](const RawMemoryEvent& event) { return event.correlation == 0 && event.timestamp < timestamp; });
+    erase_if(activity_.overhead, [&](const OverheadEvent& event) { return event.end_ns < timestamp; });
+    // Correlation ids grow with every call: work of an id below the oldest call kept was launched
+    // before the window, though it may run, and complete, inside it.
+    for (const ApiEvent& event : activity_.api) newest_gone_call = std::min(newest_gone_call, event.correlation - 1);
+    erase_calls_through(newest_gone_call);
+    return before - stored_;
+  }
+
+  /// Erases the records of calls with ids up to `correlation`, and forgets those completed later.
+  /// Returns how many records went.
+  std::uint64_t erase_calls_through(std::uint32_t correlation) {
+    const std::size_t before = stored_;
+    discarded_calls_through_ = std::max(discarded_calls_through_, correlation);
+    const auto gone = [&](std::uint32_t id) { return id != 0 && id <= discarded_calls_through_; };
+    erase_if(activity_.api, [&](const ApiEvent& event) { return gone(event.correlation); });
+    erase_if(activity_.gpu, [&](const GpuEvent& event) { return gone(event.correlation); });
+    erase_if(activity_.memory, [&](const RawMemoryEvent& event) { return gone(event.correlation); });
+    erase_if(activity_.external_correlations, [&](const ExternalCorrelation& link) { return gone(link.correlation); });
+    stored_ = activity_.gpu.size() + activity_.api.size() + activity_.memory.size() + activity_.overhead.size() +
+              activity_.external_correlations.size();
+    kept_after_discard_ = stored_;
+    return before - stored_;
+  }
+
+  template <class Record, class Predicate>
+  static void erase_if(std::vector<Record>& records, Predicate&& gone) {
+    records.erase(std::remove_if(records.begin(), records.end(), gone), records.end());
   }
 
   GpuEvent device_work(GpuEventKind kind, std::uint64_t start, std::uint64_t end, std::uint32_t device,
@@ -393,6 +467,12 @@ class RecordCollector {
   std::unordered_map<const char*, std::uint32_t> kernel_names_;
   std::unordered_map<std::uint64_t, std::uint32_t> api_names_;
   std::size_t stored_ = 0;
+  bool keep_newest_ = false;
+  std::int64_t discard_before_ = INT64_MIN;  ///< records that end before it are not wanted
+  std::size_t kept_after_discard_ = 0;
+  static constexpr std::size_t kMinRecordsBetweenDiscards = 4096;
+  std::uint32_t discarded_calls_through_ = 0;  ///< records of calls up to this id are not wanted
+  std::vector<std::uint32_t> correlations_;    ///< make_room()'s scratch
   bool collecting_ = false;
   std::uint32_t window_max_correlation_ = 0;
   std::uint32_t closed_correlation_ = 0;  // calls up to this id belong to closed windows

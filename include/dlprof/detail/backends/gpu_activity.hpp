@@ -78,6 +78,9 @@ inline constexpr std::size_t kDefaultGpuRecordsPerWindow = std::size_t{1} << 20;
 struct GpuCollectionOptions {
   bool profile_memory = false;  ///< device allocations and releases too
   std::size_t max_records_per_window = kDefaultGpuRecordsPerWindow;
+  /// A window holding max_records_per_window drops its oldest records to make room for new ones
+  /// (the flight recorder, which wants the last steps), rather than the new ones.
+  bool keep_newest = false;
 };
 
 /// A source of GPU activity. The Profiler drives it from its state machine: enable() when a
@@ -95,6 +98,10 @@ class GpuBackend {
   virtual void begin_window() = 0;
   /// Waits for the GPU work launched so far, flushes CUPTI's buffers and hands over the window.
   virtual DeviceActivity end_window() = 0;
+  /// Forgets the window's records that ended before `tick` (now_ticks() axis): the flight
+  /// recorder's steps that gave way. Records still in CUPTI's buffers are forgotten when they
+  /// arrive.
+  virtual void discard_before(std::int64_t tick) = 0;
 };
 
 /// The backend of this program, registered by cupti.hpp; null in a CPU-only program.
