@@ -1057,8 +1057,8 @@ class BasicProfiler {
     trace->process_name = detail::process_name();
     trace->clock_source = std::move(window.clock_source);
     trace->overflowed_names = window.overflowed_names;
-    trace->distributed = DistributedInfo::from_environment();
-    trace->distributed.backend = options_.distributed_backend();
+    trace->distributed = distributed_info_of_this_process();
+    if (!options_.distributed_backend().empty()) trace->distributed.backend = options_.distributed_backend();
     if (window.record_shapes) trace->metadata.emplace_back("record_shapes", "1");
     if (window.profile_memory) trace->metadata.emplace_back("profile_memory", "1");
     if (window.with_flops) trace->metadata.emplace_back("with_flops", "1");

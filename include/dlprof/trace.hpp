@@ -25,11 +25,22 @@
 
 DLPROF_BEGIN_NAMESPACE
 
-/// Rank and world size of this process in a distributed job, as written to `distributedInfo`.
+/// A c10d process group, as torch.profiler lists it in `distributedInfo.pg_config`.
+struct ProcessGroupInfo {
+  std::string name = "0";                 ///< pg_name
+  std::string desc = "default_pg";        ///< pg_desc
+  std::string backend_config = "cpu:gloo";  ///< "cpu:gloo", "cuda:nccl", ...
+  std::int64_t size = 1;                  ///< pg_size
+  std::vector<std::int64_t> ranks;        ///< its members' global ranks
+};
+
+/// This process's place in a distributed job, as written to `distributedInfo`.
 struct DistributedInfo {
   std::string backend;
   std::int64_t rank = 0;
   std::int64_t world_size = 1;
+  std::vector<ProcessGroupInfo> groups;  ///< pg_config, pg_count: the groups the process registered
+  std::string nccl_version;              ///< "2.21.5"; empty when unknown
 
   /// Reads the launchers' variables, first match wins: torchrun (RANK/WORLD_SIZE), Slurm
   /// (SLURM_PROCID/SLURM_NTASKS), Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), MPICH/PMI
@@ -86,6 +97,74 @@ struct DistributedInfo {
     detail::print_warning(std::string(variable) + "='" + value + "' is not a rank (an integer from 0): ignored");
   }
 };
+
+/// What a collective moved: the args of its `record_param_comms` op, which is the op of category
+/// Communication that starts at `start_ns` on `thread` (c10d's record, TRACE_FORMAT.md §2.4).
+struct CollectiveCall {
+  std::uint32_t thread = 0;  ///< index into Trace::threads
+  std::int64_t start_ns = 0;
+  std::string name;     ///< "Collective name": "allreduce", "broadcast", "send", ...
+  std::string backend;  ///< "gloo", "nccl"; empty when unknown
+  std::string dtype;    ///< "Float"
+  std::int64_t in_nelems = 0;
+  std::int64_t out_nelems = 0;
+  std::int64_t group_size = 0;
+  std::int64_t rank = -1;  ///< in the group
+  std::string group_name;
+  std::string group_desc;
+  std::string group_ranks;  ///< "[0, 1, 2, 3]"
+  std::string in_split;     ///< "[]"
+  std::string out_split;
+  std::int64_t peer = -1;  ///< send: "Dst Rank"; recv: "Src Rank"
+  std::int64_t seq = -1;   ///< "Seq"
+};
+
+namespace detail {
+
+/// The process groups a program registered, for the distributedInfo of its traces.
+struct ProcessGroupRegistry {
+  std::mutex mutex;
+  std::vector<ProcessGroupInfo> groups;
+  std::string nccl_version;
+};
+
+inline ProcessGroupRegistry& process_group_registry() {
+  static ProcessGroupRegistry* registry = new ProcessGroupRegistry();  // never destroyed: used at exit
+  return *registry;
+}
+
+}  // namespace detail
+
+/// Lists `group` in the distributedInfo of the traces written from now on (a group of the same
+/// name is replaced); the first group registered gives the backend. `nccl_version`, when not
+/// empty, is written as nccl_version. dlprof/torch_distributed.hpp registers the groups it wraps.
+inline void register_process_group(ProcessGroupInfo group, std::string_view nccl_version = {}) {
+  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  if (!nccl_version.empty()) registry.nccl_version = std::string(nccl_version);
+  for (ProcessGroupInfo& known : registry.groups)
+    if (known.name == group.name) {
+      known = std::move(group);
+      return;
+    }
+  registry.groups.push_back(std::move(group));
+}
+
+/// The environment's rank and world size (DistributedInfo::from_environment) with the process
+/// groups registered so far.
+inline DistributedInfo distributed_info_of_this_process() {
+  DistributedInfo info = DistributedInfo::from_environment();
+  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  info.groups = registry.groups;
+  info.nccl_version = registry.nccl_version;
+  if (!info.groups.empty()) {
+    const std::string& config = info.groups.front().backend_config;
+    const std::size_t colon = config.find(':');
+    info.backend = colon == std::string::npos ? config : config.substr(colon + 1);
+  }
+  return info;
+}
 
 /// A thread that recorded events in the window.
 struct ThreadInfo {
@@ -273,6 +352,7 @@ struct Trace {
   std::vector<std::string> names;
   std::vector<ThreadInfo> threads;
   std::vector<OpInputs> op_inputs;  ///< what ops were called with; TraceEvent::inputs indexes it
+  std::vector<CollectiveCall> collectives;  ///< in the order of their ops' start
   std::int64_t pid = 0;
   std::string process_name;
   std::int64_t window_start_ns = 0;  ///< CLOCK_REALTIME ns when recording started

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -66,6 +67,77 @@ std::string_view event_opening(EventKind kind) {
     case EventKind::Counter: return kOpenings[4];
   }
   return kOpenings[0];
+}
+
+/// A collective's args after its op's own, as c10d's record_param_comms writes them (the lists
+/// are JSON text in strings, as there).
+template <class Deferred = void>
+void write_collective_args(JsonWriter& json, const CollectiveCall& call) {
+  namespace field = kineto::arg;
+  json.key(", ", field::kCollectiveName);
+  json.string(call.name);
+  json.key(", ", field::kDtype);
+  json.string(call.dtype);
+  json.key(", ", field::kInMsgNelems);
+  json.integer(call.in_nelems);
+  json.key(", ", field::kOutMsgNelems);
+  json.integer(call.out_nelems);
+  json.key(", ", field::kInSplitSize);
+  json.string(call.in_split);
+  json.key(", ", field::kOutSplitSize);
+  json.string(call.out_split);
+  json.key(", ", field::kGroupSize);
+  json.integer(call.group_size);
+  json.key(", ", field::kProcessGroupName);
+  json.string(call.group_name);
+  json.key(", ", field::kProcessGroupDesc);
+  json.string(call.group_desc);
+  json.key(", ", field::kProcessGroupRanks);
+  json.string(call.group_ranks);
+  json.key(", ", field::kCommRank);
+  json.integer(call.rank);
+  if (call.peer >= 0) {
+    json.key(", ", call.name == "recv" ? field::kSrcRank : field::kDstRank);
+    json.integer(call.peer);
+  }
+  if (call.seq >= 0) {
+    json.key(", ", field::kSeq);
+    json.integer(call.seq);
+  }
+}
+
+/// distributedInfo's pg_count, pg_config and nccl_version, when the process registered groups.
+template <class Deferred = void>
+void write_process_groups(JsonWriter& json, const DistributedInfo& distributed) {
+  namespace top = kineto::key;
+  if (distributed.groups.empty()) return;
+  json.key(", ", top::kPgCount);
+  json.integer(static_cast<std::int64_t>(distributed.groups.size()));
+  json.key(", ", top::kPgConfig);
+  json.character('[');
+  for (std::size_t i = 0; i < distributed.groups.size(); ++i) {
+    const ProcessGroupInfo& group = distributed.groups[i];
+    json.key(i == 0 ? "{" : ", {", top::kPgName);
+    json.string(group.name);
+    json.key(", ", top::kPgDesc);
+    json.string(group.desc);
+    json.key(", ", top::kBackendConfig);
+    json.string(group.backend_config);
+    json.key(", ", top::kPgSize);
+    json.integer(group.size);
+    json.key(", ", top::kRanks);
+    json.character('[');
+    for (std::size_t r = 0; r < group.ranks.size(); ++r) {
+      if (r != 0) json.raw(", ");
+      json.integer(group.ranks[r]);
+    }
+    json.raw("]}");
+  }
+  json.character(']');
+  if (!distributed.nccl_version.empty()) {
+    json.key(", ", top::kNcclVersion);
+    json.string(distributed.nccl_version);
+  }
 }
 
 template <class Deferred = void>
@@ -639,6 +711,7 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
   json.integer(trace.distributed.rank);
   json.key(", ", top::kWorldSize);
   json.integer(trace.distributed.world_size);
+  detail::write_process_groups(json, trace.distributed);
   json.key("},\n  ", top::kDlprofVersion);
   json.raw("\"" DLPROF_VERSION_STRING "\"");
   json.key(",\n  ", top::kDroppedEvents);
@@ -705,6 +778,9 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
 
   const detail::CpuEventFragments<>& fragments = detail::CpuEventFragments<>::get();
   const std::vector<std::uint32_t> fwdbwd = detail::forward_backward_flows(trace);
+  std::map<std::pair<std::uint32_t, std::int64_t>, std::size_t> collective_at;  // (thread, start) of its op
+  for (std::size_t i = 0; i < trace.collectives.size(); ++i)
+    collective_at.emplace(std::make_pair(trace.collectives[i].thread, trace.collectives[i].start_ns), i);
   std::int64_t event_index = 0;
   for (const TraceEvent& event : trace.events) {
     if (flush && out.size() >= kFlushBytes) {
@@ -749,6 +825,10 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
             json.raw(fragments.flops);
             json.integer(static_cast<std::int64_t>(inputs.flops));
           }
+        }
+        if (event.kind == EventKind::Op && event.category == Category::Communication && !collective_at.empty()) {
+          const auto call = collective_at.find(std::make_pair(event.thread, event.start_ns));
+          if (call != collective_at.end()) detail::write_collective_args(json, trace.collectives[call->second]);
         }
         break;
       case EventKind::Instant:

@@ -90,6 +90,15 @@ inline constexpr std::string_view kFlightRecorder = "dlprof_flight_recorder";
 inline constexpr std::string_view kBackend = "backend";
 inline constexpr std::string_view kRank = "rank";
 inline constexpr std::string_view kWorldSize = "world_size";
+inline constexpr std::string_view kPgCount = "pg_count";
+inline constexpr std::string_view kPgConfig = "pg_config";
+inline constexpr std::string_view kNcclVersion = "nccl_version";
+/// pg_config's fields (ProcessGroupInfo's).
+inline constexpr std::string_view kPgName = "pg_name";
+inline constexpr std::string_view kPgDesc = "pg_desc";
+inline constexpr std::string_view kBackendConfig = "backend_config";
+inline constexpr std::string_view kPgSize = "pg_size";
+inline constexpr std::string_view kRanks = "ranks";
 }  // namespace key
 
 /// The fields of a deviceProperties entry, in the order Kineto writes them (DeviceProperties.cpp).
@@ -155,6 +164,21 @@ inline constexpr std::string_view kAddr = "Addr";
 inline constexpr std::string_view kMemoryBytes = "Bytes";
 inline constexpr std::string_view kTotalAllocated = "Total Allocated";
 inline constexpr std::string_view kTotalReserved = "Total Reserved";
+// A collective's record_param_comms op (CollectiveCall's fields), in c10d's order.
+inline constexpr std::string_view kCollectiveName = "Collective name";
+inline constexpr std::string_view kDtype = "dtype";
+inline constexpr std::string_view kInMsgNelems = "In msg nelems";
+inline constexpr std::string_view kOutMsgNelems = "Out msg nelems";
+inline constexpr std::string_view kInSplitSize = "In split size";
+inline constexpr std::string_view kOutSplitSize = "Out split size";
+inline constexpr std::string_view kGroupSize = "Group size";
+inline constexpr std::string_view kProcessGroupName = "Process Group Name";
+inline constexpr std::string_view kProcessGroupDesc = "Process Group Description";
+inline constexpr std::string_view kProcessGroupRanks = "Process Group Ranks";
+inline constexpr std::string_view kCommRank = "Rank";
+inline constexpr std::string_view kDstRank = "Dst Rank";
+inline constexpr std::string_view kSrcRank = "Src Rank";
+inline constexpr std::string_view kSeq = "Seq";
 // Counters and metadata events.
 inline constexpr std::string_view kValue = "value";
 inline constexpr std::string_view kName = "name";
@@ -201,6 +225,8 @@ inline constexpr std::string_view kProcessLabels = "process_labels";
 inline constexpr std::string_view kProcessSortIndex = "process_sort_index";
 inline constexpr std::string_view kThreadName = "thread_name";
 inline constexpr std::string_view kThreadSortIndex = "thread_sort_index";
+/// The op c10d records each collective call's arguments on.
+inline constexpr std::string_view kRecordParamComms = "record_param_comms";
 /// process_labels' label of the process whose threads ran the CPU side.
 inline constexpr std::string_view kCpuLabel = "CPU";
 }  // namespace name

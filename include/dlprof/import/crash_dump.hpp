@@ -111,7 +111,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
           Event event;
           const std::size_t offset = payload + sizeof(slot) + i * sizeof(Event);
           std::memcpy(&event, bytes.data() + offset, sizeof(event));
-          if (static_cast<std::uint8_t>(event.kind) > static_cast<std::uint8_t>(RecordKind::MemoryTotals) ||
+          if (static_cast<std::uint8_t>(event.kind) > static_cast<std::uint8_t>(RecordKind::Collective) ||
               static_cast<std::uint8_t>(event.category) > static_cast<std::uint8_t>(Category::Step)) {
             skip(fmt::format("an event of unknown kind {} (the log was being rewritten as the process died)",
                              static_cast<int>(event.kind)),

@@ -38,7 +38,13 @@ enum class RecordKind : std::uint8_t {
   /// The allocator's totals after the Memory record that follows it (name holds the bytes
   /// allocated, end the bytes reserved).
   MemoryTotals = 8,
+  /// The collective the Op record that follows it (record_param_comms) made: name holds its
+  /// interned description (detail::collective_description), end its sequence number.
+  Collective = 9,
 };
+
+/// The separator of the fields of a Collective record's description (ASCII's unit separator).
+inline constexpr char kCollectiveFieldSeparator = '\x1f';
 
 /// The Trace event a Range, Instant, Counter, Step or Op record becomes.
 constexpr EventKind event_kind(RecordKind kind) noexcept { return static_cast<EventKind>(kind); }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -134,6 +136,42 @@ MemoryEvent memory_event(const Event& raw, const Event* totals, const ClockMap& 
   return event;
 }
 
+/// The CollectiveCall a Collective record describes (detail::collective_description's fields).
+inline CollectiveCall collective_call(std::string_view description, std::int64_t seq, std::uint32_t thread,
+                                      std::int64_t start_ns) {
+  std::string_view fields[13];
+  std::size_t count = 0;
+  for (std::size_t from = 0; count < std::size(fields);) {
+    const std::size_t end = description.find(kCollectiveFieldSeparator, from);
+    fields[count++] = description.substr(from, end == std::string_view::npos ? std::string_view::npos : end - from);
+    if (end == std::string_view::npos) break;
+    from = end + 1;
+  }
+  const auto integer = [](std::string_view text, std::int64_t otherwise) {
+    std::int64_t value = otherwise;
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    return value;
+  };
+  CollectiveCall call;
+  call.thread = thread;
+  call.start_ns = start_ns;
+  call.name = std::string(fields[0]);
+  call.backend = std::string(fields[1]);
+  call.dtype = std::string(fields[2]);
+  call.in_nelems = integer(fields[3], 0);
+  call.out_nelems = integer(fields[4], 0);
+  call.group_size = integer(fields[5], 0);
+  call.rank = integer(fields[6], -1);
+  call.group_name = std::string(fields[7]);
+  call.group_desc = std::string(fields[8]);
+  call.group_ranks = std::string(fields[9]);
+  call.in_split = std::string(fields[10]);
+  call.out_split = std::string(fields[11]);
+  call.peer = integer(fields[12], -1);
+  call.seq = seq;
+  return call;
+}
+
 /// The names of a process's own events: the intern table's, resolved under its lock.
 struct InternedNames {
   template <class Fn>
@@ -209,7 +247,12 @@ Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t w
       const Event* details = nullptr;  // the OpDetails and OpInputs just before an Op
       const Event* inputs = nullptr;
       const Event* memory_totals = nullptr;  // the MemoryTotals just before a Memory event
+      const Event* collective = nullptr;     // the Collective just before a record_param_comms Op
       for (const Event& raw : thread.events) {
+        if (raw.kind == RecordKind::Collective) {
+          collective = &raw;
+          continue;
+        }
         if (raw.kind == RecordKind::OpDetails) {
           details = &raw;
           continue;
@@ -249,7 +292,8 @@ Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t w
           case RecordKind::OpDetails:
           case RecordKind::OpInputs:
           case RecordKind::Memory:
-          case RecordKind::MemoryTotals: break;  // consumed above
+          case RecordKind::MemoryTotals:
+          case RecordKind::Collective: break;  // consumed above
           case RecordKind::Instant: event.end_ns = event.start_ns; break;
           case RecordKind::Counter:
             event.end_ns = event.start_ns;
@@ -262,8 +306,12 @@ Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t w
         }
         if (raw.kind == RecordKind::Op && inputs != nullptr && inputs->start == raw.start)
           event.inputs = index_of_inputs(raw.name, *inputs);
+        if (raw.kind == RecordKind::Op && collective != nullptr && collective->start == raw.start)
+          trace.collectives.push_back(collective_call(names(collective->name), collective->end,
+                                                      static_cast<std::uint32_t>(t), event.start_ns));
         details = nullptr;
         inputs = nullptr;
+        collective = nullptr;
         // The pushed external id for now; assign_external_ids() replaces it.
         if (raw.correlation_sequence != 0) event.external_id = make_external_id(thread.ordinal, raw.correlation_sequence);
         event.name = raw.kind == RecordKind::Step ? index_of_step(raw.name) : index_of_name(raw.name);

@@ -173,7 +173,8 @@ void for_each_name_of(const Event& event, Use&& use) noexcept {
     case RecordKind::Range:
     case RecordKind::Instant:
     case RecordKind::Counter:
-    case RecordKind::Op: use(event.name); break;
+    case RecordKind::Op:
+    case RecordKind::Collective: use(event.name); break;
     case RecordKind::OpInputs: {
       use(event.name);
       const auto [types, concrete] = unpack_op_input_names(event.end);
