@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Runs examples/distributed_training on N ranks under Open MPI's mpirun on this machine (loopback)
+and checks what every rank wrote: one trace per rank in one directory, each with its own rank in
+distributedInfo (backend, world_size, pg_count, pg_config) and the gradient all-reduces as c10d
+records them (record_param_comms ops with their args, around gloo:all_reduce ranges).
+
+    check_distributed_run.py TRAINING_BINARY OUT_DIR [--ranks 4] [-- extra training flags]
+
+Exits 77 (CTest's skip) naming the reason when mpirun is not installed.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def fail(message):
+    print(f"check_distributed_run: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("training")
+    parser.add_argument("out_dir")
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("extra", nargs="*")
+    args = parser.parse_args()
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("SKIPPED: mpirun is not installed (Debian: openmpi-bin); the multi-process test needs a launcher")
+        return 77
+    shutil.rmtree(args.out_dir, ignore_errors=True)
+    environment = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+    command = [mpirun, "-np", str(args.ranks), "-x", f"MASTER_PORT={free_port()}", "-x", "MASTER_ADDR=127.0.0.1",
+               args.training, "--log-dir", args.out_dir, *args.extra]
+    run = subprocess.run(command, env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+    print(run.stdout)
+    if run.returncode != 0:
+        fail(f"{' '.join(command)} exited {run.returncode}:\n{run.stderr}")
+
+    traces = sorted(glob.glob(os.path.join(args.out_dir, "*.pt.trace.json")))
+    if len(traces) != args.ranks:
+        fail(f"expected {args.ranks} traces in {args.out_dir}, found {len(traces)}: {traces}")
+    ranks = set()
+    for path in traces:
+        with open(path, encoding="utf-8") as file:
+            trace = json.load(file)
+        info = trace.get("distributedInfo", {})
+        name = os.path.basename(path)
+        if info.get("backend") != "gloo" or info.get("world_size") != args.ranks or info.get("pg_count") != 1:
+            fail(f"{name}: distributedInfo {info}")
+        group = info["pg_config"][0]
+        if group.get("pg_size") != args.ranks or group.get("ranks") != list(range(args.ranks)):
+            fail(f"{name}: pg_config {info['pg_config']}")
+        rank = info.get("rank")
+        if not name.startswith(f"rank{rank}."):
+            fail(f"{name}: distributedInfo says rank {rank}")
+        ranks.add(rank)
+        events = trace["traceEvents"]
+        comms = [e for e in events if e.get("name") == "record_param_comms"]
+        # LibTorch's own gloo:all_reduce, on Gloo's worker thread, is recorded too: each op on the
+        # training thread holds one range of that name.
+        for op in comms:
+            inside = [e for e in events if e.get("name") == "gloo:all_reduce" and e.get("tid") == op["tid"]
+                      and op["ts"] <= e["ts"] and e["ts"] + e["dur"] <= op["ts"] + op["dur"] + 0.001]
+            if len(inside) != 1 or inside[0].get("cat") != "user_annotation":
+                fail(f"{name}: the record_param_comms op at {op['ts']} holds {len(inside)} gloo:all_reduce ranges")
+        if not comms:
+            fail(f"{name}: no record_param_comms op")
+        for op in comms:
+            a = op["args"]
+            if (a.get("Collective name") != "allreduce" or a.get("dtype") != "Float" or a.get("In msg nelems", 0) <= 0
+                    or a.get("Group size") != args.ranks or a.get("Rank") != rank
+                    or a.get("Process Group Ranks") != str(list(range(args.ranks)))):
+                fail(f"{name}: record_param_comms args {a}")
+        sequences = sorted(op["args"]["Seq"] for op in comms)
+        if len(set(sequences)) != len(sequences):
+            fail(f"{name}: repeated Seq numbers {sequences}")
+        print(f"{name}: rank {rank}, {len(comms)} all-reduces, Seq {sequences[0]}..{sequences[-1]}")
+    if ranks != set(range(args.ranks)):
+        fail(f"ranks {sorted(ranks)} in the traces, expected 0..{args.ranks - 1}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
