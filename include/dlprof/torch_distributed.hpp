@@ -14,7 +14,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
+#include <climits>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +25,7 @@
 
 #include "dlprof/collective.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -91,11 +94,57 @@ class ProfiledProcessGroup {
     return run(described, [&] { return group_->recv(tensors, source, tag); });
   }
 
+  /// Estimates this process's clock against `reference`'s (CLOCK_REALTIME, the clock of the
+  /// traces) and writes the estimate into the traces written from then on, where dlprof-report
+  /// finds it to put the ranks on one clock. Collective: every rank of the group calls it. Each
+  /// rank makes `round_trips` round trips with the reference, one rank after another, and keeps
+  /// the shortest: the reference reads its clock between receiving and answering, so the offset
+  /// is the reference's reading minus the middle of the trip, to within half the trip. `clock`
+  /// reads the clock (ns).
+  ClockOffset align_clocks(int round_trips = 16, int reference = 0,
+                           const std::function<std::int64_t()>& clock = &realtime_ns) {
+    ClockOffset offset;
+    offset.reference_rank = reference;
+    offset.round_trips = round_trips;
+    const int me = group_->getRank();
+    std::vector<at::Tensor> message{torch::zeros({1}, torch::kInt64)};
+    if (me == reference) {
+      for (int peer = 0; peer < group_->getSize(); ++peer) {
+        if (peer == reference) continue;
+        for (int trip = 0; trip < round_trips; ++trip) {
+          group_->recv(message, peer, kClockTag)->wait();
+          message[0].fill_(clock());
+          group_->send(message, peer, kClockTag)->wait();
+        }
+      }
+    } else {
+      std::int64_t shortest = INT64_MAX;
+      for (int trip = 0; trip < round_trips; ++trip) {
+        const std::int64_t sent = clock();
+        group_->send(message, reference, kClockTag)->wait();
+        group_->recv(message, reference, kClockTag)->wait();
+        const std::int64_t received = clock();
+        const std::int64_t answered = message[0].item<std::int64_t>();
+        if (received - sent < shortest) {
+          shortest = received - sent;
+          offset.offset_ns = answered - (sent + (received - sent) / 2);
+          offset.uncertainty_ns = (received - sent + 1) / 2;
+        }
+      }
+    }
+    set_clock_offset(offset);
+    return offset;
+  }
+
   c10d::ProcessGroup& group() const noexcept { return *group_; }
   int rank() const { return group_->getRank(); }
   int size() const { return group_->getSize(); }
 
  private:
+  static constexpr int kClockTag = 0x646c70;  // "dlp": apart from the program's own send/recv tags
+
+  static std::int64_t realtime_ns() { return detail::clock_ns(CLOCK_REALTIME); }
+
   static std::int64_t numel(const std::vector<at::Tensor>& tensors) {
     std::int64_t count = 0;
     for (const at::Tensor& tensor : tensors) count += tensor.numel();

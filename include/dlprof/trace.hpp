@@ -34,6 +34,15 @@ struct ProcessGroupInfo {
   std::vector<std::int64_t> ranks;        ///< its members' global ranks
 };
 
+/// This process's clock against a reference rank's, estimated from round trips between them: a
+/// time t of this process is t + offset_ns on the reference's clock, to within uncertainty_ns.
+struct ClockOffset {
+  std::int64_t reference_rank = 0;
+  std::int64_t offset_ns = 0;
+  std::int64_t uncertainty_ns = 0;  ///< half the shortest round trip
+  std::int64_t round_trips = 0;
+};
+
 /// This process's place in a distributed job, as written to `distributedInfo`.
 struct DistributedInfo {
   std::string backend;
@@ -41,6 +50,8 @@ struct DistributedInfo {
   std::int64_t world_size = 1;
   std::vector<ProcessGroupInfo> groups;  ///< pg_config, pg_count: the groups the process registered
   std::string nccl_version;              ///< "2.21.5"; empty when unknown
+  /// Written as dlprof_clock_offset: what dlprof-report puts the ranks on one clock with.
+  std::optional<ClockOffset> clock_offset;
 
   /// Reads the launchers' variables, first match wins: torchrun (RANK/WORLD_SIZE), Slurm
   /// (SLURM_PROCID/SLURM_NTASKS), Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), MPICH/PMI
@@ -126,6 +137,7 @@ struct ProcessGroupRegistry {
   std::mutex mutex;
   std::vector<ProcessGroupInfo> groups;
   std::string nccl_version;
+  std::optional<ClockOffset> clock_offset;
 };
 
 inline ProcessGroupRegistry& process_group_registry() {
@@ -150,14 +162,22 @@ inline void register_process_group(ProcessGroupInfo group, std::string_view nccl
   registry.groups.push_back(std::move(group));
 }
 
+/// Writes `offset` into the traces written from now on (ProfiledProcessGroup::align_clocks).
+inline void set_clock_offset(const ClockOffset& offset) {
+  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.clock_offset = offset;
+}
+
 /// The environment's rank and world size (DistributedInfo::from_environment) with the process
-/// groups registered so far.
+/// groups and the clock offset registered so far.
 inline DistributedInfo distributed_info_of_this_process() {
   DistributedInfo info = DistributedInfo::from_environment();
   detail::ProcessGroupRegistry& registry = detail::process_group_registry();
   const std::lock_guard<std::mutex> lock(registry.mutex);
   info.groups = registry.groups;
   info.nccl_version = registry.nccl_version;
+  info.clock_offset = registry.clock_offset;
   if (!info.groups.empty()) {
     const std::string& config = info.groups.front().backend_config;
     const std::size_t colon = config.find(':');

@@ -64,6 +64,11 @@ def main():
         group = info["pg_config"][0]
         if group.get("pg_size") != args.ranks or group.get("ranks") != list(range(args.ranks)):
             fail(f"{name}: pg_config {info['pg_config']}")
+        offset = trace.get("dlprof_clock_offset")
+        if not offset or offset.get("reference_rank") != 0 or offset.get("uncertainty_ns", -1) < 0:
+            fail(f"{name}: dlprof_clock_offset {offset}")
+        if abs(offset["offset_ns"]) > offset["uncertainty_ns"] + 1_000_000:
+            fail(f"{name}: ranks on one machine share a clock, but the offset is {offset}")
         rank = info.get("rank")
         if not name.startswith(f"rank{rank}."):
             fail(f"{name}: distributedInfo says rank {rank}")

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -722,6 +723,18 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
   json.integer(static_cast<std::int64_t>(trace.overflowed_names));
   json.key(",\n  ", top::kClock);
   json.string(trace.clock_source);
+  if (const std::optional<ClockOffset>& offset = trace.distributed.clock_offset) {
+    json.key(",\n  ", top::kClockOffset);
+    json.key("{", top::kReferenceRank);
+    json.integer(offset->reference_rank);
+    json.key(", ", top::kOffsetNs);
+    json.integer(offset->offset_ns);
+    json.key(", ", top::kUncertaintyNs);
+    json.integer(offset->uncertainty_ns);
+    json.key(", ", top::kRoundTrips);
+    json.integer(offset->round_trips);
+    json.character('}');
+  }
   if (!trace.flight_recorder_dump.empty()) {
     json.key(",\n  ", top::kFlightRecorder);
     json.string(trace.flight_recorder_dump);

@@ -77,6 +77,12 @@ inline constexpr std::string_view kDroppedEvents = "dlprof_dropped_events";
 inline constexpr std::string_view kClippedRanges = "dlprof_clipped_ranges";
 inline constexpr std::string_view kOverflowedNames = "dlprof_overflowed_names";
 inline constexpr std::string_view kClock = "dlprof_clock";
+/// This rank's clock against the reference rank's (ClockOffset), and its fields.
+inline constexpr std::string_view kClockOffset = "dlprof_clock_offset";
+inline constexpr std::string_view kReferenceRank = "reference_rank";
+inline constexpr std::string_view kOffsetNs = "offset_ns";
+inline constexpr std::string_view kUncertaintyNs = "uncertainty_ns";
+inline constexpr std::string_view kRoundTrips = "round_trips";
 inline constexpr std::string_view kGpuRecords = "dlprof_gpu_records";
 inline constexpr std::string_view kGpuDroppedRecords = "dlprof_gpu_dropped_records";
 inline constexpr std::string_view kCuptiDroppedRecords = "dlprof_cupti_dropped_records";
