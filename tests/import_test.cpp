@@ -333,6 +333,7 @@ Trace every_kind_of_event() {
   trace.distributed.backend = "nccl";
   trace.distributed.rank = 3;
   trace.distributed.world_size = 8;
+  trace.distributed.clock_offset = dlprof::ClockOffset{0, -1'234'567, 42'000, 16};
   dlprof::DeviceProperties device;
   device.id = 0;
   device.name = "NVIDIA H100 80GB HBM3";
@@ -380,6 +381,21 @@ Trace every_kind_of_event() {
   trace.op_inputs.push_back(dlprof::OpInputs{name("[[4], []]"), name(R"(["float", "Scalar"])"), name(R"(["", "1"])"),
                                              add->name, 0, 0});
   slice(0, "Optimizer.step#SGD.step", 20'000'000, 25'000'000, EventKind::Range, Category::Optimizer, 6);
+  slice(0, "record_param_comms", 25'900'000, 27'100'000, EventKind::Op, Category::Communication, 11);
+  dlprof::CollectiveCall all_reduce;
+  all_reduce.thread = 0;
+  all_reduce.start_ns = t0 + 25'900'000;
+  all_reduce.name = "allreduce";
+  all_reduce.dtype = "BFloat16";
+  all_reduce.in_nelems = all_reduce.out_nelems = 1 << 20;
+  all_reduce.group_size = 8;
+  all_reduce.rank = 3;
+  all_reduce.group_name = "0";
+  all_reduce.group_desc = "default_pg";
+  all_reduce.group_ranks = "[0, 1, 2, 3, 4, 5, 6, 7]";
+  all_reduce.in_split = all_reduce.out_split = "[]";
+  all_reduce.seq = 41;
+  trace.collectives.push_back(all_reduce);
   slice(0, "nccl:all_reduce", 26'000'000, 27'000'000, EventKind::Range, Category::Communication, 7);
   TraceEvent instant;
   instant.thread = 0;
@@ -518,6 +534,22 @@ void expect_same(const Trace& expected, const Trace& actual) {
   EXPECT_EQ(actual.distributed.backend, expected.distributed.backend);
   EXPECT_EQ(actual.distributed.rank, expected.distributed.rank);
   EXPECT_EQ(actual.distributed.world_size, expected.distributed.world_size);
+  ASSERT_EQ(actual.distributed.clock_offset.has_value(), expected.distributed.clock_offset.has_value());
+  if (const auto& e = expected.distributed.clock_offset) {
+    const dlprof::ClockOffset& a = *actual.distributed.clock_offset;
+    EXPECT_EQ(std::tie(a.reference_rank, a.offset_ns, a.uncertainty_ns, a.round_trips),
+              std::tie(e->reference_rank, e->offset_ns, e->uncertainty_ns, e->round_trips));
+  }
+  ASSERT_EQ(actual.collectives.size(), expected.collectives.size());
+  for (std::size_t i = 0; i < expected.collectives.size(); ++i) {
+    const dlprof::CollectiveCall& a = actual.collectives[i];
+    const dlprof::CollectiveCall& e = expected.collectives[i];
+    EXPECT_EQ(std::tie(a.thread, a.start_ns, a.name, a.dtype, a.in_nelems, a.out_nelems, a.group_size, a.rank,
+                       a.group_name, a.group_desc, a.group_ranks, a.in_split, a.out_split, a.peer, a.seq),
+              std::tie(e.thread, e.start_ns, e.name, e.dtype, e.in_nelems, e.out_nelems, e.group_size, e.rank,
+                       e.group_name, e.group_desc, e.group_ranks, e.in_split, e.out_split, e.peer, e.seq))
+        << i;
+  }
   EXPECT_EQ(actual.metadata, expected.metadata);
   EXPECT_EQ(actual.read_result.skipped_events, expected.read_result.skipped_events);
   EXPECT_EQ(actual.read_result.first_skip_offset, expected.read_result.first_skip_offset);

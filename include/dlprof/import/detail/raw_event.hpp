@@ -156,6 +156,20 @@ enum class Arg : std::uint8_t {
   TotalReserved,
   MetadataName,      // "name" of process_name / thread_name metadata events
   MetadataLabels,    // "labels" of process_labels
+  CollectiveName,    // a collective's record_param_comms op: "Collective name", "dtype", ...
+  Dtype,
+  InMsgNelems,
+  OutMsgNelems,
+  InSplitSize,
+  OutSplitSize,
+  GroupSize,
+  ProcessGroupName,
+  ProcessGroupDesc,
+  ProcessGroupRanks,
+  CommRank,
+  DstRank,
+  SrcRank,
+  Seq,
   Count
 };
 static_assert(static_cast<int>(Arg::Count) <= 64, "RawEvent keeps a 64-bit mask of the args present");
@@ -202,6 +216,20 @@ inline const KeyTable<Arg>& event_args() {
       {arg::kTotalReserved, Arg::TotalReserved},
       {arg::kName, Arg::MetadataName},
       {arg::kLabels, Arg::MetadataLabels},
+      {arg::kCollectiveName, Arg::CollectiveName},
+      {arg::kDtype, Arg::Dtype},
+      {arg::kInMsgNelems, Arg::InMsgNelems},
+      {arg::kOutMsgNelems, Arg::OutMsgNelems},
+      {arg::kInSplitSize, Arg::InSplitSize},
+      {arg::kOutSplitSize, Arg::OutSplitSize},
+      {arg::kGroupSize, Arg::GroupSize},
+      {arg::kProcessGroupName, Arg::ProcessGroupName},
+      {arg::kProcessGroupDesc, Arg::ProcessGroupDesc},
+      {arg::kProcessGroupRanks, Arg::ProcessGroupRanks},
+      {arg::kCommRank, Arg::CommRank},
+      {arg::kDstRank, Arg::DstRank},
+      {arg::kSrcRank, Arg::SrcRank},
+      {arg::kSeq, Arg::Seq},
   }});
   return table;
 }

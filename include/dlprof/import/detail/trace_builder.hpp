@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <rapidjson/document.h>
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/backends/occupancy.hpp"
@@ -561,6 +562,9 @@ class TraceBuilder {
     remap_threads();
     apply_base_time();
     sort_and_categorise();
+    std::stable_sort(trace_.collectives.begin(), trace_.collectives.end(),
+                     [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
+    take_clock_offset();
     trace_.names.reserve(names_.size());
     for (std::string& name : names_) trace_.names.push_back(std::move(name));
     names_.clear();
@@ -855,7 +859,72 @@ class TraceBuilder {
                                 return unsigned_of(value, kineto::arg::kFwdThreadId, UINT64_MAX);
                               }).value_or(0);
     slice.inputs = inputs_of(event, slice.name);
+    if (slice.kind == EventKind::Op && event.arg(Arg::CollectiveName) != nullptr) {
+      slice.category = Category::Communication;
+      add_collective(event, slice);
+    }
     trace_.events.push_back(slice);
+  }
+
+  /// dlprof_clock_offset, which the handler keeps as JSON text with the keys it does not know,
+  /// becomes DistributedInfo::clock_offset; one that is not an object of four integers stays in
+  /// the metadata, with a note.
+  void take_clock_offset() {
+    const auto kept = std::find_if(trace_.metadata.begin(), trace_.metadata.end(),
+                                   [](const auto& entry) { return entry.first == kineto::key::kClockOffset; });
+    if (kept == trace_.metadata.end()) return;
+    rapidjson::Document document;
+    document.Parse(kept->second.data(), kept->second.size());
+    ClockOffset offset;
+    const auto field = [&](std::string_view name, std::int64_t& value) {
+      if (!document.IsObject()) return false;
+      const auto member = document.FindMember(rapidjson::StringRef(name.data(), name.size()));
+      if (member == document.MemberEnd() || !member->value.IsInt64()) return false;
+      value = member->value.GetInt64();
+      return true;
+    };
+    if (field(kineto::key::kReferenceRank, offset.reference_rank) && field(kineto::key::kOffsetNs, offset.offset_ns) &&
+        field(kineto::key::kUncertaintyNs, offset.uncertainty_ns) && field(kineto::key::kRoundTrips, offset.round_trips) &&
+        offset.uncertainty_ns >= 0) {
+      trace_.distributed.clock_offset = offset;
+      trace_.metadata.erase(kept);
+      return;
+    }
+    if (strict_) fail_at(0, fmt::format("\"{}\" must be an object of four integers", kineto::key::kClockOffset));
+    note(fmt::format("\"{}\" is not an object of four integers: the rank's clock is taken as the reference's; kept in the metadata",
+                     kineto::key::kClockOffset));
+  }
+
+  /// The collective a record_param_comms op describes; finish() puts its thread and start where
+  /// the op's go.
+  void add_collective(const RawEvent& event, const TraceEvent& op) {
+    CollectiveCall call;
+    call.thread = op.thread;
+    call.start_ns = op.start_ns;
+    const auto text = [&](Arg arg, std::string_view key, std::string& field) {
+      const RawValue* value = event.arg(arg);
+      if (value == nullptr) return;
+      if (const std::optional<std::string_view> converted = text_of(*value, key)) field = std::string(*converted);
+    };
+    const auto integer = [&](Arg arg, std::string_view key, std::int64_t& field) {
+      if (const auto value = arg_value(event, arg, [&](const RawValue& raw) { return signed_of(raw, key, INT64_MAX); }))
+        field = *value;
+    };
+    namespace field = kineto::arg;
+    text(Arg::CollectiveName, field::kCollectiveName, call.name);
+    text(Arg::Dtype, field::kDtype, call.dtype);
+    integer(Arg::InMsgNelems, field::kInMsgNelems, call.in_nelems);
+    integer(Arg::OutMsgNelems, field::kOutMsgNelems, call.out_nelems);
+    text(Arg::InSplitSize, field::kInSplitSize, call.in_split);
+    text(Arg::OutSplitSize, field::kOutSplitSize, call.out_split);
+    integer(Arg::GroupSize, field::kGroupSize, call.group_size);
+    text(Arg::ProcessGroupName, field::kProcessGroupName, call.group_name);
+    text(Arg::ProcessGroupDesc, field::kProcessGroupDesc, call.group_desc);
+    text(Arg::ProcessGroupRanks, field::kProcessGroupRanks, call.group_ranks);
+    integer(Arg::CommRank, field::kCommRank, call.rank);
+    integer(call.name == "recv" ? Arg::SrcRank : Arg::DstRank, call.name == "recv" ? field::kSrcRank : field::kDstRank, call.peer);
+    integer(Arg::Seq, field::kSeq, call.seq);
+    trace_.collectives.push_back(std::move(call));
   }
 
   /// The op's inputs as texts in Trace::names (an empty text where the trace has none), shared
@@ -1165,6 +1234,7 @@ class TraceBuilder {
     for (TraceEvent& event : trace_.events) event.thread = final_index[event.thread];
     for (ApiEvent& call : trace_.api_events) call.thread = final_index[call.thread];
     for (MemoryEvent& memory : trace_.memory_events) memory.thread = final_index[memory.thread];
+    for (CollectiveCall& call : trace_.collectives) call.thread = final_index[call.thread];
   }
 
   /// Relative times (Kineto since 2024) become absolute; baseTimeNanoseconds may come after the
@@ -1201,6 +1271,7 @@ class TraceBuilder {
       shift(overhead.start_ns);
       shift(overhead.end_ns);
     }
+    for (CollectiveCall& call : trace_.collectives) shift(call.start_ns);
   }
 
   /// trace.hpp's orders (stable: file order breaks the remaining ties), then the Backward
