@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "dlprof/config.hpp"
@@ -33,6 +34,13 @@ constexpr std::string_view to_string(Category category) noexcept {
     case Category::Step: return "Step";
   }
   return "User";
+}
+
+/// The category named `name` by to_string(), if any.
+constexpr std::optional<Category> category_named(std::string_view name) noexcept {
+  for (std::uint8_t i = 0; i < kCategoryCount; ++i)
+    if (to_string(static_cast<Category>(i)) == name) return static_cast<Category>(i);
+  return std::nullopt;
 }
 
 /// ARGB colour of the category in Nsight Systems' timeline.

@@ -4,7 +4,11 @@ and checks what every rank wrote: one trace per rank in one directory, each with
 distributedInfo (backend, world_size, pg_count, pg_config) and the gradient all-reduces as c10d
 records them (record_param_comms ops with their args, around gloo:all_reduce ranges).
 
-    check_distributed_run.py TRAINING_BINARY OUT_DIR [--ranks 4] [-- extra training flags]
+    check_distributed_run.py TRAINING_BINARY OUT_DIR [--ranks 4] [--report DLPROF_REPORT
+        [--expect-straggler R]] [-- extra training flags]
+
+With --report, dlprof-report reads the directory: every rank compared with its collectives, and the
+straggler it names (--expect-straggler R: rank R, with evidence and a recommendation; otherwise none).
 
 Exits 77 (CTest's skip) naming the reason when mpirun is not installed.
 """
@@ -34,8 +38,12 @@ def main():
     parser.add_argument("training")
     parser.add_argument("out_dir")
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("extra", nargs="*")
-    args = parser.parse_args()
+    parser.add_argument("--report", help="dlprof-report, to check what it says of the ranks")
+    parser.add_argument("--expect-straggler", type=int, help="the rank dlprof-report must name the straggler")
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.extra = extra
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         print("SKIPPED: mpirun is not installed (Debian: openmpi-bin); the multi-process test needs a launcher")
@@ -96,7 +104,43 @@ def main():
         print(f"{name}: rank {rank}, {len(comms)} all-reduces, Seq {sequences[0]}..{sequences[-1]}")
     if ranks != set(range(args.ranks)):
         fail(f"ranks {sorted(ranks)} in the traces, expected 0..{args.ranks - 1}")
+    if args.report:
+        check_report(args)
     return 0
+
+
+def check_report(args):
+    run = subprocess.run([args.report, "--format", "json", args.out_dir], capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        fail(f"dlprof-report exited {run.returncode}: {run.stderr}")
+    report = json.loads(run.stdout)
+    collectives = report.get("collectives")
+    if not collectives:
+        fail("dlprof-report found no collectives")
+    if collectives["problems"]:
+        fail(f"dlprof-report saw problems in a clean run: {collectives['problems']}")
+    if sorted(r["rank"] for r in collectives["ranks"]) != list(range(args.ranks)):
+        fail(f"dlprof-report compared ranks {[r['rank'] for r in collectives['ranks']]}")
+    types = {t["name"]: t for t in collectives["types"]}
+    if "allreduce" not in types or types["allreduce"]["busbw_gbps"] <= 0:
+        fail(f"no all-reduce with a bandwidth: {collectives['types']}")
+    for instance in collectives["instances"]:
+        if instance["ranks"] != args.ranks:
+            fail(f"a collective matched on {instance['ranks']} ranks, not {args.ranks}: {instance}")
+    straggler = collectives["straggler"]
+    advice = [r for r in report["recommendations"] if r["id"] == "straggler"]
+    for rank in collectives["ranks"]:
+        print(f"rank {rank['rank']}: step {rank['step_us'] / 1e3:.3f} ms, forward {rank['forward_us'] / 1e3:.3f} ms, "
+              f"waiting {rank['waiting_us'] / 1e3:.3f} ms, last at {rank['last_arrivals']}")
+    if args.expect_straggler is None:
+        return
+    if not straggler or straggler["rank"] != args.expect_straggler:
+        fail(f"expected rank {args.expect_straggler} named the straggler, got {straggler}")
+    if straggler["phase"] != "forward" or straggler["last_arrivals"] == 0:
+        fail(f"the straggler's evidence: {straggler}")
+    if not advice or f"Rank {args.expect_straggler} arrives last" not in advice[0]["text"]:
+        fail(f"no straggler recommendation naming rank {args.expect_straggler}: {report['recommendations']}")
+    print(f"straggler: {advice[0]['text']}")
 
 
 if __name__ == "__main__":

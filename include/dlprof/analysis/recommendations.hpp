@@ -23,8 +23,12 @@
 //                                                                                separate streams)
 //   memory_near_capacity  a GPU's peak allocated memory > 90 % of its memory     checkpointing, AMP, smaller
 //                                                                                batch
-//   straggler             (several ranks) one rank the slowest in most steps,   find what that rank does
-//                         > 5 % above the median                                 differently
+//   straggler             (several ranks) with collectives recorded: one rank   balance the phase that
+//                         the last to arrive at most of them (collectives.hpp);  makes it late
+//                         otherwise one rank the slowest in most steps, > 5 %
+//                         above the median
+//   exposed_communication collectives with no computation alongside > 10 % of   start each bucket's
+//                         the step, on average over the ranks                    all-reduce during backward
 //
 // Thresholds follow TensorBoard's profiler plugin where it has the rule (DataLoader 5 %, GPU
 // utilization 50 %, communication 10 %, memory 90 %, AMP on compute capability >= 7).
@@ -41,6 +45,7 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/comm_comp_overlap.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/options.hpp"
@@ -460,6 +465,50 @@ inline void straggler(const RankComparison& comparison, std::vector<Recommendati
                    fmt::format("rank {} slowest in {}/{} steps, on average {:.1f}% above the median rank's step", rank,
                                count, compared_steps, mean_over_median)});
   }
+}
+
+/// The straggler of the collectives: the rank the others wait for, and the phase that makes it late.
+inline void collective_straggler(const CollectiveAnalysis& collectives, std::vector<Recommendation>& out) {
+  const Straggler& s = *collectives.straggler;
+  double others_waiting = 0;
+  std::size_t others = 0;
+  for (const RankPhases& rank : collectives.ranks)
+    if (rank.rank != s.rank) {
+      others_waiting += rank.waiting_ns;
+      ++others;
+    }
+  if (others != 0) others_waiting /= static_cast<double>(others);
+  out.push_back({"straggler",
+                 fmt::format("Rank {} arrives last at {} of {} collectives, {} after the first rank on average: the other "
+                             "ranks wait for it in every collective. Its {} takes {} per step against the other ranks' "
+                             "median of {}: balance that work (data, model shards, a slower device or host) across the ranks.",
+                             s.rank, s.last_arrivals, s.instances, format_ms(s.mean_lateness_ns), to_string(s.phase),
+                             format_ms(s.phase_ns), format_ms(s.others_median_phase_ns)),
+                 fmt::format("rank {} last at {}/{} collectives, {} late on average; {} {} vs median {} (+{}); the other "
+                             "ranks wait {} per step inside collectives",
+                             s.rank, s.last_arrivals, s.instances, format_ms(s.mean_lateness_ns), to_string(s.phase),
+                             format_ms(s.phase_ns), format_ms(s.others_median_phase_ns), format_ms(s.excess_ns()),
+                             format_ms(others_waiting))});
+}
+
+/// Communication with no computation alongside, above 10 % of the step on average over the ranks.
+inline void exposed_communication(const CollectiveAnalysis& collectives, std::vector<Recommendation>& out) {
+  double exposed = 0, step = 0;
+  for (const RankPhases& rank : collectives.ranks) {
+    exposed += rank.exposed_communication_ns;
+    step += rank.step_ns;
+  }
+  if (step <= 0 || exposed / step <= 0.10) return;
+  const double share = 100.0 * exposed / step;
+  const double per_rank = exposed / static_cast<double>(collectives.ranks.size());
+  out.push_back({"exposed_communication",
+                 fmt::format("{:.1f}% of each step is spent in collectives with no computation alongside. Start each "
+                             "gradient bucket's all-reduce as soon as backward has produced it (DDP's bucket hooks, "
+                             "asynchronous work waited for before the optimizer), so communication hides behind the "
+                             "rest of backward, and use fewer, larger buckets.",
+                             share),
+                 fmt::format("{} of exposed communication per step on average over {} ranks ({:.1f}% of the step)",
+                             format_ms(per_rank), collectives.ranks.size(), share)});
 }
 
 }  // namespace detail

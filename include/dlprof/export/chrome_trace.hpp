@@ -839,6 +839,10 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
             json.integer(static_cast<std::int64_t>(inputs.flops));
           }
         }
+        if (event.kind == EventKind::Range && event.category != Category::User) {
+          json.key(", ", arg::kDlprofCategory);
+          json.string(to_string(event.category));
+        }
         if (event.kind == EventKind::Op && event.category == Category::Communication && !collective_at.empty()) {
           const auto call = collective_at.find(std::make_pair(event.thread, event.start_ns));
           if (call != collective_at.end()) detail::write_collective_args(json, trace.collectives[call->second]);

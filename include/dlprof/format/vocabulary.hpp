@@ -132,6 +132,8 @@ inline constexpr std::string_view kExternalId = "External id";
 inline constexpr std::string_view kExternalIdLower = "external id";  ///< TensorBoard accepts it too
 inline constexpr std::string_view kRecordFunctionId = "Record function id";
 inline constexpr std::string_view kEvIdx = "Ev Idx";
+/// A range's dlprof::Category when it is not User: what the phases of a step are told by.
+inline constexpr std::string_view kDlprofCategory = "dlprof category";
 inline constexpr std::string_view kFwdThreadId = "Fwd thread id";
 inline constexpr std::string_view kSequenceNumber = "Sequence number";
 inline constexpr std::string_view kInputDims = "Input Dims";

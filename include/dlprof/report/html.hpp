@@ -563,6 +563,89 @@ inline void html_comparison(HtmlOut& html, const Report& report) {
   html.raw("</section>\n");
 }
 
+/// Each rank's average step side by side, by phase: its data loading, forward, backward and
+/// optimizer, its waiting inside collectives for the last rank and its other communication.
+inline void html_collective_rank_chart(HtmlOut& html, const analysis::CollectiveAnalysis& collectives) {
+  using analysis::StepPhase;
+  struct Part {
+    std::string label;
+    std::string_view color;
+  };
+  const std::array<Part, 6> parts = {{{"data loading", "#f29b30"}, {"forward", "#3b73d9"}, {"backward", "#8e5cc9"},
+                                      {"optimizer", "#26a69a"}, {"waiting for the last rank", "#d64541"},
+                                      {"other communication", "#e8a0a0"}}};
+  std::vector<std::array<double, 6>> times;
+  double longest = 0;
+  for (const analysis::RankPhases& rank : collectives.ranks) {
+    const auto phase = [&](StepPhase p) { return rank.phase_ns[static_cast<std::size_t>(p)]; };
+    const double transfer = std::max(0.0, rank.communication_ns - rank.waiting_ns);
+    times.push_back({phase(StepPhase::DataLoading), phase(StepPhase::Forward), phase(StepPhase::Backward),
+                     phase(StepPhase::Optimizer), rank.waiting_ns, transfer});
+    double sum = 0;
+    for (const double t : times.back()) sum += t;
+    longest = std::max(longest, std::max(sum, rank.step_ns));
+  }
+  const auto unit = TimeUnit::for_largest(longest);
+  constexpr int kWidth = 760;
+  constexpr double kLabel = 80, kBarEnd = 660, kRow = 22, kTop = 8;
+  const double bars_bottom = kTop + kRow * static_cast<double>(collectives.ranks.size());
+  open_chart(html, "collectives-ranks", kWidth, static_cast<int>(bars_bottom) + 16 + 2 * 18,
+             "Each rank's average step by phase, side by side");
+  for (std::size_t i = 0; i < collectives.ranks.size(); ++i) {
+    const analysis::RankPhases& rank = collectives.ranks[i];
+    const double y = kTop + kRow * static_cast<double>(i);
+    svg_text(html, kLabel - 8, y + 14, fmt::format("rank {}", rank.rank), "end");
+    double x = kLabel;
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      const double width = longest > 0 ? (kBarEnd - kLabel) * times[i][p] / longest : 0;
+      if (width <= 0) continue;
+      mark_rect(html, x, y + 3, width, kRow - 6, parts[p].color,
+                fmt::format("rank {}: {} {:.3f} {} per step", rank.rank, parts[p].label, times[i][p] / unit.ns, unit.name));
+      x += width;
+    }
+    svg_text(html, x + 6, y + 14, fmt::format("{:.3f} {} step", rank.step_ns / unit.ns, unit.name));
+  }
+  std::vector<std::pair<std::string, std::string_view>> legend;
+  for (const Part& part : parts) legend.emplace_back(part.label, part.color);
+  svg_legend(html, kLabel, bars_bottom + 8, legend, 3, 200);
+  html.raw("</svg>\n");
+}
+
+inline void html_collectives(HtmlOut& html, const Report& report) {
+  const analysis::CollectiveAnalysis& collectives = *report.collectives;
+  html.raw("<section id=\"collectives\">\n");
+  html.element("h2", "Collectives across ranks");
+  for (const std::string& problem : collectives.problems) html.element("p", "Note: " + problem, "class=\"muted\"");
+  if (const std::optional<analysis::Straggler>& s = collectives.straggler)
+    html.element("p",
+                 fmt::format("Straggler: rank {}, last to arrive at {} of {} collectives, {} ms after the first rank on average; "
+                             "its {} takes {} ms per step against the other ranks' median {} ms.",
+                             s->rank, s->last_arrivals, s->instances, ms(s->mean_lateness_ns), analysis::to_string(s->phase),
+                             ms(s->phase_ns), ms(s->others_median_phase_ns)));
+  html_collective_rank_chart(html, collectives);
+  std::vector<std::vector<std::string>> rows;
+  for (const analysis::RankPhases& rank : collectives.ranks) {
+    const auto phase = [&](analysis::StepPhase p) { return ms(rank.phase_ns[static_cast<std::size_t>(p)]); };
+    rows.push_back({std::to_string(rank.rank), std::to_string(rank.steps), ms(rank.step_ns), ms(rank.compute_ns),
+                    ms(rank.communication_ns), ms(rank.waiting_ns), ms(rank.exposed_communication_ns),
+                    phase(analysis::StepPhase::DataLoading), phase(analysis::StepPhase::Forward),
+                    phase(analysis::StepPhase::Backward), phase(analysis::StepPhase::Optimizer), std::to_string(rank.last_arrivals)});
+  }
+  html.table({"Rank", "Steps", "Step (ms)", "Compute", "Communication", "Waiting", "Exposed comm", "Data loading", "Forward",
+              "Backward", "Optimizer", "Last at"},
+             rows);
+  rows.clear();
+  for (const analysis::CollectiveTypeStats& type : collectives.types)
+    rows.push_back({type.name, std::to_string(type.calls),
+                    analysis::detail::format_bytes(static_cast<double>(type.bytes) / static_cast<double>(std::max<std::size_t>(type.calls, 1))),
+                    ms(type.transfer_ns), fmt::format("{:.3f}", type.algorithm_gbps()), fmt::format("{:.3f}", type.bus_gbps()),
+                    ms(type.mean_skew_ns), ms(type.max_skew_ns)});
+  html.element("h3", "Per collective (bandwidths as nccl-tests define them)");
+  html.table({"Collective", "Calls", "Bytes/call", "Transfer (ms)", "algbw (GB/s)", "busbw (GB/s)", "Skew mean (ms)", "Skew max (ms)"},
+             rows);
+  html.raw("</section>\n");
+}
+
 }  // namespace detail
 
 /// The report as one self-contained HTML page.
@@ -609,6 +692,7 @@ inline std::string render_html(const Report& report) {
   html.raw("</section>\n");
 
   if (report.comparison) detail::html_comparison(html, report);
+  if (report.collectives && !report.collectives->empty()) detail::html_collectives(html, report);
   for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report);
   if (report.ranks.empty()) html.element("p", "No trace to report on.", "class=\"muted\"");
 

@@ -40,6 +40,16 @@
 //        "overlap_pct"}],
 //      "stragglers": [{"step", "ranks", "slowest_rank", "slowest_us", "median_us", "fastest_rank",
 //        "fastest_us", "slowest_over_median_pct", "slowest_over_fastest_pct"}]},
+//    "collectives": null or {"problems": [text],
+//      "ranks": [{"rank", "steps", "step_us", "compute_us", "communication_us", "waiting_us",
+//        "exposed_communication_us", "data_loading_us", "forward_us", "backward_us", "optimizer_us",
+//        "last_arrivals", "lateness_us"}] (per step on average),
+//      "types": [{"name", "calls", "bytes", "transfer_us", "algbw_gbps", "busbw_gbps", "mean_skew_us",
+//        "max_skew_us"}],
+//      "instances": [{"group", "seq", "name", "step", "ranks", "bytes", "first_arrival_us", "skew_us",
+//        "last_rank", "transfer_us"}],
+//      "straggler": null or {"rank", "last_arrivals", "instances", "mean_lateness_us", "phase",
+//        "phase_us", "others_median_phase_us"}},
 //    "recommendations": [{"id", "text", "evidence"}]}
 #pragma once
 
@@ -464,6 +474,81 @@ inline void json_comparison(JsonTree& json, const analysis::RankComparison& comp
   json.end_object();
 }
 
+inline void json_collectives(JsonTree& json, const analysis::CollectiveAnalysis& collectives, std::int64_t origin_ns) {
+  json.begin_object();
+  json.key("problems");
+  json.begin_array();
+  for (const std::string& problem : collectives.problems) json.string(problem);
+  json.end_array();
+  json.key("ranks");
+  json.begin_array();
+  for (const analysis::RankPhases& rank : collectives.ranks) {
+    json.begin_object();
+    json.member_integer("rank", rank.rank);
+    json.member_integer("steps", static_cast<std::int64_t>(rank.steps));
+    json.member_us("step_us", rank.step_ns);
+    json.member_us("compute_us", rank.compute_ns);
+    json.member_us("communication_us", rank.communication_ns);
+    json.member_us("waiting_us", rank.waiting_ns);
+    json.member_us("exposed_communication_us", rank.exposed_communication_ns);
+    json.member_us("data_loading_us", rank.phase_ns[static_cast<std::size_t>(analysis::StepPhase::DataLoading)]);
+    json.member_us("forward_us", rank.phase_ns[static_cast<std::size_t>(analysis::StepPhase::Forward)]);
+    json.member_us("backward_us", rank.phase_ns[static_cast<std::size_t>(analysis::StepPhase::Backward)]);
+    json.member_us("optimizer_us", rank.phase_ns[static_cast<std::size_t>(analysis::StepPhase::Optimizer)]);
+    json.member_integer("last_arrivals", static_cast<std::int64_t>(rank.last_arrivals));
+    json.member_us("lateness_us", rank.lateness_ns);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("types");
+  json.begin_array();
+  for (const analysis::CollectiveTypeStats& type : collectives.types) {
+    json.begin_object();
+    json.member("name", type.name);
+    json.member_integer("calls", static_cast<std::int64_t>(type.calls));
+    json.member_integer("bytes", type.bytes);
+    json.member_us("transfer_us", type.transfer_ns);
+    json.member_number("algbw_gbps", type.algorithm_gbps());
+    json.member_number("busbw_gbps", type.bus_gbps());
+    json.member_us("mean_skew_us", type.mean_skew_ns);
+    json.member_us("max_skew_us", type.max_skew_ns);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("instances");
+  json.begin_array();
+  for (const analysis::CollectiveInstance& instance : collectives.instances) {
+    json.begin_object();
+    json.member("group", instance.group);
+    json.member_integer("seq", instance.seq);
+    json.member("name", instance.name);
+    json.member_integer("step", instance.step);
+    json.member_integer("ranks", static_cast<std::int64_t>(instance.ranks));
+    json.member_integer("bytes", instance.bytes);
+    json.member_us("first_arrival_us", instance.first_arrival_ns - origin_ns);
+    json.member_us("skew_us", instance.skew_ns());
+    json.member_integer("last_rank", instance.last_rank);
+    json.member_us("transfer_us", instance.transfer_ns);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("straggler");
+  if (const std::optional<analysis::Straggler>& s = collectives.straggler) {
+    json.begin_object();
+    json.member_integer("rank", s->rank);
+    json.member_integer("last_arrivals", static_cast<std::int64_t>(s->last_arrivals));
+    json.member_integer("instances", static_cast<std::int64_t>(s->instances));
+    json.member_us("mean_lateness_us", s->mean_lateness_ns);
+    json.member("phase", analysis::to_string(s->phase));
+    json.member_us("phase_us", s->phase_ns);
+    json.member_us("others_median_phase_us", s->others_median_phase_ns);
+    json.end_object();
+  } else {
+    json.null();
+  }
+  json.end_object();
+}
+
 }  // namespace detail
 
 /// The report as JSON (the keys are listed at the top of this header), ending with a newline.
@@ -492,6 +577,12 @@ inline std::string render_json(const Report& report) {
   json.key("rank_comparison");
   if (report.comparison) {
     detail::json_comparison(json, *report.comparison);
+  } else {
+    json.null();
+  }
+  json.key("collectives");
+  if (report.collectives && !report.collectives->empty()) {
+    detail::json_collectives(json, *report.collectives, report.origin_ns);
   } else {
     json.null();
   }

@@ -29,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/analysis/recommendations.hpp"
 #include "dlprof/config.hpp"
@@ -109,6 +110,9 @@ struct Report {
   std::vector<RankReport> ranks;  ///< by rank
   /// Ranks side by side and each step's straggler: with two ranks or more.
   std::optional<analysis::RankComparison> comparison;
+  /// The ranks' collectives compared, and the rank that arrives last: when the traces recorded
+  /// collectives with their args (record_param_comms).
+  std::optional<analysis::CollectiveAnalysis> collectives;
   std::vector<analysis::Recommendation> recommendations;
   /// The earliest window start of the ranks: times in the JSON and the charts count from here, so
   /// ranks line up as they do in HTA.
@@ -285,6 +289,14 @@ inline void analyse_ranks(const std::vector<const Trace*>& traces, const ReportO
     tasks.emplace_back([&, i] {
       findings[i] = analysis::recommendations(*traces[i], report.ranks[i].steps, kernels[i], report.ranks[i].hta.overlap);
     });
+  const bool any_collectives =
+      std::any_of(traces.begin(), traces.end(), [](const Trace* trace) { return !trace->collectives.empty(); });
+  if (any_collectives)
+    tasks.emplace_back([&] {
+      std::vector<analysis::RankCollectives> summaries;
+      for (const Trace* trace : traces) summaries.push_back(analysis::summarize_collectives(*trace));
+      report.collectives = analysis::analyze_collectives(summaries);
+    });
   if (count > 1)
     tasks.emplace_back([&] {
       std::vector<analysis::RankAnalyses> ranks;
@@ -304,7 +316,11 @@ inline void analyse_ranks(const std::vector<const Trace*>& traces, const ReportO
     ranks.push_back(std::move(report.ranks[i]));
   }
   report.ranks = std::move(ranks);
-  if (report.comparison) analysis::detail::straggler(*report.comparison, report.recommendations);
+  if (report.collectives && report.collectives->straggler)
+    analysis::detail::collective_straggler(*report.collectives, report.recommendations);
+  else if (report.comparison)
+    analysis::detail::straggler(*report.comparison, report.recommendations);
+  if (report.collectives) analysis::detail::exposed_communication(*report.collectives, report.recommendations);
   for (std::size_t i = 0; i < count; ++i)
     report.origin_ns = i == 0 ? traces[i]->window_start_ns : std::min(report.origin_ns, traces[i]->window_start_ns);
 }

@@ -170,6 +170,7 @@ enum class Arg : std::uint8_t {
   DstRank,
   SrcRank,
   Seq,
+  DlprofCategory,    // "dlprof category" of a range
   Count
 };
 static_assert(static_cast<int>(Arg::Count) <= 64, "RawEvent keeps a 64-bit mask of the args present");
@@ -230,6 +231,7 @@ inline const KeyTable<Arg>& event_args() {
       {arg::kDstRank, Arg::DstRank},
       {arg::kSrcRank, Arg::SrcRank},
       {arg::kSeq, Arg::Seq},
+      {arg::kDlprofCategory, Arg::DlprofCategory},
   }});
   return table;
 }

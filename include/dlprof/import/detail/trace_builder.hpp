@@ -851,6 +851,9 @@ class TraceBuilder {
     } else {
       slice.kind = category == Cat::PythonFrame ? EventKind::PythonFrame : EventKind::Range;
       slice.category = range_category(name);
+      if (const RawValue* named = event.arg(Arg::DlprofCategory); named != nullptr && slice.kind == EventKind::Range)
+        if (const std::optional<std::string_view> text = text_of(*named, kineto::arg::kDlprofCategory))
+          slice.category = category_named(*text).value_or(slice.category);
     }
     slice.sequence_number = arg_value(event, Arg::SequenceNumber, [&](const RawValue& value) {
                               return signed_of(value, kineto::arg::kSequenceNumber, INT64_MAX);

@@ -1,0 +1,457 @@
+// dlprof/analysis/collectives.hpp: the collectives of a distributed job across its ranks, and the
+// rank that holds the others back.
+//
+// Each rank's trace is first reduced to a RankCollectives (summarize_collectives): its steps with
+// the time of each phase (data loading, forward, backward, optimizer, communication) and its
+// collective calls, on the reference rank's clock (DistributedInfo::clock_offset). Only these
+// summaries are compared, so a report over many ranks need not hold their traces.
+//
+// A collective instance is one call of a group on every member: the calls of one (group, Seq), or
+// without Seq (traces that lack it) of one (group, collective, n-th call of the step). Each rank
+// arrives when its call starts; all leave together once the last has arrived, so a rank waits
+// inside the collective from its arrival to the last one's. The instance's transfer time is from
+// the last arrival to the last end, and its algorithm and bus bandwidths are nccl-tests' (the
+// bytes over that time; busbw scales algbw by 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
+// reduce-scatter and all-to-all, 1 for the rest).
+//
+// The straggler is the rank whose late arrivals make more than half of the instances' skew, by
+// more than 5 % of the mean step per step; its evidence is how often and how late it arrives
+// last, and the phase whose time per step exceeds the other ranks' median by the most.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dlprof/analysis/detail/intervals.hpp"
+#include "dlprof/config.hpp"
+#include "dlprof/event.hpp"
+#include "dlprof/format/vocabulary.hpp"
+#include "dlprof/trace.hpp"
+
+DLPROF_BEGIN_NAMESPACE
+namespace analysis {
+
+/// The phases of a step whose time is compared across ranks.
+enum class StepPhase : std::uint8_t { DataLoading, Forward, Backward, Optimizer, Communication };
+inline constexpr std::size_t kStepPhases = 5;
+
+constexpr std::string_view to_string(StepPhase phase) noexcept {
+  switch (phase) {
+    case StepPhase::DataLoading: return "data loading";
+    case StepPhase::Forward: return "forward";
+    case StepPhase::Backward: return "backward";
+    case StepPhase::Optimizer: return "optimizer";
+    case StepPhase::Communication: return "communication";
+  }
+  return "forward";
+}
+
+/// Bytes of one element of a c10 ScalarType by name ("Float": 4); 0 when unknown.
+inline std::int64_t dtype_bytes(std::string_view dtype) noexcept {
+  static constexpr std::pair<std::string_view, std::int64_t> kSizes[] = {
+      {"Float", 4},         {"float", 4},    {"Double", 8},   {"double", 8},   {"Half", 2},     {"BFloat16", 2},
+      {"Int", 4},           {"int", 4},      {"Long", 8},     {"long", 8},     {"Short", 2},    {"Char", 1},
+      {"Byte", 1},          {"Bool", 1},     {"bool", 1},     {"ComplexFloat", 8}, {"ComplexDouble", 16},
+      {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1}, {"UInt16", 2}, {"UInt32", 4},   {"UInt64", 8},
+  };
+  for (const auto& [name, bytes] : kSizes)
+    if (name == dtype) return bytes;
+  return 0;
+}
+
+/// The bytes one call moves as nccl-tests count them (the size of the buffer the test names).
+inline std::int64_t collective_bytes(const CollectiveCall& call) noexcept {
+  const std::int64_t element = dtype_bytes(call.dtype);
+  const std::string_view name = call.name;
+  if (name == "allgather" || name == "_allgather_base" || name == "all_gather_into_tensor" || name == "recv" || name == "gather")
+    return call.out_nelems * element;
+  return call.in_nelems * element;
+}
+
+/// nccl-tests' bus bandwidth factor of a collective on `ranks` ranks.
+inline double bus_bandwidth_factor(std::string_view name, std::int64_t ranks) noexcept {
+  if (ranks <= 1) return 1.0;
+  const double n = static_cast<double>(ranks);
+  if (name == "allreduce" || name == "allreduce_coalesced") return 2.0 * (n - 1) / n;
+  if (name == "allgather" || name == "_allgather_base" || name == "all_gather_into_tensor" || name == "reduce_scatter" ||
+      name == "_reduce_scatter_base" || name == "reduce_scatter_tensor" || name == "alltoall" || name == "alltoall_base" ||
+      name == "all_to_all")
+    return (n - 1) / n;
+  return 1.0;
+}
+
+/// One rank's collectives and step phases: what the comparison across ranks reads of its trace.
+struct RankCollectives {
+  std::int64_t rank = 0;
+  std::int64_t world_size = 1;
+  std::optional<ClockOffset> clock_offset;  ///< applied to every time below
+
+  struct Call {
+    std::string group;
+    std::string name;
+    std::int64_t seq = -1;
+    std::int64_t ordinal = 0;  ///< n-th call of this (group, name) in its step
+    std::int64_t step = -1;    ///< the ProfilerStep it is in; -1 outside every step
+    std::int64_t group_size = 0;
+    std::int64_t bytes = 0;
+    std::int64_t start_ns = 0;
+    std::int64_t end_ns = 0;
+  };
+  struct Step {
+    std::int64_t number = -1;
+    std::int64_t duration_ns = 0;
+    std::array<std::int64_t, kStepPhases> phase_ns{};  ///< union of each phase's slices in the step
+    std::int64_t compute_ns = 0;          ///< forward, backward and optimizer, outside communication
+    std::int64_t exposed_communication_ns = 0;  ///< communication with no computation alongside
+  };
+  std::vector<Call> calls;
+  std::vector<Step> steps;
+};
+
+/// The phase a CPU slice's category stands for, if any.
+inline std::optional<StepPhase> phase_of(Category category) noexcept {
+  switch (category) {
+    case Category::DataLoader: return StepPhase::DataLoading;
+    case Category::Forward: return StepPhase::Forward;
+    case Category::Backward: return StepPhase::Backward;
+    case Category::Optimizer: return StepPhase::Optimizer;
+    case Category::Communication: return StepPhase::Communication;
+    case Category::User:
+    case Category::Step: break;
+  }
+  return std::nullopt;
+}
+
+/// What the comparison across ranks needs of `trace`.
+inline RankCollectives summarize_collectives(const Trace& trace) {
+  RankCollectives summary;
+  summary.rank = trace.distributed.rank;
+  summary.world_size = trace.distributed.world_size;
+  summary.clock_offset = trace.distributed.clock_offset;
+  const std::int64_t shift = summary.clock_offset ? summary.clock_offset->offset_ns : 0;
+
+  struct StepSpan {
+    std::int64_t number, start, end;
+  };
+  std::vector<StepSpan> spans;
+  for (const TraceEvent& event : trace.events)
+    if (event.kind == EventKind::Step)
+      spans.push_back({dlprof::detail::profiler_step_number(trace.names[event.name]), event.start_ns, event.end_ns});
+  std::sort(spans.begin(), spans.end(), [](const StepSpan& a, const StepSpan& b) { return a.start < b.start; });
+  const auto step_at = [&](std::int64_t time) -> const StepSpan* {
+    auto after = std::upper_bound(spans.begin(), spans.end(), time, [](std::int64_t t, const StepSpan& s) { return t < s.start; });
+    if (after == spans.begin()) return nullptr;
+    --after;
+    return time < after->end ? &*after : nullptr;
+  };
+
+  // Phases: each category's slices, clipped to the step they start in. Communication is the
+  // collective calls' time where the trace has them (a range around a bucket loop holds other
+  // work too), else its Communication slices.
+  std::vector<std::array<std::vector<detail::Interval>, kStepPhases>> phases(spans.size());
+  const bool calls_recorded = !trace.collectives.empty();
+  for (const TraceEvent& event : trace.events) {
+    if (event.kind == EventKind::Step || event.kind == EventKind::Instant || event.kind == EventKind::Counter) continue;
+    const std::optional<StepPhase> phase = phase_of(event.category);
+    if (!phase) continue;
+    if (*phase == StepPhase::Communication && calls_recorded && event.kind != EventKind::Op) continue;
+    const StepSpan* span = step_at(event.start_ns);
+    if (span == nullptr) continue;
+    phases[static_cast<std::size_t>(span - spans.data())][static_cast<std::size_t>(*phase)].push_back(
+        {event.start_ns, std::min(event.end_ns, span->end)});
+  }
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    RankCollectives::Step step;
+    step.number = spans[i].number;
+    step.duration_ns = spans[i].end - spans[i].start;
+    std::vector<detail::Interval> computation;
+    for (std::size_t p = 0; p < kStepPhases; ++p) {
+      detail::merge(phases[i][p]);
+      step.phase_ns[p] = detail::total_length(phases[i][p]);
+      if (p != static_cast<std::size_t>(StepPhase::Communication) && p != static_cast<std::size_t>(StepPhase::DataLoading))
+        computation.insert(computation.end(), phases[i][p].begin(), phases[i][p].end());
+    }
+    detail::merge(computation);
+    const auto& communication = phases[i][static_cast<std::size_t>(StepPhase::Communication)];
+    step.compute_ns = detail::total_length(detail::subtract(computation, communication));
+    step.exposed_communication_ns = detail::total_length(detail::subtract(communication, computation));
+    summary.steps.push_back(step);
+  }
+
+  std::map<std::pair<std::uint32_t, std::int64_t>, const TraceEvent*> ops;  // a collective's op by (thread, start)
+  if (!trace.collectives.empty())
+    for (const TraceEvent& event : trace.events)
+      if (event.kind == EventKind::Op && event.category == Category::Communication)
+        ops.emplace(std::make_pair(event.thread, event.start_ns), &event);
+  std::map<std::tuple<std::int64_t, std::string, std::string>, std::int64_t> ordinals;  // (step, group, name)
+  for (const CollectiveCall& call : trace.collectives) {
+    const auto found = ops.find(std::make_pair(call.thread, call.start_ns));
+    if (found == ops.end()) continue;
+    const TraceEvent* op = found->second;
+    RankCollectives::Call summarized;
+    summarized.group = call.group_name;
+    summarized.name = call.name;
+    summarized.seq = call.seq;
+    summarized.group_size = call.group_size;
+    summarized.bytes = collective_bytes(call);
+    const StepSpan* span = step_at(op->start_ns);
+    summarized.step = span != nullptr ? span->number : -1;
+    summarized.ordinal = ordinals[{summarized.step, summarized.group, summarized.name}]++;
+    summarized.start_ns = op->start_ns + shift;
+    summarized.end_ns = op->end_ns + shift;
+    summary.calls.push_back(std::move(summarized));
+  }
+  return summary;
+}
+
+/// One collective instance across the ranks that made it.
+struct CollectiveInstance {
+  std::string group;
+  std::string name;
+  std::int64_t seq = -1;
+  std::int64_t step = -1;
+  std::size_t ranks = 0;
+  std::int64_t bytes = 0;            ///< per rank
+  std::int64_t first_arrival_ns = 0;
+  std::int64_t last_arrival_ns = 0;
+  std::int64_t last_rank = -1;       ///< the rank that arrived last (-1: one rank only)
+  std::int64_t transfer_ns = 0;      ///< last arrival to last end
+
+  std::int64_t skew_ns() const noexcept { return last_arrival_ns - first_arrival_ns; }
+};
+
+/// A collective, over its instances.
+struct CollectiveTypeStats {
+  std::string name;
+  std::size_t calls = 0;        ///< instances
+  std::int64_t bytes = 0;       ///< per rank, over the instances
+  std::int64_t transfer_ns = 0; ///< over the instances
+  std::int64_t max_skew_ns = 0;
+  double mean_skew_ns = 0;
+  std::int64_t group_size = 0;
+
+  double algorithm_gbps() const noexcept { return transfer_ns > 0 ? static_cast<double>(bytes) / static_cast<double>(transfer_ns) : 0.0; }
+  double bus_gbps() const noexcept { return algorithm_gbps() * bus_bandwidth_factor(name, group_size); }
+};
+
+/// One rank's means per step (over the steps it recorded).
+struct RankPhases {
+  std::int64_t rank = 0;
+  std::size_t steps = 0;
+  double step_ns = 0;
+  double compute_ns = 0;
+  double communication_ns = 0;
+  double waiting_ns = 0;  ///< inside collectives, for the last rank to arrive
+  double exposed_communication_ns = 0;
+  std::array<double, kStepPhases> phase_ns{};
+  std::size_t last_arrivals = 0;  ///< instances it arrived last at
+  double lateness_ns = 0;         ///< mean, over those, of how long after the first rank it arrived
+};
+
+/// The rank that held the others back, with the evidence.
+struct Straggler {
+  std::int64_t rank = -1;
+  std::size_t last_arrivals = 0;
+  std::size_t instances = 0;        ///< that had a last rank
+  double mean_lateness_ns = 0;      ///< after the first rank, when last
+  StepPhase phase = StepPhase::Forward;  ///< the phase whose excess over the others' median is largest
+  double phase_ns = 0;                   ///< its time per step
+  double others_median_phase_ns = 0;     ///< the other ranks' median of it
+  double excess_ns() const noexcept { return phase_ns - others_median_phase_ns; }
+};
+
+struct CollectiveAnalysis {
+  std::vector<RankPhases> ranks;             ///< by rank
+  std::vector<CollectiveTypeStats> types;    ///< by time, longest first
+  std::vector<CollectiveInstance> instances; ///< by first arrival
+  std::optional<Straggler> straggler;
+  std::vector<std::string> problems;         ///< missing ranks, other jobs, steps that disagree
+
+  bool empty() const noexcept { return instances.empty(); }
+};
+
+/// The collectives of the ranks of `summaries` compared. Ranks from another job (a world size
+/// that is not the most common one) are left out and named in `problems`, as are ranks missing
+/// from the world and ranks whose recorded steps differ.
+inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>& summaries) {
+  CollectiveAnalysis result;
+  if (summaries.empty()) return result;
+  std::map<std::int64_t, std::size_t> world_sizes;
+  for (const RankCollectives& rank : summaries) ++world_sizes[rank.world_size];
+  const std::int64_t world = std::max_element(world_sizes.begin(), world_sizes.end(), [](const auto& a, const auto& b) {
+                               return a.second < b.second;
+                             })->first;
+  std::vector<const RankCollectives*> ranks;
+  std::map<std::int64_t, std::size_t> seen;
+  for (const RankCollectives& rank : summaries) {
+    if (rank.world_size != world) {
+      result.problems.push_back(fmt::format("rank {} says the world has {} ranks, the others {}: it is from another job, left out",
+                                            rank.rank, rank.world_size, world));
+      continue;
+    }
+    if (seen[rank.rank]++ != 0) {
+      result.problems.push_back(fmt::format("rank {} has more than one trace in this window: the first is used", rank.rank));
+      continue;
+    }
+    ranks.push_back(&rank);
+  }
+  std::vector<std::int64_t> missing;
+  for (std::int64_t r = 0; r < world; ++r)
+    if (seen.count(r) == 0) missing.push_back(r);
+  if (!missing.empty())
+    result.problems.push_back(fmt::format("no trace of rank{} {} of {}: compared without {}", missing.size() == 1 ? "" : "s",
+                                          fmt::join(missing, ", "), world, missing.size() == 1 ? "it" : "them"));
+  std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> step_sets;  // steps -> ranks
+  for (const RankCollectives* rank : ranks) {
+    std::vector<std::int64_t> numbers;
+    for (const auto& step : rank->steps) numbers.push_back(step.number);
+    step_sets[numbers].push_back(rank->rank);
+  }
+  if (step_sets.size() > 1) {
+    std::string detail;
+    for (const auto& [numbers, members] : step_sets)
+      detail += fmt::format("{}rank{} {}: steps {}", detail.empty() ? "" : "; ", members.size() == 1 ? "" : "s",
+                            fmt::join(members, ", "), numbers.empty() ? "none" : fmt::format("{}", fmt::join(numbers, ", ")));
+    result.problems.push_back("the ranks recorded different steps (" + detail +
+                              "): collectives are matched by their group's sequence number, phases compared per step");
+  }
+
+  // Instances: calls of one (group, Seq), or of one (group, name, step, ordinal) without Seq.
+  using Key = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
+  std::map<Key, std::vector<std::pair<const RankCollectives::Call*, std::int64_t>>> by_instance;
+  for (const RankCollectives* rank : ranks)
+    for (const RankCollectives::Call& call : rank->calls) {
+      const Key key = call.seq >= 0 ? Key{call.group, call.seq, {}, 0, 0} : Key{call.group, -1, call.name, call.step, call.ordinal};
+      by_instance[key].emplace_back(&call, rank->rank);
+    }
+  std::map<std::int64_t, RankPhases> phases;
+  for (const RankCollectives* rank : ranks) {
+    RankPhases& p = phases[rank->rank];
+    p.rank = rank->rank;
+    p.steps = rank->steps.size();
+    for (const auto& step : rank->steps) {
+      p.step_ns += static_cast<double>(step.duration_ns);
+      p.compute_ns += static_cast<double>(step.compute_ns);
+      p.exposed_communication_ns += static_cast<double>(step.exposed_communication_ns);
+      for (std::size_t i = 0; i < kStepPhases; ++i) p.phase_ns[i] += static_cast<double>(step.phase_ns[i]);
+    }
+  }
+  std::map<std::string, CollectiveTypeStats> types;
+  std::map<std::string, double> skew_sums;
+  std::size_t with_last = 0;
+  for (const auto& [key, calls] : by_instance) {
+    CollectiveInstance instance;
+    const RankCollectives::Call& any = *calls.front().first;
+    instance.group = any.group;
+    instance.name = any.name;
+    instance.seq = any.seq;
+    instance.step = any.step;
+    instance.ranks = calls.size();
+    instance.bytes = any.bytes;
+    instance.first_arrival_ns = any.start_ns;
+    instance.last_arrival_ns = any.start_ns;
+    instance.last_rank = calls.front().second;
+    std::int64_t last_end = any.end_ns;
+    for (const auto& [call, rank] : calls) {
+      instance.first_arrival_ns = std::min(instance.first_arrival_ns, call->start_ns);
+      if (call->start_ns > instance.last_arrival_ns) {
+        instance.last_arrival_ns = call->start_ns;
+        instance.last_rank = rank;
+      }
+      last_end = std::max(last_end, call->end_ns);
+    }
+    for (const auto& [call, rank] : calls)
+      phases[rank].waiting_ns += static_cast<double>(std::max<std::int64_t>(0, instance.last_arrival_ns - call->start_ns));
+    if (calls.size() < 2 || instance.skew_ns() == 0) instance.last_rank = -1;  // nobody came last
+    instance.transfer_ns = std::max<std::int64_t>(0, last_end - instance.last_arrival_ns);
+    if (instance.last_rank >= 0) {
+      ++with_last;
+      RankPhases& last = phases[instance.last_rank];
+      ++last.last_arrivals;
+      last.lateness_ns += static_cast<double>(instance.skew_ns());
+    }
+    CollectiveTypeStats& type = types[instance.name];
+    type.name = instance.name;
+    ++type.calls;
+    type.bytes += instance.bytes;
+    type.transfer_ns += instance.transfer_ns;
+    type.max_skew_ns = std::max(type.max_skew_ns, instance.skew_ns());
+    type.group_size = std::max(type.group_size, any.group_size);
+    skew_sums[instance.name] += static_cast<double>(instance.skew_ns());
+    result.instances.push_back(std::move(instance));
+  }
+  std::sort(result.instances.begin(), result.instances.end(),
+            [](const CollectiveInstance& a, const CollectiveInstance& b) { return a.first_arrival_ns < b.first_arrival_ns; });
+  for (auto& [name, type] : types) {
+    type.mean_skew_ns = skew_sums[name] / static_cast<double>(type.calls);
+    result.types.push_back(type);
+  }
+  std::sort(result.types.begin(), result.types.end(),
+            [](const CollectiveTypeStats& a, const CollectiveTypeStats& b) { return a.transfer_ns > b.transfer_ns; });
+
+  for (const RankCollectives* rank : ranks) {
+    RankPhases& p = phases[rank->rank];
+    for (const auto& step : rank->steps) p.communication_ns += static_cast<double>(step.phase_ns[static_cast<std::size_t>(StepPhase::Communication)]);
+    const double steps = static_cast<double>(std::max<std::size_t>(p.steps, 1));
+    p.step_ns /= steps;
+    p.compute_ns /= steps;
+    p.exposed_communication_ns /= steps;
+    p.communication_ns /= steps;
+    p.waiting_ns /= steps;
+    for (double& phase : p.phase_ns) phase /= steps;
+    if (p.last_arrivals != 0) p.lateness_ns /= static_cast<double>(p.last_arrivals);
+    result.ranks.push_back(p);
+  }
+
+  // The straggler: the rank whose late arrivals make more than half of all the instances' skew,
+  // late by more than 5 % of the mean step per step (below that, who enters first is noise). Once
+  // a late rank has held a step's first collective back, the ranks enter the next ones together
+  // and any of them may come last: skew, not a count of last arrivals, tells who holds them back.
+  double total_skew = 0;
+  for (const CollectiveInstance& instance : result.instances) total_skew += static_cast<double>(instance.skew_ns());
+  const auto held_back = [](const RankPhases& rank) { return rank.lateness_ns * static_cast<double>(rank.last_arrivals); };
+  const auto most = std::max_element(result.ranks.begin(), result.ranks.end(),
+                                     [&](const RankPhases& a, const RankPhases& b) { return held_back(a) < held_back(b); });
+  double mean_step = 0;
+  for (const RankPhases& rank : result.ranks) mean_step += rank.step_ns / static_cast<double>(result.ranks.size());
+  if (most != result.ranks.end() && result.ranks.size() > 1 && 2 * held_back(*most) > total_skew &&
+      held_back(*most) / static_cast<double>(std::max<std::size_t>(most->steps, 1)) > 0.05 * mean_step) {
+    Straggler straggler;
+    straggler.rank = most->rank;
+    straggler.last_arrivals = most->last_arrivals;
+    straggler.instances = with_last;
+    straggler.mean_lateness_ns = most->lateness_ns;
+    double largest = -1e300;
+    for (std::size_t i = 0; i < kStepPhases; ++i) {
+      if (i == static_cast<std::size_t>(StepPhase::Communication)) continue;  // the others wait there for it
+      std::vector<double> others;
+      for (const RankPhases& rank : result.ranks)
+        if (rank.rank != most->rank) others.push_back(rank.phase_ns[i]);
+      std::sort(others.begin(), others.end());
+      const std::size_t middle = others.size() / 2;
+      const double median = others.size() % 2 == 1 ? others[middle] : (others[middle - 1] + others[middle]) / 2;
+      if (most->phase_ns[i] - median > largest) {
+        largest = most->phase_ns[i] - median;
+        straggler.phase = static_cast<StepPhase>(i);
+        straggler.phase_ns = most->phase_ns[i];
+        straggler.others_median_phase_ns = median;
+      }
+    }
+    result.straggler = straggler;
+  }
+  return result;
+}
+
+}  // namespace analysis
+DLPROF_END_NAMESPACE
