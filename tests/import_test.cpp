@@ -128,10 +128,20 @@ TEST_F(ReferenceTraceTest, V100ResnetWithSubMicrosecondTimes) {
   EXPECT_TRUE(trace.memory_events.empty());
   EXPECT_EQ(std::count_if(trace.events.begin(), trace.events.end(),
                           [](const TraceEvent& e) { return e.kind == EventKind::Op && e.category == Category::Backward; }),
-            9560);
+            9535);  // and 25 record_param_comms ops inside backward frames, which stay communication
+  // 35 nccl:* ranges and the 45 record_param_comms ops with their collectives' args, 25 of them
+  // launched from backward (DDP's hooks) and still communication.
   EXPECT_EQ(std::count_if(trace.events.begin(), trace.events.end(),
                           [](const TraceEvent& e) { return e.category == Category::Communication; }),
-            35);
+            80);
+  ASSERT_EQ(trace.collectives.size(), 45u);
+  const auto all_reduce = std::find_if(trace.collectives.begin(), trace.collectives.end(),
+                                       [](const dlprof::CollectiveCall& call) { return call.name == "allreduce"; });
+  ASSERT_NE(all_reduce, trace.collectives.end());
+  EXPECT_EQ(all_reduce->dtype, "Float");
+  EXPECT_EQ(all_reduce->group_size, 1);
+  EXPECT_EQ(all_reduce->group_ranks, "[0]");
+  EXPECT_GT(all_reduce->in_nelems, 0);
   EXPECT_EQ(std::count_if(trace.events.begin(), trace.events.end(),
                           [](const TraceEvent& e) { return e.category == Category::Optimizer; }),
             10);

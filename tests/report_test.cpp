@@ -103,6 +103,47 @@ std::vector<dlprof::Trace> two_ranks() {
   return ranks;
 }
 
+// two_ranks() with an all-reduce in each step 2: rank 1 computes 1 ms longer in a forward range
+// and enters the all-reduce 1 ms after rank 0 (both leave at 3.5 ms).
+std::vector<dlprof::Trace> two_ranks_with_collectives() {
+  std::vector<dlprof::Trace> ranks = two_ranks();
+  for (dlprof::Trace& trace : ranks) {
+    const bool late = trace.distributed.rank == 1;
+    const auto add = [&](std::string_view name, std::int64_t start, std::int64_t end, dlprof::EventKind kind,
+                         dlprof::Category category) {
+      dlprof::TraceEvent event;
+      event.name = static_cast<std::uint32_t>(trace.names.size());
+      trace.names.emplace_back(name);
+      event.start_ns = start;
+      event.end_ns = end;
+      event.kind = kind;
+      event.category = category;
+      trace.events.push_back(event);
+    };
+    add("forward", 2'100'000, late ? 3'100'000 : 2'100'100, dlprof::EventKind::Range, dlprof::Category::Forward);
+    const std::int64_t enter = late ? 3'200'000 : 2'200'000;
+    add("record_param_comms", enter, 3'500'000, dlprof::EventKind::Op, dlprof::Category::Communication);
+    add("gloo:all_reduce", enter + 1000, 3'499'000, dlprof::EventKind::Range, dlprof::Category::Communication);
+    std::stable_sort(trace.events.begin(), trace.events.end(), [](const dlprof::TraceEvent& a, const dlprof::TraceEvent& b) {
+      return std::tie(a.thread, a.start_ns) < std::tie(b.thread, b.start_ns) ||
+             (std::tie(a.thread, a.start_ns) == std::tie(b.thread, b.start_ns) && a.end_ns > b.end_ns);
+    });
+    dlprof::CollectiveCall call;
+    call.start_ns = enter;
+    call.name = "allreduce";
+    call.backend = "gloo";
+    call.dtype = "Float";
+    call.in_nelems = call.out_nelems = 1 << 18;
+    call.group_size = 2;
+    call.rank = trace.distributed.rank;
+    call.group_name = "0";
+    call.group_ranks = "[0, 1]";
+    call.seq = 5;
+    trace.collectives.push_back(call);
+  }
+  return ranks;
+}
+
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream stream(text);
@@ -245,6 +286,28 @@ TEST(ReportTextTest, RanksComparedAndStragglers) {
   EXPECT_TRUE(has_line(text, R"( +1 +2 +3\.000 +2\.000 +4\.000 .*)"));
   EXPECT_TRUE(has_line(text, "Stragglers: the slowest rank of each step"));
   EXPECT_TRUE(has_line(text, R"( +2 +2 +1 +4\.000 +3\.500 +0 +3\.000 +\+14\.3% +\+33\.3%)"));
+}
+
+TEST(ReportTest, CollectivesAcrossRanksNameTheRankThatArrivesLast) {
+  const dlprof::Report report = dlprof::make_report(two_ranks_with_collectives());
+  ASSERT_TRUE(report.collectives.has_value());
+  const std::string text = dlprof::render_text(report);
+  EXPECT_THAT(text, HasSubstr("== Collectives across ranks"));
+  EXPECT_TRUE(has_line(text, R"(\s+allreduce\s+1\s+1\.00 MiB\s+0\.300\s+3\.495\s+3\.495\s+1\.000\s+1\.000)"));
+  EXPECT_TRUE(has_line(text, R"(Straggler: rank 1, last to arrive at 1 of 1 collectives, 1\.000 ms after the first rank.*)"));
+  EXPECT_THAT(text, HasSubstr("Rank 1 arrives last at 1 of 1 collectives"));
+  for (const std::string& line : lines_of(text)) EXPECT_LE(dlprof::detail::text_width(line), 120u) << line;
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& collectives = json.at("collectives");
+  EXPECT_EQ(collectives.at("straggler").at("rank"), 1);
+  EXPECT_EQ(collectives.at("straggler").at("phase"), "forward");
+  ASSERT_EQ(collectives.at("ranks").size(), 2u);
+  EXPECT_DOUBLE_EQ(collectives.at("ranks")[0].at("waiting_us").get<double>(), 1000.0 / 2) << "1 ms in one of two steps";
+  EXPECT_EQ(collectives.at("instances")[0].at("last_rank"), 1);
+  const std::string html = dlprof::render_html(report);
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_THAT(html, HasSubstr("<section id=\"collectives\">"));
+  EXPECT_THAT(html, HasSubstr("id=\"collectives-ranks\""));
 }
 
 TEST(ReportTextTest, FormatterProfilerAndEmptyInput) {

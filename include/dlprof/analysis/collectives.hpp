@@ -413,6 +413,7 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
     if (p.last_arrivals != 0) p.lateness_ns /= static_cast<double>(p.last_arrivals);
     result.ranks.push_back(p);
   }
+  std::sort(result.ranks.begin(), result.ranks.end(), [](const RankPhases& a, const RankPhases& b) { return a.rank < b.rank; });
 
   // The straggler: the rank whose late arrivals make more than half of all the instances' skew,
   // late by more than 5 % of the mean step per step (below that, who enters first is noise). Once

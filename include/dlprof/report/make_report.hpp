@@ -110,8 +110,8 @@ struct Report {
   std::vector<RankReport> ranks;  ///< by rank
   /// Ranks side by side and each step's straggler: with two ranks or more.
   std::optional<analysis::RankComparison> comparison;
-  /// The ranks' collectives compared, and the rank that arrives last: when the traces recorded
-  /// collectives with their args (record_param_comms).
+  /// The ranks' collectives compared, and the rank that arrives last: with two ranks or more
+  /// whose traces recorded collectives with their args (record_param_comms).
   std::optional<analysis::CollectiveAnalysis> collectives;
   std::vector<analysis::Recommendation> recommendations;
   /// The earliest window start of the ranks: times in the JSON and the charts count from here, so
@@ -291,7 +291,7 @@ inline void analyse_ranks(const std::vector<const Trace*>& traces, const ReportO
     });
   const bool any_collectives =
       std::any_of(traces.begin(), traces.end(), [](const Trace* trace) { return !trace->collectives.empty(); });
-  if (any_collectives)
+  if (any_collectives && count > 1)
     tasks.emplace_back([&] {
       std::vector<analysis::RankCollectives> summaries;
       for (const Trace* trace : traces) summaries.push_back(analysis::summarize_collectives(*trace));

@@ -272,8 +272,9 @@ inline void text_collectives(fmt::memory_buffer& out, const analysis::Collective
   const auto append = std::back_inserter(out);
   for (const std::string& problem : collectives.problems) fmt::format_to(append, "Note: {}\n", wrap(terminal_text(problem), 94, "      "));
   const auto ms = [](double ns) { return fmt::format("{:.3f}", ns / 1e6); };
-  section(out, "Per rank, per step on average (ms; waiting: inside collectives, for the last rank to arrive)");
-  TextTable ranks({{"Rank"}, {"Steps"}, {"Step"}, {"Compute"}, {"Communication"}, {"Waiting"}, {"Exposed comm"},
+  section(out, "Per rank, per step on average (ms). Waiting: inside collectives, for the last rank to arrive;\n"
+                "exposed comm: communication with no computation alongside");
+  TextTable ranks({{"Rank"}, {"Steps"}, {"Step"}, {"Compute"}, {"Comm"}, {"Waiting"}, {"Exposed comm"},
                    {"Data loading"}, {"Forward"}, {"Backward"}, {"Optimizer"}, {"Last at"}});
   for (const analysis::RankPhases& rank : collectives.ranks) {
     const auto phase = [&](analysis::StepPhase p) { return ms(rank.phase_ns[static_cast<std::size_t>(p)]); };

@@ -1312,7 +1312,9 @@ class TraceBuilder {
           break;
         }
       }
-      if (event.kind == EventKind::Op && inside_backward) event.category = Category::Backward;
+      // A collective launched from backward (DDP's bucket hooks) stays communication.
+      if (event.kind == EventKind::Op && inside_backward && event.category != Category::Communication)
+        event.category = Category::Backward;
       const bool backward = inside_backward || (event.kind == EventKind::Op && event.category == Category::Backward);
       open.push_back(Open{event.start_ns, event.end_ns, backward});
     }
