@@ -40,6 +40,8 @@ def main():
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--report", help="dlprof-report, to check what it says of the ranks")
     parser.add_argument("--expect-straggler", type=int, help="the rank dlprof-report must name the straggler")
+    parser.add_argument("--hta-python", help="a Python with HTA: it must read every rank of the directory, and its "
+                        "per-rank communication/computation overlap agree with dlprof-report's within 0.5 pp")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -127,6 +129,8 @@ def check_report(args):
     for instance in collectives["instances"]:
         if instance["ranks"] != args.ranks:
             fail(f"a collective matched on {instance['ranks']} ranks, not {args.ranks}: {instance}")
+    if args.hta_python:
+        check_hta(args, report)
     straggler = collectives["straggler"]
     advice = [r for r in report["recommendations"] if r["id"] == "straggler"]
     for rank in collectives["ranks"]:
@@ -141,6 +145,35 @@ def check_report(args):
     if not advice or f"Rank {args.expect_straggler} arrives last" not in advice[0]["text"]:
         fail(f"no straggler recommendation naming rank {args.expect_straggler}: {report['recommendations']}")
     print(f"straggler: {advice[0]['text']}")
+
+
+HTA_SCRIPT = r"""
+import json, math, sys
+from hta.trace_analysis import TraceAnalysis
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+overlap = analysis.get_comm_comp_overlap(visualize=False)
+result = {int(r): (None if math.isnan(p) else float(p)) for r, p in zip(overlap["rank"], overlap["comp_comm_overlap_pctg"])}
+print("HTA_RESULT " + json.dumps({"ranks": sorted(int(r) for r in analysis.t.traces.keys()), "overlap": result}))
+"""
+
+
+def check_hta(args, report):
+    run = subprocess.run([args.hta_python, "-c", HTA_SCRIPT, args.out_dir], capture_output=True, text=True, timeout=240)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("HTA_RESULT ")]
+    if run.returncode != 0 or not lines:
+        fail(f"HTA could not read {args.out_dir} ({run.returncode}):\n{run.stderr[-3000:]}")
+    hta = json.loads(lines[-1][len("HTA_RESULT "):])
+    if hta["ranks"] != list(range(args.ranks)):
+        fail(f"HTA read ranks {hta['ranks']}")
+    for rank in report["ranks"]:
+        ours = rank["comm_comp_overlap"]
+        theirs = hta["overlap"][str(rank["rank"])]
+        if theirs is None:  # no communication kernels: HTA's NaN
+            if ours["communication_us"] != 0:
+                fail(f"rank {rank['rank']}: HTA finds no communication kernels, dlprof {ours}")
+        elif ours["communication_us"] == 0 or abs(ours["overlap_pct"] - theirs) > 0.5:
+            fail(f"rank {rank['rank']}: comm/comp overlap HTA {theirs}%, dlprof {ours}")
+    print(f"HTA read ranks {hta['ranks']}; comm/comp overlap per rank HTA {hta['overlap']} agrees with dlprof-report")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Holistic Trace Analysis and `dlprof-report --hta-compat --format json` on the same traces must
-agree: per rank, the temporal breakdown within 0.5 percentage points and each kernel type's time
-within 1 %.
+agree: per rank, the temporal breakdown and the communication/computation overlap within 0.5
+percentage points (HTA's NaN, no communication kernels, where dlprof finds none), and each kernel
+type's time within 1 %.
 
 Usage: check_hta_agreement.py DLPROF_REPORT TRACE_SET_DIR...
 
@@ -58,6 +59,17 @@ def compare_set(dlprof_report, trace_dir):
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name} rank {rank} {key}: HTA {theirs[key]:.3f}, dlprof {mine[key]:.3f} "
                   f"({difference:.3f} pp, at most {TEMPORAL_TOLERANCE_PP})")
+        their_overlap, my_overlap = hta[rank]["comm_comp_overlap_pct"], ours[rank]["comm_comp_overlap"]
+        if their_overlap is None or their_overlap != their_overlap:  # NaN: no communication kernels
+            ok = my_overlap["communication_us"] == 0
+            difference_text = "HTA NaN (no communication kernels)"
+        else:
+            ok = my_overlap["overlap_pct"] is not None and abs(their_overlap - my_overlap["overlap_pct"]) <= TEMPORAL_TOLERANCE_PP
+            difference_text = f"HTA {their_overlap:.3f}"
+        failures += not ok
+        mine_text = "none" if my_overlap["overlap_pct"] is None else f"{my_overlap['overlap_pct']:.3f}"
+        print(f"{'ok  ' if ok else 'FAIL'} {name} rank {rank} comm_comp_overlap_pct: {difference_text}, dlprof "
+              f"{mine_text} (communication {my_overlap['communication_us']:.0f} us)")
         their_types = {row["type"]: row["time_us"] for row in hta[rank]["kernel_type_breakdown"]}
         my_types = {row["type"]: row["time_us"] for row in ours[rank]["kernel_type_breakdown"]}
         for kind in sorted(set(their_types) | set(my_types)):
