@@ -18,7 +18,9 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -38,6 +40,9 @@ struct Options {
   std::int64_t bucket_elements = 25'000;  // DDP's buckets are 25 MB; this model has 207k parameters
   int slow_rank = -1;
   int slow_ms = 0;
+  int die_rank = -1;
+  int die_at_step = -1;
+  int timeout_s = 60;
   std::string log_dir = "log/distributed";
   bool help = false;
 };
@@ -53,6 +58,9 @@ void print_usage() {
       "  --bucket-elements N  gradient elements all-reduced together (default 25000)\n"
       "  --slow-rank R        rank R computes --slow-ms milliseconds longer each step (a straggler)\n"
       "  --slow-ms M          (default 0)\n"
+      "  --die-rank R         rank R kills itself (SIGKILL) as step --die-at-step begins: the others' collectives\n"
+      "  --die-at-step N      fail, and each writes the steps it recorded\n"
+      "  --timeout-s S        how long a collective waits for the other ranks (default 60)\n"
       "  --log-dir DIR        where every rank writes its trace (default log/distributed)\n"
       "MASTER_ADDR and MASTER_PORT (default 127.0.0.1:29500) locate rank 0's store.\n");
 }
@@ -61,18 +69,27 @@ Options parse_options(int argc, char** argv) {
   using dlprof_examples::parse_int;
   Options options;
   dlprof_examples::for_each_flag(
-      argc, argv, {"--steps", "--batch-size", "--bucket-elements", "--slow-rank", "--slow-ms", "--log-dir"}, options.help,
+      argc, argv,
+      {"--steps", "--batch-size", "--bucket-elements", "--slow-rank", "--slow-ms", "--die-rank", "--die-at-step",
+       "--timeout-s", "--log-dir"},
+      options.help,
       [&](std::string_view flag, std::string_view value) {
         if (flag == "--steps") options.steps = parse_int(flag, value, 5, 1'000'000);
         else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
         else if (flag == "--bucket-elements") options.bucket_elements = parse_int(flag, value, 1, 1'000'000'000);
         else if (flag == "--slow-rank") options.slow_rank = parse_int(flag, value, 0, 1'000'000);
         else if (flag == "--slow-ms") options.slow_ms = parse_int(flag, value, 0, 60'000);
+        else if (flag == "--die-rank") options.die_rank = parse_int(flag, value, 0, 1'000'000);
+        else if (flag == "--die-at-step") options.die_at_step = parse_int(flag, value, 0, 1'000'000);
+        else if (flag == "--timeout-s") options.timeout_s = parse_int(flag, value, 1, 3600);
         else if (value.empty()) throw dlprof_examples::UsageError("--log-dir needs a non-empty value");
         else options.log_dir = std::string(value);
       });
   return options;
 }
+
+/// The first line of a message (c10's errors carry a backtrace after it).
+std::string_view first_line(std::string_view message) { return message.substr(0, message.find('\n')); }
 
 std::string environment(const char* name, std::string_view otherwise) {
   const char* value = std::getenv(name);
@@ -147,11 +164,11 @@ int main(int argc, char** argv) {
     store_options.port = static_cast<std::uint16_t>(port);
     store_options.isServer = rank == 0;
     store_options.numWorkers = world_size;
-    store_options.timeout = std::chrono::seconds(60);
+    store_options.timeout = std::chrono::seconds(options.timeout_s);
     auto store = c10::make_intrusive<c10d::TCPStore>(master, store_options);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create();
     gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(master));
-    gloo_options->timeout = std::chrono::seconds(60);
+    gloo_options->timeout = std::chrono::seconds(options.timeout_s);
     gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, gloo_options);
   } catch (const std::exception& error) {
     fmt::print(stderr, "distributed_training: rank {} of {} cannot join the group at {}:{}: {}\n", rank, world_size,
@@ -189,30 +206,42 @@ int main(int argc, char** argv) {
                options.batch_size, options.steps, buckets.size());
   prof.start();
   float loss_value = 0;
-  for (int step = 0; step < options.steps; ++step) {
-    torch::Tensor images, labels;
-    {
-      DLPROF_RANGE("data_loading", dlprof::Category::DataLoader);
-      const auto seed = static_cast<std::uint64_t>(step * world_size + rank);
-      torch::manual_seed(seed);
-      images = torch::randn({options.batch_size, 1, 28, 28});
-      labels = torch::randint(0, 10, {options.batch_size});
+  int step = 0;
+  try {
+    for (; step < options.steps; ++step) {
+      if (rank == options.die_rank && step == options.die_at_step) ::raise(SIGKILL);
+      torch::Tensor images, labels;
+      {
+        DLPROF_RANGE("data_loading", dlprof::Category::DataLoader);
+        const auto seed = static_cast<std::uint64_t>(step * world_size + rank);
+        torch::manual_seed(seed);
+        images = torch::randn({options.batch_size, 1, 28, 28});
+        labels = torch::randint(0, 10, {options.batch_size});
+      }
+      annotated_optimizer.zero_grad();
+      torch::Tensor loss;
+      {
+        DLPROF_RANGE("forward", dlprof::Category::Forward);
+        loss = torch::nn::functional::cross_entropy(model->forward(images), labels);
+        if (rank == options.slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(options.slow_ms));
+      }
+      {
+        DLPROF_RANGE("backward", dlprof::Category::Backward);
+        loss.backward();
+      }
+      all_reduce_gradients(group, buckets);
+      annotated_optimizer.step();
+      loss_value = loss.item<float>();
+      prof.step();
     }
-    annotated_optimizer.zero_grad();
-    torch::Tensor loss;
-    {
-      DLPROF_RANGE("forward", dlprof::Category::Forward);
-      loss = torch::nn::functional::cross_entropy(model->forward(images), labels);
-      if (rank == options.slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(options.slow_ms));
-    }
-    {
-      DLPROF_RANGE("backward", dlprof::Category::Backward);
-      loss.backward();
-    }
-    all_reduce_gradients(group, buckets);
-    annotated_optimizer.step();
-    loss_value = loss.item<float>();
-    prof.step();
+  } catch (const std::exception& error) {
+    // A rank died or hung: this rank's collectives fail. The steps it recorded are written, and
+    // the process leaves without tearing down a group whose peers are gone.
+    prof.stop();
+    fmt::print(stderr, "distributed_training: rank {} stops at step {}: a collective failed: {}\n", rank, step,
+               first_line(error.what()));
+    std::fflush(nullptr);
+    std::_Exit(1);
   }
   prof.stop();
   group.barrier();

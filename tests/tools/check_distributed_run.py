@@ -40,29 +40,28 @@ def main():
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--report", help="dlprof-report, to check what it says of the ranks")
     parser.add_argument("--expect-straggler", type=int, help="the rank dlprof-report must name the straggler")
+    parser.add_argument("--launcher", choices=["mpirun", "env"], default="mpirun",
+                        help="mpirun, or env: the processes started here with torchrun's variables (RANK, WORLD_SIZE, ...)")
+    parser.add_argument("--expect-dead", type=int, help="the rank that kills itself (--die-rank): the others must "
+                        "fail its collectives, write what they recorded and exit 1; the report names it missing")
     parser.add_argument("--hta-python", help="a Python with HTA: it must read every rank of the directory, and its "
                         "per-rank communication/computation overlap agree with dlprof-report's within 0.5 pp")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     args.extra = extra
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        print("SKIPPED: mpirun is not installed (Debian: openmpi-bin); the multi-process test needs a launcher")
-        return 77
     shutil.rmtree(args.out_dir, ignore_errors=True)
-    environment = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       OMPI_MCA_rmaps_base_oversubscribe="1")
-    command = [mpirun, "-np", str(args.ranks), "-x", f"MASTER_PORT={free_port()}", "-x", "MASTER_ADDR=127.0.0.1",
-               args.training, "--log-dir", args.out_dir, *args.extra]
-    run = subprocess.run(command, env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
-    print(run.stdout)
-    if run.returncode != 0:
-        fail(f"{' '.join(command)} exited {run.returncode}:\n{run.stderr}")
+    if args.launcher == "mpirun":
+        status = run_under_mpirun(args)
+    else:
+        status = run_with_environment(args)
+    if status is not None:
+        return status
 
+    expected_ranks = [r for r in range(args.ranks) if r != args.expect_dead]
     traces = sorted(glob.glob(os.path.join(args.out_dir, "*.pt.trace.json")))
-    if len(traces) != args.ranks:
-        fail(f"expected {args.ranks} traces in {args.out_dir}, found {len(traces)}: {traces}")
+    if len(traces) != len(expected_ranks):
+        fail(f"expected {len(expected_ranks)} traces in {args.out_dir}, found {len(traces)}: {traces}")
     ranks = set()
     for path in traces:
         with open(path, encoding="utf-8") as file:
@@ -104,11 +103,54 @@ def main():
         if len(set(sequences)) != len(sequences):
             fail(f"{name}: repeated Seq numbers {sequences}")
         print(f"{name}: rank {rank}, {len(comms)} all-reduces, Seq {sequences[0]}..{sequences[-1]}")
-    if ranks != set(range(args.ranks)):
-        fail(f"ranks {sorted(ranks)} in the traces, expected 0..{args.ranks - 1}")
+    if ranks != set(expected_ranks):
+        fail(f"ranks {sorted(ranks)} in the traces, expected {expected_ranks}")
     if args.report:
         check_report(args)
     return 0
+
+
+def run_under_mpirun(args):
+    """Runs the ranks under mpirun; returns CTest's skip status without it."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("SKIPPED: mpirun is not installed (Debian: openmpi-bin); the multi-process test needs a launcher")
+        return 77
+    environment = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+    command = [mpirun, "-np", str(args.ranks), "-x", f"MASTER_PORT={free_port()}", "-x", "MASTER_ADDR=127.0.0.1",
+               args.training, "--log-dir", args.out_dir, *args.extra]
+    run = subprocess.run(command, env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+    print(run.stdout)
+    if run.returncode != 0:
+        fail(f"{' '.join(command)} exited {run.returncode}:\n{run.stderr}")
+    return None
+
+
+def run_with_environment(args):
+    """Starts the ranks as torchrun does (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and waits for them."""
+    port = free_port()
+    children = []
+    for rank in range(args.ranks):
+        environment = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.ranks), LOCAL_RANK=str(rank),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        for variable in [v for v in environment if v.startswith(("OMPI_", "PMI_", "SLURM_"))]:
+            del environment[variable]
+        children.append(subprocess.Popen([args.training, "--log-dir", args.out_dir, *args.extra], env=environment,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True))
+    outcomes = [child.communicate(timeout=240) + (child.returncode,) for child in children]
+    for rank, (out, err, status) in enumerate(outcomes):
+        print(f"rank {rank} exited {status}: {out.strip()} {err.strip()[-400:]}")
+        if rank == args.expect_dead:
+            if status != -9:
+                fail(f"rank {rank} was to kill itself with SIGKILL, but exited {status}")
+        elif args.expect_dead is not None:
+            if status != 1 or "a collective failed" not in err:
+                fail(f"rank {rank}, whose peer died, exited {status}: {err[-2000:]}")
+        elif status != 0:
+            fail(f"rank {rank} exited {status}: {err[-2000:]}")
+    return None
 
 
 def check_report(args):
@@ -119,15 +161,20 @@ def check_report(args):
     collectives = report.get("collectives")
     if not collectives:
         fail("dlprof-report found no collectives")
-    if collectives["problems"]:
+    expected_ranks = [r for r in range(args.ranks) if r != args.expect_dead]
+    if args.expect_dead is not None:
+        missing = f"no trace of rank {args.expect_dead} of {args.ranks}"
+        if not any(missing in problem for problem in collectives["problems"]):
+            fail(f"dlprof-report does not say '{missing}': {collectives['problems']}")
+    elif collectives["problems"]:
         fail(f"dlprof-report saw problems in a clean run: {collectives['problems']}")
-    if sorted(r["rank"] for r in collectives["ranks"]) != list(range(args.ranks)):
+    if sorted(r["rank"] for r in collectives["ranks"]) != expected_ranks:
         fail(f"dlprof-report compared ranks {[r['rank'] for r in collectives['ranks']]}")
     types = {t["name"]: t for t in collectives["types"]}
     if "allreduce" not in types or types["allreduce"]["busbw_gbps"] <= 0:
         fail(f"no all-reduce with a bandwidth: {collectives['types']}")
     for instance in collectives["instances"]:
-        if instance["ranks"] != args.ranks:
+        if args.expect_dead is None and instance["ranks"] != args.ranks:
             fail(f"a collective matched on {instance['ranks']} ranks, not {args.ranks}: {instance}")
     if args.hta_python:
         check_hta(args, report)
@@ -163,7 +210,7 @@ def check_hta(args, report):
     if run.returncode != 0 or not lines:
         fail(f"HTA could not read {args.out_dir} ({run.returncode}):\n{run.stderr[-3000:]}")
     hta = json.loads(lines[-1][len("HTA_RESULT "):])
-    if hta["ranks"] != list(range(args.ranks)):
+    if hta["ranks"] != [r for r in range(args.ranks) if r != args.expect_dead]:
         fail(f"HTA read ranks {hta['ranks']}")
     for rank in report["ranks"]:
         ours = rank["comm_comp_overlap"]
