@@ -1153,6 +1153,13 @@ TEST(ImportErrorTest, GzipBombsStopAtTheSizeLimit) {
               HasSubstr("more than the limit of 1048576"));
 }
 
+/// A trace of `rank` of 3 with one op.
+std::string trace_of_rank_at_text(int rank) {
+  return fmt::format(
+      R"({{"distributedInfo": {{"backend": "gloo", "rank": {}, "world_size": 3}}, "traceEvents": [{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 10, "dur": 5}}]}})",
+      rank);
+}
+
 TEST(ImportSetTest, DirectoriesFilesAndRanks) {
   TempDir dir;
   const auto trace_of_rank = [](int rank) {
@@ -1189,6 +1196,24 @@ TEST(ImportSetTest, DirectoriesFilesAndRanks) {
             "no trace files (*.json, *.gz, *.dlprof-crash) in the directory");
   EXPECT_EQ(read_error([&] { dlprof::read_trace_set({(dir.path() / "absent").string()}); }).reason(),
             "No such file or directory");
+}
+
+TEST(ImportSetTest, ADirectorysUnreadableFileIsLeftOutWithANoteUnlessStrict) {
+  TempDir dir;
+  const std::string whole = trace_of_rank_at_text(3);
+  write_text(dir.path() / "rank0.json", trace_of_rank_at_text(0));
+  write_text(dir.path() / "rank1.json", trace_of_rank_at_text(1));
+  write_text(dir.path() / "rank2.json", whole.substr(0, whole.size() / 2));  // killed while writing
+  const std::vector<Trace> ranks = dlprof::read_trace_set({dir.path().string()});
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[1].distributed.rank, 1);
+  ASSERT_FALSE(ranks[0].read_result.notes.empty());
+  EXPECT_THAT(ranks[0].read_result.notes.back(), ::testing::AllOf(HasSubstr("left out of the set, unreadable"), HasSubstr("rank2.json")));
+  dlprof::ReadOptions strict;
+  strict.strict = true;
+  EXPECT_THAT(read_error([&] { dlprof::read_trace_set({dir.path().string()}, strict); }).what(), HasSubstr("rank2.json"));
+  EXPECT_THAT(read_error([&] { dlprof::read_trace_set({(dir.path() / "rank2.json").string()}); }).what(), HasSubstr("rank2.json"))
+      << "a file named is read or refused";
 }
 
 /// A trace of `rank` with one op from `start_us` to `end_us`.

@@ -549,15 +549,24 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
   };
   std::vector<FileTrace> traces;
   std::vector<std::string> left_out;
+  std::vector<TraceReadError> unreadable;  // a directory's files a lenient read goes on without
   traces.reserve(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
-    Trace trace = detail::json::read_one(files[i].path, options, i, files.size());
+    Trace trace;
+    try {
+      trace = detail::json::read_one(files[i].path, options, i, files.size());
+    } catch (const TraceReadError& error) {
+      if (options.strict || !files[i].in_directory) throw;
+      unreadable.push_back(error);
+      continue;
+    }
     if (files[i].in_directory && !trace.read_result.has_trace_events) {
       left_out.push_back(files[i].path);
       continue;
     }
     traces.push_back({std::move(trace), i});
   }
+  if (traces.empty() && !unreadable.empty()) throw unreadable.front();
   if (traces.empty())
     throw TraceReadError(std::filesystem::path(left_out.front()).parent_path().string(),
                          fmt::format("no trace in the directory: {} JSON file{} without \"{}\"", left_out.size(),
@@ -599,6 +608,8 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
     for (const std::string& file : left_out)
       notes.push_back(
           fmt::format("'{}' left out of the set: a JSON object without \"{}\", not a trace", file, kineto::key::kTraceEvents));
+    for (const TraceReadError& error : unreadable)
+      notes.push_back(fmt::format("left out of the set, unreadable (a truncated or damaged file?): {}", error.what()));
   }
   return windows;
 }
@@ -609,9 +620,11 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
 /// directory that is not a trace (an object without "traceEvents": a config.json, a report) is
 /// left out, with a note in the first trace's read_result. Several files of one rank are windows
 /// of the run (read_trace_windows()): the latest window is returned, and a note in its first
-/// trace's read_result says how many there are. Throws TraceReadError for a file that cannot be
-/// read, a path that does not exist, a directory with no trace file, and two files of one rank
-/// whose times overlap (naming both).
+/// trace's read_result says how many there are. A directory's file that cannot be read (truncated,
+/// damaged) is left out of a lenient read, with a note naming it and the error, so that the other
+/// ranks are still read. Throws TraceReadError for a named file that cannot be read (any file, in a
+/// strict read), a path that does not exist, a directory with no trace file (none readable: the
+/// first error), and two files of one rank whose times overlap (naming both).
 inline std::vector<Trace> read_trace_set(const std::vector<std::string>& paths, const ReadOptions& options = {}) {
   std::vector<std::vector<Trace>> windows = read_trace_windows(paths, options);
   std::vector<Trace> latest = std::move(windows.back());
