@@ -3,6 +3,8 @@
 // its evidence, and the problems of a set of ranks (missing, from another job, other steps).
 #include <dlprof/analysis/collectives.hpp>
 
+#include "analysis_trace_builder.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -117,34 +119,20 @@ TEST(CollectiveAnalysisTest, MissingRanksOtherJobsAndOtherStepsAreNamed) {
 }
 
 TEST(CollectiveAnalysisTest, ATracesCollectivesAreSummarizedOnTheReferenceClock) {
-  dlprof::Trace trace;
-  trace.distributed.rank = 1;
-  trace.distributed.world_size = 2;
-  trace.distributed.clock_offset = dlprof::ClockOffset{0, -5 * kMs, 10'000, 8};
-  trace.threads = {dlprof::ThreadInfo{7, "main"}};
-  trace.names = {"ProfilerStep#3", "forward", "record_param_comms"};
-  const auto slice = [&](std::uint32_t name, std::int64_t start, std::int64_t end, dlprof::EventKind kind,
-                         dlprof::Category category) {
-    dlprof::TraceEvent event;
-    event.name = name;
-    event.start_ns = start;
-    event.end_ns = end;
-    event.kind = kind;
-    event.category = category;
-    trace.events.push_back(event);
-  };
-  slice(0, 100 * kMs, 200 * kMs, dlprof::EventKind::Step, dlprof::Category::Step);
-  slice(1, 110 * kMs, 150 * kMs, dlprof::EventKind::Range, dlprof::Category::Forward);
-  slice(2, 160 * kMs, 170 * kMs, dlprof::EventKind::Op, dlprof::Category::Communication);
   dlprof::CollectiveCall call;
-  call.start_ns = 160 * kMs;
   call.name = "allreduce";
   call.dtype = "Float";
   call.in_nelems = call.out_nelems = 1000;
   call.group_size = 2;
   call.group_name = "0";
   call.seq = 9;
-  trace.collectives.push_back(call);
+  dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                            .rank(1, 2)
+                            .step(3, 100 * kMs, 200 * kMs)
+                            .range("forward", 110 * kMs, 150 * kMs, dlprof::Category::Forward)
+                            .collective(call, 160 * kMs, 170 * kMs)
+                            .trace();
+  trace.distributed.clock_offset = dlprof::ClockOffset{0, -5 * kMs, 10'000, 8};
   const RankCollectives summary = analysis::summarize_collectives(trace);
   ASSERT_EQ(summary.steps.size(), 1u);
   EXPECT_EQ(summary.steps[0].number, 3);

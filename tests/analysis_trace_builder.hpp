@@ -130,6 +130,14 @@ class AnalysisTraceBuilder {
     trace_.devices.push_back(properties);
     return *this;
   }
+  /// A collective call: its record_param_comms op on `thread` and what it moved; `call`'s
+  /// thread and start are the op's.
+  AnalysisTraceBuilder& collective(dlprof::CollectiveCall call, std::int64_t start, std::int64_t end, std::uint32_t thread = 0) {
+    call.thread = thread;
+    call.start_ns = start;
+    trace_.collectives.push_back(std::move(call));
+    return op("record_param_comms", start, end, 0, dlprof::Category::Communication, thread);
+  }
   AnalysisTraceBuilder& rank(std::int64_t rank, std::int64_t world_size) {
     trace_.distributed.rank = rank;
     trace_.distributed.world_size = world_size;

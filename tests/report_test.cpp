@@ -106,40 +106,26 @@ std::vector<dlprof::Trace> two_ranks() {
 // two_ranks() with an all-reduce in each step 2: rank 1 computes 1 ms longer in a forward range
 // and enters the all-reduce 1 ms after rank 0 (both leave at 3.5 ms).
 std::vector<dlprof::Trace> two_ranks_with_collectives() {
-  std::vector<dlprof::Trace> ranks = two_ranks();
-  for (dlprof::Trace& trace : ranks) {
-    const bool late = trace.distributed.rank == 1;
-    const auto add = [&](std::string_view name, std::int64_t start, std::int64_t end, dlprof::EventKind kind,
-                         dlprof::Category category) {
-      dlprof::TraceEvent event;
-      event.name = static_cast<std::uint32_t>(trace.names.size());
-      trace.names.emplace_back(name);
-      event.start_ns = start;
-      event.end_ns = end;
-      event.kind = kind;
-      event.category = category;
-      trace.events.push_back(event);
-    };
-    add("forward", 2'100'000, late ? 3'100'000 : 2'100'100, dlprof::EventKind::Range, dlprof::Category::Forward);
+  std::vector<dlprof::Trace> ranks;
+  for (const std::int64_t rank : {1, 0}) {
+    const bool late = rank == 1;
     const std::int64_t enter = late ? 3'200'000 : 2'200'000;
-    add("record_param_comms", enter, 3'500'000, dlprof::EventKind::Op, dlprof::Category::Communication);
-    add("gloo:all_reduce", enter + 1000, 3'499'000, dlprof::EventKind::Range, dlprof::Category::Communication);
-    std::stable_sort(trace.events.begin(), trace.events.end(), [](const dlprof::TraceEvent& a, const dlprof::TraceEvent& b) {
-      return std::tie(a.thread, a.start_ns) < std::tie(b.thread, b.start_ns) ||
-             (std::tie(a.thread, a.start_ns) == std::tie(b.thread, b.start_ns) && a.end_ns > b.end_ns);
-    });
     dlprof::CollectiveCall call;
-    call.start_ns = enter;
     call.name = "allreduce";
     call.backend = "gloo";
     call.dtype = "Float";
     call.in_nelems = call.out_nelems = 1 << 18;
     call.group_size = 2;
-    call.rank = trace.distributed.rank;
+    call.rank = rank;
     call.group_name = "0";
     call.group_ranks = "[0, 1]";
     call.seq = 5;
-    trace.collectives.push_back(call);
+    ranks.push_back(one_rank_builder(late ? 6 * kMs : 5 * kMs)
+                        .rank(rank, 2)
+                        .range("forward", 2'100'000, late ? 3'100'000 : 2'100'100, dlprof::Category::Forward)
+                        .collective(call, enter, 3'500'000)
+                        .range("gloo:all_reduce", enter + 1000, 3'499'000, dlprof::Category::Communication)
+                        .trace());
   }
   return ranks;
 }
