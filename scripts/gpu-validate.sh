@@ -7,8 +7,12 @@
 #  3. runs it with the profiler off and on, alternately, and prints the step-time overhead of
 #     collecting CPU ranges and CUPTI activity;
 #  4. runs it under DLPROF_MODE=flight-recorder with CUDA activity and checks that a dump asked for
-#     by the trigger file holds kernels.
-# Exits 1 when a check of step 2 or 4 fails (after the others have run), 0 otherwise.
+#     by the trigger file holds kernels;
+#  5. where Python's PyTorch brings a LibTorch with NCCL, builds examples/distributed_training
+#     against it and trains one rank over NCCL: its trace must hold the all-reduces as
+#     record_param_comms ops with their args, NCCL kernels linked to them, and distributedInfo
+#     with backend nccl, pg_config and nccl_version.
+# Exits 1 when a check of step 2, 4 or 5 fails (after the others have run), 0 otherwise.
 #
 # Environment:
 #   DLPROF_DEPS_PREFIX  an install prefix holding what the machine's packages lack: fmt's headers
@@ -95,6 +99,62 @@ print(f"flight-recorder dump: {trace.get('dlprof_flight_recorder')!r}: {len(kern
 if not kernels:
     sys.exit("gpu-validate: the flight recorder's dump has no kernels")
 EOF
+
+echo "== one rank over NCCL: collectives recorded, NCCL kernels linked to them"
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+if [[ -z $torch_prefix ]]; then
+  echo "skipped: Python has no PyTorch, so there is no LibTorch with NCCL to build against"
+else
+  nccl_build=$build-nccl
+  nccl_configure=(-S . -B "$nccl_build" -DCMAKE_BUILD_TYPE=Release -DDLPROF_WITH_CUDA=ON -DDLPROF_WITH_TORCH=ON
+                  -DDLPROF_BUILD_TESTS=OFF -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=ON
+                  -DCMAKE_PREFIX_PATH="${DLPROF_DEPS_PREFIX:+$DLPROF_DEPS_PREFIX;}$torch_prefix")
+  if [[ -n ${DLPROF_DEPS_PREFIX:-} ]]; then
+    nccl_configure+=(-DZLIB_ROOT="$DLPROF_DEPS_PREFIX")
+  fi
+  if command -v ninja >/dev/null; then
+    nccl_configure+=(-G Ninja)
+  fi
+  cmake "${nccl_configure[@]}" >/dev/null
+  if ! cmake --build "$nccl_build" --target distributed_training -j "$(nproc)"; then
+    echo "gpu-validate: distributed_training does not build against $torch_prefix" >&2
+    validation=1
+  else
+    rm -rf "$nccl_build/log"
+    RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=${GPU_VALIDATE_PORT:-29531} \
+      "$nccl_build/examples/distributed_training" --backend nccl --steps 6 --log-dir "$nccl_build/log" || validation=1
+    python3 - "$nccl_build/log" <<'EOF' || validation=1
+import glob, json, sys
+files = sorted(glob.glob(sys.argv[1] + "/*.pt.trace.json"))
+if not files:
+    sys.exit("gpu-validate: the NCCL run wrote no trace")
+trace = json.load(open(files[0]))
+events = trace["traceEvents"]
+info = trace.get("distributedInfo", {})
+comms = [e for e in events if e.get("name") == "record_param_comms" and e.get("args", {}).get("Collective name") == "allreduce"]
+# A kernel carries the External id of the innermost op or range that launched it: the all-reduce's
+# record_param_comms op or the nccl:all_reduce range inside it.
+ranges = [e for e in events if e.get("name", "").startswith("nccl:all_reduce")]
+external = {e.get("args", {}).get("External id") for e in comms + ranges} - {None}
+nccl = [e for e in events if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower()]
+linked = [e for e in nccl if e.get("args", {}).get("External id") in external]
+print(f"NCCL run: backend {info.get('backend')!r}, nccl_version {info.get('nccl_version')!r}, "
+      f"{len(info.get('pg_config', []))} group(s); {len(comms)} all-reduces recorded, {len(nccl)} NCCL kernels, "
+      f"{len(linked)} linked to an all-reduce")
+problems = []
+if info.get("backend") != "nccl" or not info.get("nccl_version") or not info.get("pg_config"):
+    problems.append("distributedInfo lacks backend nccl, nccl_version or pg_config")
+if not comms:
+    problems.append("no record_param_comms all-reduce")
+if not nccl:
+    problems.append("no NCCL kernel")
+elif len(linked) < len(nccl):
+    problems.append(f"{len(nccl) - len(linked)} NCCL kernels not linked to their all-reduce")
+if problems:
+    sys.exit("gpu-validate: " + "; ".join(problems))
+EOF
+  fi
+fi
 
 if ((validation != 0)); then
   echo "gpu-validate: the trace checks failed (see above)" >&2

@@ -118,6 +118,27 @@ TEST(CollectiveAnalysisTest, MissingRanksOtherJobsAndOtherStepsAreNamed) {
   EXPECT_EQ(result.instances.size(), 3u) << "matched by Seq whatever the step numbers";
 }
 
+// A rank of another job with the same world size lists other members in a group that the other
+// ranks list too; groups a rank does not list (subgroups it is not in) are not held against it.
+TEST(CollectiveAnalysisTest, ARankWhoseProcessGroupDiffersIsFromAnotherJob) {
+  const dlprof::ProcessGroupInfo world{"0", "default_pg", "cpu:gloo", 4, {0, 1, 2, 3}};
+  std::vector<RankCollectives> ranks;
+  for (std::int64_t r = 0; r < 4; ++r) {
+    ranks.push_back(rank_of(r, 4, 2, 0, {0, 0, 0, 0}));
+    ranks.back().groups = {world, dlprof::ProcessGroupInfo{r < 2 ? "1" : "2", "", "cpu:gloo", 2, {r / 2 * 2, r / 2 * 2 + 1}}};
+  }
+  ranks.push_back(rank_of(3, 4, 2, 0, {0, 0, 0, 0}));
+  ranks.back().groups = {dlprof::ProcessGroupInfo{"0", "default_pg", "cpu:gloo", 4, {0, 1, 2, 4}}};
+  ranks.push_back(rank_of(2, 4, 2, 0, {0, 0, 0, 0}));  // lists no groups: not compared
+  const analysis::CollectiveAnalysis result = analysis::analyze_collectives(ranks);
+  ASSERT_EQ(result.problems.size(), 2u) << fmt::format("{}", fmt::join(result.problems, "\n"));
+  EXPECT_EQ(result.problems[0],
+            "rank 3's process group \"0\" is cpu:gloo of 4 ranks [0, 1, 2, 4], the other ranks' cpu:gloo of 4 ranks [0, 1, 2, 3]: "
+            "it is from another job, left out");
+  EXPECT_THAT(result.problems[1], HasSubstr("rank 2 has more than one trace in this window"));
+  EXPECT_EQ(result.ranks.size(), 4u);
+}
+
 TEST(CollectiveAnalysisTest, ATracesCollectivesAreSummarizedOnTheReferenceClock) {
   dlprof::CollectiveCall call;
   call.name = "allreduce";

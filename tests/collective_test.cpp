@@ -132,7 +132,8 @@ TEST(CollectiveTest, RegisteredProcessGroupsAreInDistributedInfo) {
   group.backend_config = "cuda:nccl";
   group.size = 1;
   group.ranks = {1};
-  dlprof::register_process_group(group, "2.21.5");
+  dlprof::register_process_group(group);
+  dlprof::register_nccl_version("2.21.5");
   const auto trace = record_one_step([] {});
   ASSERT_NE(trace, nullptr);
   const nlohmann::json document = written(*trace);

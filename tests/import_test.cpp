@@ -344,6 +344,9 @@ Trace every_kind_of_event() {
   trace.distributed.rank = 3;
   trace.distributed.world_size = 8;
   trace.distributed.clock_offset = dlprof::ClockOffset{0, -1'234'567, 42'000, 16};
+  trace.distributed.groups = {dlprof::ProcessGroupInfo{"0", "default_pg", "cuda:nccl", 8, {0, 1, 2, 3, 4, 5, 6, 7}},
+                              dlprof::ProcessGroupInfo{"1", "tp \"pairs\"", "cuda:nccl", 2, {2, 3}}};
+  trace.distributed.nccl_version = "2.21.5";
   dlprof::DeviceProperties device;
   device.id = 0;
   device.name = "NVIDIA H100 80GB HBM3";
@@ -544,6 +547,13 @@ void expect_same(const Trace& expected, const Trace& actual) {
   EXPECT_EQ(actual.distributed.backend, expected.distributed.backend);
   EXPECT_EQ(actual.distributed.rank, expected.distributed.rank);
   EXPECT_EQ(actual.distributed.world_size, expected.distributed.world_size);
+  EXPECT_EQ(actual.distributed.nccl_version, expected.distributed.nccl_version);
+  ASSERT_EQ(actual.distributed.groups.size(), expected.distributed.groups.size());
+  for (std::size_t i = 0; i < expected.distributed.groups.size(); ++i) {
+    const dlprof::ProcessGroupInfo& a = actual.distributed.groups[i];
+    const dlprof::ProcessGroupInfo& e = expected.distributed.groups[i];
+    EXPECT_EQ(std::tie(a.name, a.desc, a.backend_config, a.size, a.ranks), std::tie(e.name, e.desc, e.backend_config, e.size, e.ranks));
+  }
   ASSERT_EQ(actual.distributed.clock_offset.has_value(), expected.distributed.clock_offset.has_value());
   if (const auto& e = expected.distributed.clock_offset) {
     const dlprof::ClockOffset& a = *actual.distributed.clock_offset;
@@ -982,6 +992,39 @@ TEST(ImportRoundTripTest, NonFiniteCounterSamplesRoundTrip) {
   ASSERT_EQ(count_events(bare, EventKind::Counter), 2u);
   EXPECT_TRUE(std::isnan(find_event(bare, "loss")->value));
   EXPECT_EQ(find_event(bare, "norm")->value, -std::numeric_limits<double>::infinity());
+}
+
+// distributedInfo's process groups as PyTorch 2.x writes them (pg_size a number, or text in some
+// writers; ranks numbers), and as a writer that gets them wrong: kept in the metadata, noted.
+TEST(ImportTest, ProcessGroupsAndNcclVersionAreRead) {
+  const Trace trace = parse(R"json({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 4, "pg_count": 2,
+    "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+                  {"pg_name": 1, "pg_desc": "tp", "backend_config": "cuda:nccl", "pg_size": "2", "ranks": [0, "1"]}],
+    "nccl_version": "2.21.5"},
+    "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})json");
+  ASSERT_EQ(trace.distributed.groups.size(), 2u);
+  EXPECT_EQ(trace.distributed.groups[0].name, "0");
+  EXPECT_EQ(trace.distributed.groups[0].desc, "default_pg");
+  EXPECT_EQ(trace.distributed.groups[0].backend_config, "cuda:nccl");
+  EXPECT_EQ(trace.distributed.groups[0].size, 4);
+  EXPECT_THAT(trace.distributed.groups[0].ranks, ::testing::ElementsAre(0, 1, 2, 3));
+  EXPECT_EQ(trace.distributed.groups[1].name, "1");
+  EXPECT_EQ(trace.distributed.groups[1].size, 2);
+  EXPECT_THAT(trace.distributed.groups[1].ranks, ::testing::ElementsAre(0, 1));
+  EXPECT_EQ(trace.distributed.nccl_version, "2.21.5");
+  EXPECT_TRUE(trace.metadata.empty());
+  EXPECT_TRUE(trace.read_result.notes.empty());
+  EXPECT_EQ(parse(R"({"distributedInfo": {"nccl_version": 22105}, "traceEvents": []})").distributed.nccl_version, "22105");
+
+  const std::string odd = R"json({"distributedInfo": {"rank": 0, "world_size": 2, "pg_config": [{"pg_name": "0", "ranks": "all"}]},
+    "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})json";
+  const Trace lenient = parse(odd);
+  EXPECT_TRUE(lenient.distributed.groups.empty());
+  EXPECT_THAT(lenient.metadata, ::testing::ElementsAre(std::pair<std::string, std::string>{
+                                    "distributedInfo.pg_config", R"([{"pg_name": "0", "ranks": "all"}])"}));
+  EXPECT_THAT(lenient.read_result.notes, ::testing::ElementsAre(HasSubstr("\"pg_config\" is not a list of process groups")));
+  EXPECT_THAT(read_error([&] { parse_strictly(odd); }).reason(), HasSubstr("\"pg_config\" must be a list of process groups"));
+  EXPECT_TRUE(parse(R"({"distributedInfo": {"pg_config": null}, "traceEvents": []})").read_result.notes.empty());
 }
 
 TEST(ImportLenientTest, NegativeRankOrWorldSizeIsNotUsed) {

@@ -296,6 +296,28 @@ TEST(ReportTest, CollectivesAcrossRanksNameTheRankThatArrivesLast) {
   EXPECT_THAT(html, HasSubstr("id=\"collectives-ranks\""));
 }
 
+// A report over many ranks keeps each rank's analyses, not its trace: made from analyse_rank()'s
+// summaries, in any order, it is the report of the traces themselves.
+TEST(ReportTest, AReportFromAnalysedRanksIsTheReportOfTheirTraces) {
+  const std::vector<dlprof::Trace> traces = two_ranks_with_collectives();
+  const dlprof::Report of_traces = dlprof::make_report(traces);
+  std::vector<dlprof::AnalysedRank> analysed;
+  for (auto trace = traces.rbegin(); trace != traces.rend(); ++trace) analysed.push_back(dlprof::analyse_rank(dlprof::Trace(*trace)));
+  for (const dlprof::AnalysedRank& rank : analysed) {
+    ASSERT_NE(rank.trace, nullptr);
+    EXPECT_TRUE(rank.trace->events.empty() && rank.trace->gpu_events.empty() && rank.trace->api_events.empty() &&
+                rank.trace->collectives.empty())
+        << "its events are released";
+    EXPECT_FALSE(rank.trace->names.empty()) << "the report's views point into its names";
+    EXPECT_TRUE(rank.has_collectives);
+  }
+  const dlprof::Report of_analysed = dlprof::make_report(std::move(analysed));
+  ASSERT_TRUE(of_analysed.collectives.has_value());
+  EXPECT_EQ(dlprof::render_json(of_analysed), dlprof::render_json(of_traces));
+  EXPECT_EQ(dlprof::render_text(of_analysed), dlprof::render_text(of_traces));
+  EXPECT_EQ(dlprof::render_html(of_analysed), dlprof::render_html(of_traces));
+}
+
 TEST(ReportTextTest, FormatterProfilerAndEmptyInput) {
   const dlprof::Report report = dlprof::make_report(one_rank());  // keeps the temporary trace
   EXPECT_EQ(fmt::format("{}", report), dlprof::render_text(report));
@@ -841,6 +863,42 @@ TEST(TraceWindowsTest, ARepeatingScheduleReadsBackWindowByWindow) {
   ASSERT_EQ(latest.size(), 1u);
   EXPECT_EQ(steps_of(latest[0]), std::vector<std::string>{"ProfilerStep#2"});
   EXPECT_THAT(latest[0].read_result.notes, ::testing::ElementsAre(HasSubstr("window 3 of 3, the latest")));
+}
+
+// Read with a summarizer, a run is never held whole: each file is summarized as soon as it is
+// read, before the next is read, and the windows and notes are read_trace_windows()'s.
+TEST(TraceWindowsTest, ASummarizingReadHoldsOneTraceAtATime) {
+  const dlprof_test::TempDir tmp;
+  const fs::path dir = tmp.path() / "run";
+  fs::create_directories(dir);
+  const std::vector<dlprof::Trace> traces = two_ranks_with_collectives();
+  for (const dlprof::Trace& trace : traces) trace.save((dir / fmt::format("rank{}.pt.trace.json", trace.distributed.rank)).string());
+  std::ofstream(dir / "config.json") << R"({"lr": 0.1})";
+
+  std::vector<std::string> order;
+  dlprof::ReadOptions options;
+  options.progress = [&](const dlprof::ReadProgress& progress) {
+    const std::string read = fmt::format("read file {}", progress.file_index);
+    if (progress.bytes_done == progress.bytes_total && (order.empty() || order.back() != read)) order.push_back(read);
+  };
+  const auto windows = dlprof::read_trace_windows({dir.string()}, options, [&](dlprof::Trace&& trace) {
+    order.push_back(fmt::format("summarized rank {}", trace.distributed.rank));
+    return dlprof::analyse_rank(std::move(trace));
+  });
+  EXPECT_THAT(order, ::testing::ElementsAre("read file 0", "read file 1", "summarized rank 0", "read file 2",
+                                            "summarized rank 1"))
+      << "config.json (file 0) is no trace; each rank's file is summarized before the next is read";
+  ASSERT_EQ(windows.size(), 1u);
+  ASSERT_EQ(windows[0].ranks.size(), 2u);
+  EXPECT_EQ(windows[0].ranks[0].report.rank, 0);
+  EXPECT_EQ(windows[0].ranks[1].report.rank, 1);
+  EXPECT_THAT(windows[0].notes, ::testing::ElementsAre(HasSubstr("config.json' left out of the set")));
+
+  std::vector<dlprof::AnalysedRank> ranks = windows[0].ranks;
+  const std::vector<dlprof::Trace> whole = dlprof::read_trace_set({dir.string()});
+  std::vector<std::string>& notes = ranks.front().report.read.notes;
+  notes.insert(notes.end(), windows[0].notes.begin(), windows[0].notes.end());
+  EXPECT_EQ(dlprof::render_json(dlprof::make_report(std::move(ranks))), dlprof::render_json(dlprof::make_report(whole)));
 }
 
 #ifdef DLPROF_REPORT_CLI

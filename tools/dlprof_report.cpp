@@ -250,22 +250,40 @@ void refuse_output_onto_input(const Options& options) {
   }
 }
 
-/// The traces to report on: one window's, of every rank or of --rank's.
+/// The ranks to report on: one window's, of every rank or of --rank's, each analysed as it was
+/// read and kept without its events, so that a run of many ranks is never held whole.
 struct Input {
-  std::vector<dlprof::Trace> traces;
+  std::vector<dlprof::AnalysedRank> ranks;
   std::size_t window = 1;   ///< which, from 1
   std::size_t windows = 1;  ///< of how many
 };
 
-Input read_traces(const Options& options) {
+dlprof::ReportOptions report_options(const Options& options) {
+  dlprof::ReportOptions report;
+  report.analysis.hta_compat = options.hta_compat;
+  report.top_rows = options.top_rows;
+  return report;
+}
+
+Input read_ranks(const Options& options) {
   LoadProgress progress;
   dlprof::ReadOptions read_options;
   read_options.strict = options.strict;
   read_options.progress = [&progress](const dlprof::ReadProgress& at) { progress(at); };
-  std::vector<std::vector<dlprof::Trace>> windows;
+  const dlprof::ReportOptions analysis_options = report_options(options);
+  // Another rank than --rank's is only counted: its rank is all the window needs of it.
+  const auto analyse = [&](dlprof::Trace&& trace) {
+    if (options.rank && trace.distributed.rank != *options.rank) {
+      dlprof::AnalysedRank other;
+      other.report.rank = trace.distributed.rank;
+      return other;
+    }
+    return dlprof::analyse_rank(std::move(trace), analysis_options);
+  };
+  std::vector<dlprof::TraceWindow<dlprof::AnalysedRank>> windows;
   try {
     refuse_output_onto_input(options);
-    windows = dlprof::read_trace_windows(options.paths, read_options);
+    windows = dlprof::read_trace_windows(options.paths, read_options, analyse);
   } catch (const dlprof::TraceReadError& error) {
     progress.finish();
     throw InputError(without_library_prefix(error.what()));
@@ -283,34 +301,34 @@ Input read_traces(const Options& options) {
                                  "or last",
                                  input.window, inputs, options.paths.size() == 1 ? "s" : "", windows.size(), windows.size()));
   }
-  std::vector<dlprof::Trace>& traces = windows[input.window - 1];
+  dlprof::TraceWindow<dlprof::AnalysedRank>& window = windows[input.window - 1];
   if (options.rank) {
-    const auto ranked = std::find_if(traces.begin(), traces.end(),
-                                     [&](const dlprof::Trace& trace) { return trace.distributed.rank == *options.rank; });
-    if (ranked == traces.end()) {
+    const auto ranked = std::find_if(window.ranks.begin(), window.ranks.end(),
+                                     [&](const dlprof::AnalysedRank& rank) { return rank.report.rank == *options.rank; });
+    if (ranked == window.ranks.end()) {
       std::vector<std::int64_t> found;
-      for (const dlprof::Trace& trace : traces) found.push_back(trace.distributed.rank);
+      for (const dlprof::AnalysedRank& rank : window.ranks) found.push_back(rank.report.rank);
       throw InputError(fmt::format("--rank {}: no trace of that rank in {} (it has rank{} {})", *options.rank,
                                    input.windows > 1 ? fmt::format("window {} of the input", input.window) : "the input",
                                    found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
     }
-    input.traces.push_back(std::move(*ranked));
+    input.ranks.push_back(std::move(*ranked));
   } else {
-    input.traces = std::move(traces);
+    input.ranks = std::move(window.ranks);
   }
+  std::vector<std::string>& notes = input.ranks.front().report.read.notes;
+  notes.insert(notes.end(), window.notes.begin(), window.notes.end());
   return input;
 }
 
-std::string render(const Options& options, const Input& input) {
-  dlprof::ReportOptions report_options;
-  report_options.analysis.hta_compat = options.hta_compat;
-  report_options.top_rows = options.top_rows;
+std::string render(const Options& options, Input input) {
+  dlprof::ReportOptions report_options = ::report_options(options);
   report_options.title = fmt::format("{}", fmt::join(options.paths, " "));
   std::vector<std::string> selected;
   if (input.windows > 1) selected.push_back(fmt::format("window {} of {}", input.window, input.windows));
   if (options.rank) selected.push_back(fmt::format("rank {}", *options.rank));
   if (!selected.empty()) report_options.title += fmt::format(" ({})", fmt::join(selected, ", "));
-  const dlprof::Report report = dlprof::make_report(input.traces, report_options);
+  const dlprof::Report report = dlprof::make_report(std::move(input.ranks), report_options);
   switch (options.format) {
     case Format::Json: return dlprof::render_json(report);
     case Format::Html: return dlprof::render_html(report);
@@ -355,7 +373,7 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  const std::string text = render(options, read_traces(options));
+  const std::string text = render(options, read_ranks(options));
   if (!options.output.empty()) {
     write_file(options.output, text);
   } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {

@@ -99,12 +99,20 @@ inline std::string collective_description(const Collective& call) {
 
 }  // namespace detail
 
+/// Whether a ScopedCollective records, inside its op, a range named after the call
+/// ("gloo:all_reduce"): a library that records an op of that name itself (c10d's process groups,
+/// through LibTorch's RecordFunction) needs none, and a second would count every call twice in
+/// TensorBoard's distributed view.
+enum class BackendRange : bool { Record, Omit };
+
 /// A collective call on the calling thread, from construction to destruction: while a Profiler
-/// records, a `record_param_comms` op (Category::Communication) with `call`'s description and
-/// a range named after the call inside it. Like ScopedRange, it cannot be copied or moved.
+/// records, a `record_param_comms` op (Category::Communication) with `call`'s description and,
+/// unless omitted, a range named after the call inside it. Like ScopedRange, it cannot be copied
+/// or moved.
 class ScopedCollective {
  public:
-  explicit ScopedCollective(const Collective& call) noexcept : flags_(detail::active_flags()) {
+  explicit ScopedCollective(const Collective& call, BackendRange backend_range = BackendRange::Record) noexcept
+      : flags_(detail::active_flags()) {
     if (DLPROF_LIKELY(flags_ == 0)) return;
     try {
       if (flags_ & detail::kRecording) {
@@ -114,7 +122,8 @@ class ScopedCollective {
         detail::current_ring();  // set up before the clock is read, as a range does
         start_ = detail::now_ticks();
       }
-      range_.emplace(detail::collective_range_name(call.backend, call.name), Category::Communication);
+      if (backend_range == BackendRange::Record)
+        range_.emplace(detail::collective_range_name(call.backend, call.name), Category::Communication);
     } catch (...) {  // no memory for the names: the call is not recorded, training goes on
       flags_ = 0;
     }

@@ -8,7 +8,9 @@
 //
 // Each call returns once the collective has completed on this process: the work c10d hands back
 // is waited for inside the recorded range, so the range measures the collective as this rank saw
-// it, waiting for the others included.
+// it, waiting for the others included. (NCCL's wait orders the caller's CUDA stream after the
+// collective and returns: there the range is the launch, and the GPU activity, linked to the
+// range, holds the NCCL kernel.)
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -26,15 +28,20 @@
 #include "dlprof/collective.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/torch.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 
+/// A c10d process group whose calls are recorded. `Group` is the type wrapped, deduced from the
+/// pointer given: c10d::ProcessGroup, or one backend such as c10d::ProcessGroupGloo or (LibTorch
+/// with CUDA) c10d::ProcessGroupNCCL, which LibTorch 2 derives from c10d::Backend.
+template <class Group = c10d::ProcessGroup>
 class ProfiledProcessGroup {
  public:
   /// Wraps `group`, which is named `name` and `desc` as c10d names groups ("0" and "default_pg" for
   /// the world), and whose members have the global ranks `global_ranks` (empty: 0 to size - 1).
-  explicit ProfiledProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> group, std::string name = "0",
+  explicit ProfiledProcessGroup(c10::intrusive_ptr<Group> group, std::string name = "0",
                                 std::string desc = "default_pg", std::vector<std::int64_t> global_ranks = {})
       : group_(std::move(group)), name_(std::move(name)), desc_(std::move(desc)), backend_(group_->getBackendName()) {
     if (global_ranks.empty())
@@ -107,7 +114,9 @@ class ProfiledProcessGroup {
     offset.reference_rank = reference;
     offset.round_trips = round_trips;
     const int me = group_->getRank();
-    std::vector<at::Tensor> message{torch::zeros({1}, torch::kInt64)};
+    // NCCL moves GPU tensors only.
+    const torch::Device device = backend_ == "nccl" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    std::vector<at::Tensor> message{torch::zeros({1}, torch::TensorOptions(device).dtype(torch::kInt64))};
     if (me == reference) {
       for (int peer = 0; peer < group_->getSize(); ++peer) {
         if (peer == reference) continue;
@@ -136,7 +145,7 @@ class ProfiledProcessGroup {
     return offset;
   }
 
-  c10d::ProcessGroup& group() const noexcept { return *group_; }
+  Group& group() const noexcept { return *group_; }
   int rank() const { return group_->getRank(); }
   int size() const { return group_->getSize(); }
 
@@ -171,13 +180,16 @@ class ProfiledProcessGroup {
 
   template <class Launch>
   c10::intrusive_ptr<c10d::Work> run(const Collective& described, Launch&& launch) {
-    const ScopedCollective recorded(described);
+    // While dlprof observes LibTorch's ops, c10d's own "gloo:all_reduce" op is recorded (on the
+    // backend's thread for Gloo), as torch.profiler records it: no range of that name is added.
+    const ScopedCollective recorded(described, detail::TorchOpObserver::instance().installed() ? BackendRange::Omit
+                                                                                                 : BackendRange::Record);
     c10::intrusive_ptr<c10d::Work> work = launch();
     work->wait();
     return work;
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<Group> group_;
   std::string name_;
   std::string desc_;
   std::string backend_;

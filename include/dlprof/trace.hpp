@@ -148,18 +148,25 @@ inline ProcessGroupRegistry& process_group_registry() {
 }  // namespace detail
 
 /// Lists `group` in the distributedInfo of the traces written from now on (a group of the same
-/// name is replaced); the first group registered gives the backend. `nccl_version`, when not
-/// empty, is written as nccl_version. dlprof/torch_distributed.hpp registers the groups it wraps.
-inline void register_process_group(ProcessGroupInfo group, std::string_view nccl_version = {}) {
+/// name is replaced); the first group registered gives the backend. dlprof/torch_distributed.hpp
+/// registers the groups it wraps.
+inline void register_process_group(ProcessGroupInfo group) {
   detail::ProcessGroupRegistry& registry = detail::process_group_registry();
   const std::lock_guard<std::mutex> lock(registry.mutex);
-  if (!nccl_version.empty()) registry.nccl_version = std::string(nccl_version);
   for (ProcessGroupInfo& known : registry.groups)
     if (known.name == group.name) {
       known = std::move(group);
       return;
     }
   registry.groups.push_back(std::move(group));
+}
+
+/// Writes `version` ("2.21.5", c10d::getNcclVersion()) as distributedInfo's nccl_version in the
+/// traces written from now on.
+inline void register_nccl_version(std::string_view version) {
+  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.nccl_version = std::string(version);
 }
 
 /// Writes `offset` into the traces written from now on (ProfiledProcessGroup::align_clocks).

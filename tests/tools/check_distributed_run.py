@@ -2,7 +2,7 @@
 """Runs examples/distributed_training on N ranks under Open MPI's mpirun on this machine (loopback)
 and checks what every rank wrote: one trace per rank in one directory, each with its own rank in
 distributedInfo (backend, world_size, pg_count, pg_config) and the gradient all-reduces as c10d
-records them (record_param_comms ops with their args, around gloo:all_reduce ranges).
+records them (record_param_comms ops with their args, and LibTorch's gloo:all_reduce ops).
 
     check_distributed_run.py TRAINING_BINARY OUT_DIR [--ranks 4] [--report DLPROF_REPORT
         [--expect-straggler R]] [-- extra training flags]
@@ -46,6 +46,9 @@ def main():
                         "fail its collectives, write what they recorded and exit 1; the report names it missing")
     parser.add_argument("--hta-python", help="a Python with HTA: it must read every rank of the directory, and its "
                         "per-rank communication/computation overlap agree with dlprof-report's within 0.5 pp")
+    parser.add_argument("--tb-python", help="a Python with torch-tb-profiler: its distributed view must show every rank, "
+                        "each with as many all-reduces as its trace holds (and with --expect-straggler, that rank "
+                        "synchronizing least)")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -84,15 +87,15 @@ def main():
         ranks.add(rank)
         events = trace["traceEvents"]
         comms = [e for e in events if e.get("name") == "record_param_comms"]
-        # LibTorch's own gloo:all_reduce, on Gloo's worker thread, is recorded too: each op on the
-        # training thread holds one range of that name.
-        for op in comms:
-            inside = [e for e in events if e.get("name") == "gloo:all_reduce" and e.get("tid") == op["tid"]
-                      and op["ts"] <= e["ts"] and e["ts"] + e["dur"] <= op["ts"] + op["dur"] + 0.001]
-            if len(inside) != 1 or inside[0].get("cat") != "user_annotation":
-                fail(f"{name}: the record_param_comms op at {op['ts']} holds {len(inside)} gloo:all_reduce ranges")
         if not comms:
             fail(f"{name}: no record_param_comms op")
+        # As torch.profiler records them: LibTorch's own gloo:all_reduce op, one per all-reduce, on
+        # Gloo's worker thread, and nothing of that name on the training thread.
+        backend_ops = [e for e in events if e.get("name") == "gloo:all_reduce"]
+        if len(backend_ops) != len(comms) or any(e.get("cat") != "cpu_op" or e.get("tid") == comms[0]["tid"]
+                                                 for e in backend_ops):
+            fail(f"{name}: {len(comms)} record_param_comms ops, but gloo:all_reduce events "
+                 f"{[(e.get('cat'), e.get('tid')) for e in backend_ops]}")
         for op in comms:
             a = op["args"]
             if (a.get("Collective name") != "allreduce" or a.get("dtype") != "Float" or a.get("In msg nelems", 0) <= 0
@@ -178,6 +181,8 @@ def check_report(args):
             fail(f"a collective matched on {instance['ranks']} ranks, not {args.ranks}: {instance}")
     if args.hta_python:
         check_hta(args, report)
+    if args.tb_python:
+        check_tensorboard(args)
     straggler = collectives["straggler"]
     advice = [r for r in report["recommendations"] if r["id"] == "straggler"]
     for rank in collectives["ranks"]:
@@ -221,6 +226,52 @@ def check_hta(args, report):
         elif ours["communication_us"] == 0 or abs(ours["overlap_pct"] - theirs) > 0.5:
             fail(f"rank {rank['rank']}: comm/comp overlap HTA {theirs}%, dlprof {ours}")
     print(f"HTA read ranks {hta['ranks']}; comm/comp overlap per rank HTA {hta['overlap']} agrees with dlprof-report")
+
+
+TB_SCRIPT = r"""
+import json, sys
+def main():
+    from torch_tb_profiler import io
+    from torch_tb_profiler.profiler.loader import RunLoader
+    run = RunLoader("dlprof", sys.argv[1], io.Cache()).load()
+    views = [p for p in run.profiles.values() if type(p).__name__ == "DistributedRunProfile"]
+    if not views:
+        print("TB_RESULT " + json.dumps(None))
+        return
+    view = views[0]
+    calls = {worker: {row[0]: row[1] for row in table["rows"]} for worker, table in view.comm_ops["data"].items()}
+    waits = {worker: times[1] for worker, times in view.steps_to_wait["data"]["all"].items()}
+    print("TB_RESULT " + json.dumps({"calls": calls, "synchronizing_us": waits}))
+if __name__ == "__main__":
+    main()
+"""
+
+
+def check_tensorboard(args):
+    """TensorBoard's profiler plugin reads every rank into its distributed view (workers named as
+    tensorboard_trace_handler names them, rank<R>), with each rank's all-reduces counted once."""
+    run = subprocess.run([args.tb_python, "-c", TB_SCRIPT, args.out_dir], capture_output=True, text=True, timeout=240)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("TB_RESULT ")]
+    if run.returncode != 0 or not lines:
+        fail(f"TensorBoard's plugin could not read {args.out_dir} ({run.returncode}):\n{run.stderr[-3000:]}")
+    tb = json.loads(lines[-1][len("TB_RESULT "):])
+    if tb is None:
+        fail("TensorBoard's plugin shows no distributed view of the ranks")
+    expected = {f"rank{r}" for r in range(args.ranks) if r != args.expect_dead}
+    if set(tb["calls"]) != expected:
+        fail(f"TensorBoard's distributed view shows workers {sorted(tb['calls'])}, expected {sorted(expected)}")
+    for path in glob.glob(os.path.join(args.out_dir, "*.pt.trace.json")):
+        with open(path, encoding="utf-8") as file:
+            trace = json.load(file)
+        worker = f"rank{trace['distributedInfo']['rank']}"
+        recorded = sum(1 for e in trace["traceEvents"] if e.get("name") == "record_param_comms")
+        if tb["calls"][worker].get("gloo:all_reduce") != recorded:
+            fail(f"TensorBoard counts {tb['calls'][worker]} for {worker}, whose trace holds {recorded} all-reduces")
+    waits = tb["synchronizing_us"]
+    if args.expect_straggler is not None and min(waits, key=waits.get) != f"rank{args.expect_straggler}":
+        fail(f"TensorBoard's synchronizing time {waits}: rank {args.expect_straggler}, the straggler, should wait least")
+    print(f"TensorBoard's distributed view: workers {sorted(tb['calls'])}, all-reduces counted once, "
+          f"synchronizing time (us) {waits}")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ inline double bus_bandwidth_factor(std::string_view name, std::int64_t ranks) no
 struct RankCollectives {
   std::int64_t rank = 0;
   std::int64_t world_size = 1;
+  std::vector<ProcessGroupInfo> groups;     ///< distributedInfo's pg_config; empty when the trace lists none
   std::optional<ClockOffset> clock_offset;  ///< applied to every time below
 
   struct Call {
@@ -133,11 +134,23 @@ inline std::optional<StepPhase> phase_of(Category category) noexcept {
   return std::nullopt;
 }
 
+namespace detail {
+/// A process group as the comparison of ranks tells groups apart: "cpu:gloo of 4 ranks [0, 1, 2, 3]";
+/// with `shown_ranks`, the members after the first few are elided.
+inline std::string group_description(const ProcessGroupInfo& group, std::size_t shown_ranks = SIZE_MAX) {
+  const std::size_t shown = std::min(shown_ranks, group.ranks.size());
+  return fmt::format("{} of {} ranks [{}{}]", group.backend_config.empty() ? "a group" : group.backend_config, group.size,
+                     fmt::join(group.ranks.begin(), group.ranks.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                     shown < group.ranks.size() ? ", ..." : "");
+}
+}  // namespace detail
+
 /// What the comparison across ranks needs of `trace`.
 inline RankCollectives summarize_collectives(const Trace& trace) {
   RankCollectives summary;
   summary.rank = trace.distributed.rank;
   summary.world_size = trace.distributed.world_size;
+  summary.groups = trace.distributed.groups;
   summary.clock_offset = trace.distributed.clock_offset;
   const std::int64_t shift = summary.clock_offset ? summary.clock_offset->offset_ns : 0;
 
@@ -282,8 +295,9 @@ struct CollectiveAnalysis {
 };
 
 /// The collectives of the ranks of `summaries` compared. Ranks from another job (a world size
-/// that is not the most common one) are left out and named in `problems`, as are ranks missing
-/// from the world and ranks whose recorded steps differ.
+/// that is not the most common one, or a process group that the other ranks listing it describe
+/// otherwise: backend, size or members) are left out and named in `problems`, as are ranks
+/// missing from the world and ranks whose recorded steps differ.
 inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>& summaries) {
   CollectiveAnalysis result;
   if (summaries.empty()) return result;
@@ -292,12 +306,40 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
   const std::int64_t world = std::max_element(world_sizes.begin(), world_sizes.end(), [](const auto& a, const auto& b) {
                                return a.second < b.second;
                              })->first;
+  // Each process group as most ranks that list it describe it. Ranks list only the groups they
+  // are in, so a group is compared among the ranks that list it.
+  struct Described {
+    std::size_t ranks = 0;
+    const ProcessGroupInfo* group = nullptr;
+  };
+  std::map<std::string, std::map<std::string, Described>> group_descriptions;  // name -> description -> ranks
+  for (const RankCollectives& rank : summaries)
+    if (rank.world_size == world)
+      for (const ProcessGroupInfo& group : rank.groups) {
+        Described& described = group_descriptions[group.name][detail::group_description(group)];
+        ++described.ranks;
+        described.group = &group;
+      }
+  const auto usual = [&](const std::string& name) -> const std::pair<const std::string, Described>& {
+    const auto& descriptions = group_descriptions.at(name);
+    return *std::max_element(descriptions.begin(), descriptions.end(),
+                             [](const auto& a, const auto& b) { return a.second.ranks < b.second.ranks; });
+  };
   std::vector<const RankCollectives*> ranks;
   std::map<std::int64_t, std::size_t> seen;
   for (const RankCollectives& rank : summaries) {
     if (rank.world_size != world) {
       result.problems.push_back(fmt::format("rank {} says the world has {} ranks, the others {}: it is from another job, left out",
                                             rank.rank, rank.world_size, world));
+      continue;
+    }
+    const auto other_group = std::find_if(rank.groups.begin(), rank.groups.end(), [&](const ProcessGroupInfo& group) {
+      return detail::group_description(group) != usual(group.name).first;
+    });
+    if (other_group != rank.groups.end()) {
+      result.problems.push_back(fmt::format("rank {}'s process group \"{}\" is {}, the other ranks' {}: it is from another job, left out",
+                                            rank.rank, other_group->name, detail::group_description(*other_group, 8),
+                                            detail::group_description(*usual(other_group->name).second.group, 8)));
       continue;
     }
     if (seen[rank.rank]++ != 0) {

@@ -88,7 +88,7 @@ struct RankComparison {
 /// What compare_analysed_ranks reads of one rank: analyses that whoever holds them (make_report) computes
 /// once and shares.
 struct RankAnalyses {
-  const Trace& trace;
+  std::int64_t rank;
   const StepBreakdown& steps;
   const TemporalBreakdown& temporal;
   const CommCompOverlap& overlap;
@@ -100,7 +100,7 @@ inline RankComparison compare_analysed_ranks(const std::vector<RankAnalyses>& ra
   std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> step_times;  // step -> (time, rank)
   for (const RankAnalyses& rank : ranks) {
     RankSummary summary;
-    summary.rank = rank.trace.distributed.rank;
+    summary.rank = rank.rank;
     summary.temporal = rank.temporal;
     summary.overlap = rank.overlap;
     const StepBreakdown& breakdown = rank.steps;
@@ -150,7 +150,7 @@ inline RankComparison compare_ranks(const std::vector<Trace>& traces, const Anal
   std::vector<RankAnalyses> ranks;
   for (const Trace& trace : traces) {
     const detail::HtaView view = detail::hta_view(trace, options);
-    ranks.push_back({trace, steps.emplace_back(step_breakdown(trace)), temporal.emplace_back(detail::temporal_breakdown(trace, view)),
+    ranks.push_back({trace.distributed.rank, steps.emplace_back(step_breakdown(trace)), temporal.emplace_back(detail::temporal_breakdown(trace, view)),
                      overlap.emplace_back(detail::comm_comp_overlap(trace, view))});
   }
   return compare_analysed_ranks(ranks);

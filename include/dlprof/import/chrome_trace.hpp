@@ -110,11 +110,13 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -530,22 +532,32 @@ inline std::vector<std::string> trace_set_files(const std::vector<std::string>& 
   return files;
 }
 
-/// Reads the traces of a run window by window: one trace set per recording window, in time order,
-/// each sorted by rank (Trace::distributed.rank). A Profiler whose schedule repeats writes a file
-/// per window and rank (tensorboard_trace_handler), so a directory may hold several files of one
-/// rank: each rank's files, ordered by the time their trace starts (Trace::window_start_ns), are
-/// its windows, and window k holds the k-th file of every rank that has one (TensorBoard's
-/// profiler plugin shows them as the "spans" of a worker). A rank with fewer files than another
-/// is missing from the last windows, which say so in their first trace's read_result.notes.
-/// Paths, files left out (noted in every window) and errors are those of read_trace_set(), except
-/// that two files of one rank are refused (naming both) only when their times overlap, or start
-/// together (two traces without events): then they are not two windows of one run.
-inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std::string>& paths,
-                                                          const ReadOptions& options = {}) {
+/// One recording window of a run as read_trace_windows(paths, options, summarize) gives it: what
+/// `summarize` kept of each rank's trace, by rank, and what the reader noted about the window (a
+/// rank it lacks, a file it left out).
+template <class Summary>
+struct TraceWindow {
+  std::vector<Summary> ranks;
+  std::vector<std::string> notes;
+};
+
+/// read_trace_windows() for runs too large to hold: each trace is handed to `summarize` as soon as
+/// it is read and only what that returns is kept, so that the memory holds one trace at a time and
+/// every rank's summary. The windows and the errors are read_trace_windows()'s; its notes are each
+/// window's `notes`.
+template <class Summarize>
+std::vector<TraceWindow<std::invoke_result_t<Summarize&, Trace&&>>> read_trace_windows(const std::vector<std::string>& paths,
+                                                                                       const ReadOptions& options,
+                                                                                       Summarize&& summarize) {
+  using Summary = std::invoke_result_t<Summarize&, Trace&&>;
   const std::vector<detail::json::TraceSetFile> files = detail::json::trace_set_files(paths);
+  // What windowing reads of a trace, kept beside its summary.
   struct FileTrace {
-    Trace trace;
+    std::int64_t rank;
+    std::int64_t start_ns;
+    std::int64_t end_ns;
     std::size_t file;
+    Summary summary;
   };
   std::vector<FileTrace> traces;
   std::vector<std::string> left_out;
@@ -564,7 +576,10 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
       left_out.push_back(files[i].path);
       continue;
     }
-    traces.push_back({std::move(trace), i});
+    const std::int64_t rank = trace.distributed.rank;
+    const std::int64_t start_ns = trace.window_start_ns;
+    const std::int64_t end_ns = trace.window_end_ns;
+    traces.push_back({rank, start_ns, end_ns, i, summarize(std::move(trace))});
   }
   if (traces.empty() && !unreadable.empty()) throw unreadable.front();
   if (traces.empty())
@@ -573,32 +588,32 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
                                      left_out.size() == 1 ? "" : "s", kineto::key::kTraceEvents));
   // Each rank's traces in time order; the k-th of each rank is in window k.
   std::stable_sort(traces.begin(), traces.end(), [](const FileTrace& a, const FileTrace& b) {
-    if (a.trace.distributed.rank != b.trace.distributed.rank) return a.trace.distributed.rank < b.trace.distributed.rank;
-    return a.trace.window_start_ns < b.trace.window_start_ns;
+    if (a.rank != b.rank) return a.rank < b.rank;
+    return a.start_ns < b.start_ns;
   });
-  std::vector<std::vector<Trace>> windows;
+  std::vector<TraceWindow<Summary>> windows;
   std::vector<std::pair<std::int64_t, std::size_t>> windows_of_rank;
   for (std::size_t first = 0; first < traces.size();) {
-    const std::int64_t rank = traces[first].trace.distributed.rank;
+    const std::int64_t rank = traces[first].rank;
     std::size_t end = first + 1;
-    for (; end < traces.size() && traces[end].trace.distributed.rank == rank; ++end) {
+    for (; end < traces.size() && traces[end].rank == rank; ++end) {
       // Windows of one run follow each other; two traces sharing time (or starting together, as
       // two traces without events do) are two runs, or one file read twice.
-      const Trace& before = traces[end - 1].trace;
-      const Trace& after = traces[end].trace;
-      if (after.window_start_ns < before.window_end_ns || after.window_start_ns == before.window_start_ns)
-        throw TraceReadError(files[traces[end].file].path,
+      const FileTrace& before = traces[end - 1];
+      const FileTrace& after = traces[end];
+      if (after.start_ns < before.end_ns || after.start_ns == before.start_ns)
+        throw TraceReadError(files[after.file].path,
                              fmt::format("rank {} is also the rank of '{}', and their times overlap: not two windows of one "
                                          "run (one file per rank and window)",
-                                         rank, files[traces[end - 1].file].path));
+                                         rank, files[before.file].path));
     }
     if (windows.size() < end - first) windows.resize(end - first);
-    for (std::size_t k = 0; k < end - first; ++k) windows[k].push_back(std::move(traces[first + k].trace));
+    for (std::size_t k = 0; k < end - first; ++k) windows[k].ranks.push_back(std::move(traces[first + k].summary));
     windows_of_rank.emplace_back(rank, end - first);
     first = end;
   }
   for (std::size_t k = 0; k < windows.size(); ++k) {
-    std::vector<std::string>& notes = windows[k].front().read_result.notes;
+    std::vector<std::string>& notes = windows[k].notes;
     std::vector<std::string> missing;
     for (const auto& [rank, count] : windows_of_rank)
       if (count <= k) missing.push_back(fmt::format("rank {} ({} file{})", rank, count, count == 1 ? "" : "s"));
@@ -610,6 +625,27 @@ inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std:
           fmt::format("'{}' left out of the set: a JSON object without \"{}\", not a trace", file, kineto::key::kTraceEvents));
     for (const TraceReadError& error : unreadable)
       notes.push_back(fmt::format("left out of the set, unreadable (a truncated or damaged file?): {}", error.what()));
+  }
+  return windows;
+}
+
+/// Reads the traces of a run window by window: one trace set per recording window, in time order,
+/// each sorted by rank (Trace::distributed.rank). A Profiler whose schedule repeats writes a file
+/// per window and rank (tensorboard_trace_handler), so a directory may hold several files of one
+/// rank: each rank's files, ordered by the time their trace starts (Trace::window_start_ns), are
+/// its windows, and window k holds the k-th file of every rank that has one (TensorBoard's
+/// profiler plugin shows them as the "spans" of a worker). A rank with fewer files than another
+/// is missing from the last windows, which say so in their first trace's read_result.notes.
+/// Paths, files left out (noted in every window) and errors are those of read_trace_set(), except
+/// that two files of one rank are refused (naming both) only when their times overlap, or start
+/// together (two traces without events): then they are not two windows of one run.
+inline std::vector<std::vector<Trace>> read_trace_windows(const std::vector<std::string>& paths,
+                                                          const ReadOptions& options = {}) {
+  std::vector<std::vector<Trace>> windows;
+  for (TraceWindow<Trace>& window : read_trace_windows(paths, options, [](Trace&& trace) { return std::move(trace); })) {
+    std::vector<std::string>& notes = window.ranks.front().read_result.notes;
+    notes.insert(notes.end(), std::make_move_iterator(window.notes.begin()), std::make_move_iterator(window.notes.end()));
+    windows.push_back(std::move(window.ranks));
   }
   return windows;
 }

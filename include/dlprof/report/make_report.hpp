@@ -23,6 +23,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -119,6 +120,18 @@ struct Report {
   std::int64_t origin_ns = 0;
   /// The traces the views above point into, when the Report was given them by value.
   std::shared_ptr<const void> owned_traces;
+};
+
+/// What the report over several ranks needs of one rank, made from its trace alone
+/// (analyse_rank()): the rank's report, its findings and its collectives summarized.
+struct AnalysedRank {
+  RankReport report;
+  std::vector<analysis::Recommendation> findings;  ///< without the "rank N: " of a report over ranks
+  analysis::RankCollectives collectives;
+  bool has_collectives = false;  ///< the trace recorded collectives with their args
+  /// The trace the report's views point into, its events released; none when the caller keeps
+  /// the trace.
+  std::shared_ptr<const Trace> trace;
 };
 
 namespace detail {
@@ -264,17 +277,32 @@ inline void run_in_parallel(const std::vector<std::function<void()>>& tasks) {
   for (std::thread& helper : helpers) helper.join();
 }
 
-/// The analyses of every rank, and what reads them: the recommendations (with "rank N: " when
-/// there are several ranks, and a straggler) and the comparison of the ranks.
-inline void analyse_ranks(const std::vector<const Trace*>& traces, const ReportOptions& options, Report& report) {
+/// Forgets a trace's events, keeping its names (which an AnalysedRank's views point into), its
+/// threads, devices, metadata and facts: a few kilobytes where the events were megabytes.
+inline void release_events(Trace& trace) {
+  const auto release = [](auto& events) { std::decay_t<decltype(events)>().swap(events); };
+  release(trace.events);
+  release(trace.op_inputs);
+  release(trace.collectives);
+  release(trace.gpu_events);
+  release(trace.api_events);
+  release(trace.memory_events);
+  release(trace.overhead_events);
+}
+
+/// The analyses of each trace on its own, the ranks' tasks sharing one pool of threads. With
+/// `collectives`, each rank's collectives and step phases are summarized for the comparison across
+/// ranks.
+inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& traces, const ReportOptions& options,
+                                             bool collectives) {
   const std::size_t count = traces.size();
-  report.ranks.resize(count);
+  std::vector<AnalysedRank> ranks(count);
   std::vector<analysis::KernelAttribution> kernels(count);
   std::vector<std::function<void()>> tasks;
   // The longest first, so that the short ones fill in around them.
   for (std::size_t i = 0; i < count; ++i) {
     const Trace* trace = traces[i];
-    RankReport* rank = &report.ranks[i];
+    RankReport* rank = &ranks[i].report;
     analysis::KernelAttribution* attribution = &kernels[i];
     tasks.emplace_back([trace, rank, &options] { rank->hta = analysis::hta_analyses(*trace, options.analysis); });
     tasks.emplace_back([trace, attribution] { *attribution = analysis::kernel_attribution(*trace); });
@@ -283,67 +311,87 @@ inline void analyse_ranks(const std::vector<const Trace*>& traces, const ReportO
   }
   run_in_parallel(tasks);
 
-  std::vector<std::vector<analysis::Recommendation>> findings(count);
   tasks.clear();
-  for (std::size_t i = 0; i < count; ++i)
-    tasks.emplace_back([&, i] {
-      findings[i] = analysis::recommendations(*traces[i], report.ranks[i].steps, kernels[i], report.ranks[i].hta.overlap);
+  for (std::size_t i = 0; i < count; ++i) {
+    AnalysedRank* rank = &ranks[i];
+    const Trace* trace = traces[i];
+    const analysis::KernelAttribution* attribution = &kernels[i];
+    tasks.emplace_back([rank, trace, attribution] {
+      rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap);
     });
-  const bool any_collectives =
-      std::any_of(traces.begin(), traces.end(), [](const Trace* trace) { return !trace->collectives.empty(); });
-  if (any_collectives && count > 1)
-    tasks.emplace_back([&] {
-      std::vector<analysis::RankCollectives> summaries;
-      for (const Trace* trace : traces) summaries.push_back(analysis::summarize_collectives(*trace));
-      report.collectives = analysis::analyze_collectives(summaries);
-    });
-  if (count > 1)
-    tasks.emplace_back([&] {
-      std::vector<analysis::RankAnalyses> ranks;
-      for (std::size_t i = 0; i < count; ++i)
-        ranks.push_back({*traces[i], report.ranks[i].steps, report.ranks[i].hta.temporal, report.ranks[i].hta.overlap});
-      report.comparison = analysis::compare_analysed_ranks(ranks);
-    });
-  run_in_parallel(tasks);
-
-  std::vector<std::size_t> by_rank(count);
-  for (std::size_t i = 0; i < count; ++i) by_rank[i] = i;
-  std::stable_sort(by_rank.begin(), by_rank.end(),
-                   [&](std::size_t a, std::size_t b) { return report.ranks[a].rank < report.ranks[b].rank; });
-  std::vector<RankReport> ranks;
-  for (const std::size_t i : by_rank) {
-    analysis::detail::add_findings_of_rank(report.ranks[i].rank, count > 1, std::move(findings[i]), report.recommendations);
-    ranks.push_back(std::move(report.ranks[i]));
+    if (collectives) {
+      rank->has_collectives = !trace->collectives.empty();
+      tasks.emplace_back([rank, trace] { rank->collectives = analysis::summarize_collectives(*trace); });
+    }
   }
-  report.ranks = std::move(ranks);
+  run_in_parallel(tasks);
+  return ranks;
+}
+
+}  // namespace detail
+
+/// The report of a run from its ranks' analyses: each rank's, and, with two ranks or more, the
+/// ranks compared, their collectives and the stragglers. The Report keeps the ranks' traces.
+inline Report make_report(std::vector<AnalysedRank>&& analysed, const ReportOptions& options = {}) {
+  Report report;
+  report.options = options;
+  const std::size_t count = analysed.size();
+  std::stable_sort(analysed.begin(), analysed.end(),
+                   [](const AnalysedRank& a, const AnalysedRank& b) { return a.report.rank < b.report.rank; });
+  const bool any_collectives =
+      std::any_of(analysed.begin(), analysed.end(), [](const AnalysedRank& rank) { return rank.has_collectives; });
+  if (any_collectives && count > 1) {
+    std::vector<analysis::RankCollectives> summaries;
+    for (AnalysedRank& rank : analysed) summaries.push_back(std::move(rank.collectives));
+    report.collectives = analysis::analyze_collectives(summaries);
+  }
+  if (count > 1) {
+    std::vector<analysis::RankAnalyses> ranks;
+    for (const AnalysedRank& rank : analysed)
+      ranks.push_back({rank.report.rank, rank.report.steps, rank.report.hta.temporal, rank.report.hta.overlap});
+    report.comparison = analysis::compare_analysed_ranks(ranks);
+  }
+  auto traces = std::make_shared<std::vector<std::shared_ptr<const Trace>>>();
+  for (AnalysedRank& rank : analysed) {
+    report.origin_ns = report.ranks.empty() ? rank.report.window_start_ns : std::min(report.origin_ns, rank.report.window_start_ns);
+    analysis::detail::add_findings_of_rank(rank.report.rank, count > 1, std::move(rank.findings), report.recommendations);
+    report.ranks.push_back(std::move(rank.report));
+    if (rank.trace) traces->push_back(std::move(rank.trace));
+  }
   if (report.collectives && report.collectives->straggler)
     analysis::detail::collective_straggler(*report.collectives, report.recommendations);
   else if (report.comparison)
     analysis::detail::straggler(*report.comparison, report.recommendations);
   if (report.collectives) analysis::detail::exposed_communication(*report.collectives, report.recommendations);
-  for (std::size_t i = 0; i < count; ++i)
-    report.origin_ns = i == 0 ? traces[i]->window_start_ns : std::min(report.origin_ns, traces[i]->window_start_ns);
+  if (!traces->empty()) report.owned_traces = std::move(traces);
+  return report;
 }
 
-}  // namespace detail
+/// One rank's analyses from its trace, which it keeps without its events: what a report over
+/// many ranks holds of each while the next is read (dlprof-report reads a directory so, through
+/// read_trace_windows(paths, options, summarize)), so that its memory grows with the ranks'
+/// summaries, not with their traces.
+inline AnalysedRank analyse_rank(Trace&& trace, const ReportOptions& options = {}) {
+  auto kept = std::make_shared<Trace>(std::move(trace));  // moved first: short names live in the object
+  AnalysedRank rank = std::move(detail::analyse_each({kept.get()}, options, /*collectives=*/true).front());
+  detail::release_events(*kept);
+  rank.trace = std::move(kept);
+  return rank;
+}
 
 /// The report of one trace (one rank).
 inline Report make_report(const Trace& trace, const ReportOptions& options = {}) {
-  Report report;
-  report.options = options;
-  detail::analyse_ranks({&trace}, options, report);
-  return report;
+  return make_report(detail::analyse_each({&trace}, options, /*collectives=*/false), options);
 }
 
 /// The report of a run, one trace per rank (read_trace_set() gives them by rank): each rank's
 /// analyses and, with two ranks or more, the ranks compared and the stragglers.
 inline Report make_report(const std::vector<Trace>& ranks, const ReportOptions& options = {}) {
-  Report report;
-  report.options = options;
   std::vector<const Trace*> traces;
   for (const Trace& trace : ranks) traces.push_back(&trace);
-  detail::analyse_ranks(traces, options, report);
-  return report;
+  const bool collectives =
+      ranks.size() > 1 && std::any_of(ranks.begin(), ranks.end(), [](const Trace& trace) { return !trace.collectives.empty(); });
+  return make_report(detail::analyse_each(traces, options, collectives), options);
 }
 
 /// The report of one trace, which the Report keeps.

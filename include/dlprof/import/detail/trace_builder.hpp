@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -309,14 +311,16 @@ inline const KeyTable<DeviceKey>& device_keys() {
 }
 
 /// distributedInfo keys dlprof keeps (DistributedInfo's fields).
-enum class DistributedKey : std::uint8_t { Backend, Rank, WorldSize };
+enum class DistributedKey : std::uint8_t { Backend, Rank, WorldSize, PgConfig, NcclVersion };
 
 inline const KeyTable<DistributedKey>& distributed_keys() {
   namespace key = kineto::key;
-  static const KeyTable<DistributedKey> table(std::array<std::pair<std::string_view, DistributedKey>, 3>{{
+  static const KeyTable<DistributedKey> table(std::array<std::pair<std::string_view, DistributedKey>, 5>{{
       {key::kBackend, DistributedKey::Backend},
       {key::kRank, DistributedKey::Rank},
       {key::kWorldSize, DistributedKey::WorldSize},
+      {key::kPgConfig, DistributedKey::PgConfig},
+      {key::kNcclVersion, DistributedKey::NcclVersion},
   }});
   return table;
 }
@@ -565,6 +569,7 @@ class TraceBuilder {
     std::stable_sort(trace_.collectives.begin(), trace_.collectives.end(),
                      [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
     take_clock_offset();
+    take_process_groups();
     trace_.names.reserve(names_.size());
     for (std::string& name : names_) trace_.names.push_back(std::move(name));
     names_.clear();
@@ -896,6 +901,81 @@ class TraceBuilder {
     if (strict_) fail_at(0, fmt::format("\"{}\" must be an object of four integers", kineto::key::kClockOffset));
     note(fmt::format("\"{}\" is not an object of four integers: the rank's clock is taken as the reference's; kept in the metadata",
                      kineto::key::kClockOffset));
+  }
+
+  /// distributedInfo's pg_config, which the handler keeps as JSON text in the metadata: the process
+  /// groups, each {pg_name, pg_desc, backend_config, pg_size, ranks}, into
+  /// Trace::distributed.groups. Names and sizes may be numbers or text, as the writers' versions
+  /// differ. A list it cannot read whole stays in the metadata, with a note.
+  void take_process_groups() {
+    const std::string key = fmt::format("{}.{}", kineto::key::kDistributedInfo, kineto::key::kPgConfig);
+    const auto kept = std::find_if(trace_.metadata.begin(), trace_.metadata.end(), [&](const auto& entry) { return entry.first == key; });
+    if (kept == trace_.metadata.end()) return;
+    rapidjson::Document document;
+    document.Parse(kept->second.data(), kept->second.size());
+    const auto text = [](const rapidjson::Value& value) -> std::optional<std::string> {
+      if (value.IsString()) return std::string(value.GetString(), value.GetStringLength());
+      if (value.IsInt64()) return std::to_string(value.GetInt64());
+      return std::nullopt;
+    };
+    const auto integer = [](const rapidjson::Value& value) -> std::optional<std::int64_t> {
+      if (value.IsInt64()) return value.GetInt64();
+      std::int64_t number = 0;
+      if (!value.IsString()) return std::nullopt;
+      const std::string_view digits(value.GetString(), value.GetStringLength());
+      const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+      if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+      return number;
+    };
+    const auto group_of = [&](const rapidjson::Value& entry) -> std::optional<ProcessGroupInfo> {
+      if (!entry.IsObject()) return std::nullopt;
+      const auto member = [&](std::string_view name) -> const rapidjson::Value* {
+        const auto found = entry.FindMember(rapidjson::StringRef(name.data(), name.size()));
+        return found == entry.MemberEnd() ? nullptr : &found->value;
+      };
+      ProcessGroupInfo group;
+      const rapidjson::Value* name = member(kineto::key::kPgName);
+      const rapidjson::Value* size = member(kineto::key::kPgSize);
+      const rapidjson::Value* ranks = member(kineto::key::kRanks);
+      if (name == nullptr || size == nullptr || ranks == nullptr || !ranks->IsArray()) return std::nullopt;
+      std::optional<std::string> name_text = text(*name);
+      std::optional<std::int64_t> size_number = integer(*size);
+      if (!name_text || !size_number) return std::nullopt;
+      group.name = std::move(*name_text);
+      group.size = *size_number;
+      const rapidjson::Value* desc = member(kineto::key::kPgDesc);
+      group.desc = desc == nullptr ? std::string() : text(*desc).value_or(std::string());
+      const rapidjson::Value* backend = member(kineto::key::kBackendConfig);
+      group.backend_config = backend == nullptr ? std::string() : text(*backend).value_or(std::string());
+      for (const rapidjson::Value& rank : ranks->GetArray()) {
+        const std::optional<std::int64_t> number = integer(rank);
+        if (!number) return std::nullopt;
+        group.ranks.push_back(*number);
+      }
+      return group;
+    };
+    std::vector<ProcessGroupInfo> groups;
+    bool whole = document.IsArray();
+    if (whole)
+      for (const rapidjson::Value& entry : document.GetArray()) {
+        std::optional<ProcessGroupInfo> group = group_of(entry);
+        if (!group) {
+          whole = false;
+          break;
+        }
+        groups.push_back(std::move(*group));
+      }
+    if (whole) {
+      trace_.distributed.groups = std::move(groups);
+      trace_.metadata.erase(kept);
+      return;
+    }
+    if (strict_)
+      fail_at(0, fmt::format("\"{}\" must be a list of process groups, each with {}, {} and {}", kineto::key::kPgConfig,
+                             kineto::key::kPgName, kineto::key::kPgSize, kineto::key::kRanks));
+    note(fmt::format("\"{}\" is not a list of process groups with {}, {} and {}: the rank's groups are not compared with the "
+                     "others'; kept in the metadata",
+                     kineto::key::kPgConfig, kineto::key::kPgName, kineto::key::kPgSize, kineto::key::kRanks));
   }
 
   /// The collective a record_param_comms op describes; finish() puts its thread and start where

@@ -251,6 +251,14 @@ class TraceHandler {
         return;
       case Frame::Device:
       case Frame::Distributed:
+        if (frame() == Frame::Distributed && pending_distributed_ == DistributedKey::PgConfig) {
+          // Read whole at the end (TraceBuilder::take_process_groups).
+          metadata_key_ = nested_key();
+          capture_target_ = CaptureTarget::Metadata;
+          capture_.clear();
+          capture_open(offset, type);
+          return;
+        }
         if (pending_key_is_kept()) {
           capture_as_metadata(nested_key(), offset, type,
                               fmt::format("\"{}\" must be a scalar, not {}", pending_key_, type_name(type)));
@@ -404,6 +412,13 @@ class TraceHandler {
         break;
       case DistributedKey::Rank: info.rank = number_at_least(value, 0).value_or(info.rank); break;
       case DistributedKey::WorldSize: info.world_size = number_at_least(value, 1).value_or(info.world_size); break;
+      case DistributedKey::NcclVersion:
+        if (const std::optional<std::string_view> version = text_of_field(value)) info.nccl_version = std::string(*version);
+        break;
+      case DistributedKey::PgConfig:
+        if (value.type == JsonType::Null && !builder_.strict()) break;
+        keep_scalar_as_metadata(nested_key(), value, type_mismatch(fmt::format("\"{}\"", pending_key_), "an array", value.type));
+        break;
     }
   }
 
