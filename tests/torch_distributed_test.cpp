@@ -21,14 +21,14 @@
 namespace {
 
 /// Runs `body(group)` on `ranks` threads, each a rank of one Gloo group.
-void on_ranks(int ranks, const std::function<void(dlprof::ProfiledProcessGroup<>&)>& body) {
+void on_ranks(int ranks, const std::function<void(dlprof::ProfiledProcessGroup<c10d::ProcessGroupGloo>&)>& body) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
   for (int rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       auto options = c10d::ProcessGroupGloo::Options::create();
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      dlprof::ProfiledProcessGroup<> group(c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, ranks, options));
+      dlprof::ProfiledProcessGroup group(c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, ranks, options));
       body(group);
     });
   for (std::thread& thread : threads) thread.join();
@@ -38,7 +38,7 @@ TEST(ProfiledProcessGroupTest, AlignClocksRecoversAnOffsetPutIntoOneRanksClock) 
   constexpr std::int64_t kSkewNs = 5'000'000'000;  // rank 1's clock is 5 s ahead
   std::map<int, dlprof::ClockOffset> offsets;
   std::mutex mutex;
-  on_ranks(2, [&](dlprof::ProfiledProcessGroup<>& group) {
+  on_ranks(2, [&](dlprof::ProfiledProcessGroup<c10d::ProcessGroupGloo>& group) {
     const int rank = group.rank();
     const auto clock = [rank] {
       return dlprof::detail::clock_ns(CLOCK_REALTIME) + (rank == 1 ? kSkewNs : 0);
@@ -66,7 +66,7 @@ TEST(ProfiledProcessGroupTest, EveryKindOfCallIsRecordedWithWhatItMoved) {
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
       [&](const dlprof::Trace& t) { trace = std::make_shared<dlprof::Trace>(t); }));
   profiler.start();
-  on_ranks(2, [](dlprof::ProfiledProcessGroup<>& group) {
+  on_ranks(2, [](dlprof::ProfiledProcessGroup<c10d::ProcessGroupGloo>& group) {
     std::vector<at::Tensor> gradients{torch::ones({6})};
     group.allreduce(gradients);
     EXPECT_TRUE(torch::equal(gradients[0], torch::full({6}, 2.0f)));

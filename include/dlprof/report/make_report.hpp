@@ -256,15 +256,19 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
   rank.read = trace.read_result;
 }
 
-/// Runs every task, each once, on this thread and as many more as the machine has cores (at most
-/// one per task): the analyses are pure functions of const traces. Where no thread can be started,
-/// the tasks run here.
-inline void run_in_parallel(const std::vector<std::function<void()>>& tasks) {
+/// Events below which a set of traces is analysed on the calling thread alone: starting a thread
+/// (tens of microseconds) costs more than analysing a few thousand events.
+inline constexpr std::size_t kEventsWorthAThread = 20'000;
+
+/// Runs every task, each once, on this thread and, when `parallel`, as many more as the machine
+/// has cores (at most one per task): the analyses are pure functions of const traces. Where no
+/// thread can be started, the tasks run here.
+inline void run_in_parallel(const std::vector<std::function<void()>>& tasks, bool parallel) {
   std::atomic<std::size_t> next{0};
   const auto work = [&] {
     for (std::size_t task = next++; task < tasks.size(); task = next++) tasks[task]();
   };
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t cores = parallel ? std::max(1u, std::thread::hardware_concurrency()) : 1;
   std::vector<std::thread> helpers;
   for (std::size_t i = 1; i < std::min(cores, tasks.size()); ++i) {
     try {
@@ -296,6 +300,9 @@ inline void release_events(Trace& trace) {
 inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& traces, const ReportOptions& options,
                                              bool collectives) {
   const std::size_t count = traces.size();
+  std::size_t events = 0;
+  for (const Trace* trace : traces) events += trace->events.size() + trace->gpu_events.size() + trace->api_events.size();
+  const bool parallel = events >= kEventsWorthAThread;
   std::vector<AnalysedRank> ranks(count);
   std::vector<analysis::KernelAttribution> kernels(count);
   std::vector<std::function<void()>> tasks;
@@ -309,7 +316,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     tasks.emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
     tasks.emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
   }
-  run_in_parallel(tasks);
+  run_in_parallel(tasks, parallel);
 
   tasks.clear();
   for (std::size_t i = 0; i < count; ++i) {
@@ -324,7 +331,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       tasks.emplace_back([rank, trace] { rank->collectives = analysis::summarize_collectives(*trace); });
     }
   }
-  run_in_parallel(tasks);
+  run_in_parallel(tasks, parallel);
   return ranks;
 }
 
