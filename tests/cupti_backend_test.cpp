@@ -3,6 +3,8 @@
 // which activity kinds are enabled when, and that kernels launched inside ranges come out of a
 // scheduled Profiler linked to those ranges exactly as Kineto links them.
 #include <dlprof/cupti.hpp>
+#include <dlprof/analysis/kernel_type.hpp>
+#include <dlprof/collective.hpp>
 #include <dlprof/profiler.hpp>
 
 #include <gmock/gmock.h>
@@ -235,6 +237,53 @@ TEST_F(CuptiBackendTest, KernelsOfAScheduledRunLinkToTheRangesThatLaunchedThem) 
   EXPECT_EQ(forward_spans, 2);
   ASSERT_EQ(json["deviceProperties"].size(), 1u);
   EXPECT_EQ(json["deviceProperties"][0]["numSms"], 132);
+}
+
+// An NCCL all-reduce: its kernel links to the nccl:all_reduce range inside the collective's
+// record_param_comms op, as Kineto links it to c10d's nccl:all_reduce op, and is communication to
+// HTA's kernel types.
+TEST_F(CuptiBackendTest, NcclKernelsLinkToTheirCollective) {
+  CuptiBackend backend(played_driver(), played_cupti());
+  use(backend);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.activities({dlprof::Activity::CPU, dlprof::Activity::CUDA}));
+  profiler.start();
+  {
+    DLPROF_RANGE("all_reduce_gradients", dlprof::Category::Communication);
+    dlprof::Collective call{"allreduce", "nccl", "Float", 1 << 20, 1 << 20, 8, 3};
+    call.seq = 11;
+    const dlprof::ScopedCollective recorded(call);
+    launch_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 21);
+  }
+  launch_kernel("_Z9bias_reluPfPKfi", 7);
+  profiler.stop();
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  ASSERT_EQ(trace->collectives.size(), 1u);
+  EXPECT_EQ(trace->collectives[0].seq, 11);
+  const nlohmann::json json = load_trace(*trace);
+  const auto& events = json["traceEvents"];
+  const nlohmann::json* op = nullptr;
+  const nlohmann::json* nccl = nullptr;
+  for (const auto& event : events) {
+    if (event.value("name", "") == "record_param_comms") op = &event;
+    if (event.value("cat", "") == "kernel" && event.value("name", "").rfind("ncclDevKernel", 0) == 0) nccl = &event;
+  }
+  ASSERT_NE(op, nullptr);
+  ASSERT_NE(nccl, nullptr);
+  const nlohmann::json* range = find_by_external_id(events, "user_annotation", (*nccl)["args"].at("External id").get<std::int64_t>());
+  ASSERT_NE(range, nullptr);
+  EXPECT_EQ((*range)["name"], "nccl:all_reduce");
+  EXPECT_LE((*op)["ts"].get<double>(), (*range)["ts"].get<double>());
+  EXPECT_GE((*op)["ts"].get<double>() + (*op)["dur"].get<double>(),
+            (*range)["ts"].get<double>() + (*range)["dur"].get<double>());
+  EXPECT_EQ((*op)["args"]["Collective name"], "allreduce");
+  EXPECT_EQ((*op)["args"]["Group size"], 8);
+  for (const dlprof::GpuEvent& work : trace->gpu_events) {
+    if (work.kind != dlprof::GpuEventKind::Kernel) continue;
+    const std::string& name = trace->names[work.name];
+    EXPECT_EQ(dlprof::analysis::kernel_type(name), name.rfind("nccl", 0) == 0 ? dlprof::analysis::KernelType::Communication
+                                                                              : dlprof::analysis::KernelType::Computation);
+  }
 }
 
 /// The kernels of a trace by name, in the order of their start.
