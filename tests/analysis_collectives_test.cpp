@@ -166,6 +166,36 @@ TEST(CollectiveAnalysisTest, ATracesCollectivesAreSummarizedOnTheReferenceClock)
   EXPECT_EQ(summary.calls[0].end_ns, 165 * kMs);
   EXPECT_EQ(summary.calls[0].bytes, 4000);
   EXPECT_EQ(summary.calls[0].step, 3);
+  EXPECT_FALSE(summary.calls[0].on_device);
+}
+
+// NCCL: the host launches the all-reduce and goes on; the kernel waits on the device for the other
+// ranks. A call that launched kernels (linked to c10d's nccl:all_reduce op inside its
+// record_param_comms) arrives when its first kernel starts and ends when its last one ends.
+TEST(CollectiveAnalysisTest, ACallThatLaunchedKernelsIsTimedOnTheDevice) {
+  dlprof::CollectiveCall call;
+  call.name = "allreduce";
+  call.backend = "nccl";
+  call.dtype = "Float";
+  call.in_nelems = call.out_nelems = 1000;
+  call.group_size = 2;
+  call.group_name = "0";
+  call.seq = 4;
+  dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                            .rank(1, 2)
+                            .step(3, 100 * kMs, 200 * kMs)
+                            .collective(call, 160 * kMs, 161 * kMs)
+                            .op("nccl:all_reduce", 160 * kMs + 10'000, 161 * kMs - 10'000, 77, dlprof::Category::Communication)
+                            .call("cudaLaunchKernel", 160 * kMs + 20'000, 160 * kMs + 30'000, 5, 77)
+                            .kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 175 * kMs, 182 * kMs, 5, 77, 21)
+                            .kernel("void gemm<float>()", 150 * kMs, 159 * kMs, 6, 0)
+                            .trace();
+  trace.distributed.clock_offset = dlprof::ClockOffset{0, 2 * kMs, 10'000, 8};
+  const RankCollectives summary = analysis::summarize_collectives(trace);
+  ASSERT_EQ(summary.calls.size(), 1u);
+  EXPECT_TRUE(summary.calls[0].on_device);
+  EXPECT_EQ(summary.calls[0].start_ns, 177 * kMs) << "the kernel's start, on rank 0's clock";
+  EXPECT_EQ(summary.calls[0].end_ns, 184 * kMs);
 }
 
 }  // namespace

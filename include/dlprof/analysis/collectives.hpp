@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -106,8 +107,11 @@ struct RankCollectives {
     std::int64_t step = -1;    ///< the ProfilerStep it is in; -1 outside every step
     std::int64_t group_size = 0;
     std::int64_t bytes = 0;
+    /// From its first kernel's start to its last one's end where the call launched kernels (NCCL:
+    /// the device waits for the other ranks, the host only launches), else the call's op on the host.
     std::int64_t start_ns = 0;
     std::int64_t end_ns = 0;
+    bool on_device = false;
   };
   struct Step {
     std::int64_t number = -1;
@@ -142,6 +146,33 @@ inline std::string group_description(const ProcessGroupInfo& group, std::size_t 
   return fmt::format("{} of {} ranks [{}{}]", group.backend_config.empty() ? "a group" : group.backend_config, group.size,
                      fmt::join(group.ranks.begin(), group.ranks.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
                      shown < group.ranks.size() ? ", ..." : "");
+}
+}  // namespace detail
+
+namespace detail {
+/// The span of the kernels each collective op launched: kernels linked (External id) to the op or
+/// to a slice inside it on its thread, as NCCL's are to c10d's nccl:all_reduce op inside
+/// record_param_comms.
+inline std::map<const TraceEvent*, Interval> collective_kernels(
+    const Trace& trace, const std::map<std::pair<std::uint32_t, std::int64_t>, const TraceEvent*>& ops) {
+  std::map<const TraceEvent*, Interval> spans;
+  if (ops.empty() || trace.gpu_events.empty()) return spans;
+  std::unordered_map<std::uint64_t, const TraceEvent*> launcher;  // External id -> slice
+  for (const TraceEvent& event : trace.events)
+    if (event.external_id != 0) launcher.emplace(event.external_id, &event);
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind != GpuEventKind::Kernel || work.external_id == 0) continue;
+    const auto found = launcher.find(work.external_id);
+    if (found == launcher.end()) continue;
+    const TraceEvent& slice = *found->second;
+    auto op = ops.upper_bound(std::make_pair(slice.thread, slice.start_ns));
+    if (op == ops.begin()) continue;
+    --op;
+    if (op->first.first != slice.thread || slice.end_ns > op->second->end_ns) continue;
+    const auto [span, added] = spans.try_emplace(op->second, Interval{work.start_ns, work.end_ns});
+    if (!added) span->second = {std::min(span->second.start, work.start_ns), std::max(span->second.end, work.end_ns)};
+  }
+  return spans;
 }
 }  // namespace detail
 
@@ -207,6 +238,12 @@ inline RankCollectives summarize_collectives(const Trace& trace) {
     for (const TraceEvent& event : trace.events)
       if (event.kind == EventKind::Op && event.category == Category::Communication)
         ops.emplace(std::make_pair(event.thread, event.start_ns), &event);
+  std::map<std::pair<std::uint32_t, std::int64_t>, const TraceEvent*> call_ops;  // the ops of the calls alone
+  for (const CollectiveCall& call : trace.collectives) {
+    const auto found = ops.find(std::make_pair(call.thread, call.start_ns));
+    if (found != ops.end()) call_ops.insert(*found);
+  }
+  const std::map<const TraceEvent*, detail::Interval> on_device = detail::collective_kernels(trace, call_ops);
   std::map<std::tuple<std::int64_t, std::string, std::string>, std::int64_t> ordinals;  // (step, group, name)
   for (const CollectiveCall& call : trace.collectives) {
     const auto found = ops.find(std::make_pair(call.thread, call.start_ns));
@@ -221,8 +258,11 @@ inline RankCollectives summarize_collectives(const Trace& trace) {
     const StepSpan* span = step_at(op->start_ns);
     summarized.step = span != nullptr ? span->number : -1;
     summarized.ordinal = ordinals[{summarized.step, summarized.group, summarized.name}]++;
-    summarized.start_ns = op->start_ns + shift;
-    summarized.end_ns = op->end_ns + shift;
+    const auto kernels = on_device.find(op);
+    const detail::Interval timed = kernels != on_device.end() ? kernels->second : detail::Interval{op->start_ns, op->end_ns};
+    summarized.start_ns = timed.start + shift;
+    summarized.end_ns = timed.end + shift;
+    summarized.on_device = kernels != on_device.end();
     summary.calls.push_back(std::move(summarized));
   }
   return summary;
