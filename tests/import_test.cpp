@@ -1651,7 +1651,7 @@ bool parts_parse_reads(std::string json, std::size_t from) {
   json.append(ByteBuffer::kPadding, '\0');
   TraceBuilder builder;
   TraceHandler handler(builder);
-  MemoryParts parts(json.data(), size, std::max<std::size_t>(from, 1));
+  MemoryParts parts(json.data(), size, std::max<std::size_t>(from, 1), 6);
   try {
     return parse_in_parts(parts, size, handler, builder, 4, nullptr);
   } catch (const ParseFailure&) {
@@ -1686,6 +1686,35 @@ TEST(ImportSplitTest, BothThreadsReadTheEventsTheOneThreadReads) {
   EXPECT_EQ(trace.window_start_ns, 1700000000000000500);  // the base time after the events applies to them all
   ASSERT_EQ(trace.gpu_events.size(), 1u);
   EXPECT_EQ(trace.gpu_events[0].kernel.grid[2], 3u);
+}
+
+// Many more parts than buffers: each part after the head is parsed in a buffer of its own, reused
+// only once its events are in the builder, while the head is parsed where it is.
+TEST(ImportSplitTest, ManyPartsReadInTheirOwnBuffers) {
+  std::string json = "{\"traceEvents\": [\n";
+  for (int i = 0; i < 300; ++i)
+    json += fmt::format("  {{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op{}\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 1}}{}\n",
+                        i, 1 + i % 3, i, i + 1 < 300 ? "," : "");
+  json += "]}";
+  EXPECT_TRUE(parts_parse_reads(json, 64)) << "one part per event or two";
+  expect_split_reads_the_same(json);
+
+  using namespace dlprof::detail::json;
+  const std::string original = json;
+  json.append(ByteBuffer::kPadding, '\0');
+  MemoryParts parts(json.data(), original.size(), 64, 2);
+  const TextPart head = parts.first();
+  const TextPart first = *parts.next();
+  parts.release(head);  // the head is in place: its release frees no buffer
+  const TextPart second = *parts.next();
+  EXPECT_NE(first.base, second.base);
+  EXPECT_EQ(head.base, json.data());
+  for (const TextPart* part : {&first, &second}) {
+    EXPECT_EQ(std::string_view(part->base + 1, part->end - 1), std::string_view(original).substr(part->base_offset + 1, part->end - 1));
+    EXPECT_EQ(part->base[part->end], '\0');
+  }
+  parts.release(first);
+  EXPECT_EQ(parts.next()->base, first.base) << "a released buffer is reused";
 }
 
 TEST(ImportSplitTest, BareArraysAndTheEndsOfObjects) {

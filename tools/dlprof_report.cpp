@@ -12,6 +12,13 @@
 // the input, an output file that cannot be written), 2 a command line it cannot run (an output
 // file that is one of the input traces, or a window the input does not have, included).
 
+// RapidJSON's SSE2 scans of whitespace and strings, part of every x86-64 CPU, read traces faster.
+// The switch is set before any header includes RapidJSON and this file is the program's only one,
+// so every use of RapidJSON in it has the same body.
+#if defined(__SSE2__) && !defined(RAPIDJSON_SSE2)
+#  define RAPIDJSON_SSE2
+#endif
+
 #include <sys/stat.h>
 #include <unistd.h>
 

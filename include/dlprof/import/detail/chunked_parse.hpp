@@ -109,24 +109,38 @@ struct TextPart {
   std::uint64_t read_to = 0;
 };
 
-/// The parts of a text that is in memory: windows of it.
+/// The parts of a text that is in memory: the head parsed where it is, and each part after it
+/// copied into one of a few padded buffers as it is handed out. Parsed in place, a part would end
+/// where the next one starts, which another thread rewrites in place (in-situ strings), while
+/// RapidJSON's SIMD scans read whole aligned blocks up to 15 bytes past a part's end.
 class MemoryParts {
  public:
-  MemoryParts(char* text, std::size_t size, std::size_t part_bytes) noexcept : text_(text), size_(size), part_bytes_(part_bytes) {}
+  /// `buffers`: how many parts after the head may be handed out and not yet released.
+  MemoryParts(char* text, std::size_t size, std::size_t part_bytes, std::size_t buffers)
+      : text_(text), size_(size), part_bytes_(part_bytes), buffers_(buffers), free_(buffers, true) {}
 
-  TextPart first() { return part_from(0); }
+  TextPart first() {
+    TextPart head = part_from(0);
+    if (!head.last) text_[head.end] = '\0';
+    head.buffer = kInPlace;
+    return head;
+  }
 
   std::optional<TextPart> next() {
     if (done_) return std::nullopt;
-    return part_from(rest_start_ - 1);
+    return copied(part_from(rest_start_ - 1));
   }
 
-  void release(const TextPart&) noexcept {}
+  void release(const TextPart& part) noexcept {
+    if (part.buffer != kInPlace) free_[part.buffer] = true;
+  }
 
  private:
   // A cut within a MiB after the part's size, or none: the rest is one part (a trace whose
   // events are written without spaces, "},{", is read on one thread).
   static constexpr std::size_t kWindow = std::size_t{1} << 20;
+  /// The buffer of the head, which is parsed where it is.
+  static constexpr std::size_t kInPlace = SIZE_MAX;
 
   TextPart part_from(std::size_t open) {
     TextPart part;
@@ -143,14 +157,32 @@ class MemoryParts {
     }
     part.end = cut->head_end + 1;
     part.read_to = part.end;
-    text_[part.end] = '\0';
     rest_start_ = cut->rest_start;
+    return part;
+  }
+
+  /// `part` in a buffer of its own, ended by NULs.
+  TextPart copied(TextPart part) {
+    std::size_t index = 0;
+    while (!free_[index]) ++index;  // the caller keeps fewer parts out than there are buffers
+    free_[index] = false;
+    ByteBuffer& buffer = buffers_[index];
+    buffer.resize(part.end - part.open);
+    std::memcpy(buffer.data(), text_ + part.open, part.end - part.open);
+    buffer.terminate();
+    part.base = buffer.data();
+    part.base_offset = part.open;
+    part.end -= part.open;
+    part.open = 0;
+    part.buffer = index;
     return part;
   }
 
   char* text_;
   std::size_t size_;
   std::size_t part_bytes_;
+  std::vector<ByteBuffer> buffers_;
+  std::vector<bool> free_;
   std::size_t rest_start_ = 0;
   bool done_ = false;
 };

@@ -17,11 +17,11 @@
 
 #include <fmt/format.h>
 
-// RapidJSON's SIMD switches (RAPIDJSON_SSE2, ...) stay off: their aligned loads read up to 15
-// bytes past the end of the text they scan, and a parse in parts of a text in memory
-// (chunked_parse.hpp) has the next part there, which another thread is parsing in place: a data
-// race. Defined here they would also give RapidJSON's inline functions two bodies in a program
-// whose other files include it without them.
+// RapidJSON's SIMD switches (RAPIDJSON_SSE2, ...) are left to the program, as dlprof-report sets
+// them: defined here they would give RapidJSON's inline functions two bodies in a program whose
+// other files include it without them. Their aligned loads read up to 15 bytes past the end of
+// the text they scan, which the reader allows: every text and every part a thread parses ends in
+// NUL padding of its own (ByteBuffer::terminate, chunked_parse.hpp).
 #include <rapidjson/error/en.h>
 #include <rapidjson/reader.h>
 
