@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -473,6 +475,47 @@ TEST(FlightRecorderCrashTest, AnUnwritableDirectoryIsOneErrorAndTrainingGoesOn) 
   EXPECT_THAT(run.out, HasSubstr("dumps=1"));
   EXPECT_THAT(run.err, HasSubstr("a crash will leave no file"));
   EXPECT_THAT(run.err, HasSubstr("cannot create trace directory"));
+}
+
+/// Runs the training loop as launch() does, with its files limited to `bytes` (RLIMIT_FSIZE) and
+/// SIGXFSZ ignored, both inherited: a write past the limit fails as on a full disk, midway.
+Launched launch_on_a_full_disk(const std::vector<std::string>& settings, const fs::path& scratch, int steps,
+                               const std::vector<std::string>& arguments, rlim_t bytes) {
+  rlimit saved{};
+  ::getrlimit(RLIMIT_FSIZE, &saved);
+  rlimit limited = saved;
+  limited.rlim_cur = bytes;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction previous {};
+  ::sigaction(SIGXFSZ, &ignore, &previous);
+  ::setrlimit(RLIMIT_FSIZE, &limited);
+  const pid_t child = dlprof_test::spawn_training(settings, scratch, steps, arguments);
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::sigaction(SIGXFSZ, &previous, nullptr);
+  Launched result;
+  int status = 0;
+  if (child != 0 && ::waitpid(child, &status, 0) == child && WIFEXITED(status)) result.status = WEXITSTATUS(status);
+  result.out = dlprof_test::read_file(scratch / "stdout.txt");
+  result.err = dlprof_test::read_file(scratch / "stderr.txt");
+  return result;
+}
+
+TEST(FlightRecorderCrashTest, ADiskThatFillsDuringADumpIsOneErrorAndTrainingGoesOn) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  std::vector<std::string> settings = flight_settings(traces);
+  settings.push_back("DLPROF_SLOW_STEP_FACTOR=10");
+  settings.push_back("DLPROF_SIGNAL=none");
+  const Launched run = launch_on_a_full_disk(settings, dir.path(), 16, {"--slow-step", "12"}, 2048);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("dumps=1")) << "training went on to its end";
+  std::size_t errors = 0;
+  for (std::size_t at = run.err.find("File too large"); at != std::string::npos; at = run.err.find("File too large", at + 1))
+    ++errors;
+  EXPECT_EQ(errors, 1u) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("cannot write"));
+  EXPECT_THAT(files_in(traces), IsEmpty()) << "no half-written trace, no temporary file";
 }
 
 /// Runs dlprof-capture with `arguments`; its stdout, stderr and exit status.
