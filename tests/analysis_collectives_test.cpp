@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -139,14 +140,21 @@ TEST(CollectiveAnalysisTest, ARankWhoseProcessGroupDiffersIsFromAnotherJob) {
   EXPECT_EQ(result.ranks.size(), 4u);
 }
 
-TEST(CollectiveAnalysisTest, ATracesCollectivesAreSummarizedOnTheReferenceClock) {
+/// An all-reduce of 1000 floats in group "0" of two ranks, as its record_param_comms op says.
+dlprof::CollectiveCall all_reduce_of_two(std::string_view backend, std::int64_t seq) {
   dlprof::CollectiveCall call;
   call.name = "allreduce";
+  call.backend = std::string(backend);
   call.dtype = "Float";
   call.in_nelems = call.out_nelems = 1000;
   call.group_size = 2;
   call.group_name = "0";
-  call.seq = 9;
+  call.seq = seq;
+  return call;
+}
+
+TEST(CollectiveAnalysisTest, ATracesCollectivesAreSummarizedOnTheReferenceClock) {
+  const dlprof::CollectiveCall call = all_reduce_of_two("gloo", 9);
   dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
                             .rank(1, 2)
                             .step(3, 100 * kMs, 200 * kMs)
@@ -173,14 +181,7 @@ TEST(CollectiveAnalysisTest, ATracesCollectivesAreSummarizedOnTheReferenceClock)
 // ranks. A call that launched kernels (linked to c10d's nccl:all_reduce op inside its
 // record_param_comms) arrives when its first kernel starts and ends when its last one ends.
 TEST(CollectiveAnalysisTest, ACallThatLaunchedKernelsIsTimedOnTheDevice) {
-  dlprof::CollectiveCall call;
-  call.name = "allreduce";
-  call.backend = "nccl";
-  call.dtype = "Float";
-  call.in_nelems = call.out_nelems = 1000;
-  call.group_size = 2;
-  call.group_name = "0";
-  call.seq = 4;
+  const dlprof::CollectiveCall call = all_reduce_of_two("nccl", 4);
   dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
                             .rank(1, 2)
                             .step(3, 100 * kMs, 200 * kMs)
