@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -64,37 +63,68 @@ class BasicKeyAverages {
   BasicKeyAverages() = default;
 
   /// Aggregates the Range, Step and Op events of `trace`. Self time subtracts, per thread, the
-  /// duration of each range's direct children (ranges nest strictly on a thread).
+  /// duration of each range's direct children (ranges nest strictly on a thread). Each range is
+  /// counted as it closes, once its children are known: what the pass holds is the ranges open
+  /// on one thread, not a value per event.
   explicit BasicKeyAverages(const Trace& trace)
       : window_ns_(trace.window_ns()), dropped_events_(trace.dropped_events), gpu_(trace.gpu) {
-    std::unordered_map<std::uint32_t, std::size_t> row_of_name;
-    std::vector<std::int64_t> child_ns(trace.events.size(), 0);
     // GPU work counts for the range whose External id it carries (the first, should two share
     // one), and for every range around that one.
-    std::unordered_map<std::uint64_t, std::size_t> event_of_external_id;
-    for (std::size_t i = 0; i < trace.events.size(); ++i)
-      if (is_slice(trace.events[i].kind) && trace.events[i].external_id != 0)
-        event_of_external_id.emplace(trace.events[i].external_id, i);
-    std::vector<std::int64_t> gpu_self_ns(trace.events.size(), 0);
-    for (const GpuEvent& work : trace.gpu_events) {
-      if (work.external_id == 0 || work.kind == GpuEventKind::Annotation || work.kind == GpuEventKind::Sync) continue;
-      const auto event = event_of_external_id.find(work.external_id);
-      if (event != event_of_external_id.end()) gpu_self_ns[event->second] += work.duration_ns();
+    struct GpuWork {
+      std::uint64_t external_id;
+      std::int64_t ns;
+      bool claimed;
+    };
+    std::vector<GpuWork> gpu_work;
+    for (const GpuEvent& work : trace.gpu_events)
+      if (work.external_id != 0 && work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync)
+        gpu_work.push_back({work.external_id, work.duration_ns(), false});
+    std::sort(gpu_work.begin(), gpu_work.end(), [](const GpuWork& a, const GpuWork& b) { return a.external_id < b.external_id; });
+    std::size_t distinct = 0;
+    for (const GpuWork& work : gpu_work) {
+      if (distinct != 0 && gpu_work[distinct - 1].external_id == work.external_id) gpu_work[distinct - 1].ns += work.ns;
+      else gpu_work[distinct++] = work;
     }
-    std::vector<std::int64_t> gpu_total_ns = gpu_self_ns;
-    std::vector<std::uint64_t> counted_flops(trace.events.size(), 0);
-    std::vector<std::size_t> open;  // indices of enclosing ranges on the current thread
+    gpu_work.resize(distinct);
+    const auto claim_gpu_ns = [&gpu_work](std::uint64_t external_id) -> std::int64_t {
+      if (external_id == 0) return 0;
+      const auto found = std::lower_bound(gpu_work.begin(), gpu_work.end(), external_id,
+                                          [](const GpuWork& work, std::uint64_t id) { return work.external_id < id; });
+      if (found == gpu_work.end() || found->external_id != external_id || found->claimed) return 0;
+      found->claimed = true;
+      return found->ns;
+    };
+
+    constexpr std::size_t kNoRow = SIZE_MAX;
+    std::vector<std::size_t> row_of_name(trace.names.size(), kNoRow);
+    struct OpenRange {
+      std::size_t event;
+      std::size_t row;
+      std::int64_t child_ns;
+      std::int64_t gpu_self_ns;
+      std::int64_t gpu_total_ns;
+      std::uint64_t counted_flops;
+      bool has_flops;
+    };
+    std::vector<OpenRange> open;  // the enclosing ranges on the current thread, innermost last
     std::size_t open_with_flops = 0;  // how many of them have FLOPs (an op inside one is part of it)
     std::uint32_t thread = UINT32_MAX;
-    const auto flops_of = [&trace](const TraceEvent& event) -> std::uint64_t {
-      return event.inputs == TraceEvent::kNoInputs ? 0 : trace.op_inputs[event.inputs].flops;
-    };
     // A closed range's GPU total is complete (its children closed before it): its parent gets it.
     const auto close_innermost = [&] {
-      const std::size_t closed = open.back();
-      open_with_flops -= flops_of(trace.events[closed]) != 0;
+      const OpenRange closed = open.back();
       open.pop_back();
-      if (!open.empty()) gpu_total_ns[open.back()] += gpu_total_ns[closed];
+      open_with_flops -= closed.has_flops;
+      if (!open.empty()) open.back().gpu_total_ns += closed.gpu_total_ns;
+      const std::int64_t duration = trace.events[closed.event].duration_ns();
+      KeyAverage& row = rows_[closed.row];
+      ++row.calls;
+      row.total_ns += duration;
+      row.self_ns += duration - closed.child_ns;
+      row.min_ns = std::min(row.min_ns, duration);
+      row.max_ns = std::max(row.max_ns, duration);
+      row.flops += closed.counted_flops;
+      row.gpu_ns += closed.gpu_self_ns;
+      row.gpu_total_ns += closed.gpu_total_ns;
     };
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
@@ -103,15 +133,25 @@ class BasicKeyAverages {
         while (!open.empty()) close_innermost();
         thread = event.thread;
       }
+      // Rows in the order their names first appear, which is their order among equals.
+      std::size_t& row = row_of_name[event.name];
+      if (row == kNoRow) {
+        row = rows_.size();
+        KeyAverage& added = rows_.emplace_back();
+        added.name = trace.names[event.name];
+        added.category = event.category;
+        added.min_ns = INT64_MAX;
+      }
       // Sorted by start, enclosing first, and nesting strictly: the innermost open range that
       // ends no earlier than this one encloses it.
-      while (!open.empty() && trace.events[open.back()].end_ns < event.end_ns) close_innermost();
-      if (!open.empty()) child_ns[open.back()] += event.duration_ns();
-      const std::uint64_t flops = flops_of(event);
-      if (open_with_flops == 0) counted_flops[i] = flops;  // aten::linear, not also its aten::addmm
-      total_flops_ += counted_flops[i];
+      while (!open.empty() && trace.events[open.back().event].end_ns < event.end_ns) close_innermost();
+      if (!open.empty()) open.back().child_ns += event.duration_ns();
+      const std::uint64_t flops = event.inputs == TraceEvent::kNoInputs ? 0 : trace.op_inputs[event.inputs].flops;
+      const std::uint64_t counted_flops = open_with_flops == 0 ? flops : 0;  // aten::linear, not also its aten::addmm
+      total_flops_ += counted_flops;
       open_with_flops += flops != 0;
-      open.push_back(i);
+      const std::int64_t gpu_self_ns = claim_gpu_ns(event.external_id);
+      open.push_back({i, row, 0, gpu_self_ns, gpu_self_ns, counted_flops, flops != 0});
     }
     while (!open.empty()) close_innermost();
     for (const MemoryEvent& memory : trace.memory_events) {
@@ -121,28 +161,6 @@ class BasicKeyAverages {
       if (peak == peak_memory_.end()) peak = peak_memory_.insert(peak_memory_.end(), PeakMemory{memory.device_type, memory.device, 0, 0});
       peak->allocated_bytes = std::max(peak->allocated_bytes, memory.total_allocated);
       peak->reserved_bytes = std::max(peak->reserved_bytes, memory.total_reserved);
-    }
-    for (std::size_t i = 0; i < trace.events.size(); ++i) {
-      const TraceEvent& event = trace.events[i];
-      if (!is_slice(event.kind)) continue;
-      auto [found, inserted] = row_of_name.try_emplace(event.name, rows_.size());
-      if (inserted) {
-        KeyAverage row;
-        row.name = trace.names[event.name];
-        row.category = event.category;
-        row.min_ns = INT64_MAX;
-        rows_.push_back(std::move(row));
-      }
-      KeyAverage& row = rows_[found->second];
-      const std::int64_t duration = event.duration_ns();
-      ++row.calls;
-      row.total_ns += duration;
-      row.self_ns += duration - child_ns[i];
-      row.min_ns = std::min(row.min_ns, duration);
-      row.max_ns = std::max(row.max_ns, duration);
-      row.flops += counted_flops[i];
-      row.gpu_ns += gpu_self_ns[i];
-      row.gpu_total_ns += gpu_total_ns[i];
     }
     sort_by(SortBy::TotalTime);
   }

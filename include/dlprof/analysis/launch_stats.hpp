@@ -100,6 +100,7 @@ inline LaunchStats launch_stats(const Trace& trace, const HtaView& view, const A
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 
   LaunchStats result;
+  result.launches.reserve(work_by_correlation.size());
   for (const ApiCall& call : view.api) {
     const std::uint32_t correlation = call.event->correlation;
     if (!launched(correlation)) continue;

@@ -371,6 +371,11 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
   const auto role_intervals = [&](StepRole role) -> std::vector<detail::Interval>& {
     return roles[static_cast<std::size_t>(role)];
   };
+  // Room for every interval the largest roles may get: memory reserved and never written costs
+  // nothing, and a vector grown by doubling holds its old and new copies at once.
+  role_intervals(StepRole::CpuExec).reserve(trace.events.size());
+  role_intervals(StepRole::Kernel).reserve(trace.gpu_events.size());
+  role_intervals(StepRole::Runtime).reserve(trace.api_events.size());
   for (const TraceEvent& event : trace.events) {
     if (!is_slice(event.kind)) continue;
     detail::Interval& span = event.kind == EventKind::Op ? ops_span : slices_span;

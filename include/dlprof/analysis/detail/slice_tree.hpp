@@ -22,6 +22,8 @@ class SliceTree {
   explicit SliceTree(const Trace& trace) : trace_(trace), parent_(trace.events.size(), kNone) {
     std::vector<std::uint32_t> open;
     std::uint32_t thread = UINT32_MAX;
+    slices_.reserve(trace.events.size());  // an upper bound: pages never written cost nothing
+    by_external_id_.reserve(trace.events.size());
     for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
       if (!is_slice(event.kind)) continue;
