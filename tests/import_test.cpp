@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -1644,19 +1645,26 @@ void expect_split_reads_the_same(std::string_view json, bool strict = false) {
 
 /// Whether the parse in parts reads `json` itself, cutting at the first place that looks like a
 /// cut at or after `from` and every `from` bytes after (rather than giving up, for the reader to
-/// parse it on one thread).
-bool parts_parse_reads(std::string json, std::size_t from) {
+/// parse it on one thread), wherever the text lies against 16-byte blocks (which decides where
+/// a cut may be).
+bool parts_parse_reads(const std::string& json, std::size_t from) {
   using namespace dlprof::detail::json;
-  const std::size_t size = json.size();
-  json.append(ByteBuffer::kPadding, '\0');
-  TraceBuilder builder;
-  TraceHandler handler(builder);
-  MemoryParts parts(json.data(), size, std::max<std::size_t>(from, 1), 6);
-  try {
-    return parse_in_parts(parts, size, handler, builder, 4, nullptr);
-  } catch (const ParseFailure&) {
-    return false;
+  for (std::size_t shift = 0; shift < 16; ++shift) {
+    ByteBuffer buffer;
+    buffer.resize(shift + json.size());
+    std::memcpy(buffer.data() + shift, json.data(), json.size());
+    buffer.terminate();
+    char* const text = buffer.data() + shift;
+    TraceBuilder builder;
+    TraceHandler handler(builder);
+    MemoryParts parts(text, json.size(), std::max<std::size_t>(from, 1));
+    try {
+      if (!parse_in_parts(parts, json.size(), handler, builder, 4, nullptr)) return false;
+    } catch (const ParseFailure&) {
+      return false;
+    }
   }
+  return true;
 }
 
 constexpr std::string_view kEventsThenBaseTime = R"json({"schemaVersion": 1,
@@ -1688,9 +1696,10 @@ TEST(ImportSplitTest, BothThreadsReadTheEventsTheOneThreadReads) {
   EXPECT_EQ(trace.gpu_events[0].kernel.grid[2], 3u);
 }
 
-// Many more parts than buffers: each part after the head is parsed in a buffer of its own, reused
-// only once its events are in the builder, while the head is parsed where it is.
-TEST(ImportSplitTest, ManyPartsReadInTheirOwnBuffers) {
+// A text in memory is parsed where it is, each part on either thread: every cut leaves the
+// aligned block that holds a part's last "}" (what RapidJSON's SIMD scans read up to) clear of
+// the next part, which the other thread rewrites.
+TEST(ImportSplitTest, PartsInMemoryAreCutWhereNoScanReadsTheNextPart) {
   std::string json = "{\"traceEvents\": [\n";
   for (int i = 0; i < 300; ++i)
     json += fmt::format("  {{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op{}\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 1}}{}\n",
@@ -1700,21 +1709,30 @@ TEST(ImportSplitTest, ManyPartsReadInTheirOwnBuffers) {
   expect_split_reads_the_same(json);
 
   using namespace dlprof::detail::json;
-  const std::string original = json;
-  json.append(ByteBuffer::kPadding, '\0');
-  MemoryParts parts(json.data(), original.size(), 64, 2);
-  const TextPart head = parts.first();
-  const TextPart first = *parts.next();
-  parts.release(head);  // the head is in place: its release frees no buffer
-  const TextPart second = *parts.next();
-  EXPECT_NE(first.base, second.base);
-  EXPECT_EQ(head.base, json.data());
-  for (const TextPart* part : {&first, &second}) {
-    EXPECT_EQ(std::string_view(part->base + 1, part->end - 1), std::string_view(original).substr(part->base_offset + 1, part->end - 1));
-    EXPECT_EQ(part->base[part->end], '\0');
+  for (std::size_t shift = 0; shift < 16; ++shift) {
+    SCOPED_TRACE(shift);
+    ByteBuffer buffer;
+    buffer.resize(shift + json.size());
+    std::memcpy(buffer.data() + shift, json.data(), json.size());
+    buffer.terminate();
+    char* const text = buffer.data() + shift;
+    MemoryParts parts(text, json.size(), 64);
+    std::vector<TextPart> cut{parts.first()};
+    while (std::optional<TextPart> part = parts.next()) cut.push_back(*part);
+    ASSERT_GT(cut.size(), 30u) << "300 events, a quarter of the places between them cuts";
+    for (std::size_t i = 0; i + 1 < cut.size(); ++i) {
+      const TextPart& part = cut[i];
+      const TextPart& next = cut[i + 1];
+      EXPECT_EQ(part.base, text);
+      EXPECT_EQ(part.base[part.end - 1], '}');
+      EXPECT_EQ(part.base[part.end], '\0');
+      EXPECT_EQ(next.base[next.open + 1], '{');
+      const auto last_block_end = (reinterpret_cast<std::uintptr_t>(part.base + part.end - 1) | 15u) + 1;
+      EXPECT_LE(last_block_end, reinterpret_cast<std::uintptr_t>(next.base + next.open)) << "part " << i;
+    }
+    EXPECT_TRUE(cut.back().last);
+    EXPECT_EQ(cut.back().end, json.size());
   }
-  parts.release(first);
-  EXPECT_EQ(parts.next()->base, first.base) << "a released buffer is reused";
 }
 
 TEST(ImportSplitTest, BareArraysAndTheEndsOfObjects) {

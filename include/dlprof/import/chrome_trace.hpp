@@ -316,7 +316,7 @@ inline Trace parse_text(ByteBuffer text, const std::string& source, const ReadOp
   std::optional<Trace> trace = build_trace(
       source, options, file_index, file_count, text.size(), ReadProgress::Stage::Parsing, pristine,
       [&](TraceHandler& handler, TraceBuilder& builder, const std::function<void(std::size_t)>& parsed) {
-        MemoryParts parts(text.data(), text.size(), part_bytes(options), kPartsOut + 2);
+        MemoryParts parts(text.data(), text.size(), part_bytes(options));
         return parse_in_parts(parts, text.size(), handler, builder, kPartsOut, parsed);
       });
   if (trace) return std::move(*trace);

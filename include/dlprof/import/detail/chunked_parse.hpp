@@ -5,9 +5,10 @@
 // the first cut) into the TraceBuilder; both threads then parse the following parts, each into a
 // RawEventLog, and the calling thread gives the logs to the builder in order, part by part, and
 // parses what follows the events array (Kineto writes "baseTimeNanoseconds" there) last, as a
-// document of its own. Read from a file, or inflated from gzip data as it goes, a part lives in
-// one of a few buffers, each reused once its log is given to the builder, so the memory a read
-// takes grows with the events it keeps, not with the size of the text.
+// document of its own. A text in memory is parsed where it is; read from a file, or inflated
+// from gzip data as it goes, a part lives in one of a few buffers, each reused once its log is
+// given to the builder, so the memory a read takes grows with the events it keeps, not with the
+// size of the text.
 //
 // A cut is a guess made by looking at bytes ("}", a comma and whitespace, "{"), checked as the
 // part is parsed: its parse must close an event at the guessed "}" and be between events there.
@@ -63,9 +64,18 @@ inline std::optional<std::size_t> next_event_after(const char* text, std::size_t
   return next;
 }
 
-/// The first cut at or after `from`, searched within `window` bytes, with whitespace around the
-/// comma (at least one byte of it: in one text, the NUL after the "}" and the "[" before the
-/// "{" must be two bytes).
+/// Whether the 16-byte aligned block that holds the "}" at `head_end` ends before the byte ahead
+/// of the "{" at `rest_start` (which becomes "["). RapidJSON's SIMD scans (SSE2, NEON) read
+/// whole aligned blocks, up to the one that holds the character they stop at, and never a byte
+/// ahead of where they start: a part that ends at such a cut reads nothing of the next part,
+/// which another thread rewrites in place, and the NUL after the "}" and the "[" are two bytes.
+inline bool scans_stay_apart(const char* text, std::size_t head_end, std::size_t rest_start) noexcept {
+  const auto address = [text](std::size_t offset) { return reinterpret_cast<std::uintptr_t>(text + offset); };
+  return (address(head_end) | 15u) < address(rest_start - 1);
+}
+
+/// The first cut at or after `from`, searched within `window` bytes, whose parts scans_stay_apart:
+/// where events are separated by a comma, a newline and indentation, one cut in four.
 inline std::optional<Cut> find_cut_after(const char* text, std::size_t size, std::size_t from, std::size_t window) {
   const std::size_t last = std::min(size, from + window);
   for (std::size_t at = from; at < last;) {
@@ -74,7 +84,7 @@ inline std::optional<Cut> find_cut_after(const char* text, std::size_t size, std
     const std::size_t head_end = static_cast<std::size_t>(static_cast<const char*>(brace) - text);
     at = head_end + 1;
     const std::optional<std::size_t> next = next_event_after(text, size, head_end);
-    if (next && *next - head_end >= 3) return Cut{head_end, *next};
+    if (next && scans_stay_apart(text, head_end, *next)) return Cut{head_end, *next};
   }
   return std::nullopt;
 }
@@ -109,38 +119,25 @@ struct TextPart {
   std::uint64_t read_to = 0;
 };
 
-/// The parts of a text that is in memory: the head parsed where it is, and each part after it
-/// copied into one of a few padded buffers as it is handed out. Parsed in place, a part would end
-/// where the next one starts, which another thread rewrites in place (in-situ strings), while
-/// RapidJSON's SIMD scans read whole aligned blocks up to 15 bytes past a part's end.
+/// The parts of a text that is in memory, each parsed where it is: cut where scans_stay_apart, so
+/// that no thread reads what another rewrites (in-situ strings, the "[" of a part).
 class MemoryParts {
  public:
-  /// `buffers`: how many parts after the head may be handed out and not yet released.
-  MemoryParts(char* text, std::size_t size, std::size_t part_bytes, std::size_t buffers)
-      : text_(text), size_(size), part_bytes_(part_bytes), buffers_(buffers), free_(buffers, true) {}
+  MemoryParts(char* text, std::size_t size, std::size_t part_bytes) : text_(text), size_(size), part_bytes_(part_bytes) {}
 
-  TextPart first() {
-    TextPart head = part_from(0);
-    if (!head.last) text_[head.end] = '\0';
-    head.buffer = kInPlace;
-    return head;
-  }
+  TextPart first() { return part_from(0); }
 
   std::optional<TextPart> next() {
     if (done_) return std::nullopt;
-    return copied(part_from(rest_start_ - 1));
+    return part_from(rest_start_ - 1);
   }
 
-  void release(const TextPart& part) noexcept {
-    if (part.buffer != kInPlace) free_[part.buffer] = true;
-  }
+  void release(const TextPart&) noexcept {}
 
  private:
   // A cut within a MiB after the part's size, or none: the rest is one part (a trace whose
   // events are written without spaces, "},{", is read on one thread).
   static constexpr std::size_t kWindow = std::size_t{1} << 20;
-  /// The buffer of the head, which is parsed where it is.
-  static constexpr std::size_t kInPlace = SIZE_MAX;
 
   TextPart part_from(std::size_t open) {
     TextPart part;
@@ -156,33 +153,15 @@ class MemoryParts {
       return part;
     }
     part.end = cut->head_end + 1;
+    text_[part.end] = '\0';
     part.read_to = part.end;
     rest_start_ = cut->rest_start;
-    return part;
-  }
-
-  /// `part` in a buffer of its own, ended by NULs.
-  TextPart copied(TextPart part) {
-    std::size_t index = 0;
-    while (!free_[index]) ++index;  // the caller keeps fewer parts out than there are buffers
-    free_[index] = false;
-    ByteBuffer& buffer = buffers_[index];
-    buffer.resize(part.end - part.open);
-    std::memcpy(buffer.data(), text_ + part.open, part.end - part.open);
-    buffer.terminate();
-    part.base = buffer.data();
-    part.base_offset = part.open;
-    part.end -= part.open;
-    part.open = 0;
-    part.buffer = index;
     return part;
   }
 
   char* text_;
   std::size_t size_;
   std::size_t part_bytes_;
-  std::vector<ByteBuffer> buffers_;
-  std::vector<bool> free_;
   std::size_t rest_start_ = 0;
   bool done_ = false;
 };
