@@ -24,6 +24,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -32,6 +34,43 @@
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail::json {
+
+/// Faults in the pages of a new mapped buffer on a thread of its own while the caller writes into
+/// it. MADV_POPULATE_WRITE maps each page writable without writing to it, so both threads may
+/// touch a page at once. The pages of a text are new to the process: zeroing them, or compacting
+/// memory for huge pages, on the writing thread takes as long as inflating into them, and
+/// stalls for tens of milliseconds when memory is fragmented. Where the kernel (before 5.14) or
+/// its headers lack the advice, or no thread can be started, the writer faults them in itself.
+class PagesFaultedAhead {
+ public:
+  PagesFaultedAhead(char* data, std::size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (bytes < kWorthAThread || page <= 0 || reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(page) != 0)
+      return;
+    try {
+      thread_ = std::thread([data, bytes] {
+        for (std::size_t at = 0; at < bytes; at += kStep)
+          if (::madvise(data + at, std::min(kStep, bytes - at), MADV_POPULATE_WRITE) != 0) return;
+      });
+    } catch (const std::system_error&) {
+    }
+#else
+    (void)data;
+    (void)bytes;
+#endif
+  }
+  PagesFaultedAhead(const PagesFaultedAhead&) = delete;
+  PagesFaultedAhead& operator=(const PagesFaultedAhead&) = delete;
+  ~PagesFaultedAhead() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  static constexpr std::size_t kStep = std::size_t{2} << 20;  // a huge page: a multiple of every page size
+  static constexpr std::size_t kWorthAThread = std::size_t{4} << 20;
+  std::thread thread_;
+};
 
 /// gzip's CRC-32 of `size` bytes at `data`, continuing from `crc` (0 to start): libdeflate's,
 /// which folds with carry-less multiplication where the CPU has it (zlib 1.2's bytewise CRC takes
@@ -335,6 +374,7 @@ inline std::optional<ByteBuffer> inflate_as_announced(std::string_view compresse
   if (announced == 0 || announced > most_inflated(compressed, limit)) return std::nullopt;
   ByteBuffer output;
   output.reserve(static_cast<std::size_t>(announced) + ByteBuffer::kPadding);
+  const PagesFaultedAhead faulted(output.data(), static_cast<std::size_t>(announced));  // joined before `output` goes
 #if DLPROF_WITH_LIBDEFLATE
   switch (inflate_whole(compressed, output)) {
     case WholeInflation::Done:
