@@ -20,8 +20,9 @@
 // RapidJSON's SIMD switches (RAPIDJSON_SSE2, ...) are left to the program, as dlprof-report sets
 // them: defined here they would give RapidJSON's inline functions two bodies in a program whose
 // other files include it without them. Their aligned loads read up to 15 bytes past the end of
-// the text they scan, which the reader allows: every text and every part a thread parses ends in
-// NUL padding of its own (ByteBuffer::terminate, chunked_parse.hpp).
+// the text they scan, which the reader allows: every text ends in NUL padding of its own
+// (ByteBuffer::terminate), and a part of a text that another thread parses ends where no such
+// load reaches the next part (chunked_parse.hpp, scans_stay_apart).
 #include <rapidjson/error/en.h>
 #include <rapidjson/reader.h>
 
