@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 
@@ -267,9 +268,16 @@ def check_tensorboard(args):
         recorded = sum(1 for e in trace["traceEvents"] if e.get("name") == "record_param_comms")
         if tb["calls"][worker].get("gloo:all_reduce") != recorded:
             fail(f"TensorBoard counts {tb['calls'][worker]} for {worker}, whose trace holds {recorded} all-reduces")
+    # The straggler waits less than most ranks: compared with the others' median, since on a loaded
+    # machine (ranks sharing two cores with other tests) any one rank may be descheduled for as
+    # long as the straggler is late.
     waits = tb["synchronizing_us"]
-    if args.expect_straggler is not None and min(waits, key=waits.get) != f"rank{args.expect_straggler}":
-        fail(f"TensorBoard's synchronizing time {waits}: rank {args.expect_straggler}, the straggler, should wait least")
+    if args.expect_straggler is not None:
+        straggler = f"rank{args.expect_straggler}"
+        others = sorted(wait for worker, wait in waits.items() if worker != straggler)
+        if not others or waits.get(straggler, float("inf")) >= statistics.median(others):
+            fail(f"TensorBoard's synchronizing time {waits}: rank {args.expect_straggler}, the straggler, "
+                 "should wait less than the other ranks' median")
     print(f"TensorBoard's distributed view: workers {sorted(tb['calls'])}, all-reduces counted once, "
           f"synchronizing time (us) {waits}")
 
