@@ -1197,6 +1197,38 @@ TEST(ImportErrorTest, GzipBombsStopAtTheSizeLimit) {
               HasSubstr("more than the limit of 1048576"));
 }
 
+/// A field of /proc/self/status in KiB ("VmRSS:", "VmHWM:").
+long status_kib(std::string_view field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.compare(0, field.size(), field) == 0) return std::stol(line.substr(field.size()));
+  return -1;
+}
+
+// A gzip trailer that announces far more text than the data holds (here 512 MiB for 1.2 MB) is
+// refused, and the reader's memory grows with the text it inflated, not with the lie: the pages
+// faulted in ahead of the inflating stop when it does.
+TEST(ImportErrorTest, AGzipTrailerThatLiesAboutTheSizeCostsNoMemory) {
+  std::string text = "[{\"name\": \"";
+  std::uint64_t state = 0x9E3779B97F4A7C15ull;  // text that does not compress, so the lie is one gzip may tell
+  while (text.size() < 1'200'000) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    text += "0123456789abcdef"[state >> 60];
+  }
+  text += "\"}]";
+  std::string compressed = gzip_bytes(text);
+  ASSERT_GT(compressed.size() * 1032, std::size_t{512} << 20) << "a size deflate could reach";
+  const std::uint32_t announced = std::uint32_t{512} << 20;
+  for (int i = 0; i < 4; ++i) compressed[compressed.size() - 4 + i] = static_cast<char>(announced >> (8 * i) & 0xff);
+
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM starts again from VmRSS
+  const long rss_before = status_kib("VmRSS:");
+  ASSERT_GT(rss_before, 0) << "no /proc/self/status";
+  EXPECT_THAT(read_error([&] { dlprof::parse_trace(compressed, "lying.json.gz"); }).reason(), HasSubstr("length mismatch"));
+  const long grown_mib = (status_kib("VmHWM:") - rss_before) / 1024;
+  EXPECT_LT(grown_mib, 128) << "peak RSS grew by " << grown_mib << " MiB reading 1.2 MB of text";
+}
+
 /// A trace of `rank` of 3 with one op.
 std::string trace_of_rank_at_text(int rank) {
   return fmt::format(

@@ -13,6 +13,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -36,11 +37,13 @@ DLPROF_BEGIN_NAMESPACE
 namespace detail::json {
 
 /// Faults in the pages of a new mapped buffer on a thread of its own while the caller writes into
-/// it. MADV_POPULATE_WRITE maps each page writable without writing to it, so both threads may
-/// touch a page at once. The pages of a text are new to the process: zeroing them, or compacting
-/// memory for huge pages, on the writing thread takes as long as inflating into them, and
-/// stalls for tens of milliseconds when memory is fragmented. Where the kernel (before 5.14) or
-/// its headers lack the advice, or no thread can be started, the writer faults them in itself.
+/// it, until the object goes. MADV_POPULATE_WRITE maps each page writable without writing to it,
+/// so both threads may touch a page at once. The pages of a text are new to the process: zeroing
+/// them, or compacting memory for huge pages, on the writing thread takes as long as inflating
+/// into them, and stalls for tens of milliseconds when memory is fragmented. The thread stops when
+/// the writer is done, so a size that lies (a gzip trailer's) costs about as much memory as the
+/// writer wrote. Where the kernel (before 5.14) or its headers lack the advice, or no thread can
+/// be started, the writer faults the pages in itself.
 class PagesFaultedAhead {
  public:
   PagesFaultedAhead(char* data, std::size_t bytes) {
@@ -49,8 +52,8 @@ class PagesFaultedAhead {
     if (bytes < kWorthAThread || page <= 0 || reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(page) != 0)
       return;
     try {
-      thread_ = std::thread([data, bytes] {
-        for (std::size_t at = 0; at < bytes; at += kStep)
+      thread_ = std::thread([this, data, bytes] {
+        for (std::size_t at = 0; at < bytes && !done_.load(std::memory_order_relaxed); at += kStep)
           if (::madvise(data + at, std::min(kStep, bytes - at), MADV_POPULATE_WRITE) != 0) return;
       });
     } catch (const std::system_error&) {
@@ -63,12 +66,14 @@ class PagesFaultedAhead {
   PagesFaultedAhead(const PagesFaultedAhead&) = delete;
   PagesFaultedAhead& operator=(const PagesFaultedAhead&) = delete;
   ~PagesFaultedAhead() {
+    done_.store(true, std::memory_order_relaxed);
     if (thread_.joinable()) thread_.join();
   }
 
  private:
   static constexpr std::size_t kStep = std::size_t{2} << 20;  // a huge page: a multiple of every page size
   static constexpr std::size_t kWorthAThread = std::size_t{4} << 20;
+  std::atomic<bool> done_{false};
   std::thread thread_;
 };
 
