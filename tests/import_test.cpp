@@ -1675,6 +1675,22 @@ void expect_split_reads_the_same(std::string_view json, bool strict = false) {
   }
 }
 
+/// A copy of `json` that starts `shift` bytes into a padded buffer: the same text against other
+/// 16-byte blocks.
+class ShiftedText {
+ public:
+  ShiftedText(std::string_view json, std::size_t shift) : shift_(shift) {
+    buffer_.resize(shift + json.size());
+    std::memcpy(buffer_.data() + shift, json.data(), json.size());
+    buffer_.terminate();
+  }
+  char* text() noexcept { return buffer_.data() + shift_; }
+
+ private:
+  dlprof::detail::json::ByteBuffer buffer_;
+  std::size_t shift_;
+};
+
 /// Whether the parse in parts reads `json` itself, cutting at the first place that looks like a
 /// cut at or after `from` and every `from` bytes after (rather than giving up, for the reader to
 /// parse it on one thread), wherever the text lies against 16-byte blocks (which decides where
@@ -1682,11 +1698,8 @@ void expect_split_reads_the_same(std::string_view json, bool strict = false) {
 bool parts_parse_reads(const std::string& json, std::size_t from) {
   using namespace dlprof::detail::json;
   for (std::size_t shift = 0; shift < 16; ++shift) {
-    ByteBuffer buffer;
-    buffer.resize(shift + json.size());
-    std::memcpy(buffer.data() + shift, json.data(), json.size());
-    buffer.terminate();
-    char* const text = buffer.data() + shift;
+    ShiftedText shifted(json, shift);
+    char* const text = shifted.text();
     TraceBuilder builder;
     TraceHandler handler(builder);
     MemoryParts parts(text, json.size(), std::max<std::size_t>(from, 1));
@@ -1743,11 +1756,8 @@ TEST(ImportSplitTest, PartsInMemoryAreCutWhereNoScanReadsTheNextPart) {
   using namespace dlprof::detail::json;
   for (std::size_t shift = 0; shift < 16; ++shift) {
     SCOPED_TRACE(shift);
-    ByteBuffer buffer;
-    buffer.resize(shift + json.size());
-    std::memcpy(buffer.data() + shift, json.data(), json.size());
-    buffer.terminate();
-    char* const text = buffer.data() + shift;
+    ShiftedText shifted(json, shift);
+    char* const text = shifted.text();
     MemoryParts parts(text, json.size(), 64);
     std::vector<TextPart> cut{parts.first()};
     while (std::optional<TextPart> part = parts.next()) cut.push_back(*part);

@@ -123,7 +123,7 @@ struct TextPart {
 /// that no thread reads what another rewrites (in-situ strings, the "[" of a part).
 class MemoryParts {
  public:
-  MemoryParts(char* text, std::size_t size, std::size_t part_bytes) : text_(text), size_(size), part_bytes_(part_bytes) {}
+  MemoryParts(char* text, std::size_t size, std::size_t part_bytes) noexcept : text_(text), size_(size), part_bytes_(part_bytes) {}
 
   TextPart first() { return part_from(0); }
 
@@ -153,8 +153,8 @@ class MemoryParts {
       return part;
     }
     part.end = cut->head_end + 1;
-    text_[part.end] = '\0';
     part.read_to = part.end;
+    text_[part.end] = '\0';
     rest_start_ = cut->rest_start;
     return part;
   }
