@@ -1077,6 +1077,7 @@ TEST(ImportErrorTest, SyntaxErrorsAndWrongTypes) {
       {"not json", "Invalid value."},
       {"{\"traceEvents\": [", "Invalid value."},
       {"{\"traceEvents\": [{}", "Missing a comma or ']'"},
+      {"[{\"ph\": \"X\", \"ts\": 01}]", "Missing a comma or '}'"},  // a number whose digits go on
       {"42", "a trace is a JSON object or array, not a number"},
       {"{\"traceEvents\": {}}", "\"traceEvents\" must be an array, not an object"},
       {"[1]", "a trace event must be an object, not a number"},

@@ -14,8 +14,10 @@
 // part is parsed: its parse must close an event at the guessed "}" and be between events there.
 // Each part's text is its own: the byte after the "}" becomes NUL, so no parse runs on, and the
 // byte before the next part's "{" becomes "[", so that part reads as an array. Anything
-// unexpected (a wrong guess, any error) makes the chunked parse give up: the text is then parsed
-// again, whole and pristine, on one thread, which reports errors exactly where they are.
+// unexpected (a wrong guess, any error, a text the JsonScanner does not read) makes the chunked
+// parse give up: the text is then parsed again, whole and pristine, by RapidJSON on one thread,
+// which reports errors exactly where they are. The head and the parts are read by the JsonScanner
+// (json_scanner.hpp), what follows the events array by RapidJSON.
 #pragma once
 
 #include <condition_variable>
@@ -36,6 +38,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/import/detail/json_parser.hpp"
+#include "dlprof/import/detail/json_scanner.hpp"
 #include "dlprof/import/detail/raw_event.hpp"
 #include "dlprof/import/detail/trace_builder.hpp"
 #include "dlprof/import/detail/trace_file.hpp"
@@ -362,14 +365,12 @@ bool parse_in_parts(Parts& source, std::uint64_t total_bytes, TraceHandler& hand
       TraceHandler rest_handler(problems);
       rest_handler.log_events_to(*slot.log);
       if (part.last) {
-        const JsonParseEnd end = run_json_parser<rapidjson::kParseStopWhenDoneFlag>(part.base, part.open, rest_handler, SIZE_MAX,
-                                                                                    part.base_offset);
-        ok = end.error == rapidjson::kParseErrorNone;
+        const ScanResult end = scan_json(part.base, part.open, rest_handler, SIZE_MAX, part.base_offset);
+        ok = end.end == ScanEnd::Done;
         slot.after_events = end.offset;
       } else {
-        const JsonParseEnd end = run_json_parser<rapidjson::kParseStopWhenDoneFlag>(part.base, part.open, rest_handler,
-                                                                                    part.end - 1, part.base_offset);
-        ok = end.error == rapidjson::kParseErrorTermination && rest_handler.between_events();
+        const ScanResult end = scan_json(part.base, part.open, rest_handler, part.end - 1, part.base_offset);
+        ok = end.end == ScanEnd::Stopped && rest_handler.between_events();
       }
       ok = ok && !slot.log->overflowed();
     } catch (const ParseFailure&) {
@@ -413,8 +414,8 @@ bool parse_in_parts(Parts& source, std::uint64_t total_bytes, TraceHandler& hand
   Slot* last = nullptr;
   {
     const Stopper stopper{worker, mutex, changed, failed};
-    const JsonParseEnd head_end = run_json_parser(head.base, head.open, handler, head.end - 1, head.base_offset);
-    if (head_end.error != rapidjson::kParseErrorTermination || !handler.between_events()) return false;
+    const ScanResult head_end = scan_json(head.base, head.open, handler, head.end - 1, head.base_offset);
+    if (head_end.end != ScanEnd::Stopped || !handler.between_events()) return false;
     builder.expect_more(head.read_to, total_bytes);
     if (parsed) parsed(head.read_to);
     {

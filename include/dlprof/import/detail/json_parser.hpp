@@ -1,5 +1,10 @@
 // dlprof/import/detail/json_parser.hpp: RapidJSON's SAX reader driving the TraceHandler.
 //
+// RapidJSON is the reader of record: it parses every text read whole, and every text again when
+// the parse in parts gives up, and its messages and byte offsets are the errors a reader of a
+// broken file sees. The parts of a large text go through the faster JsonScanner
+// (json_scanner.hpp), which reads a subset of what RapidJSON reads, into the same handler calls.
+//
 // Why RapidJSON (bench/HISTORY.md, "Reading traces", has the figures): with the same handler and
 // mapping behind each, on the 15 MB V100 trace, RapidJSON's in-situ SAX reader parses and maps at
 // ~500 MB/s, simdjson's On-Demand API (3.0.1, Debian's) at ~380 MB/s and nlohmann's SAX parser at
@@ -33,13 +38,15 @@
 DLPROF_BEGIN_NAMESPACE
 namespace detail::json {
 
-/// RapidJSON's handler concept over TraceHandler, with the offset of each token in the text: in-situ
-/// strings and numbers point into it; the stream, which starts `stream_start` bytes in, is just
-/// past other tokens. The parse ends after the object that closes at `stop_after`. The handler is
-/// given offsets in the whole text, of which `text` starts `base_offset` bytes in.
+/// RapidJSON's handler concept over TraceHandler (or another handler with its calls), with the
+/// offset of each token in the text: in-situ strings and numbers point into it; the stream, which
+/// starts `stream_start` bytes in, is just past other tokens. The parse ends after the object that
+/// closes at `stop_after`. The handler is given offsets in the whole text, of which `text` starts
+/// `base_offset` bytes in.
+template <class Handler>
 class RapidJsonAdapter {
  public:
-  RapidJsonAdapter(TraceHandler& handler, const char* text, rapidjson::InsituStringStream& stream, std::size_t stream_start,
+  RapidJsonAdapter(Handler& handler, const char* text, rapidjson::InsituStringStream& stream, std::size_t stream_start,
                    std::size_t stop_after, std::size_t base_offset) noexcept
       : handler_(handler), text_(text), stream_(stream), stream_start_(stream_start), stop_after_(stop_after),
         base_offset_(base_offset) {}
@@ -54,7 +61,11 @@ class RapidJsonAdapter {
   }
   bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
     const std::size_t offset = base_offset_ + static_cast<std::size_t>(text - text_);
-    if (text[length] >= '0' && text[length] <= '9') fail_long(offset, "number");
+    if (is_number_byte(text[length])) {  // cut short, or a syntax error RapidJSON reports next ("01")
+      std::size_t end = length;
+      while (is_number_byte(text[end])) ++end;
+      if (end > UINT32_MAX) fail_long(offset, "number");
+    }
     handler_.number(std::string_view(text, length), offset);
     return true;
   }
@@ -97,15 +108,19 @@ class RapidJsonAdapter {
  private:
   std::size_t position() noexcept { return stream_start_ + stream_.Tell(); }
 
+  static bool is_number_byte(char c) noexcept {
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+  }
+
   /// RapidJSON gives a token's length in 32 bits, so a token of 4 GiB or more reaches the handler
   /// cut short: an in-situ string is then not followed by the NUL RapidJSON writes after it, a
-  /// number is followed by a digit. Such a token is refused. (RapidJSON's own assertion stops a
+  /// number is followed by the rest of its 4 GiB. Such a token is refused. (RapidJSON's own assertion stops a
   /// program built without NDEBUG first.)
   [[noreturn]] static void fail_long(std::size_t offset, std::string_view what) {
     fail_at(offset, fmt::format("a {} of 4 GiB or more: the JSON parser takes at most 4 GiB - 1 bytes", what));
   }
 
-  TraceHandler& handler_;
+  Handler& handler_;
   const char* text_;
   rapidjson::InsituStringStream& stream_;
   std::size_t stream_start_;
@@ -124,15 +139,15 @@ struct JsonParseEnd {
 /// before it. `kFlags` adds RapidJSON's flags (kParseStopWhenDoneFlag: the value may be followed
 /// by more). Throws the handler's ParseFailure; syntax errors, and kParseErrorTermination after
 /// the object closing at `stop_after`, are returned.
-template <unsigned kFlags = 0>
-JsonParseEnd run_json_parser(char* text, std::size_t start, TraceHandler& handler, std::size_t stop_after = SIZE_MAX,
+template <unsigned kFlags = 0, class Handler>
+JsonParseEnd run_json_parser(char* text, std::size_t start, Handler& handler, std::size_t stop_after = SIZE_MAX,
                              std::size_t base_offset = 0) {
   // NaN and Infinity: Python's json module writes and reads them, so traces may hold them.
   constexpr unsigned kAllFlags = kFlags | rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag |
                                  rapidjson::kParseNanAndInfFlag;
   rapidjson::Reader reader;
   rapidjson::InsituStringStream stream(text + start);
-  RapidJsonAdapter adapter(handler, text, stream, start, stop_after, base_offset);
+  RapidJsonAdapter<Handler> adapter(handler, text, stream, start, stop_after, base_offset);
   const rapidjson::ParseResult result = reader.Parse<kAllFlags>(stream, adapter);
   if (result.IsError()) return JsonParseEnd{start + result.Offset(), result.Code()};
   return JsonParseEnd{start + stream.Tell(), rapidjson::kParseErrorNone};
