@@ -402,7 +402,9 @@ Trace read_bytes(const std::string& source, const ReadOptions& options, std::siz
     }
     if (std::optional<Trace> trace = read_gzip_in_parts(compressed, source, options, file_index, file_count, reread))
       return std::move(*trace);
-    return parse_whole(text_again(reread), source, options, file_index, file_count, reread);
+    // Inflated whole, where the parse in parts may have given up before the data's own error (a
+    // CRC-32 that does not match): that error is the read's.
+    return parse_whole(json_text(bytes_of(), options.max_json_bytes), source, options, file_index, file_count, reread);
   } catch (const FileFailure& failure) {
     throw TraceReadError(source, failure.message);
   }

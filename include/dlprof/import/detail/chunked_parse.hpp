@@ -205,7 +205,6 @@ class StreamParts {
     // Byte 0 of a part after the head is the one before its first "{", which becomes "[".
     const std::size_t start = first ? 0 : 1;
     buffer.resize(0);
-    buffer.reserve(std::max(start + carry_.size(), part_bytes_) + ByteBuffer::kPadding);
     buffer.resize(start + carry_.size());
     if (!carry_.empty()) std::memcpy(buffer.data() + start, carry_.data(), carry_.size());
     const std::uint64_t base_offset = text_offset_ - carry_.size() - start;
@@ -241,11 +240,15 @@ class StreamParts {
     }
   }
 
-  /// Reads until `buffer` holds `size` bytes or the text ends.
+  /// Reads until `buffer` holds `size` bytes or the text ends. The buffer grows with what is
+  /// read, at most doubling, so that a part of any size (UINT64_MAX: the whole text in one)
+  /// takes the memory of the text there is, not of the size asked for.
   void fill(ByteBuffer& buffer, std::size_t size) {
-    buffer.reserve(size + ByteBuffer::kPadding);
+    constexpr std::size_t kFirstRead = std::size_t{4} << 20;
     while (!eof_ && buffer.size() < size) {
-      const std::size_t count = read_(buffer.data() + buffer.size(), size - buffer.size());
+      const std::size_t room = std::min(size - buffer.size(), std::max(buffer.size(), kFirstRead));
+      buffer.reserve(buffer.size() + room + ByteBuffer::kPadding);
+      const std::size_t count = read_(buffer.data() + buffer.size(), room);
       if (count == 0) {
         eof_ = true;
         break;
