@@ -22,6 +22,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -295,6 +296,30 @@ TEST_F(ReferenceTraceTest, TwoRankSetSortedByRank) {
       dlprof::read_trace_set({(set / "sampled_rank-1.json.gz").string(), (set / "sampled_rank-0.json.gz").string()});
   ASSERT_EQ(reversed.size(), 2u);
   EXPECT_EQ(reversed[0].pid, 4037);
+}
+
+// The reader's sort (detail/sorted_runs.hpp) against std::stable_sort: sequences of one sorted
+// run, of a few, and of more runs than it merges (std::stable_sort's own), with ties whose order
+// must survive.
+TEST(ImportSortTest, SortingSortedRunsKeepsStableSortsOrder) {
+  std::mt19937 random(20261125);
+  using Item = std::pair<int, std::size_t>;  // a key with many ties, and where the item started
+  const auto by_key = [](const Item& a, const Item& b) { return a.first < b.first; };
+  for (const std::size_t runs : {1u, 2u, 3u, 7u, 64u, 65u, 1000u}) {
+    for (const std::size_t size : {0u, 1u, 2u, 100u, 5000u}) {
+      std::vector<Item> items;
+      for (std::size_t run = 0; run < runs; ++run) {
+        std::vector<int> keys(size / runs + (run < size % runs ? 1 : 0));
+        for (int& key : keys) key = static_cast<int>(random() % 50);
+        std::sort(keys.begin(), keys.end());
+        for (const int key : keys) items.emplace_back(key, items.size());
+      }
+      std::vector<Item> expected = items;
+      std::stable_sort(expected.begin(), expected.end(), by_key);
+      dlprof::detail::stable_sort_runs(items.begin(), items.end(), by_key);
+      EXPECT_EQ(items, expected) << runs << " runs of " << size << " items in all";
+    }
+  }
 }
 
 TEST_F(ReferenceTraceTest, OrderPromisedByTraceHpp) {

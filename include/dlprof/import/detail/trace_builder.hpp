@@ -26,6 +26,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/backends/occupancy.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/event.hpp"
@@ -1360,7 +1361,7 @@ class TraceBuilder {
   /// trace.hpp's orders (stable: file order breaks the remaining ties), then the Backward
   /// category for every op nested (same thread, time containment) in a backward op.
   void sort_and_categorise() {
-    std::stable_sort(trace_.events.begin(), trace_.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
+    stable_sort_runs(trace_.events.begin(), trace_.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
       if (a.thread != b.thread) return a.thread < b.thread;
       if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
       if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
@@ -1398,18 +1399,18 @@ class TraceBuilder {
       const bool backward = inside_backward || (event.kind == EventKind::Op && event.category == Category::Backward);
       open.push_back(Open{event.start_ns, event.end_ns, backward});
     }
-    std::stable_sort(trace_.gpu_events.begin(), trace_.gpu_events.end(), [](const GpuEvent& a, const GpuEvent& b) {
+    stable_sort_runs(trace_.gpu_events.begin(), trace_.gpu_events.end(), [](const GpuEvent& a, const GpuEvent& b) {
       if (a.device != b.device) return a.device < b.device;
       if (a.stream != b.stream) return a.stream < b.stream;
       if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
       return a.end_ns > b.end_ns;
     });
-    std::stable_sort(trace_.api_events.begin(), trace_.api_events.end(), [](const ApiEvent& a, const ApiEvent& b) {
+    stable_sort_runs(trace_.api_events.begin(), trace_.api_events.end(), [](const ApiEvent& a, const ApiEvent& b) {
       return a.thread != b.thread ? a.thread < b.thread : a.start_ns < b.start_ns;
     });
-    std::stable_sort(trace_.memory_events.begin(), trace_.memory_events.end(),
+    stable_sort_runs(trace_.memory_events.begin(), trace_.memory_events.end(),
                      [](const MemoryEvent& a, const MemoryEvent& b) { return a.time_ns < b.time_ns; });
-    std::stable_sort(trace_.overhead_events.begin(), trace_.overhead_events.end(),
+    stable_sort_runs(trace_.overhead_events.begin(), trace_.overhead_events.end(),
                      [](const OverheadEvent& a, const OverheadEvent& b) { return a.start_ns < b.start_ns; });
   }
 
