@@ -25,6 +25,7 @@
 #include "dlprof/analysis/detail/hta_view.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -78,7 +79,7 @@ inline IdleTimeBreakdown idle_time_breakdown(const HtaView& view, const Analysis
   for (const GpuWork& item : view.gpu)
     if (item.on_stream() && item.event->kind != GpuEventKind::Sync && item.event->kind != GpuEventKind::Annotation)
       work.push_back(&item);
-  std::stable_sort(work.begin(), work.end(), [](const GpuWork* a, const GpuWork* b) {
+  dlprof::detail::stable_sort_runs(work.begin(), work.end(), [](const GpuWork* a, const GpuWork* b) {
     if (a->event->device != b->event->device) return a->event->device < b->event->device;
     if (a->event->stream != b->event->stream) return a->event->stream < b->event->stream;
     return a->start_ns < b->start_ns;

@@ -32,6 +32,7 @@
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"
@@ -198,7 +199,7 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
     result.kernels[i].flops = static_cast<std::uint64_t>(static_cast<double>(cost.flops) * share + 0.5);
     result.kernels[i].bytes = static_cast<std::uint64_t>(static_cast<double>(cost.bytes) * share + 0.5);
   }
-  std::stable_sort(result.kernels.begin(), result.kernels.end(), [](const AttributedKernel& a, const AttributedKernel& b) {
+  dlprof::detail::stable_sort_runs(result.kernels.begin(), result.kernels.end(), [](const AttributedKernel& a, const AttributedKernel& b) {
     return a.work->start_ns < b.work->start_ns;
   });
   return result;

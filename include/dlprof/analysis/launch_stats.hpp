@@ -24,6 +24,7 @@
 #include "dlprof/analysis/detail/hta_view.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -96,7 +97,7 @@ inline LaunchStats launch_stats(const Trace& trace, const HtaView& view, const A
   std::vector<std::pair<std::uint32_t, const GpuWork*>> work_by_correlation;
   for (const GpuWork& work : view.gpu)
     if (work.on_stream() && launched(work.event->correlation)) work_by_correlation.emplace_back(work.event->correlation, &work);
-  std::stable_sort(work_by_correlation.begin(), work_by_correlation.end(),
+  dlprof::detail::stable_sort_runs(work_by_correlation.begin(), work_by_correlation.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 
   LaunchStats result;

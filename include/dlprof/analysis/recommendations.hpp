@@ -53,6 +53,7 @@
 #include "dlprof/analysis/step_breakdown.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/flops.hpp"
 #include "dlprof/trace.hpp"
 
@@ -189,7 +190,7 @@ struct RuleInputs {
       if (t.api_events[i].correlation != 0)
         calls_by_correlation.emplace_back(t.api_events[i].correlation, static_cast<std::uint32_t>(i));
     // The first call of a correlation wins, as the first insertion into a map would.
-    std::stable_sort(calls_by_correlation.begin(), calls_by_correlation.end(),
+    dlprof::detail::stable_sort_runs(calls_by_correlation.begin(), calls_by_correlation.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
   }
 

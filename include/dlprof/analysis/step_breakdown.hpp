@@ -61,6 +61,7 @@
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
@@ -217,7 +218,7 @@ inline void carry_steps_to_device_time(const Trace& trace, std::vector<StepTime>
   std::vector<const ApiEvent*> runtimes;
   for (const ApiEvent& call : trace.api_events)
     if (!call.driver) runtimes.push_back(&call);
-  std::stable_sort(runtimes.begin(), runtimes.end(),
+  dlprof::detail::stable_sort_runs(runtimes.begin(), runtimes.end(),
                    [](const ApiEvent* a, const ApiEvent* b) { return a->start_ns < b->start_ns; });
 
   std::vector<std::pair<std::int64_t, std::int64_t>> device_span(steps.size(), {kNone, INT64_MIN});
@@ -434,7 +435,7 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
     whole.end_ns = span.end;
     steps.push_back(whole);
   }
-  std::stable_sort(steps.begin(), steps.end(), [](const StepTime& a, const StepTime& b) { return a.start_ns < b.start_ns; });
+  dlprof::detail::stable_sort_runs(steps.begin(), steps.end(), [](const StepTime& a, const StepTime& b) { return a.start_ns < b.start_ns; });
   detail::carry_steps_to_device_time(trace, steps);
 
   std::vector<detail::Interval> unclaimed;

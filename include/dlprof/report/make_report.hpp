@@ -34,6 +34,7 @@
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/analysis/recommendations.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"
 
@@ -216,7 +217,7 @@ inline std::vector<MemoryCurve> memory_curves(const Trace& trace) {
     curve->peak_bytes = std::max(curve->peak_bytes, event.total_allocated);
   }
   for (MemoryCurve& curve : curves) {
-    std::stable_sort(curve.points.begin(), curve.points.end(),
+    dlprof::detail::stable_sort_runs(curve.points.begin(), curve.points.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     thin_memory_curve(curve);
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -40,11 +41,11 @@ class SliceTree {
     }
     thread_slices_.push_back({UINT32_MAX, static_cast<std::uint32_t>(slices_.size())});
     // Stable: the first slice of an External id two share wins.
-    std::stable_sort(by_external_id_.begin(), by_external_id_.end(),
+    dlprof::detail::stable_sort_runs(by_external_id_.begin(), by_external_id_.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     for (std::uint32_t i = 0; i < trace.api_events.size(); ++i)
       if (trace.api_events[i].correlation != 0) call_of_correlation_.emplace_back(trace.api_events[i].correlation, i);
-    std::stable_sort(call_of_correlation_.begin(), call_of_correlation_.end(),
+    dlprof::detail::stable_sort_runs(call_of_correlation_.begin(), call_of_correlation_.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
   }
 
