@@ -307,14 +307,21 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
   std::vector<AnalysedRank> ranks(count);
   std::vector<analysis::KernelAttribution> kernels(count);
   std::vector<std::function<void()>> tasks;
-  // The longest first, so that the short ones fill in around them.
+  // The longest first, so that the short ones fill in around them; what the recommendations
+  // need comes in this round, so that they have the next to themselves (one rank's: this thread
+  // alone, no thread started for it).
   for (std::size_t i = 0; i < count; ++i) {
     const Trace* trace = traces[i];
+    AnalysedRank* analysed = &ranks[i];
     RankReport* rank = &ranks[i].report;
     analysis::KernelAttribution* attribution = &kernels[i];
     tasks.emplace_back([trace, rank, &options] { rank->hta = analysis::hta_analyses(*trace, options.analysis); });
     tasks.emplace_back([trace, attribution] { *attribution = analysis::kernel_attribution(*trace); });
     tasks.emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
+    if (collectives) {
+      analysed->has_collectives = !trace->collectives.empty();
+      tasks.emplace_back([trace, analysed] { analysed->collectives = analysis::summarize_collectives(*trace); });
+    }
     tasks.emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
   }
   run_in_parallel(tasks, parallel);
@@ -327,10 +334,6 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     tasks.emplace_back([rank, trace, attribution] {
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap);
     });
-    if (collectives) {
-      rank->has_collectives = !trace->collectives.empty();
-      tasks.emplace_back([rank, trace] { rank->collectives = analysis::summarize_collectives(*trace); });
-    }
   }
   run_in_parallel(tasks, parallel);
   return ranks;
