@@ -13,11 +13,12 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -261,17 +262,47 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
 /// (tens of microseconds) costs more than analysing a few thousand events.
 inline constexpr std::size_t kEventsWorthAThread = 20'000;
 
-/// Runs every task, each once, on this thread and, when `parallel`, as many more as the machine
-/// has cores (at most one per task): the analyses are pure functions of const traces. Where no
-/// thread can be started, the tasks run here.
-inline void run_in_parallel(const std::vector<std::function<void()>>& tasks, bool parallel) {
-  std::atomic<std::size_t> next{0};
-  const auto work = [&] {
-    for (std::size_t task = next++; task < tasks.size(); task = next++) tasks[task]();
+/// Runs every task of each round, each once, round after round (a round's tasks may use what the
+/// rounds before it made), on this thread and, when `parallel`, as many more as the machine has
+/// cores (at most one per task of the largest round): the analyses are pure functions of const
+/// traces. The threads are started once, for every round: a thread started for a later round ran
+/// late on a VM of two vCPUs, after the calling thread had run that round alone. Where no thread
+/// can be started, the tasks run here.
+inline void run_in_rounds(const std::vector<std::vector<std::function<void()>>>& rounds, bool parallel) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t round = 0;  // the round whose tasks run
+  std::size_t next = 0;   // its next task to start
+  std::size_t done = 0;   // its tasks finished
+  const auto skip_empty_rounds = [&] {
+    while (round < rounds.size() && rounds[round].empty()) ++round;
   };
+  skip_empty_rounds();
+  const auto work = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (round < rounds.size()) {
+      if (next == rounds[round].size()) {  // the round's last tasks run on other threads
+        changed.wait(lock);
+        continue;
+      }
+      const std::function<void()>& task = rounds[round][next++];
+      lock.unlock();
+      task();
+      lock.lock();
+      if (++done == rounds[round].size()) {
+        ++round;
+        next = 0;
+        done = 0;
+        skip_empty_rounds();
+        changed.notify_all();
+      }
+    }
+  };
+  std::size_t most_tasks = 0;
+  for (const auto& tasks : rounds) most_tasks = std::max(most_tasks, tasks.size());
   const std::size_t cores = parallel ? std::max(1u, std::thread::hardware_concurrency()) : 1;
   std::vector<std::thread> helpers;
-  for (std::size_t i = 1; i < std::min(cores, tasks.size()); ++i) {
+  for (std::size_t i = 1; i < std::min(cores, most_tasks); ++i) {
     try {
       helpers.emplace_back(work);
     } catch (const std::system_error&) {
@@ -306,36 +337,33 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
   const bool parallel = events >= kEventsWorthAThread;
   std::vector<AnalysedRank> ranks(count);
   std::vector<analysis::KernelAttribution> kernels(count);
-  std::vector<std::function<void()>> tasks;
-  // The longest first, so that the short ones fill in around them; what the recommendations
-  // need comes in this round, so that they have the next to themselves (one rank's: this thread
-  // alone, no thread started for it).
+  std::vector<std::vector<std::function<void()>>> rounds(2);
+  // The longest first, so that the short ones fill in around them; the recommendations use the
+  // first round's results.
   for (std::size_t i = 0; i < count; ++i) {
     const Trace* trace = traces[i];
-    AnalysedRank* analysed = &ranks[i];
     RankReport* rank = &ranks[i].report;
     analysis::KernelAttribution* attribution = &kernels[i];
-    tasks.emplace_back([trace, rank, &options] { rank->hta = analysis::hta_analyses(*trace, options.analysis); });
-    tasks.emplace_back([trace, attribution] { *attribution = analysis::kernel_attribution(*trace); });
-    tasks.emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
-    if (collectives) {
-      analysed->has_collectives = !trace->collectives.empty();
-      tasks.emplace_back([trace, analysed] { analysed->collectives = analysis::summarize_collectives(*trace); });
-    }
-    tasks.emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
+    rounds[0].emplace_back([trace, rank, &options] { rank->hta = analysis::hta_analyses(*trace, options.analysis); });
+    rounds[0].emplace_back([trace, attribution] { *attribution = analysis::kernel_attribution(*trace); });
+    rounds[0].emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
+    rounds[0].emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
   }
-  run_in_parallel(tasks, parallel);
-
-  tasks.clear();
   for (std::size_t i = 0; i < count; ++i) {
     AnalysedRank* rank = &ranks[i];
     const Trace* trace = traces[i];
     const analysis::KernelAttribution* attribution = &kernels[i];
-    tasks.emplace_back([rank, trace, attribution] {
+    // In the second round: the first round's analyses hold the most scratch memory at once, and
+    // the step phases' intervals would add to that peak.
+    if (collectives) {
+      rank->has_collectives = !trace->collectives.empty();
+      rounds[1].emplace_back([rank, trace] { rank->collectives = analysis::summarize_collectives(*trace); });
+    }
+    rounds[1].emplace_back([rank, trace, attribution] {
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap);
     });
   }
-  run_in_parallel(tasks, parallel);
+  run_in_rounds(rounds, parallel);
   return ranks;
 }
 
