@@ -80,6 +80,16 @@ class JsonScanner {
     while (is_space(*at_)) ++at_;
   }
 
+  /// Past the whitespace, then `separator` and the whitespace after it; false, at the first byte
+  /// that is not whitespace, where that is not `separator`.
+  bool skip_past(char separator) noexcept {
+    skip_space();
+    if (*at_ != separator) return false;
+    ++at_;
+    skip_space();
+    return true;
+  }
+
   /// False to give up (or after the stop).
   bool value(int depth) {
     switch (*at_) {
@@ -266,17 +276,9 @@ class JsonScanner {
       std::string_view key;
       if (!string(key)) return false;
       handler_.key(key, handler_offset(quote));
-      skip_space();
-      if (*at_ != ':') return false;
-      ++at_;
-      skip_space();
+      if (!skip_past(':')) return false;
       if (!value(depth + 1)) return false;
-      skip_space();
-      if (*at_ == ',') {
-        ++at_;
-        skip_space();
-        continue;
-      }
+      if (skip_past(',')) continue;
       if (*at_ == '}') return close_object();
       return false;
     }
@@ -301,12 +303,7 @@ class JsonScanner {
     if (*at_ != ']') {
       for (;;) {
         if (!value(depth + 1)) return false;
-        skip_space();
-        if (*at_ == ',') {
-          ++at_;
-          skip_space();
-          continue;
-        }
+        if (skip_past(',')) continue;
         if (*at_ == ']') break;
         return false;
       }
