@@ -52,10 +52,12 @@ std::string object_opening(char phase, std::string_view category) {
 }
 
 /// The start of an event's object by kind: ranges and steps are user_annotation slices, ops
-/// cpu_op slices, and so on. Put together once, so that each event starts with one copy.
+/// cpu_op slices, and so on. Put together once, so that each event starts with one copy, and
+/// never destroyed: a Profiler's background writer may still be writing a trace while the
+/// program exits and runs the destructors of statics.
 template <class Deferred = void>
 std::string_view event_opening(EventKind kind) {
-  static const std::string kOpenings[] = {
+  static const std::string* const kOpenings = new const std::string[5]{
       object_opening('X', kineto::cat::kUserAnnotation), object_opening('X', kineto::cat::kCpuOp),
       object_opening('X', kineto::cat::kPythonFunction), object_opening('i', kineto::cat::kCpuInstantEvent),
       object_opening('C', kineto::cat::kCounter)};
