@@ -305,6 +305,22 @@ TEST(LaunchStatsTest, DriverLaunchesAreNotCounted) {
   EXPECT_TRUE(dlprof::analysis::launch_stats(trace).launches.empty());
 }
 
+// MTIA launches a kernel with runFunction (mtia_runtime), which HTA counts as a launch.
+TEST(LaunchStatsTest, MtiaRunFunctionLaunchesAreCounted) {
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .call("runFunction - job_prep_and_submit_for_execution", 0, 4'000, 1)
+                                  .kernel("mtia_fused_linear_relu", 6'000, 11'000, 1)
+                                  .call("runFunction - job_prep_and_submit_for_execution", 10'000, 12'000, 2)
+                                  .kernel("mtia_fused_linear_relu", 20'000, 21'000, 2)
+                                  .trace();
+  const auto stats = dlprof::analysis::launch_stats(trace);
+  ASSERT_EQ(stats.launches.size(), 2u);
+  EXPECT_EQ(stats.launches[0].call, "runFunction - job_prep_and_submit_for_execution");
+  EXPECT_EQ(stats.launches[0].launch_delay_ns, 2'000);
+  EXPECT_EQ(stats.launches[1].launch_delay_ns, 8'000);
+  EXPECT_EQ(stats.short_kernels, 1u);  // the second: 1 µs of work for a 2 µs call
+}
+
 TEST(HtaAnalysesTest, AllAtOnceEqualOneByOne) {
   const dlprof::Trace trace = three_step_trace();
   for (const AnalysisOptions& options : {AnalysisOptions{}, hta_compat()}) {

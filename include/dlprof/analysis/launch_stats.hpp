@@ -2,7 +2,8 @@
 // waited to start, as Holistic Trace Analysis's get_cuda_kernel_launch_stats computes it
 // (cuda_kernel_analysis.py):
 //
-// - Launch calls: cudaLaunchKernel and cudaLaunchKernelExC, and with include_memory_events
+// - Launch calls: cudaLaunchKernel, cudaLaunchKernelExC and MTIA's
+//   "runFunction - job_prep_and_submit_for_execution", and with include_memory_events
 //   cudaMemcpyAsync and cudaMemsetAsync (never the driver's cuLaunchKernel, as in HTA). Every CPU
 //   call sharing a correlation id with one of them is joined to every piece of GPU work with a
 //   stream that carries that id.
@@ -79,8 +80,11 @@ struct LaunchStats {
 
 namespace detail {
 
+/// MTIA's kernel launch, which HTA counts with CUDA's (cuda_kernel_analysis.py).
+inline constexpr std::string_view kMtiaLaunchCall = "runFunction - job_prep_and_submit_for_execution";
+
 inline bool is_launch_call(std::string_view name, bool include_memory_events) noexcept {
-  if (name == "cudaLaunchKernel" || name == "cudaLaunchKernelExC") return true;
+  if (name == "cudaLaunchKernel" || name == "cudaLaunchKernelExC" || name == kMtiaLaunchCall) return true;
   return include_memory_events && (name == "cudaMemcpyAsync" || name == "cudaMemsetAsync");
 }
 
