@@ -2304,6 +2304,55 @@ TEST(ImportDeviceTest, EveryDeviceKinetoWritesIsClassifiedAsHtaDoes) {
                                      "2 slices of category \"npu_op\", which dlprof does not know, counted as GPU kernels"));
 }
 
+// The stream of device work is its args' (XPU's "sycl queue"); without one, its row only where
+// Kineto puts work on its stream's row, and -1 otherwise, as HTA reads it: MTIA's dma_request
+// copies sit on a thread's row, which is no stream.
+TEST(ImportDeviceTest, DeviceWorkWithoutAStreamInItsArgsIsOnNoStream) {
+  const Trace trace = parse(R"json([
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "mtia_kernel", "pid": 2, "tid": 5, "ts": 1, "dur": 4,
+     "args": {"correlation": 3, "stream": 5, "device": 2}},
+    {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 2, "tid": 48213, "ts": 6, "dur": 2,
+     "args": {"correlation": 4, "device": 2}},
+    {"ph": "X", "cat": "kernel", "name": "xpu_kernel", "pid": 1, "tid": 9, "ts": 10, "dur": 1,
+     "args": {"correlation": 2, "device": 1, "sycl queue": 9}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "forward", "pid": 0, "tid": 7, "ts": 1, "dur": 20,
+     "args": {"External id": 5}},
+    {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 14", "ts": 12,
+     "dur": 2}
+  ])json");
+  const auto stream_of = [&](std::string_view name) {
+    for (const dlprof::GpuEvent& work : trace.gpu_events)
+      if (trace.names[work.name] == name) return work.stream;
+    ADD_FAILURE() << name << " not read";
+    return std::int64_t{-2};
+  };
+  EXPECT_EQ(stream_of("mtia_kernel"), 5);
+  EXPECT_EQ(stream_of("dma_request"), -1);
+  EXPECT_EQ(stream_of("xpu_kernel"), 9);
+  EXPECT_EQ(stream_of("forward"), 7);
+  EXPECT_EQ(stream_of("Memcpy HtoD (Pageable -> Device)"), 14);
+}
+
+// torch.compile's Triton launches are cpu_ops with a stream in their args: kept as ops, and
+// listed in Trace::cpu_slices_on_streams on the file's clock.
+TEST(ImportTest, CpuOpsNamingAStreamAreListed) {
+  const Trace trace = parse(R"json({"baseTimeNanoseconds": 1000000000, "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "triton_poi_fused_add_0", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+     "args": {"External id": 3, "stream": 7, "grid": "[128, 1, 1]"}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"External id": 4}},
+    {"ph": "X", "cat": "cpu_op", "name": "triton_red_fused_sum_1", "pid": 1, "tid": 1, "ts": 30, "dur": 2,
+     "args": {"stream": 4294967295}}
+  ]})json");
+  ASSERT_EQ(trace.cpu_slices_on_streams.size(), 1u);
+  const dlprof::CpuSliceOnStream& slice = trace.cpu_slices_on_streams[0];
+  EXPECT_EQ(trace.names[slice.name], "triton_poi_fused_add_0");
+  EXPECT_EQ(slice.stream, 7);
+  EXPECT_EQ(slice.start_ns, 1'000'010'000);
+  EXPECT_EQ(slice.end_ns, 1'000'015'000);
+  ASSERT_NE(find_event(trace, "triton_poi_fused_add_0"), nullptr);
+  EXPECT_EQ(find_event(trace, "triton_poi_fused_add_0")->kind, EventKind::Op);
+}
+
 TEST_F(ReferenceTraceTest, EverySetReadsAsWrittenStrictlyAndLeniently) {
   dlprof::ReadOptions strict;
   strict.strict = true;

@@ -317,6 +317,17 @@ struct MemoryEvent {
   std::uint32_t thread = 0;  ///< index into Trace::threads
 };
 
+/// A CPU slice whose args name a GPU stream, as torch.compile's Inductor writes its Triton
+/// launches (cpu_op "triton_poi_fused_add_0" with "stream": 7). Read from files only.
+struct CpuSliceOnStream {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t name = 0;  ///< index into Trace::names
+  std::int64_t stream = 0;
+
+  std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
+};
+
 /// Time CUPTI itself spent (buffer flushes, instrumentation), on its own row.
 struct OverheadEvent {
   std::int64_t start_ns = 0;
@@ -403,6 +414,10 @@ struct Trace {
   std::vector<ApiEvent> api_events;
   std::vector<MemoryEvent> memory_events;
   std::vector<OverheadEvent> overhead_events;
+  /// The CPU slices of `events` that name a GPU stream, by start. Holistic Trace Analysis takes
+  /// any event with a stream for GPU work and counts their CPU time as GPU time; the analyses do
+  /// so only with AnalysisOptions::hta_compat.
+  std::vector<CpuSliceOnStream> cpu_slices_on_streams;
   GpuCollectionStats gpu;
   /// Extra top-level keys, written verbatim: the value must already be JSON text.
   std::vector<std::pair<std::string, std::string>> metadata;

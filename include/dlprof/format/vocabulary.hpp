@@ -147,6 +147,8 @@ inline constexpr std::string_view kCorrelation = "correlation";
 inline constexpr std::string_view kDevice = "device";
 inline constexpr std::string_view kContext = "context";
 inline constexpr std::string_view kStream = "stream";
+/// XPU's stream: Kineto's XPU plugin writes the SYCL queue of device work, and no "stream".
+inline constexpr std::string_view kSyclQueue = "sycl queue";
 inline constexpr std::string_view kQueued = "queued";
 inline constexpr std::string_view kRegistersPerThread = "registers per thread";
 inline constexpr std::string_view kSharedMemory = "shared memory";

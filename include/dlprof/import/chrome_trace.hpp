@@ -34,13 +34,16 @@
 //    OpInputs entry: each arg's JSON re-written compactly as torch writes it ("[[4, 8], [8, 8]]",
 //    ", " between elements, ": " after keys) into Trace::names, an empty text where absent;
 //    "flops" -> OpInputs::flops (bytes stay 0). Slices of one name with equal inputs share one.
+//    "stream" other than -1 (torch.compile's Triton launch ops) -> a CpuSliceOnStream too.
 //  * "X" cuda_runtime / Runtime / cuda_driver -> ApiEvent (driver for cuda_driver): cbid,
 //    correlation, External id; on the calling CPU thread.
 //  * "X" kernel / Kernel, gpu_memcpy / Memcpy, gpu_memset / Memset, cuda_sync,
 //    gpu_user_annotation -> GpuEvent Kernel, Memcpy (MemcpyPeer for PtoP or fromDevice/toDevice
 //    args), Memset, Sync, Annotation. device: args "device" (peer copies: "inDevice"), else pid;
-//    stream: args "stream", else the tid ("stream 7" -> 7), except syncs: args "stream" only, -1
-//    when absent; (uint32)-1 is -1. correlation, External id, context. Kernels: grid, block,
+//    stream: args "stream", else XPU's "sycl queue", else, for gpu_user_annotation and the
+//    string tids of old traces ("stream 7" -> 7), the tid, else -1 (no stream, as HTA reads it:
+//    MTIA's dma_request copies sit on a thread's row); syncs: args "stream" only, -1 when
+//    absent; (uint32)-1 is -1. correlation, External id, context. Kernels: grid, block,
 //    "registers per thread", "shared memory" (into static_shared_memory; dynamic is 0),
 //    queued (µs -> queued_ns), "blocks per SM" and "warps per SM" ("inf" accepted),
 //    "est. achieved occupancy %" (-99, Kineto's unknown, where absent, as in ROCm's traces).

@@ -324,6 +324,7 @@ inline void release_events(Trace& trace) {
   release(trace.api_events);
   release(trace.memory_events);
   release(trace.overhead_events);
+  release(trace.cpu_slices_on_streams);
 }
 
 /// The analyses of each trace on its own, the ranks' tasks sharing one pool of threads. With

@@ -872,6 +872,9 @@ class TraceBuilder {
       slice.category = Category::Communication;
       add_collective(event, slice);
     }
+    const std::int64_t stream =
+        arg_value(event, Arg::Stream, [&](const RawValue& value) { return stream_of(value); }).value_or(-1);
+    if (stream != -1) trace_.cpu_slices_on_streams.push_back(CpuSliceOnStream{start, end, slice.name, stream});
     trace_.events.push_back(slice);
   }
 
@@ -1060,7 +1063,7 @@ class TraceBuilder {
     work.external_id = external_id_of(event);
     work.name = intern(name);
     work.correlation = correlation_of(event);
-    // pid = device and tid = stream are the fallbacks: gpu_user_annotation has neither arg.
+    // pid = device is the fallback: gpu_user_annotation has no args.device.
     work.device = static_cast<std::uint32_t>(pid.number < 0 || pid.number > UINT32_MAX ? 0 : pid.number);
     if (event.arg(Arg::Device) != nullptr)
       work.device = uint32_arg(event, Arg::Device, kineto::arg::kDevice, work.device);
@@ -1068,8 +1071,17 @@ class TraceBuilder {
       work.device = uint32_arg(event, Arg::InDevice, kineto::arg::kInDevice, work.device);
     work.context = uint32_arg(event, Arg::Context, kineto::arg::kContext,
                               uint32_arg(event, Arg::InContext, kineto::arg::kInContext));
-    const std::optional<std::int64_t> stream = arg_value(event, Arg::Stream, [&](const RawValue& value) { return stream_of(value); });
-    work.stream = stream.value_or(tid.number);
+    std::optional<std::int64_t> stream = arg_value(event, Arg::Stream, [&](const RawValue& value) { return stream_of(value); });
+    if (!stream)
+      stream = arg_value(event, Arg::SyclQueue, [&](const RawValue& value) {
+        return signed_of(value, kineto::arg::kSyclQueue, INT64_MAX);
+      });
+    // Without a stream in its args, the row is the stream only where Kineto puts work on its
+    // stream's row without naming it: gpu_user_annotation spans, and the "stream 7" rows of traces
+    // before 2022. Any other row is a thread (MTIA's dma_request copies), and the work is on no
+    // stream (-1), as HTA reads it.
+    const bool row_is_stream = category == Cat::GpuAnnotation || !tid.is_number;
+    work.stream = stream.value_or(row_is_stream ? tid.number : -1);
     switch (category) {
       case Cat::Kernel:
         work.kind = GpuEventKind::Kernel;
@@ -1355,6 +1367,10 @@ class TraceBuilder {
       shift(overhead.start_ns);
       shift(overhead.end_ns);
     }
+    for (CpuSliceOnStream& slice : trace_.cpu_slices_on_streams) {
+      shift(slice.start_ns);
+      shift(slice.end_ns);
+    }
     for (CollectiveCall& call : trace_.collectives) shift(call.start_ns);
   }
 
@@ -1412,6 +1428,8 @@ class TraceBuilder {
                      [](const MemoryEvent& a, const MemoryEvent& b) { return a.time_ns < b.time_ns; });
     stable_sort_runs(trace_.overhead_events.begin(), trace_.overhead_events.end(),
                      [](const OverheadEvent& a, const OverheadEvent& b) { return a.start_ns < b.start_ns; });
+    stable_sort_runs(trace_.cpu_slices_on_streams.begin(), trace_.cpu_slices_on_streams.end(),
+                     [](const CpuSliceOnStream& a, const CpuSliceOnStream& b) { return a.start_ns < b.start_ns; });
   }
 
   static constexpr std::uint32_t kNoThread = UINT32_MAX;
