@@ -15,7 +15,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -122,13 +124,13 @@ TEST(FlightRecorderTest, ASlowStepIsDumpedWithTheStepsBeforeItAtMostOnceAMinute)
       profiler.step();
     }
   };
-  run(8, -1);
+  run(21, -1);
   EXPECT_THAT(kept.traces, IsEmpty());
-  run(1, 0);  // step 8
+  run(1, 0);  // step 21
   ASSERT_EQ(kept.traces.size(), 1u);
   const dlprof::Trace& dump = *kept.traces[0];
-  EXPECT_THAT(dump.flight_recorder_dump, AllOf(StartsWith("slow step 8: "), HasSubstr("the median")));
-  EXPECT_THAT(recorded_steps(dump), ElementsAre("ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7", "ProfilerStep#8"));
+  EXPECT_THAT(dump.flight_recorder_dump, AllOf(StartsWith("slow step 21: "), HasSubstr("the median"), HasSubstr("of the 21 steps before it")));
+  EXPECT_THAT(recorded_steps(dump), ElementsAre("ProfilerStep#18", "ProfilerStep#19", "ProfilerStep#20", "ProfilerStep#21"));
   run(3, 1);  // another slow step, within the minute
   EXPECT_EQ(kept.traces.size(), 1u);
   EXPECT_EQ(profiler.slow_steps_not_dumped(), 1u);
@@ -224,21 +226,46 @@ TEST(FlightRecorderTest, ThreadsRecordWhileStepsDrain) {
   }
 }
 
-TEST(FlightRecorderTest, TheSignalAsksForOneDumpHoweverOftenItArrives) {
+TEST(FlightRecorderTest, SignalsThatArriveTogetherAskOnceAndOneIsTakenPerIntervalTheRestCounted) {
   KeptTraces kept;
   const ScopedEnvironment environment(std::vector<std::pair<std::string, std::string>>{{"DLPROF_SIGNAL", "USR1"}});
   dlprof::Profiler profiler(flight_options(kept, 2));
   ::raise(SIGUSR1);  // before start(): taken by the first step
+  ::raise(SIGUSR1);
   profiler.start();
+  testing::internal::CaptureStderr();
   flight_steps(profiler, 1);
   ASSERT_EQ(kept.traces.size(), 1u);
   EXPECT_EQ(kept.traces[0]->flight_recorder_dump, "the dump signal");
-  ::raise(SIGUSR1);
+  EXPECT_EQ(profiler.signals_refused(), 1u) << "two signals before a step ask once";
   ::raise(SIGUSR1);
   flight_steps(profiler, 3);
-  EXPECT_EQ(kept.traces.size(), 2u) << "two signals before a step ask once";
+  EXPECT_EQ(kept.traces.size(), 1u) << "within 10 s of the dump the signal took";
+  EXPECT_EQ(profiler.signals_refused(), 2u);
   profiler.stop();
+  const std::string warnings = testing::internal::GetCapturedStderr();
+  constexpr std::string_view kRefused =
+      "1 dump request by signal refused: signals that arrive together ask once, and one request by signal is taken "
+      "every 10 s at most";
+  const std::size_t first = warnings.find(kRefused);
+  ASSERT_NE(first, std::string::npos) << warnings;
+  EXPECT_NE(warnings.find(kRefused, first + 1), std::string::npos) << "the rest, when the Profiler stops: " << warnings;
   ::signal(SIGUSR1, SIG_DFL);
+}
+
+TEST(FlightRecorderTest, NoStepIsJudgedSlowBeforeTwentyOneHaveEnded) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 4).slow_step_factor(3));
+  profiler.start();
+  for (int i = 0; i < 40; ++i) {
+    DLPROF_RANGE("timed_work");
+    // A warm-up: the first ten steps irregular, the odd ones 15 times the others.
+    std::this_thread::sleep_for(std::chrono::milliseconds(i < 10 && i % 2 == 1 ? 60 : 4));
+    profiler.step();
+  }
+  EXPECT_THAT(kept.traces, IsEmpty()) << kept.traces.front()->flight_recorder_dump;
+  EXPECT_EQ(profiler.slow_steps_not_dumped(), 0u);
+  profiler.stop();
 }
 
 TEST(FlightRecorderTest, ASignalWhileADumpIsBeingWrittenAsksForTheNextOne) {
@@ -403,6 +430,24 @@ TEST(FlightRecorderCrashTest, ASegfaultInsideARangeLeavesItsLastStepsAndStillKil
   EXPECT_THAT(dlprof::report(trace), HasSubstr("Flight-recorder dump: SIGSEGV in step 12"));
 }
 
+TEST(FlightRecorderCrashTest, AStackOverflowOnTheMainThreadOrAnotherLeavesACrashFileAndStillKillsTheProcess) {
+  for (const std::string where : {"main", "thread"}) {
+    SCOPED_TRACE(where);
+    TempDir dir;
+    const fs::path traces = dir.path() / "traces";
+    const Launched run = launch(flight_settings(traces), dir.path(), 20, {"--overflow-at", "6", where});
+    expect_died_of(run, SIGSEGV);
+    if (!dlprof_test::kSanitized) {
+      EXPECT_EQ(128 + run.signal, 139) << "a shell's exit status, as without dlprof";
+    }
+    const std::vector<fs::path> crash_files = files_ending(traces, ".dlprof-crash");
+    ASSERT_EQ(crash_files.size(), 1u) << "the handler ran on the thread's alternate stack\n" << run.err;
+    const dlprof::Trace trace = dlprof::read_trace(crash_files[0].string());
+    EXPECT_EQ(trace.flight_recorder_dump, "SIGSEGV in step 6");
+    EXPECT_EQ(count_named(trace, "runaway_recursion"), 1u) << "the range it overflowed in";
+  }
+}
+
 TEST(FlightRecorderCrashTest, AbortLeavesItsLastSteps) {
   TempDir dir;
   const fs::path traces = dir.path() / "traces";
@@ -441,13 +486,13 @@ TEST(FlightRecorderCrashTest, ASlowStepIsDumpedFromTheEnvironmentAlone) {
   const fs::path traces = dir.path() / "traces";
   std::vector<std::string> settings = flight_settings(traces);
   settings.push_back("DLPROF_SLOW_STEP_FACTOR=10");
-  const Launched run = launch(settings, dir.path(), 16, {"--slow-step", "12"});
+  const Launched run = launch(settings, dir.path(), 28, {"--slow-step", "25"});
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("mode=flight-recorder"));
   EXPECT_THAT(run.out, HasSubstr("dumps=1"));
   const std::vector<dlprof::Trace> set = dlprof::read_trace_set({traces.string()});
   ASSERT_EQ(set.size(), 1u);
-  EXPECT_THAT(set[0].flight_recorder_dump, StartsWith("slow step 12: "));
+  EXPECT_THAT(set[0].flight_recorder_dump, StartsWith("slow step 25: "));
 }
 
 TEST(FlightRecorderCrashTest, AForkedChildNeitherDumpsTheParentsStepsNorHangs) {
@@ -470,7 +515,7 @@ TEST(FlightRecorderCrashTest, AnUnwritableDirectoryIsOneErrorAndTrainingGoesOn) 
   std::vector<std::string> settings = flight_settings(blocker / "traces");
   settings.push_back("DLPROF_SLOW_STEP_FACTOR=10");
   settings.push_back("DLPROF_SIGNAL=none");
-  const Launched run = launch(settings, dir.path(), 16, {"--slow-step", "12"});
+  const Launched run = launch(settings, dir.path(), 28, {"--slow-step", "25"});
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("dumps=1"));
   EXPECT_THAT(run.err, HasSubstr("a crash will leave no file"));
@@ -507,7 +552,7 @@ TEST(FlightRecorderCrashTest, ADiskThatFillsDuringADumpIsOneErrorAndTrainingGoes
   std::vector<std::string> settings = flight_settings(traces);
   settings.push_back("DLPROF_SLOW_STEP_FACTOR=10");
   settings.push_back("DLPROF_SIGNAL=none");
-  const Launched run = launch_on_a_full_disk(settings, dir.path(), 16, {"--slow-step", "12"}, 2048);
+  const Launched run = launch_on_a_full_disk(settings, dir.path(), 28, {"--slow-step", "25"}, 2048);
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("dumps=1")) << "training went on to its end";
   std::size_t errors = 0;
@@ -516,6 +561,42 @@ TEST(FlightRecorderCrashTest, ADiskThatFillsDuringADumpIsOneErrorAndTrainingGoes
   EXPECT_EQ(errors, 1u) << run.err;
   EXPECT_THAT(run.err, HasSubstr("cannot write"));
   EXPECT_THAT(files_in(traces), IsEmpty()) << "no half-written trace, no temporary file";
+}
+
+TEST(FlightRecorderHangTest, AStepThatNeverEndsIsDumpedOnceWhileItRunsNamingTheRangeItWaitsIn) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  std::vector<std::string> settings = flight_settings(traces);
+  settings.push_back("DLPROF_SLOW_STEP_FACTOR=3");
+  dlprof_test::BackgroundTraining job(settings, dir.path(), 1000, {"--step-ms", "5", "--hang-at", "25"});
+  ASSERT_TRUE(job.wait_for_output("hanging", 60)) << job.err();
+  const auto hung = std::chrono::steady_clock::now();
+  std::vector<fs::path> dumps;
+  while (dumps.empty() && std::chrono::steady_clock::now() - hung < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    dumps = files_ending(traces, ".pt.trace.json");
+  }
+  const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - hung).count();
+  ASSERT_EQ(dumps.size(), 1u) << job.err();
+  const dlprof::Trace dump = dlprof::read_trace(dumps[0].string());
+  std::vector<double> step_s;
+  for (const dlprof::TraceEvent& event : dump.events)
+    if (event.kind == dlprof::EventKind::Step && dump.names[event.name] != "ProfilerStep#25")
+      step_s.push_back(static_cast<double>(event.end_ns - event.start_ns) / 1e9);
+  ASSERT_FALSE(step_s.empty());
+  std::sort(step_s.begin(), step_s.end());
+  const double limit_s = 3 * step_s[step_s.size() / 2] + 1.0 + (dlprof_test::kSanitized ? 2.0 : 0.0);
+  EXPECT_LT(waited_s, limit_s) << "the dump appears within the factor times the median plus a second";
+  EXPECT_THAT(dump.flight_recorder_dump,
+              AllOf(StartsWith("hang: step 25 has run "), HasSubstr("of the 21 steps before it, and has not ended"),
+                    HasSubstr("; the thread calling step() is inside wait_for_peer for "), HasSubstr(", within train_step")));
+  EXPECT_THAT(recorded_steps(dump), ElementsAre("ProfilerStep#22", "ProfilerStep#23", "ProfilerStep#24", "ProfilerStep#25"))
+      << "the kept steps and the step in progress";
+  EXPECT_EQ(count_named(dump, "wait_for_peer"), 1u) << "the open range, ending at the dump";
+  EXPECT_THAT(dlprof::report(dump), HasSubstr("Flight-recorder dump: hang: step 25 has run "));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(files_ending(traces, ".pt.trace.json").size(), 1u) << "one dump per hang";
+  EXPECT_EQ(::kill(job.pid(), 0), 0) << "the job is never killed";
 }
 
 /// Runs dlprof-capture with `arguments`; its stdout, stderr and exit status.
@@ -570,6 +651,114 @@ TEST(CaptureToolTest, AsksAFlightRecorderForADump) {
   const std::size_t steps = recorded_steps(dump).size();  // however many a slow (sanitized) job had taken, at most the 4 kept
   EXPECT_GE(steps, 1u);
   EXPECT_LE(steps, 4u);
+}
+
+TEST(CaptureSignalTest, ASignalWhileTheJobLoadsIsTakenByTheFirstProfilerInsteadOfKillingIt) {
+  for (const std::string mode : {"on-demand", "flight-recorder"}) {
+    SCOPED_TRACE(mode);
+    TempDir dir;
+    const fs::path traces = dir.path() / "traces";
+    dlprof_test::BackgroundTraining job({"DLPROF_MODE=" + mode, "DLPROF_OUTPUT=" + traces.string()}, dir.path(), 12,
+                                        {"--load-ms", "1000", "--step-ms", "2"});
+    ASSERT_TRUE(job.wait_for_output("loading", 30)) << job.err();
+    std::string trace_path;
+    if (mode == "on-demand") {  // dlprof-capture asks while no Profiler exists yet
+      const Launched capture = run_capture_tool(std::to_string(job.pid()), dir.path());
+      EXPECT_EQ(capture.status, 0) << capture.err;
+      trace_path = capture.out.substr(0, capture.out.find('\n'));
+    } else {
+      ASSERT_EQ(::kill(job.pid(), SIGUSR2), 0);
+    }
+    const Launched run = job.wait();
+    ASSERT_EQ(run.signal, 0) << "the job died of a signal";
+    EXPECT_EQ(run.status, 0) << run.err;
+    const std::vector<fs::path> written = files_ending(traces, ".pt.trace.json");
+    ASSERT_EQ(written.size(), 1u) << run.err;
+    const dlprof::Trace trace = dlprof::read_trace(written[0].string());
+    if (mode == "on-demand") {
+      EXPECT_EQ(written[0].string(), trace_path);
+      EXPECT_THAT(recorded_steps(trace), ElementsAre("ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5",
+                                                     "ProfilerStep#6"))
+          << "the first step() takes the request: it warms up, the next five record";
+    } else {
+      EXPECT_EQ(trace.flight_recorder_dump, "the dump signal");
+    }
+  }
+}
+
+TEST(CaptureSignalTest, AStormOfSignalsGivesOneDumpAndCountsTheRefused) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  dlprof_test::BackgroundTraining job({"DLPROF_MODE=flight-recorder", "DLPROF_OUTPUT=" + traces.string()}, dir.path(), 1500,
+                                      {"--step-ms", "1"});
+  ASSERT_TRUE(job.wait_for_output("training", 30)) << job.err();
+  int sent = 0;
+  const auto storm_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3000; ++i) {  // 3,000 signals over half a second
+    sent += ::kill(job.pid(), SIGUSR2) == 0 ? 1 : 0;
+    std::this_thread::sleep_until(storm_start + std::chrono::microseconds(500'000 * (i + 1) / 3000));
+  }
+  EXPECT_EQ(sent, 3000) << "the job outlived the storm";
+  const Launched run = job.wait();
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("dumps=1 "));
+  EXPECT_EQ(files_ending(traces, ".pt.trace.json").size(), 1u);
+  const std::size_t refused_at = run.out.find("signals_refused=");
+  ASSERT_NE(refused_at, std::string::npos);
+  const long refused = std::atol(run.out.c_str() + refused_at + 16);
+  EXPECT_GE(refused, 1) << "the kernel merges a signal that arrives while one is pending, so fewer than 2,999";
+  EXPECT_LE(refused, 2999);
+  EXPECT_THAT(run.err, HasSubstr("by signal refused: signals that arrive together ask once, and one request by signal is "
+                                 "taken every 10 s at most"));
+}
+
+/// Starts `program` with `environment` alone, its output discarded; returns its process id.
+pid_t spawn_with_environment(std::vector<std::string> words, std::vector<std::string> environment) {
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  std::vector<char*> env;
+  for (std::string& variable : environment) env.push_back(variable.data());
+  env.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  ::posix_spawn_file_actions_init(&files);
+  ::posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0);
+  pid_t child = 0;
+  const int spawned = ::posix_spawnp(&child, argv[0], &files, nullptr, argv.data(), env.data());
+  ::posix_spawn_file_actions_destroy(&files);
+  return spawned == 0 ? child : 0;
+}
+
+TEST(CaptureToolTest, NeverSignalsAProcessThatDoesNotCatchTheSignal) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const fs::path trigger = dir.path() / "capture-now";
+  // Launched for on-demand capture, but not a program that catches the signal: a shell's sleep.
+  const pid_t bare = spawn_with_environment({"sleep", "60"}, {"DLPROF_MODE=on-demand", "DLPROF_OUTPUT=" + traces.string()});
+  const pid_t with_trigger = spawn_with_environment(
+      {"sleep", "60"}, {"DLPROF_MODE=on-demand", "DLPROF_OUTPUT=" + traces.string(), "DLPROF_TRIGGER_FILE=" + trigger.string()});
+  ASSERT_NE(bare, 0);
+  ASSERT_NE(with_trigger, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // past exec: the environment is sleep's
+
+  const Launched refused = run_capture_tool(std::to_string(bare), dir.path());
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_THAT(refused.err, HasSubstr(fmt::format("process {} does not catch signal {} (SIGUSR2)", bare, SIGUSR2)));
+  EXPECT_THAT(refused.err, HasSubstr("it would kill it"));
+  EXPECT_THAT(refused.err, HasSubstr("DLPROF_TRIGGER_FILE"));
+
+  const Launched by_file = run_capture_tool(fmt::format("{} --timeout 0.5", with_trigger), dir.path());
+  EXPECT_EQ(by_file.status, 1) << "no trace comes from a sleep";
+  EXPECT_THAT(by_file.err, HasSubstr("wrote " + trigger.string()));
+  EXPECT_TRUE(fs::exists(trigger));
+
+  for (const pid_t sleeper : {bare, with_trigger}) {
+    EXPECT_EQ(::kill(sleeper, 0), 0) << "alive: never signalled";
+    ::kill(sleeper, SIGKILL);
+    int status = 0;
+    ::waitpid(sleeper, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "it was alive until killed here";
+  }
 }
 
 TEST(CaptureToolTest, RefusesWhatItCannotAskWithTheReason) {

@@ -115,6 +115,19 @@ class BackgroundTraining {
   BackgroundTraining& operator=(const BackgroundTraining&) = delete;
 
   pid_t pid() const noexcept { return pid_; }
+  /// Waits for it to end: how, and what it printed.
+  Launched wait() {
+    Launched result;
+    int status = 0;
+    if (pid_ != 0 && ::waitpid(pid_, &status, 0) == pid_) {
+      if (WIFEXITED(status)) result.status = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+    }
+    pid_ = 0;
+    result.out = read_file(scratch_ / "stdout.txt");
+    result.err = err();
+    return result;
+  }
   /// Waits up to `seconds` for its stdout to hold `text`.
   bool wait_for_output(std::string_view text, int seconds) const {
     for (int tries = 0; tries < seconds * 20; ++tries) {

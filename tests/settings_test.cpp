@@ -295,7 +295,7 @@ TEST(OnDemandTest, ScheduledAndOffProfilersRefuseCaptures) {
   EXPECT_FALSE(off.capture());
 }
 
-TEST(OnDemandTest, TheCaptureSignalAsksAndARequestDuringACaptureIsRefused) {
+TEST(OnDemandTest, TheCaptureSignalAsksAndASecondSignalWithinTheIntervalIsRefused) {
   const ScopedEnvironment environment({{"DLPROF_MODE", "on-demand"}, {"DLPROF_SIGNAL", "USR1"}});
   std::vector<std::shared_ptr<const dlprof::Trace>> traces;
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}.on_trace_ready(
@@ -311,7 +311,9 @@ TEST(OnDemandTest, TheCaptureSignalAsksAndARequestDuringACaptureIsRefused) {
   ASSERT_EQ(::raise(SIGUSR1), 0);
   run_steps(profiler, 1);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(),
-              HasSubstr("capture asked by the capture signal refused: the capture of steps 2 to 6 is still running"));
+              HasSubstr("1 capture request by signal refused: signals that arrive together ask once, and one request by "
+                        "signal is taken every 10 s at most"));
+  EXPECT_EQ(profiler.signals_refused(), 1u);
   run_steps(profiler, 5);
   ASSERT_EQ(traces.size(), 1u);
   EXPECT_THAT(recorded_steps(*traces[0]),

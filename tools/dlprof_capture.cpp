@@ -5,6 +5,7 @@
 //   dlprof-capture 4242                      # the signal, or the trigger file, that job 4242 takes
 //   dlprof-capture 4242 --steps 20           # on demand: 20 steps (through its trigger file)
 //   dlprof-capture --file /shared/job7/dump-now --dir /shared/job7/traces
+#include <dlprof/detail/control/capture_signal.hpp>
 #include <dlprof/settings.hpp>
 
 #include <dirent.h>
@@ -43,7 +44,9 @@ trace holds the steps it keeps in memory).
                     file it names) gives its mode, its signal (DLPROF_SIGNAL, SIGUSR2 by default),
                     its trigger file (DLPROF_TRIGGER_FILE) and its trace directory (DLPROF_OUTPUT).
                     The signal asks, or the trigger file where --steps is given or the job takes
-                    no signal.
+                    no signal. No signal is sent to a process that does not catch it (SigCgt in
+                    /proc/PID/status): a signal nobody catches kills the process. Such a job is
+                    asked through its trigger file, or refused with the reason.
   --file TRIGGER    write the trigger file TRIGGER instead of signalling: for a job of another
                     user, or on another machine that shares the file system
   --steps N         on demand: record N steps (the job's default: 5)
@@ -116,6 +119,30 @@ Options parse_command_line(int argc, char** argv) {
   if (!options.pid && options.dir.empty())
     throw UsageError("--file needs --dir: without a process id, the trace directory cannot be read from the job");
   return options;
+}
+
+/// Whether process `pid` catches `signal`, from its caught-signal mask (SigCgt in
+/// /proc/PID/status, one bit per signal, signal 1 in the lowest). False where it cannot be read.
+bool catches_signal(pid_t pid, int signal) {
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const std::string hex(dlprof::detail::trimmed(std::string_view(line).substr(7)));
+    const int bit = signal - 1;
+    const std::size_t digit_from_end = static_cast<std::size_t>(bit / 4);
+    if (hex.empty() || digit_from_end >= hex.size()) return false;
+    const char digit = hex[hex.size() - 1 - digit_from_end];
+    const int value = digit >= '0' && digit <= '9' ? digit - '0' : digit >= 'a' && digit <= 'f' ? digit - 'a' + 10 : 0;
+    return (value >> (bit % 4) & 1) != 0;
+  }
+  return false;
+}
+
+/// "SIGUSR2", or "signal 40" for one without a name.
+std::string signal_name(int signal) {
+  const char* abbreviation = ::sigabbrev_np(signal);
+  return abbreviation != nullptr ? fmt::format("SIG{}", abbreviation) : fmt::format("signal {}", signal);
 }
 
 std::string read_whole(const std::string& path) {
@@ -207,11 +234,11 @@ int run(const Options& options) {
   if (options.pid) {
     const Job job = read_job(*options.pid);
     const dlprof::detail::Setting* mode = job.settings.find("DLPROF_MODE");
-    const std::string mode_word = mode == nullptr ? "scheduled" : dlprof::detail::lowercase(dlprof::detail::trimmed(mode->value));
-    if (mode_word != "on-demand" && mode_word != "flight-recorder")
+    const std::optional<dlprof::Mode> job_mode = mode == nullptr ? dlprof::Mode::Scheduled : dlprof::detail::parse_mode(mode->value);
+    if (!job_mode || !dlprof::detail::takes_requests(*job_mode))
       throw CaptureError(fmt::format("process {} runs with DLPROF_MODE={}: only on-demand and flight-recorder take requests",
-                                     *options.pid, mode == nullptr ? "unset (scheduled)" : mode_word));
-    if (options.steps && mode_word == "flight-recorder")
+                                     *options.pid, mode == nullptr ? "unset (scheduled)" : dlprof::detail::terminal_text(mode->value)));
+    if (options.steps && *job_mode == dlprof::Mode::FlightRecorder)
       throw CaptureError("--steps: a flight recorder dumps the steps it keeps (DLPROF_FLIGHT_STEPS), whatever the request");
     if (dir.empty()) {
       const dlprof::detail::Setting* output = job.settings.find("DLPROF_OUTPUT");
@@ -222,17 +249,21 @@ int run(const Options& options) {
     }
     if (trigger_file.empty())
       if (const dlprof::detail::Setting* trigger = job.settings.find("DLPROF_TRIGGER_FILE")) trigger_file = job.path_of(*trigger);
-    signal = SIGUSR2;
-    if (const dlprof::detail::Setting* setting = job.settings.find("DLPROF_SIGNAL")) {
-      if (dlprof::detail::lowercase(dlprof::detail::trimmed(setting->value)) == "none")
-        signal = 0;
-      else if (const std::optional<int> number = dlprof::detail::parse_capture_signal(setting->value))
-        signal = *number;
-    }
+    signal = dlprof::detail::launched_capture_signal(job.settings);
     if ((options.steps || signal == 0 || !options.trigger_file.empty()) && trigger_file.empty())
       throw CaptureError(signal == 0 ? fmt::format("process {} takes no signal (DLPROF_SIGNAL=none) and has no trigger file",
                                                    *options.pid)
                                      : "--steps needs the job's trigger file (DLPROF_TRIGGER_FILE); its signal asks for 5 steps");
+    if (signal != 0 && !catches_signal(*options.pid, signal)) {
+      if (trigger_file.empty())
+        throw CaptureError(fmt::format(
+            "process {} does not catch signal {} ({}), so it would kill it: dlprof-capture signals only a process that "
+            "catches its signal. A dlprof program launched with DLPROF_MODE={} catches it from the start, unless its own "
+            "code handles that signal; this process may not be one. A job launched with DLPROF_TRIGGER_FILE is asked "
+            "through that file instead",
+            *options.pid, signal, signal_name(signal), dlprof::detail::terminal_text(mode->value)));
+      signal = 0;  // the trigger file asks
+    }
   }
   const std::set<std::string> before = traces_in(dir);
   if (!trigger_file.empty() && (options.steps || signal == 0 || !options.trigger_file.empty() || !options.pid)) {

@@ -119,8 +119,12 @@ class ScopedCollective {
         description_ = detail::intern(detail::collective_description(call));
         op_name_ = detail::intern("record_param_comms");
         seq_ = call.seq;
-        detail::current_ring();  // set up before the clock is read, as a range does
+        detail::ThreadRing* ring = detail::current_ring();  // set up before the clock is read, as a range does
         start_ = detail::now_ticks();
+        if (ring != nullptr) {
+          ring->set_collective_in_progress(detail::intern(detail::collective_range_name(call.backend, call.name)), start_);
+          marked_in_progress_ = true;
+        }
       }
       if (backend_range == BackendRange::Record)
         range_.emplace(detail::collective_range_name(call.backend, call.name), Category::Communication);
@@ -133,6 +137,7 @@ class ScopedCollective {
     range_.reset();
     if (!(flags_ & detail::kRecording)) return;
     const std::int64_t end = detail::now_ticks();
+    if (detail::ThreadRing* ring = detail::t_ring; marked_in_progress_ && ring != nullptr) ring->set_collective_in_progress(0, 0);
     detail::push_event(detail::Event{description_, start_, {seq_}, detail::RecordKind::Collective, Category::Communication});
     detail::push_event(detail::Event{op_name_, start_, {end}, detail::RecordKind::Op, Category::Communication});
   }
@@ -148,6 +153,7 @@ class ScopedCollective {
   detail::NameId op_name_ = 0;
   std::int64_t seq_ = -1;
   std::int64_t start_ = 0;
+  bool marked_in_progress_ = false;  // this thread's ring holds the call as in progress
   std::optional<ScopedRange> range_;
 };
 

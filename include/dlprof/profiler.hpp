@@ -48,6 +48,8 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/active.hpp"
 #include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/control/capture_signal.hpp"
+#include "dlprof/detail/control/watchdog.hpp"
 #include "dlprof/detail/window/collector.hpp"
 #include "dlprof/detail/window/crash_file.hpp"
 #include "dlprof/detail/window/flight_log.hpp"
@@ -328,7 +330,7 @@ struct CaptureRequest {
 struct LaunchedOptions {
   ProfilerOptions options;
   Mode mode = Mode::Scheduled;
-  int capture_signal = SIGUSR2;  ///< on demand: the signal that asks for a capture (0: none)
+  int capture_signal = kDefaultCaptureSignal;  ///< on demand: the signal that asks for a capture (0: none)
   std::string trigger_file;      ///< on demand: the file whose appearance asks for a capture
   std::vector<std::string> warnings;
 };
@@ -336,35 +338,26 @@ struct LaunchedOptions {
 template <class Deferred = void>
 LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings) {
   const Mode program_mode = options.mode();
-  LaunchedOptions launched{std::move(options), program_mode, SIGUSR2, {}, settings.warnings};
+  LaunchedOptions launched{std::move(options), program_mode, kDefaultCaptureSignal, {}, settings.warnings};
   ProfilerOptions& set = launched.options;
   const auto refuse = [&launched](const Setting& setting, std::string_view problem, std::string_view kept) {
     launched.warnings.push_back(fmt::format("{}: {}; keeping {}", setting.described(), problem, kept));
   };
   if (const Setting* mode = settings.find("DLPROF_MODE")) {
-    const std::string word = lowercase(trimmed(mode->value));
-    if (word == "off")
-      launched.mode = Mode::Off;
-    else if (word == "on-demand")
-      launched.mode = Mode::OnDemand;
-    else if (word == "flight-recorder")
-      launched.mode = Mode::FlightRecorder;
-    else if (word == "scheduled")
-      launched.mode = Mode::Scheduled;
+    if (const std::optional<Mode> parsed = parse_mode(mode->value))
+      launched.mode = *parsed;
     else
       refuse(*mode, "expected scheduled, off, on-demand or flight-recorder", "the program's mode");
   }
   set.mode(launched.mode);
   if (const Setting* signal = settings.find("DLPROF_SIGNAL")) {
-    if (lowercase(trimmed(signal->value)) == "none")
-      launched.capture_signal = 0;
-    else if (const std::optional<int> number = parse_capture_signal(signal->value))
+    if (const std::optional<int> number = parse_signal_setting(signal->value))
       launched.capture_signal = *number;
     else
       refuse(*signal, "expected a signal that asks for nothing else, such as USR1, USR2 or a number, or none", "SIGUSR2");
   }
   if (const Setting* trigger = settings.find("DLPROF_TRIGGER_FILE")) launched.trigger_file = trigger->value;
-  if (launched.mode != Mode::OnDemand && launched.mode != Mode::FlightRecorder)
+  if (!takes_requests(launched.mode))
     for (const std::string_view name : {"DLPROF_SIGNAL", "DLPROF_TRIGGER_FILE"})
       if (const Setting* unused = settings.find(name))
         launched.warnings.push_back(unused->described() +
@@ -461,31 +454,6 @@ void print_warning_once(const std::string& message) {
   print_warning(message);
 }
 
-/// Set by the capture signal's handler and taken by the next step(): the handler does nothing else.
-inline std::atomic<bool> g_capture_signalled{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the capture signal's handler stores to it");
-
-inline void note_capture_signal(int) noexcept { g_capture_signalled.store(true, std::memory_order_relaxed); }
-
-/// Makes `signal` ask for a capture, unless the program handles it already. Returns why it could
-/// not, or nothing.
-template <class Deferred = void>
-std::string install_capture_signal(int signal) {
-  static std::mutex mutex;
-  const std::lock_guard<std::mutex> lock(mutex);
-  struct sigaction current {};
-  if (::sigaction(signal, nullptr, &current) != 0) return std::strerror(errno);
-  if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == note_capture_signal) return {};
-  if ((current.sa_flags & SA_SIGINFO) != 0 || (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN))
-    return "the program handles that signal itself";
-  struct sigaction action {};
-  action.sa_handler = note_capture_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  if (::sigaction(signal, &action, nullptr) != 0) return std::strerror(errno);
-  return {};
-}
-
 /// The capture a trigger file asks for. Its text is empty (the defaults) or words of the form
 /// key=value between blanks: steps=N, seconds=T (a capture of T seconds instead of steps: for a
 /// program that does not call step()), record_shapes=B, profile_memory=B, with_flops=B (B as
@@ -578,10 +546,13 @@ class BasicProfiler {
   BasicProfiler() : BasicProfiler(ProfilerOptions{}) {}
 
   explicit BasicProfiler(ProfilerOptions options) : generation_(detail::fork_generation()) {
+    // Named here so that a program that makes a Profiler catches the capture signal from the
+    // moment it is loaded (detail/control/capture_signal.hpp).
+    static_cast<void>(detail::g_capture_signal_at_load<Deferred>);
     detail::LaunchedOptions launched = detail::apply_settings(std::move(options), detail::read_settings(::environ));
     options_ = std::move(launched.options);
     mode_ = launched.mode;
-    if (mode_ == Mode::OnDemand || mode_ == Mode::FlightRecorder) {
+    if (detail::takes_requests(mode_)) {
       trigger_file_ = std::move(launched.trigger_file);
       if (launched.capture_signal != 0)
         if (const std::string problem = detail::install_capture_signal(launched.capture_signal); !problem.empty())
@@ -648,6 +619,7 @@ class BasicProfiler {
     if (mode_ == Mode::Off) return;
     if (mode_ == Mode::FlightRecorder) {
       start_flight_recorder();
+      if (options_.slow_step_factor() != 0 && !watcher_) watcher_ = std::make_unique<std::thread>([this] { watch(); });
       stop_if_requested();
       return;
     }
@@ -756,6 +728,9 @@ class BasicProfiler {
   /// dumped less than a minute before.
   std::uint64_t dumps() const noexcept { return dumps_; }
   std::uint64_t slow_steps_not_dumped() const noexcept { return slow_steps_not_dumped_; }
+  /// Capture or dump requests by signal this Profiler refused: signals that arrived together with
+  /// the one taken (they ask once), and those within 10 s after it (one is taken per 10 s at most).
+  std::uint64_t signals_refused() const noexcept { return signal_requests_.refused(); }
 
   bool started() const noexcept { return started_; }
   /// step() calls since construction: the N of the current ProfilerStep#N.
@@ -838,6 +813,7 @@ class BasicProfiler {
 
   /// `save`: whether a window still recording is saved (handlers run) or dropped.
   void stop_locked(bool save = true) {
+    if (started_ && detail::takes_requests(mode_)) warn_of_refused_signals(/*flush=*/true);
     if (started_ && mode_ == Mode::FlightRecorder) {
       stop_flight_recorder();
     } else if (started_) {
@@ -1176,9 +1152,10 @@ class BasicProfiler {
     flight_log_->append_step(step_num_, detail::now_ticks());
     if (gpu_enabled_) gpu_backend_->discard_before(flight_log_->window_start_tick());
     std::string reason = slow_step_reason();
-    if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed) && reason.empty())
-      reason = "the dump signal";
+    if (signal_requests_.take(detail::clock_ns(CLOCK_MONOTONIC)) && reason.empty()) reason = "the dump signal";
+    warn_of_refused_signals(/*flush=*/false);
     if (trigger_file_request() && reason.empty()) reason = "the trigger file";
+    hang_dumped_in_step_ = false;
     ++step_num_;
     crash_target_->step.store(step_num_, std::memory_order_relaxed);
     if (!reason.empty()) flight_dump(reason, /*handlers_here=*/false);
@@ -1186,39 +1163,58 @@ class BasicProfiler {
   }
 
   /// Why the step just ended is dumped as a slow step: it took more than slow_step_factor times
-  /// the median of the steps before it and over a millisecond more than it, and no slow step was
-  /// dumped in the last minute. Empty otherwise. A step in which a dump ran is not judged, since
-  /// dlprof slowed it; every other step joins the steps the median is taken over.
+  /// the median of the 21 steps before it and over a millisecond more than it, and no slow step
+  /// or hang was dumped in the last minute. Empty otherwise. No step is judged before 21 have
+  /// ended: warm-up steps vary too much to be a baseline. A step in which a dump ran is not
+  /// judged, since dlprof slowed it; every other step joins the steps the median is taken over.
   std::string slow_step_reason() {
     const std::int64_t ticks = last_step_ticks_;
     std::string reason;
     if (std::exchange(dumped_in_step_, false)) return reason;
-    if (options_.slow_step_factor() != 0 && recent_step_count_ >= kStepsBeforeSlowSteps) {
-      std::array<std::int64_t, kRecentSteps> recent{};
-      const std::size_t count = std::min(recent_step_count_, kRecentSteps);
-      std::copy(recent_steps_.begin(), recent_steps_.begin() + static_cast<std::ptrdiff_t>(count), recent.begin());
-      const auto middle = recent.begin() + static_cast<std::ptrdiff_t>(count / 2);
-      std::nth_element(recent.begin(), middle, recent.begin() + static_cast<std::ptrdiff_t>(count));
-      const std::int64_t median = *middle;
+    const std::optional<std::int64_t> median = recent_steps_.median();
+    if (options_.slow_step_factor() != 0 && median) {
       const double ns_per_tick = detail::process_ns_per_tick();
-      if (static_cast<double>(ticks) > options_.slow_step_factor() * static_cast<double>(median) &&
-          static_cast<double>(ticks - median) * ns_per_tick > kSlowStepMinExcessNs) {
+      if (static_cast<double>(ticks) > options_.slow_step_factor() * static_cast<double>(*median) &&
+          static_cast<double>(ticks - *median) * ns_per_tick > kSlowStepMinExcessNs) {
         const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
         if (now >= next_slow_step_dump_ns_) {
           const double ms_per_tick = ns_per_tick / 1e6;
           reason = fmt::format("slow step {}: {:.3f} ms, {:.1f}x the median {:.3f} ms of the {} steps before it", step_num_,
                                static_cast<double>(ticks) * ms_per_tick,
-                               static_cast<double>(ticks) / static_cast<double>(std::max<std::int64_t>(median, 1)),
-                               static_cast<double>(median) * ms_per_tick, count);
+                               static_cast<double>(ticks) / static_cast<double>(std::max<std::int64_t>(*median, 1)),
+                               static_cast<double>(*median) * ms_per_tick, detail::RecentSteps::kCount);
           next_slow_step_dump_ns_ = now + kSlowStepDumpIntervalNs;
         } else {
           ++slow_steps_not_dumped_;
         }
       }
     }
-    recent_steps_[recent_step_count_ % kRecentSteps] = ticks;
-    ++recent_step_count_;
+    recent_steps_.add(ticks);
     return reason;
+  }
+
+  /// The watcher's look at a flight recorder's step in progress: one that has run longer than
+  /// slow_step_factor times the median of the steps before it, and half a second more, is dumped
+  /// while it runs, once, with what every thread is inside (detail/control/watchdog.hpp). It
+  /// shares the slow steps' limit of one dump a minute: a hang found sooner after one is dumped
+  /// once that minute has passed, if the step still runs.
+  void dump_if_hung() {
+    if (!step_recorded_ || hang_dumped_in_step_) return;
+    const std::optional<std::int64_t> median = recent_steps_.median();
+    if (!median) return;
+    const std::int64_t now_tick = detail::now_ticks();
+    const double ns_per_tick = detail::process_ns_per_tick();
+    const std::int64_t running = now_tick - step_start_ticks_;
+    if (!detail::is_hung(static_cast<double>(running) * ns_per_tick, static_cast<double>(*median) * ns_per_tick,
+                         options_.slow_step_factor()))
+      return;
+    const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
+    if (now < next_slow_step_dump_ns_) return;
+    next_slow_step_dump_ns_ = now + kSlowStepDumpIntervalNs;
+    hang_dumped_in_step_ = true;
+    flight_dump(detail::hang_reason(step_num_, running, *median, ns_per_tick, crash_target_->header.step_os_tid,
+                                    detail::threads_inside_now(), now_tick),
+                /*handlers_here=*/false);
   }
 
   /// Writes the kept steps, and the current step so far, as one trace; the log starts over.
@@ -1292,10 +1288,10 @@ class BasicProfiler {
     return timed_capture_end_ns_ != 0 || (capture_.has_value() && step_num_ <= capture_last_step_);
   }
 
-  /// On demand, in a Profiler's own thread: every 200 ms at most, ends a timed capture that is
-  /// due and, when no step() has come for a second (a program without steps), takes the requests
-  /// step() would. Only tries the control lock, so that start(), step() and stop() never wait
-  /// for it.
+  /// In a Profiler's own thread, every 200 ms: on demand, ends a timed capture that is due and,
+  /// when no step() has come for a second (a program without steps), takes the requests step()
+  /// would; in a flight recorder, dumps a step that hangs. Only tries the control lock, so that
+  /// start(), step() and stop() never wait for it.
   void watch() {
     std::unique_lock<std::mutex> lock(watcher_mutex_);
     while (!watcher_stopping_) {
@@ -1306,10 +1302,14 @@ class BasicProfiler {
         const std::lock_guard<std::mutex> control(control_mutex_, std::adopt_lock);
         if (started_) {
           controller_.store(std::this_thread::get_id(), std::memory_order_release);
-          const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-          if (timed_capture_end_ns_ != 0 && now >= timed_capture_end_ns_) end_timed_capture();
-          if (now - last_step_call_ns_ >= kNoStepsNs) take_capture_requests(/*stepping=*/false);
-          if (!capture_running()) end_capture();
+          if (mode_ == Mode::FlightRecorder) {
+            dump_if_hung();
+          } else {
+            const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
+            if (timed_capture_end_ns_ != 0 && now >= timed_capture_end_ns_) end_timed_capture();
+            if (now - last_step_call_ns_ >= kNoStepsNs) take_capture_requests(/*stepping=*/false);
+            if (!capture_running()) end_capture();
+          }
           controller_.store(std::thread::id(), std::memory_order_release);
           if (stop_requested_.load(std::memory_order_acquire)) stop_locked();
         }
@@ -1331,11 +1331,12 @@ class BasicProfiler {
       if (amount < 0) request.duration_ns = -amount;
       requests.push_back(std::move(request));
     }
-    if (detail::g_capture_signalled.exchange(false, std::memory_order_relaxed)) {
+    if (signal_requests_.take(detail::clock_ns(CLOCK_MONOTONIC))) {
       detail::CaptureRequest request;
       request.source = "the capture signal";
       requests.push_back(std::move(request));
     }
+    warn_of_refused_signals(/*flush=*/false);
     if (std::optional<detail::CaptureRequest> request = trigger_file_request()) requests.push_back(std::move(*request));
     for (detail::CaptureRequest& request : requests) {
       if (capture_running()) {
@@ -1391,6 +1392,17 @@ class BasicProfiler {
       options_before_capture_.reset();
     }
     capturing_.store(false, std::memory_order_release);
+  }
+
+  /// Says how many requests by signal were refused, once per 10 s at most (a storm of signals
+  /// prints one line), or now with `flush`.
+  void warn_of_refused_signals(bool flush) {
+    const std::uint64_t refused = signal_requests_.refusals_to_report(detail::clock_ns(CLOCK_MONOTONIC), flush);
+    if (refused == 0) return;
+    detail::print_warning(fmt::format("{} {} request{} by signal refused: signals that arrive together ask once, and one "
+                                      "request by signal is taken every {} s at most",
+                                      refused, mode_ == Mode::OnDemand ? "capture" : "dump", refused == 1 ? "" : "s",
+                                      detail::kCaptureSignalIntervalNs / 1'000'000'000));
   }
 
   /// What the trigger file asks for, reading and removing it when it is there; nothing when it is
@@ -1485,9 +1497,6 @@ class BasicProfiler {
     return *writer_;
   }
 
-  /// Steps whose median makes a step slow, and how many of them there must be first.
-  static constexpr std::size_t kRecentSteps = 21;
-  static constexpr std::size_t kStepsBeforeSlowSteps = 5;
   static constexpr std::int64_t kSlowStepDumpIntervalNs = 60'000'000'000;
   static constexpr double kSlowStepMinExcessNs = 1e6;
   /// On demand: a program that has not called step() for this long is served by the watcher.
@@ -1499,12 +1508,13 @@ class BasicProfiler {
   std::unique_ptr<detail::CrashTarget> crash_target_;  // what a fatal signal writes
   detail::ClockSample flight_origin_{};
   std::int64_t last_step_ticks_ = 0;  // the duration of the step that ended last
-  std::array<std::int64_t, kRecentSteps> recent_steps_{};
-  std::size_t recent_step_count_ = 0;
+  detail::RecentSteps recent_steps_;  // the steps a slow step or a hang is judged against
   std::int64_t next_slow_step_dump_ns_ = 0;
   std::uint64_t dumps_ = 0;
   std::uint64_t slow_steps_not_dumped_ = 0;
   bool dumped_in_step_ = false;  // a dump ran in the step in progress
+  bool hang_dumped_in_step_ = false;  // the step in progress was dumped as a hang
+  detail::CaptureSignalRequests signal_requests_;
   std::optional<Schedule> capture_;       // on demand: the current or last capture's steps
   std::int64_t capture_steps_ = 0;        // its recorded steps
   std::int64_t capture_last_step_ = -1;   // its last recorded step

@@ -147,6 +147,22 @@ inline std::optional<Schedule> parse_schedule(std::string_view text, std::string
   }
 }
 
+/// DLPROF_MODE's words: scheduled, off, on-demand, flight-recorder (in any case).
+inline std::optional<Mode> parse_mode(std::string_view text) {
+  const std::string word = lowercase(trimmed(text));
+  if (word == "scheduled") return Mode::Scheduled;
+  if (word == "off") return Mode::Off;
+  if (word == "on-demand") return Mode::OnDemand;
+  if (word == "flight-recorder") return Mode::FlightRecorder;
+  return std::nullopt;
+}
+
+/// The modes that take requests for a capture or a dump, by signal or trigger file.
+inline constexpr bool takes_requests(Mode mode) noexcept { return mode == Mode::OnDemand || mode == Mode::FlightRecorder; }
+
+/// The signal that asks for a capture or a dump when DLPROF_SIGNAL does not name one.
+inline constexpr int kDefaultCaptureSignal = SIGUSR2;
+
 /// A signal that may ask for a capture: a number, or a name such as USR2 or SIGUSR2. Signals that
 /// mean a fault, or that cannot be caught, are refused.
 inline std::optional<int> parse_capture_signal(std::string_view text) {
@@ -164,6 +180,12 @@ inline std::optional<int> parse_capture_signal(std::string_view text) {
   for (const int refused : {0, SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
     if (signal == refused) return std::nullopt;
   return signal;
+}
+
+/// DLPROF_SIGNAL's value: a capture signal (parse_capture_signal), or 0 for `none`.
+inline std::optional<int> parse_signal_setting(std::string_view text) {
+  if (lowercase(trimmed(text)) == "none") return 0;
+  return parse_capture_signal(text);
 }
 
 /// Reads `DLPROF_NAME = value` lines from `path` into `settings`, leaving out names already set.

@@ -5,10 +5,18 @@
 // up with.
 //
 //   launched_training STEPS [--step-ms MS] [--slow-step N] [--crash-at N segv|abort|throw]
-//                           [--own-handler] [--fork-at N]
+//                           [--own-handler] [--fork-at N] [--load-ms MS] [--overflow-at N main|thread]
+//                           [--hang-at N] [--irregular-warmup N]
 //
 // --step-ms MS      each step sleeps MS ms; "training" is printed once the Profiler has started
 // --slow-step N     step N takes 200 ms instead of about 2
+// --load-ms MS      before the Profiler is made, prints "loading" and sleeps MS ms, as a job
+//                   loading its model does
+// --overflow-at N   step N recurses without end inside the range "runaway_recursion", on the main
+//                   thread or on a thread of its own, until the stack overflows (SIGSEGV)
+// --hang-at N       step N prints "hanging" and never ends: it waits inside the range
+//                   "wait_for_peer" until the process is killed
+// --irregular-warmup N  of the first N steps, the odd ones take 60 ms more: a warm-up
 // --crash-at N      step N dies inside the range "crash_site": of SIGSEGV, abort() or an
 //                   exception nothing catches (std::terminate)
 // --own-handler     installs a SIGSEGV and SIGABRT handler before the Profiler is made; it
@@ -24,6 +32,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -37,6 +46,32 @@ void own_handler(int signal) {
   static_cast<void>(::write(2, kMessage, sizeof(kMessage) - 1));
   ::signal(signal, SIG_DFL);
   ::raise(signal);
+}
+
+/// Recurses until `depth` reaches `limit`, which the caller makes unreachable: each frame keeps a
+/// buffer the compiler cannot drop, so the stack overflows.
+int recurse(int depth, int limit) {
+  volatile char frame[512];
+  frame[depth % sizeof(frame)] = static_cast<char>(depth);
+  if (depth >= limit) return frame[0];
+  return recurse(depth + 1, limit) + frame[depth % sizeof(frame)];
+}
+
+[[noreturn]] void overflow_stack(const std::string& where, int limit) {
+  const auto run = [limit] {
+    DLPROF_RANGE("runaway_recursion");
+    std::exit(recurse(0, limit));
+  };
+  if (where == "thread") std::thread(run).join();
+  run();
+  std::abort();
+}
+
+[[noreturn]] void hang() {
+  DLPROF_RANGE("wait_for_peer");
+  fmt::print("hanging\n");
+  std::fflush(stdout);
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 [[noreturn]] void crash(const std::string& how) {
@@ -57,12 +92,24 @@ int main(int argc, char** argv) {
   int crash_at = -1;
   int fork_at = -1;
   int step_ms = 0;
+  int load_ms = 0;
+  int overflow_at = -1;
+  int hang_at = -1;
+  int irregular_warmup = 0;
   std::string crash_how = "segv";
+  std::string overflow_where = "main";
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--slow-step" && i + 1 < argc) slow_step = std::atoi(argv[++i]);
     if (flag == "--fork-at" && i + 1 < argc) fork_at = std::atoi(argv[++i]);
     if (flag == "--step-ms" && i + 1 < argc) step_ms = std::atoi(argv[++i]);
+    if (flag == "--load-ms" && i + 1 < argc) load_ms = std::atoi(argv[++i]);
+    if (flag == "--hang-at" && i + 1 < argc) hang_at = std::atoi(argv[++i]);
+    if (flag == "--irregular-warmup" && i + 1 < argc) irregular_warmup = std::atoi(argv[++i]);
+    if (flag == "--overflow-at" && i + 2 < argc) {
+      overflow_at = std::atoi(argv[++i]);
+      overflow_where = argv[++i];
+    }
     if (flag == "--crash-at" && i + 2 < argc) {
       crash_at = std::atoi(argv[++i]);
       crash_how = argv[++i];
@@ -73,6 +120,11 @@ int main(int argc, char** argv) {
     }
   }
   ::alarm(60);  // a deadlock fails the test instead of hanging it
+  if (load_ms > 0) {
+    fmt::print("loading\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(load_ms));
+  }
   dlprof::Profiler prof;
   prof.start();
   if (step_ms > 0) {
@@ -85,7 +137,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 1000; ++i) sum += static_cast<double>(i) * step;
     if (slow_step >= 0) std::this_thread::sleep_for(std::chrono::milliseconds(step == slow_step ? 200 : 2));
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+    if (step < irregular_warmup && step % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(60));
     if (step == crash_at) crash(crash_how);
+    if (step == overflow_at) overflow_stack(overflow_where, argc > 0 ? INT_MAX : 0);
+    if (step == hang_at) hang();
     if (step == fork_at) {
       const pid_t child = ::fork();
       if (child == 0) {
@@ -105,9 +160,10 @@ int main(int argc, char** argv) {
   const dlprof::ProfilerOptions& options = prof.options();
   const dlprof::Schedule& schedule = options.schedule();
   constexpr const char* kModes[] = {"scheduled", "off", "on-demand", "flight-recorder"};
-  fmt::print("mode={} schedule={},{},{},{},{} handlers={} events_per_thread={} record_shapes={} traces={} dumps={} sum={}\n",
+  fmt::print("mode={} schedule={},{},{},{},{} handlers={} events_per_thread={} record_shapes={} traces={} dumps={} "
+             "signals_refused={} sum={}\n",
              kModes[static_cast<int>(prof.mode())], schedule.wait(), schedule.warmup(), schedule.active(), schedule.repeat(),
              schedule.skip_first(), options.handlers().size(), options.events_per_thread(), options.record_shapes(),
-             prof.last_trace() != nullptr, prof.dumps(), sum > 0);
+             prof.last_trace() != nullptr, prof.dumps(), prof.signals_refused(), sum > 0);
   return 0;
 }

@@ -183,6 +183,19 @@ class ThreadRing {
     return 0;
   }
 
+  /// Producer side: the collective call now in progress on this thread (ScopedCollective), named
+  /// after it ("gloo:all_reduce"), or none (`name` 0). A hang's description reads it: the call's
+  /// op and range may be recorded only when it ends.
+  void set_collective_in_progress(NameId name, std::int64_t start) noexcept {
+    collective_start_.store(start, std::memory_order_relaxed);
+    collective_name_.store(name, std::memory_order_release);
+  }
+  /// Consumer side: the collective in progress (name 0: none) and when it began.
+  std::pair<NameId, std::int64_t> collective_in_progress() const noexcept {
+    const NameId name = collective_name_.load(std::memory_order_acquire);
+    return {name, collective_start_.load(std::memory_order_relaxed)};
+  }
+
   /// A ring replacing a retired one takes over its thread's open ranges, so that ranges opened
   /// on the old ring close on the new one.
   void take_open_ranges_of(const ThreadRing& old) noexcept {
@@ -195,6 +208,8 @@ class ThreadRing {
     const std::uint32_t untracked = old.open_ranges(open);
     for (std::uint32_t i = 0; i < open.size; ++i) open_range(open.ranges[i]);
     for (std::uint32_t i = 0; i < untracked; ++i) open_range(OpenRange{});
+    const auto [collective, since] = old.collective_in_progress();
+    set_collective_in_progress(collective, since);
   }
 
   /// A retired ring accepts nothing more: its thread attaches a fresh one on its next push.
@@ -209,6 +224,7 @@ class ThreadRing {
     tail_.store(0, std::memory_order_relaxed);
     drops_reported_ = 0;
     open_depth_.store(0, std::memory_order_relaxed);
+    collective_name_.store(0, std::memory_order_relaxed);
     exited_.store(false, std::memory_order_relaxed);
     superseded_.store(false, std::memory_order_relaxed);
     os_tid_ = os_tid;
@@ -265,6 +281,8 @@ class ThreadRing {
   alignas(kCacheLine) std::atomic<std::uint32_t> open_depth_{0};
   std::atomic<std::uint32_t> open_sequence_{0};
   TrackedRange open_[kTrackedOpenRanges];
+  std::atomic<NameId> collective_name_{0};
+  std::atomic<std::int64_t> collective_start_{0};
   // Consumer-owned line.
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
   std::uint64_t drops_reported_ = 0;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/recording/alternate_signal_stack.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/ring.hpp"
@@ -103,6 +104,14 @@ class BasicRingRegistry {
                  rings_.end());
   }
 
+  /// Calls `visit(ring)` for the ring of each live thread (not exited, not superseded).
+  template <class Visit>
+  void visit_live(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& ring : rings_)
+      if (!ring->exited() && !ring->superseded()) visit(static_cast<const ThreadRing&>(*ring));
+  }
+
   template <class Fn>
   auto with_lock(Fn&& fn) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -177,10 +186,12 @@ class BasicRingRegistry {
 using RingRegistry = BasicRingRegistry<>;
 
 /// Keeps this thread's ring alive while the thread runs and hands it back when the thread ends,
-/// so the collector still drains its last events. Only touched on the attach path.
+/// so the collector still drains its last events; and the thread's alternate signal stack, so a
+/// crash on an overflowed stack still leaves its crash file. Only touched on the attach path.
 template <class Deferred = void>
 struct RingOwner {
   std::shared_ptr<ThreadRing> ring;
+  AlternateSignalStack signal_stack;
   ~RingOwner() {
     t_ring = nullptr;
     if (!ring) return;
@@ -215,6 +226,7 @@ DLPROF_NOINLINE ThreadRing* attach_thread_ring() {
   }
   owner.ring = std::move(ring);
   t_ring = owner.ring.get();
+  owner.signal_stack.install();
   return t_ring;
 }
 
