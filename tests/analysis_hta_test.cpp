@@ -253,6 +253,64 @@ TEST(IdleTimeBreakdownTest, ClassifiesEachGapOnAStream) {
   EXPECT_THAT(compat.table(), HasSubstr("Host wait"));
 }
 
+// Work that starts before earlier work on its stream has ended follows no gap: HTA's arithmetic
+// (this start minus the previous end) would give a negative kernel wait of -3 µs here.
+//   sgemm [0, 10000]   reduce [7000, 9000] (inside it)   elementwise [12000, 13000]
+TEST(IdleTimeBreakdownTest, OverlappingWorkOnAStreamIsOverlapNotNegativeWait) {
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .call("cudaLaunchKernel", 0, 100, 1)
+                                  .call("cudaLaunchKernel", 200, 300, 2)
+                                  .call("cudaLaunchKernel", 400, 500, 3)
+                                  .kernel(kSgemm, 0, 10'000, 1)
+                                  .kernel(kReduce, 7'000, 9'000, 2)
+                                  .kernel(kElementwise, 12'000, 13'000, 3)
+                                  .trace();
+  for (const AnalysisOptions& options : {AnalysisOptions{}, hta_compat()}) {
+    const auto idle = dlprof::analysis::idle_time_breakdown(trace, options);
+    ASSERT_EQ(idle.streams.size(), 1u);
+    const auto& stream = idle.streams[0];
+    EXPECT_EQ(stream.overlaps, 1u);
+    EXPECT_EQ(stream.overlap_ns, 2'000);
+    // The gap before the elementwise kernel runs from the sgemm's end, not the reduce's.
+    EXPECT_EQ(stream.kernel_wait_ns, 2'000);
+    EXPECT_EQ(stream.host_wait_ns, 0);
+    EXPECT_EQ(stream.other_ns, 0);
+    EXPECT_DOUBLE_EQ(stream.kernel_wait_ratio(), 1.0);
+    EXPECT_THAT(idle.table(), HasSubstr("1 piece of work started before earlier work on the stream ended (2.000 us alongside it)"));
+  }
+}
+
+// torch.compile's Triton launches are cpu_ops that name a stream. HTA takes them for GPU work
+// (stream != -1) and counts their CPU time as computation; dlprof does with hta_compat only.
+//   sgemm [10000, 20000] on stream 7; triton_poi_fused_add_0, a CPU op on stream 7, [30000, 40000]
+TEST(TemporalBreakdownTest, CpuOpsNamingAStreamAreGpuWorkWithHtaCompatOnly) {
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .call("cudaLaunchKernel", 0, 1'000, 1)
+                                  .kernel(kSgemm, 10'000, 20'000, 1)
+                                  .op_on_stream("triton_poi_fused_add_0", 30'000, 40'000, 7)
+                                  .kernel(kNccl, 35'000, 45'000, 2, 0, 20)
+                                  .trace();
+  const auto exact = dlprof::analysis::hta_analyses(trace);
+  EXPECT_EQ(exact.temporal.kernel_time_ns, 35'000);
+  EXPECT_EQ(exact.temporal.compute_ns, 10'000);
+  EXPECT_EQ(exact.temporal.idle_ns, 15'000);
+  EXPECT_EQ(exact.overlap.overlap_ns, 0);
+  EXPECT_EQ(exact.cpu_slices_on_streams.count, 1u);
+  EXPECT_EQ(exact.cpu_slices_on_streams.total_ns, 10'000);
+  EXPECT_FALSE(exact.cpu_slices_on_streams.counted_as_gpu_work);
+
+  const auto compat = dlprof::analysis::hta_analyses(trace, hta_compat());
+  EXPECT_EQ(compat.temporal.kernel_time_ns, 35'000);
+  EXPECT_EQ(compat.temporal.compute_ns, 20'000);
+  EXPECT_EQ(compat.temporal.idle_ns, 10'000);
+  EXPECT_EQ(compat.overlap.overlap_ns, 5'000);
+  EXPECT_EQ(compat.kernel_types.time_ns(kernel_type_bit(KernelType::Computation)), 15'000);
+  EXPECT_TRUE(compat.cpu_slices_on_streams.counted_as_gpu_work);
+  // Not a kernel with a gap before it: the idle-time breakdown takes kernels, copies and fills.
+  ASSERT_EQ(compat.idle_time.streams.size(), 2u);
+  EXPECT_EQ(compat.idle_time.streams[0].idle_ns(), 0);
+}
+
 TEST(CommCompOverlapTest, IsTheShareOfCommunicationThatRanWithComputation) {
   const auto overlap = dlprof::analysis::comm_comp_overlap(three_step_trace());
   EXPECT_EQ(overlap.communication_ns, 30'000);

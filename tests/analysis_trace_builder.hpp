@@ -31,6 +31,12 @@ class AnalysisTraceBuilder {
                               std::uint64_t external_id = 0) {
     return slice(dlprof::EventKind::Range, name, start, end, external_id, category, thread);
   }
+  /// A cpu_op whose args name a GPU stream, as torch.compile's Triton launch ops do.
+  AnalysisTraceBuilder& op_on_stream(std::string_view name, std::int64_t start, std::int64_t end, std::int64_t stream) {
+    op(name, start, end);
+    trace_.cpu_slices_on_streams.push_back(dlprof::CpuSliceOnStream{start, end, trace_.events.back().name, stream});
+    return *this;
+  }
   /// A python_function slice (torch.profiler's with_stack).
   AnalysisTraceBuilder& python_frame(std::string_view name, std::int64_t start, std::int64_t end,
                                      dlprof::Category category = dlprof::Category::User, std::uint32_t thread = 0) {

@@ -7,10 +7,14 @@
 //   compute       the union of COMPUTATION kernels (kernel_type.hpp)
 //   non-compute   kernel time − compute − idle: communication, copies, fills, syncs
 //
-// One deviation: Kineto writes a context synchronisation's "no stream" as 4294967295, which HTA
-// takes for a stream, so it counts Context Sync spans as GPU time; the reader reads "no stream" as
-// -1 (as dlprof writes it, and as HTA then reads it), and they are left out here. On the A100
-// reference trace that moves the shares by less than 0.02 points.
+// Two deviations (kHtaDeviations in analysis.hpp):
+// - Kineto writes a context synchronisation's "no stream" as 4294967295, which HTA takes for a
+//   stream, so it counts Context Sync spans as GPU time; the reader reads "no stream" as -1 (as
+//   dlprof writes it, and as HTA then reads it), and they are left out here. On the A100
+//   reference trace that moves the shares by less than 0.02 points.
+// - CPU slices that name a stream (torch.compile's triton_* launch ops carry args.stream) are GPU
+//   work to HTA, which counts their CPU time as computation; here they are only with hta_compat
+//   (detail::hta_view).
 //
 //   auto temporal = dlprof::analysis::temporal_breakdown(trace, {/*hta_compat=*/true});
 //   fmt::print("{}", temporal.table());

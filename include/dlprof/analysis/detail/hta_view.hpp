@@ -27,6 +27,10 @@ struct GpuWork {
   std::int64_t end_ns = 0;
   const GpuEvent* event = nullptr;
 
+  /// A CPU slice that names a stream, which HTA takes for GPU work (hta_compat only): `event` is
+  /// its stand-in, a kernel of the slice's name and stream.
+  bool cpu_slice = false;
+
   std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
   /// HTA's `stream != -1`: what most of its analyses take as the GPU's work.
   bool on_stream() const noexcept { return event->stream != -1; }
@@ -40,9 +44,26 @@ struct ApiCall {
   std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
 };
 
+/// The analysed CPU slices that name a GPU stream (Trace::cpu_slices_on_streams): HTA counts
+/// their CPU time as GPU time.
+struct CpuSlicesOnStreams {
+  std::size_t count = 0;
+  std::int64_t total_ns = 0;  ///< their summed durations
+  bool counted_as_gpu_work = false;  ///< hta_compat: the analyses count them as HTA does
+};
+
+/// Moved, never copied: `gpu` points into `cpu_slices_as_kernels`.
 struct HtaView {
-  std::vector<GpuWork> gpu;  ///< in the Trace's order (device, stream, start)
+  std::vector<GpuWork> gpu;  ///< in the Trace's order (device, stream, start), then the CPU slices on streams
   std::vector<ApiCall> api;  ///< in the Trace's order (thread, start)
+  std::vector<GpuEvent> cpu_slices_as_kernels;  ///< hta_compat: stand-ins of the CPU slices on streams
+  CpuSlicesOnStreams cpu_slices_on_streams;
+
+  HtaView() = default;
+  HtaView(HtaView&&) = default;
+  HtaView& operator=(HtaView&&) = default;
+  HtaView(const HtaView&) = delete;
+  HtaView& operator=(const HtaView&) = delete;
 };
 
 /// HTA's rounding of fractional µs timestamps: start = ceil(ts), end = floor(ts + dur), on the
@@ -87,7 +108,8 @@ inline bool is_profiler_step_name(std::string_view name) noexcept {
 /// names containing "ProfilerStep"), only CPU events starting before the last step's start
 /// (hta_compat) or no later than its end (default) are kept, with the GPU work whose correlation
 /// id is one of theirs (HTA's _filter_irrelevant_gpu_kernels). With hta_compat, times are rounded
-/// inward first, as HTA's parser does.
+/// inward first, as HTA's parser does, and the kept CPU slices that name a stream join the GPU
+/// work, as HTA's `stream != -1` takes them; by default they are only counted.
 inline HtaView hta_view(const Trace& trace, const AnalysisOptions& options) {
   const RoundInward round(trace);
   const auto start_of = [&](std::int64_t start_ns) { return options.hta_compat ? round.start(start_ns) : start_ns; };
@@ -135,6 +157,23 @@ inline HtaView hta_view(const Trace& trace, const AnalysisOptions& options) {
                    !std::binary_search(kept_correlations.begin(), kept_correlations.end(), work.correlation)))
       continue;
     view.gpu.push_back({start_of(work.start_ns), end_of(work.start_ns, work.end_ns), &work});
+  }
+  view.cpu_slices_on_streams.counted_as_gpu_work = options.hta_compat;
+  view.cpu_slices_as_kernels.reserve(trace.cpu_slices_on_streams.size());  // `gpu` points into it
+  for (const CpuSliceOnStream& slice : trace.cpu_slices_on_streams) {
+    const std::int64_t start = start_of(slice.start_ns);
+    if (!cpu_kept(start)) continue;
+    const std::int64_t end = end_of(slice.start_ns, slice.end_ns);
+    ++view.cpu_slices_on_streams.count;
+    view.cpu_slices_on_streams.total_ns += end - start;
+    if (!options.hta_compat) continue;
+    GpuEvent stand_in;
+    stand_in.start_ns = slice.start_ns;
+    stand_in.end_ns = slice.end_ns;
+    stand_in.name = slice.name;
+    stand_in.stream = slice.stream;
+    view.cpu_slices_as_kernels.push_back(stand_in);
+    view.gpu.push_back({start, end, &view.cpu_slices_as_kernels.back(), /*cpu_slice=*/true});
   }
   return view;
 }
