@@ -184,6 +184,39 @@ TEST(RecommendationsTest, TensorCoreKernelsHalfPrecisionOrAnOlderGpuNeedNoMixedP
             nullptr);
 }
 
+// An MI300X runs hipBLASLt's matrix-core GEMMs (Tensile's "_MI32x32x2x1_" tile): no advice. Its
+// float32 GEMMs on Tensile's "_MAC_" kernels get the advice in AMD's words: matrix cores.
+dlprof::Trace amd_gemm_trace(std::string_view kernel, std::string_view device = "AMD Instinct MI300X") {
+  return AnalysisTraceBuilder()
+      .device(0, device, 9)
+      .step(1, 0, 1'000'000)
+      .op("aten::mm", 1'000, 50'000, 11)
+      .inputs("[[32, 64], [64, 128]]", R"(["float", "float"])")
+      .call("hipLaunchKernel", 2'000, 6'000, 1, 11)
+      .kernel(kernel, 10'000, 400'000, 1, 11)
+      .trace();
+}
+
+TEST(RecommendationsTest, AmdMatrixCoreGemmsAreMatrixCoreKernels) {
+  const auto found = dlprof::analysis::recommendations(
+      amd_gemm_trace("Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1_MIWT2_2_WG32_8_1"));
+  EXPECT_EQ(find(found, "fp32_without_tensor_cores"), nullptr) << ::testing::PrintToString(ids(found));
+}
+
+TEST(RecommendationsTest, AmdFloat32GemmsWithoutMatrixCoresSpeakOfMatrixCores) {
+  const auto found = dlprof::analysis::recommendations(amd_gemm_trace("Cijk_Ailk_Bljk_SB_MT64x64x16_MAC_SN_K1_NLCA1"));
+  const Recommendation* amp = find(found, "fp32_without_tensor_cores");
+  ASSERT_NE(amp, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(amp->text, HasSubstr("no kernel uses matrix cores, which this GPU (AMD Instinct MI300X) has"));
+  EXPECT_THAT(amp->text, ::testing::Not(HasSubstr("Tensor Core")));
+  EXPECT_THAT(amp->text, ::testing::Not(HasSubstr("TF32")));
+  EXPECT_THAT(amp->evidence, HasSubstr("0 matrix-core kernels"));
+  // A Vega-era Instinct (MI50) has no matrix cores.
+  EXPECT_EQ(find(dlprof::analysis::recommendations(amd_gemm_trace("Cijk_Ailk_Bljk_SB_MT64x64x16_MAC_SN", "AMD Instinct MI50")),
+                 "fp32_without_tensor_cores"),
+            nullptr);
+}
+
 TEST(RecommendationsTest, GemmSizesNotMultiplesOfEightAskForPadding) {
   const auto found = dlprof::analysis::recommendations(gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 100]]"));
   const Recommendation* padding = find(found, "gemm_dims_not_multiple_of_8");
@@ -215,6 +248,43 @@ TEST(RecommendationsTest, AGpuBusyMoreThanHalfTheStepsIsNotReported) {
   EXPECT_EQ(find(dlprof::analysis::recommendations(busy_for(800'000)), "low_gpu_utilization"), nullptr);
 }
 
+// A trace of the graph-capture phase: the kernels launched between cudaStreamBeginCapture and
+// cudaStreamEndCapture are recorded into the graph and never run, so the GPU is idle for want of
+// kernels, not of a larger batch.
+dlprof::Trace capture_phase(std::int64_t capture_start, std::int64_t capture_end) {
+  AnalysisTraceBuilder builder;
+  builder.device(0, "A100", 8)
+      .step(1, 0, 1'000'000)
+      .call("cudaLaunchKernel", 0, 1'000, 1)
+      .kernel("void at::native::vectorized_elementwise_kernel<4>()", 1'000, 21'000, 1)
+      .call("cudaStreamBeginCapture", capture_start, capture_start + 2'000, 2);
+  for (std::uint32_t i = 0; i < 20; ++i)
+    builder.call("cudaLaunchKernel", capture_start + 3'000 + 5'000 * i, capture_start + 7'000 + 5'000 * i, 10 + i);
+  return builder.call("cudaStreamEndCapture", capture_end - 10'000, capture_end, 3)
+      .call("cudaGraphInstantiate", capture_end, capture_end + 50'000, 4)
+      .trace();
+}
+
+TEST(RecommendationsTest, AGraphCapturePhaseGetsNoBatchSizeAdvice) {
+  const auto found = dlprof::analysis::recommendations(capture_phase(30'000, 830'000));
+  EXPECT_EQ(find(found, "low_gpu_utilization"), nullptr) << ::testing::PrintToString(ids(found));
+  const Recommendation* capture = find(found, "graph_capture_phase");
+  ASSERT_NE(capture, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(capture->text, HasSubstr("80.0% of the steps' span is CUDA graph capture"));
+  EXPECT_THAT(capture->text, HasSubstr("Profile the steps that replay the graph"));
+  EXPECT_THAT(capture->text, ::testing::Not(HasSubstr("larger batch (")));
+  EXPECT_THAT(capture->evidence, HasSubstr("GPU 0 busy 2.0% of the steps' span; 1 stream capture over 0.800 ms (80.0%"));
+}
+
+TEST(RecommendationsTest, AShortCaptureDoesNotHideALowUtilization) {
+  // 10 % of the step is capture; outside it the GPU is busy 20 µs of 900 µs.
+  const auto found = dlprof::analysis::recommendations(capture_phase(30'000, 130'000));
+  EXPECT_EQ(find(found, "graph_capture_phase"), nullptr);
+  const Recommendation* low = find(found, "low_gpu_utilization");
+  ASSERT_NE(low, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(low->evidence, HasSubstr("GPU 0 busy 2.2% of the steps' span outside graph capture"));
+}
+
 // ---- launch-bound stretches ----------------------------------------------------------------------
 
 /// 40 kernels in a row, each launched by a 5 µs call, inside one 1 ms step.
@@ -237,6 +307,20 @@ TEST(RecommendationsTest, LongStretchesOfKernelsShorterThanTheirLaunchAskForCuda
   // The stretch runs from the first kernel's start (15.5 µs) to the last one's end (251.5 µs).
   EXPECT_THAT(bound->evidence, HasSubstr("1 stretches of >= 32 kernels, 40 kernels over 0.236 ms"));
   EXPECT_THAT(bound->evidence, HasSubstr("median kernel 2.0 us, median launch call 5.0 us"));
+}
+
+// A graph replay: 40 kernels of 2 µs share the one 50 µs cudaGraphLaunch that launched the graph
+// (CUPTI gives them its correlation id), 20 % of a 0.5 ms step. Each is shorter than that call,
+// but they are in a graph already: "capture the stretch in a CUDA graph" would be wrong.
+TEST(RecommendationsTest, AGraphReplayIsNotAdvisedToBecomeAGraph) {
+  for (const std::string_view launch : {"cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"}) {
+    AnalysisTraceBuilder builder;
+    builder.step(1, 0, 500'000).call(launch, 10'000, 60'000, 1);
+    for (std::int64_t i = 0; i < 40; ++i)
+      builder.kernel("void add_kernel<float>()", 20'000 + 2'500 * i, 22'000 + 2'500 * i, 1);
+    const auto found = dlprof::analysis::recommendations(builder.trace());
+    EXPECT_EQ(find(found, "launch_bound"), nullptr) << launch << ": " << ::testing::PrintToString(ids(found));
+  }
 }
 
 TEST(RecommendationsTest, KernelsLongerThanTheirLaunchAreNotLaunchBound) {

@@ -106,6 +106,37 @@ TEST(StepBreakdownTest, SummarisesEachGpuOverTheSteps) {
   EXPECT_THAT(table, HasSubstr("GPU 0 Tesla V100-SXM2-32GB: utilization 42.50%, est. SM efficiency 17.50%"));
 }
 
+// A ROCm trace whose kernels run on device 2 while deviceProperties lists only id 0: the GPU is
+// the model listed, which the summary says. Its MFMA GEMM is matrix-core time.
+TEST(StepBreakdownTest, AGpuDevicePropertiesDoesNotListTakesTheModelItLists) {
+  dlprof_test::AnalysisTraceBuilder builder;
+  builder.device(0, "AMD Instinct MI300X", 9)
+      .step(1, 0, 1'000)
+      .call("hipLaunchKernel", 1, 2, 1)
+      .call("hipLaunchKernel", 3, 4, 2)
+      .kernel("Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI16x16x1_SN_LDSB1", 10, 310, 1, 0, 1, /*device=*/2)
+      .kernel("void at::native::vectorized_elementwise_kernel<4>()", 400, 500, 2, 0, 1, /*device=*/2);
+  const dlprof::Trace trace = builder.trace();
+  const auto breakdown = dlprof::analysis::step_breakdown(trace);
+  ASSERT_EQ(breakdown.devices.size(), 1u);
+  const auto& gpu = breakdown.devices[0];
+  EXPECT_EQ(gpu.device, 2u);
+  EXPECT_EQ(gpu.name, "AMD Instinct MI300X");
+  ASSERT_TRUE(gpu.properties_from_id.has_value());
+  EXPECT_EQ(*gpu.properties_from_id, 0);
+  EXPECT_EQ(breakdown.matrix_units, dlprof::analysis::MatrixUnits::MatrixCores);
+  EXPECT_DOUBLE_EQ(gpu.tensor_core_percent, 75.0);
+  EXPECT_THAT(breakdown.table(), HasSubstr("GPU 2 AMD Instinct MI300X (the model of id 0): utilization 40.00%"));
+  EXPECT_THAT(breakdown.table(), HasSubstr("matrix cores (dlprof's kernel list) 75.00% of kernel time"));
+
+  // Two models listed, neither with this id: the trace does not say which.
+  builder.device(1, "AMD Instinct MI250X", 9);
+  const dlprof::Trace two_models = builder.trace();
+  const auto unknown = dlprof::analysis::step_breakdown(two_models).devices.at(0);
+  EXPECT_TRUE(unknown.name.empty());
+  EXPECT_FALSE(unknown.properties_from_id.has_value());
+}
+
 TEST(StepBreakdownTest, OverlappingSmEfficiencyIsCappedAtOne) {
   // Two kernels of 0.75 blocks per SM overlap on [50, 100]: 0.75, then min(1.5, 1), then 0.75.
   const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()

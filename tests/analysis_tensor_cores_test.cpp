@@ -2,6 +2,7 @@
 // tests/data/reference-traces (A100, V100) and traces, profiler tables and tuning logs published
 // for other GPUs.
 #include <dlprof/analysis/tensor_cores.hpp>
+#include <dlprof/trace.hpp>
 
 #include <gtest/gtest.h>
 
@@ -71,6 +72,50 @@ TEST(TensorCoresTest, LeavesOtherKernelsOut) {
       "Memcpy HtoD (Pageable -> Device)",
   };
   for (const std::string_view name : kOtherKernels) EXPECT_FALSE(uses_tensor_cores(name)) << name;
+}
+
+// AMD CDNA's matrix cores: hipBLASLt's and rocBLAS's Tensile GEMMs name their MFMA tile
+// ("_MI16x16x1_"), composable kernel's GEMMs their XDL (MFMA) pipeline.
+TEST(TensorCoresTest, RecognisesAmdMatrixCoreKernels) {
+  constexpr std::string_view kMatrixCoreKernels[] = {
+      "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x256x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_GRVWA8_GRVWB8_"
+      "MIAV0_MIWT8_8_MO40_NTn1_WG32_8_1_WGM8",
+      "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1_AF0EM8_GRVW8_MIWT2_2_WG32_8_1",
+      "Cijk_Ailk_Bljk_SB_MT64x64x16_MFMA_SN_K1",
+      "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>, true>"
+      "(ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>::Argument)",
+      "void ck::kernel_batched_gemm_xdlops_v2r3<ck::GridwiseGemm_k0mk1_k0nk1_mn_xdlops_v2r3<256, ck::half_t>>()",
+  };
+  for (const std::string_view name : kMatrixCoreKernels) EXPECT_TRUE(uses_tensor_cores(name)) << name;
+  constexpr std::string_view kOtherAmdKernels[] = {
+      // Tensile's multiply-accumulate kernels; "MIWT" (the wave tile) is no matrix-instruction tile.
+      "Cijk_Ailk_Bljk_SB_MT64x64x16_MAC_SN_K1_NLCA1_MIWT4_4",
+      "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+      "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
+      "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*, float const*, int)",
+  };
+  for (const std::string_view name : kOtherAmdKernels) EXPECT_FALSE(uses_tensor_cores(name)) << name;
+}
+
+TEST(TensorCoresTest, AmdGpusCallThemMatrixCores) {
+  using dlprof::analysis::MatrixUnits;
+  using dlprof::analysis::matrix_units_of;
+  dlprof::Trace trace;
+  EXPECT_EQ(matrix_units_of(trace), MatrixUnits::TensorCores);
+  trace.devices.push_back(dlprof::DeviceProperties{});
+  trace.devices.back().name = "NVIDIA A100-SXM4-80GB";
+  EXPECT_EQ(matrix_units_of(trace), MatrixUnits::TensorCores);
+  trace.devices.back().name = "AMD Instinct MI300X";
+  EXPECT_EQ(matrix_units_of(trace), MatrixUnits::MatrixCores);
+  trace.devices.back().name = "gfx942";  // a ROCm that names the GPU by its architecture
+  trace.devices.back().warp_size = 64;
+  EXPECT_EQ(matrix_units_of(trace), MatrixUnits::MatrixCores);
+  // No deviceProperties: HIP runtime calls say it.
+  dlprof::Trace hip;
+  hip.names = {"hipLaunchKernel"};
+  hip.api_events.push_back(dlprof::ApiEvent{});
+  EXPECT_EQ(matrix_units_of(hip), MatrixUnits::MatrixCores);
+  EXPECT_EQ(dlprof::analysis::to_string(MatrixUnits::MatrixCores), "matrix cores");
 }
 
 TEST(TensorCoresTest, StarMatchesAnyTextInOrder) {

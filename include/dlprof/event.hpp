@@ -69,8 +69,14 @@ enum class EventKind : std::uint8_t {
   PythonFrame = 5,
 };
 
-/// Where memory was allocated: c10::DeviceType's values, as `[memory]` events write them.
-enum class MemoryDeviceType : std::int8_t { CPU = 0, CUDA = 1 };
+/// Where memory was allocated: c10::DeviceType's values, as `[memory]` events write them (a
+/// trace may hold any of them; kineto::kDeviceTypeNames names them). HIP is ROCm's GPU memory.
+enum class MemoryDeviceType : std::int8_t { CPU = 0, CUDA = 1, HIP = 6 };
+
+/// GPU memory of a device that deviceProperties describes (its totalGlobalMem).
+constexpr bool is_gpu_memory(MemoryDeviceType type) noexcept {
+  return type == MemoryDeviceType::CUDA || type == MemoryDeviceType::HIP;
+}
 
 /// Kinds written as slices ("X" events) that nest on their thread.
 constexpr bool is_slice(EventKind kind) noexcept {

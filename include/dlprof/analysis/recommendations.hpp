@@ -11,12 +11,20 @@
 //                         holding the CPU >= 1 % of the steps' span
 //   layout_transposes     NCHW <-> NHWC transpose kernels > 2 % of kernel time   channels_last
 //   fp32_without_tensor_cores  GEMM/conv kernels of float32 ops (or ops of unknown automatic mixed precision
-//                         dtype) on compute capability >= 7, no Tensor Core kernel at all
+//                         dtype) on compute capability >= 7 (AMD: an Instinct
+//                         MI100 or later), no Tensor Core (matrix-core) kernel
 //   gemm_dims_not_multiple_of_8  > 10 % of GEMM kernel time in ops with M, N    pad to multiples of 8
 //                         or K not a multiple of 8
-//   low_gpu_utilization   a GPU busy < 50 % of the steps' span                   larger batch, faster input
+//   low_gpu_utilization   a GPU busy < 50 % of the steps' span, outside graph    larger batch, faster input
+//                         capture
+//   graph_capture_phase   a GPU busy < 50 % of the steps' span because they are  profile the replays
+//                         mostly CUDA/HIP graph capture, which runs no kernel
 //   launch_bound          stretches of >= 32 consecutive kernels each shorter    CUDA graphs, fusion
-//                         than its launch call, > 10 % of the steps' span
+//                         than its launch call, > 10 % of the steps' span;
+//                         kernels of a graph replay are not compared with the
+//                         one call that launched the whole graph
+//
+// On AMD's GPUs (matrix_units_of) the rules speak of matrix cores, not Tensor Cores.
 //   communication_heavy   Communication > 10 % of the average step               bucketing, fewer/larger
 //                                                                                collectives, accumulation
 //   low_comm_overlap      communication kernels < 50 % overlapped by compute     overlap (DDP buckets,
@@ -47,6 +55,7 @@
 
 #include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/comm_comp_overlap.hpp"
+#include "dlprof/analysis/detail/intervals.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/analysis/rank_comparison.hpp"
@@ -54,6 +63,7 @@
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
+#include "dlprof/detail/text.hpp"
 #include "dlprof/flops.hpp"
 #include "dlprof/trace.hpp"
 
@@ -161,6 +171,37 @@ inline bool gemm_dims(std::string_view op, std::string_view dims, std::string_vi
   return false;
 }
 
+/// A call that launches a whole CUDA or HIP graph: cudaGraphLaunch, hipGraphLaunch, the driver's
+/// cuGraphLaunch (CUPTI's "_v10000" suffixes included).
+inline bool is_graph_launch(std::string_view call) noexcept {
+  using dlprof::detail::starts_with;
+  return starts_with(call, "cudaGraphLaunch") || starts_with(call, "hipGraphLaunch") || starts_with(call, "cuGraphLaunch");
+}
+
+inline bool is_graph_capture_begin(std::string_view call) noexcept {
+  using dlprof::detail::starts_with;
+  return starts_with(call, "cudaStreamBeginCapture") || starts_with(call, "hipStreamBeginCapture") ||
+         starts_with(call, "cuStreamBeginCapture");
+}
+
+inline bool is_graph_capture_end(std::string_view call) noexcept {
+  using dlprof::detail::starts_with;
+  return starts_with(call, "cudaStreamEndCapture") || starts_with(call, "hipStreamEndCapture") ||
+         starts_with(call, "cuStreamEndCapture");
+}
+
+/// AMD's GPUs with matrix cores: the Instinct models of three digits (MI100, MI210, MI250X,
+/// MI300X, MI325X, MI355X: CDNA), not the two-digit Vega ones (MI50, MI60), by name, as their
+/// compute capability (9.0 for both) does not tell them apart.
+inline bool has_amd_matrix_cores(std::string_view name) noexcept {
+  for (std::size_t at = name.find("MI"); at != std::string_view::npos; at = name.find("MI", at + 1)) {
+    std::size_t digits = 0;
+    while (at + 2 + digits < name.size() && name[at + 2 + digits] >= '0' && name[at + 2 + digits] <= '9') ++digits;
+    if (digits == 3) return true;
+  }
+  return false;
+}
+
 inline std::int64_t median(std::vector<std::int64_t> values) {
   if (values.empty()) return 0;
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
@@ -174,6 +215,7 @@ struct RuleInputs {
   const StepBreakdown& steps;
   const KernelAttribution& kernels;
   const CommCompOverlap& overlap;
+  MatrixUnits units = MatrixUnits::TensorCores;
   std::int64_t kernel_ns = 0;  ///< summed kernel durations
   std::int64_t span_ns = 0;    ///< the steps' span (first start to last end)
   /// (correlation, index into trace.api_events) of every call with one, by correlation: a sorted
@@ -181,7 +223,7 @@ struct RuleInputs {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> calls_by_correlation;
 
   RuleInputs(const Trace& t, const StepBreakdown& s, const KernelAttribution& k, const CommCompOverlap& o)
-      : trace(t), steps(s), kernels(k), overlap(o) {
+      : trace(t), steps(s), kernels(k), overlap(o), units(s.matrix_units) {
     for (const GpuEvent& work : t.gpu_events)
       if (work.kind == GpuEventKind::Kernel) kernel_ns += work.duration_ns();
     if (!steps.steps.empty()) span_ns = steps.steps.back().end_ns - steps.steps.front().start_ns;
@@ -304,40 +346,120 @@ inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& o
     misaligned_ns += kernel.duration_ns;
     if (misaligned_example.empty()) misaligned_example = fmt::format("{} with M={} N={} K={}", kernel.op, m, n, k);
   }
+  const bool amd = in.units == MatrixUnits::MatrixCores;
   int compute_major = 0;
-  for (const DeviceProperties& device : in.trace.devices) compute_major = std::max(compute_major, device.compute_major);
-  if (!any_tensor_core && eligible_ns > 0 && compute_major >= 7)
+  std::string_view with_matrix_cores;  // an AMD GPU of the trace that has them
+  for (const DeviceProperties& device : in.trace.devices) {
+    compute_major = std::max(compute_major, device.compute_major);
+    if (with_matrix_cores.empty() && has_amd_matrix_cores(device.name)) with_matrix_cores = device.name;
+  }
+  const std::string_view units = to_string(in.units);
+  if (!any_tensor_core && eligible_ns > 0 && (amd ? !with_matrix_cores.empty() : compute_major >= 7))
     out.push_back({"fp32_without_tensor_cores",
-                   fmt::format("Matrix products and convolutions run in float32 and no kernel uses Tensor Cores, "
-                               "which this GPU (compute capability {}.x) has: enable automatic mixed precision "
-                               "(torch::autocast / torch.autocast with float16 or bfloat16), or TF32 on Ampere and "
-                               "later.",
-                               compute_major),
-                   fmt::format("{} of float32 GEMM/conv kernels ({:.1f}% of kernel time), 0 Tensor Core kernels",
+                   fmt::format("Matrix products and convolutions run in float32 and no kernel uses {}, which this GPU "
+                               "({}) has: enable automatic mixed precision (torch::autocast / torch.autocast with "
+                               "float16 or bfloat16){}.",
+                               units, amd ? std::string(with_matrix_cores) : fmt::format("compute capability {}.x", compute_major),
+                               amd ? "" : ", or TF32 on Ampere and later"),
+                   fmt::format("{} of float32 GEMM/conv kernels ({:.1f}% of kernel time), 0 {} kernels",
                                format_ms(static_cast<double>(eligible_ns)),
-                               percent(static_cast<double>(eligible_ns), static_cast<double>(in.kernel_ns)))});
+                               percent(static_cast<double>(eligible_ns), static_cast<double>(in.kernel_ns)),
+                               amd ? "matrix-core" : "Tensor Core")});
   const double misaligned_share = percent(static_cast<double>(misaligned_ns), static_cast<double>(gemm_ns));
   if (misaligned_ns > 0 && misaligned_share > 10.0)
     out.push_back({"gemm_dims_not_multiple_of_8",
                    fmt::format("{:.0f}% of matrix-product kernel time is in products whose sizes are not multiples "
-                               "of 8, which Tensor Cores need in half precision: pad batch, hidden and vocabulary "
-                               "sizes to multiples of 8 (64 is better still).",
-                               misaligned_share),
+                               "of 8, which {} need in half precision: pad batch, hidden and vocabulary sizes to "
+                               "multiples of 8 (64 is better still).",
+                               misaligned_share, units),
                    fmt::format("{} of {} GEMM kernel time; e.g. {}", format_ms(static_cast<double>(misaligned_ns)),
                                format_ms(static_cast<double>(gemm_ns)), misaligned_example)});
 }
 
+/// The stretches a thread spent capturing a CUDA or HIP graph, from its BeginCapture call to its
+/// EndCapture call, within [span_start, span_end): kernels launched then are recorded into the
+/// graph, not run. A capture the window cuts holds to the span's edge.
+inline std::vector<Interval> graph_capture_spans(const Trace& trace, std::int64_t span_start, std::int64_t span_end,
+                                                 std::size_t& captures) {
+  std::vector<std::int8_t> kind_of_name(trace.names.size(), -1);  // 0: neither, 1: begin, 2: end
+  std::vector<Interval> spans;
+  captures = 0;
+  std::uint32_t thread = UINT32_MAX;
+  std::int64_t open_since = INT64_MIN;  // INT64_MIN: not capturing
+  const auto close = [&](std::int64_t end) {
+    spans.push_back({std::max(open_since, span_start), std::min(end, span_end)});
+    ++captures;
+    open_since = INT64_MIN;
+  };
+  for (const ApiEvent& call : trace.api_events) {  // by thread, then start
+    if (call.thread != thread) {
+      if (open_since != INT64_MIN) close(span_end);
+      thread = call.thread;
+    }
+    if (kind_of_name[call.name] < 0) {
+      const std::string_view name = trace.names[call.name];
+      kind_of_name[call.name] = is_graph_capture_begin(name) ? 1 : is_graph_capture_end(name) ? 2 : 0;
+    }
+    if (kind_of_name[call.name] == 1 && open_since == INT64_MIN) open_since = call.start_ns;
+    if (kind_of_name[call.name] == 2) {
+      if (open_since == INT64_MIN) open_since = span_start;
+      close(call.end_ns);
+    }
+  }
+  if (open_since != INT64_MIN) close(span_end);
+  spans.erase(std::remove_if(spans.begin(), spans.end(), [](const Interval& span) { return span.end <= span.start; }),
+              spans.end());
+  merge(spans);
+  return spans;
+}
+
+/// A GPU busy less than half of the steps' span: a larger batch, unless graph capture, which runs
+/// no kernel, explains it.
 inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& out) {
-  std::vector<std::string> low;
+  std::vector<const DeviceMetrics*> low;
   for (const DeviceMetrics& device : in.steps.devices)
-    if (device.kernel_ns > 0 && device.utilization < 0.5)
-      low.push_back(fmt::format("GPU {} busy {:.1f}% of the steps' span", device.device, 100.0 * device.utilization));
+    if (device.kernel_ns > 0 && device.utilization < 0.5) low.push_back(&device);
   if (low.empty()) return;
-  out.push_back({"low_gpu_utilization",
-                 "The GPU is idle more than half of the step: give it more work per launch (a larger batch) and "
-                 "make sure the input pipeline and the host code keep up (see the other findings). Note that a "
-                 "larger batch can change convergence.",
-                 fmt::format("{}", fmt::join(low, "; "))});
+  const std::vector<Interval> steps_span = {{in.steps.steps.front().start_ns, in.steps.steps.back().end_ns}};
+  std::size_t captures = 0;
+  const std::vector<Interval> capturing = graph_capture_spans(in.trace, steps_span[0].start, steps_span[0].end, captures);
+  const std::vector<Interval> not_capturing = subtract(steps_span, capturing);
+  const std::int64_t span_ns = total_length(steps_span);
+  const std::int64_t capture_ns = total_length(capturing);
+  const double capture_share = percent(static_cast<double>(capture_ns), static_cast<double>(span_ns));
+  std::vector<std::string> low_outside, low_overall;
+  for (const DeviceMetrics* device : low) {
+    low_overall.push_back(fmt::format("GPU {} busy {:.1f}% of the steps' span", device->device, 100.0 * device->utilization));
+    if (capture_ns == 0) {
+      low_outside.push_back(low_overall.back());
+      continue;
+    }
+    std::vector<Interval> busy;
+    for (const GpuEvent& work : in.trace.gpu_events)
+      if (work.kind == GpuEventKind::Kernel && work.device == device->device) busy.push_back({work.start_ns, work.end_ns});
+    merge(busy);
+    const std::int64_t outside_ns = span_ns - capture_ns;
+    const double busy_outside = percent(static_cast<double>(intersection_length(busy, not_capturing)), static_cast<double>(outside_ns));
+    if (capture_share < 50.0 && busy_outside < 50.0)
+      low_outside.push_back(fmt::format("GPU {} busy {:.1f}% of the steps' span outside graph capture", device->device, busy_outside));
+  }
+  const std::string graphs = in.units == MatrixUnits::MatrixCores ? "HIP" : "CUDA";
+  if (!low_outside.empty()) {
+    out.push_back({"low_gpu_utilization",
+                   "The GPU is idle more than half of the step: give it more work per launch (a larger batch) and "
+                   "make sure the input pipeline and the host code keep up (see the other findings). Note that a "
+                   "larger batch can change convergence.",
+                   fmt::format("{}", fmt::join(low_outside, "; "))});
+    return;
+  }
+  out.push_back({"graph_capture_phase",
+                 fmt::format("{:.1f}% of the steps' span is {} graph capture, during which the kernels launched are "
+                             "recorded into a graph, not run: the GPU is idle because the graph is being built, not "
+                             "for want of work, and a larger batch would not change that. Profile the steps that "
+                             "replay the graph, after warm-up, to see how busy the GPU is.",
+                             capture_share, graphs),
+                 fmt::format("{}; {} stream capture{} over {} ({:.1f}% of the steps' span)", fmt::join(low_overall, "; "),
+                             captures, captures == 1 ? "" : "s", format_ms(static_cast<double>(capture_ns)), capture_share)});
 }
 
 /// Runs of consecutive kernels on one stream, each shorter than the call that launched it: the
@@ -367,7 +489,10 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
     };
     for (std::size_t i = 0; i < kernels.size(); ++i) {
       const ApiEvent* call = in.call_of(kernels[i]->correlation);
-      const bool starved = call != nullptr && kernels[i]->duration_ns() < call->duration_ns();
+      // A graph replay's kernels share the one call that launched the whole graph: they are in a
+      // graph already, and no kernel of it waits for a launch of its own.
+      const bool starved = call != nullptr && !is_graph_launch(in.trace.names[call->name]) &&
+                           kernels[i]->duration_ns() < call->duration_ns();
       if (starved) continue;
       close_run(i);
       begin = i + 1;
@@ -416,11 +541,11 @@ inline void communication(const RuleInputs& in, std::vector<Recommendation>& out
 inline void memory_near_capacity(const RuleInputs& in, std::vector<Recommendation>& out) {
   std::map<std::int32_t, std::int64_t> peak;  // device -> peak bytes allocated
   for (const MemoryEvent& memory : in.trace.memory_events)
-    if (memory.device_type == MemoryDeviceType::CUDA) peak[memory.device] = std::max(peak[memory.device], memory.total_allocated);
+    if (is_gpu_memory(memory.device_type)) peak[memory.device] = std::max(peak[memory.device], memory.total_allocated);
   for (const auto& [device, bytes] : peak) {
-    const auto properties = std::find_if(in.trace.devices.begin(), in.trace.devices.end(),
-                                         [device = device](const DeviceProperties& p) { return p.id == device; });
-    if (properties == in.trace.devices.end() || properties->total_global_mem <= 0) continue;
+    const DevicePropertiesOf found = device_properties_of(in.trace.devices, device);
+    if (!found || found.properties->total_global_mem <= 0) continue;
+    const DeviceProperties* properties = found.properties;
     const double share = percent(static_cast<double>(bytes), static_cast<double>(properties->total_global_mem));
     if (share <= 90.0) continue;
     out.push_back({"memory_near_capacity",

@@ -36,7 +36,10 @@
 //                          over the kernels that have one (Kineto writes -99 where it has none);
 //                          none when no kernel there has one (ROCm's traces);
 //   Tensor Core %          dlprof's own figure, not the plugin's: the share of the kernel time in
-//                          the span spent in Tensor Core kernels (tensor_cores.hpp).
+//                          the span spent in Tensor Core kernels (tensor_cores.hpp; on AMD's GPUs,
+//                          matrix-core kernels).
+// A GPU that deviceProperties does not list takes the name and compute capability of the GPUs it
+// lists when they are all one model (device_properties_of); otherwise it has none.
 //
 // Where this departs from the plugin's rules on purpose, and why: kTensorBoardDeviations below
 // (the report's header and the README list them too).
@@ -120,7 +123,12 @@ struct StepTime {
 /// TensorBoard's GPU summary of one device over the steps.
 struct DeviceMetrics {
   std::uint32_t device = 0;
-  std::string_view name;      ///< from deviceProperties; empty when the trace has none
+  /// From deviceProperties (device_properties_of: another id's entry where the trace lists its
+  /// GPUs under other ids); empty when the trace does not say.
+  std::string_view name;
+  /// The deviceProperties id the name and compute capability come from, when it is not this
+  /// device's own entry.
+  std::optional<int> properties_from_id;
   int compute_major = 0;
   int compute_minor = 0;
   std::int64_t kernel_ns = 0;            ///< kernel time in the steps' span
@@ -134,6 +142,8 @@ struct DeviceMetrics {
 struct StepBreakdown {
   std::vector<StepTime> steps;
   std::vector<DeviceMetrics> devices;  ///< by device id
+  /// What the trace's GPUs call the units DeviceMetrics::tensor_core_percent counts.
+  MatrixUnits matrix_units = MatrixUnits::TensorCores;
 
   /// Mean time of each role over the steps (TensorBoard's "Average Step Time" row).
   std::array<double, kStepRoleCount> average_ns() const noexcept {
@@ -170,14 +180,16 @@ struct StepBreakdown {
     for (const double ns : mean) fmt::format_to(line, " {:>12.2f}%", mean_step > 0 ? 100.0 * ns / mean_step : 0.0);
     fmt::format_to(line, "\n");
     for (const DeviceMetrics& device : devices) {
-      fmt::format_to(line, "\nGPU {}{}{}: utilization {:.2f}%", device.device, device.name.empty() ? "" : " ", device.name,
-                     100.0 * device.utilization);
+      fmt::format_to(line, "\nGPU {}{}{}", device.device, device.name.empty() ? "" : " ", device.name);
+      if (device.properties_from_id) fmt::format_to(line, " (the model of id {})", *device.properties_from_id);
+      fmt::format_to(line, ": utilization {:.2f}%", 100.0 * device.utilization);
       const auto percent = [](const std::optional<double>& value, double scale) {
         return value ? fmt::format("{:.2f}%", scale * *value) : std::string("unknown");
       };
       fmt::format_to(line, ", est. SM efficiency {}, est. achieved occupancy {}", percent(device.sm_efficiency, 100.0),
                      percent(device.achieved_occupancy_percent, 1.0));
-      fmt::format_to(line, ", Tensor Cores (dlprof's kernel list) {:.2f}% of kernel time", device.tensor_core_percent);
+      fmt::format_to(line, ", {} (dlprof's kernel list) {:.2f}% of kernel time", to_string(matrix_units),
+                     device.tensor_core_percent);
     }
     if (!devices.empty()) fmt::format_to(line, "\n");
     return fmt::to_string(out);
@@ -298,12 +310,12 @@ inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_
   for (const std::uint32_t id : ids) {
     DeviceMetrics metrics;
     metrics.device = id;
-    for (const DeviceProperties& properties : trace.devices)
-      if (properties.id == static_cast<int>(id)) {
-        metrics.name = properties.name;
-        metrics.compute_major = properties.compute_major;
-        metrics.compute_minor = properties.compute_minor;
-      }
+    if (const DevicePropertiesOf properties = device_properties_of(trace.devices, static_cast<int>(id))) {
+      metrics.name = properties.properties->name;
+      metrics.compute_major = properties.properties->compute_major;
+      metrics.compute_minor = properties.properties->compute_minor;
+      if (properties.borrowed) metrics.properties_from_id = properties.properties->id;
+    }
     std::vector<Interval> busy;
     struct Boundary {
       std::int64_t time;
@@ -453,6 +465,7 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
       step.role_ns[role] = detail::intersection_length(claimed[role], {{step.start_ns, step.end_ns}});
 
   result.devices = detail::device_metrics(trace, steps.front().start_ns, steps.back().end_ns);
+  result.matrix_units = matrix_units_of(trace);
   result.steps = std::move(steps);
   return result;
 }

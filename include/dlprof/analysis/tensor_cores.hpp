@@ -1,19 +1,26 @@
-// dlprof/analysis/tensor_cores.hpp: whether a kernel ran on Tensor Cores, from its name.
+// dlprof/analysis/tensor_cores.hpp: whether a kernel ran on the GPU's matrix units (NVIDIA's
+// Tensor Cores, AMD's matrix cores), from its name, and what a trace's GPUs call those units.
 //
 // CUPTI says nothing about the units a kernel used, so profilers read the name: TensorBoard's
 // profiler plugin (tb_plugin/torch_tb_profiler/profiler/tensor_core.py, after NVIDIA PyProf's
 // tc.py) keeps a list of substrings. This is that list, extended to the libraries of Ampere and
-// Hopper, with the one exclusion its substrings need. Keep it sorted by architecture and add to it
-// when a library names its kernels anew; each entry is tested with a real kernel name
-// (tests/analysis_tensor_cores_test.cpp).
+// Hopper and to AMD's matrix-core kernels (hipBLASLt and rocBLAS's Tensile GEMMs, composable
+// kernel's XDL GEMMs), with the one exclusion its substrings need. Keep it sorted by architecture
+// and add to it when a library names its kernels anew; each entry is tested with a real kernel
+// name (tests/analysis_tensor_cores_test.cpp).
 //
 // A pattern matches anywhere in the name, case-sensitively; '*' inside a pattern stands for any
 // text ("cutlass*tensorop" is "cutlass", then later "tensorop").
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlprof/config.hpp"
+#include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace analysis {
@@ -43,6 +50,12 @@ inline constexpr std::string_view kTensorCoreKernelPatterns[] = {
     // (FlashAttnFwdSm90), PyTorch's memory-efficient attention in half precision
     // (fmha_cutlassF_bf16_aligned_64x64_rf_sm80; its f32 kernels run on FMA units), cuDNN's SDPA.
     "flash_fwd", "flash_bwd", "FlashAttn", "fmha*f16", "fort_native_sdpa",
+    // AMD CDNA (MI100 to MI300): kernels built on the MFMA instructions name them (Tensile's
+    // "_MFMA_" solutions, composable kernel's BlockwiseGemmXdlops_...Mfma), and so do
+    // composable kernel's XDL GEMMs (kernel_gemm_xdl_cshuffle_v3, DeviceGemmXdl...). Tensile's
+    // matrix-instruction tile, "_MI32x32x8x1_" in hipBLASLt's Cijk_... names, is
+    // has_matrix_instruction_tile().
+    "MFMA", "Mfma", "mfma", "_xdl", "Xdl",
 };
 
 /// Kernels that match a pattern but run on the FMA units: xmma FP32 kernels built on FFMA
@@ -65,15 +78,58 @@ constexpr bool contains_in_order(std::string_view text, std::string_view pattern
   }
 }
 
+constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+/// Tensile's matrix-instruction tile in a kernel name: "_MI" then <m>x<n>... in digits
+/// (Cijk_Alik_Bljk_HHS_BH_MT128x128x64_MI16x16x16x1_SN_...). Only MFMA solutions have one;
+/// Tensile's other kernels name their multiply-accumulate "_MAC_".
+constexpr bool has_matrix_instruction_tile(std::string_view name) noexcept {
+  for (std::size_t at = name.find("_MI"); at != std::string_view::npos; at = name.find("_MI", at + 1)) {
+    std::size_t i = at + 3;
+    const std::size_t m_digits = i;
+    while (i < name.size() && is_digit(name[i])) ++i;
+    if (i == m_digits || i >= name.size() || name[i] != 'x') continue;
+    if (i + 1 < name.size() && is_digit(name[i + 1])) return true;
+  }
+  return false;
+}
+
 }  // namespace detail
 
-/// Whether a kernel named `kernel_name` ran on Tensor Cores, by kTensorCoreKernelPatterns.
+/// Whether a kernel named `kernel_name` ran on Tensor Cores or matrix cores, by
+/// kTensorCoreKernelPatterns.
 constexpr bool uses_tensor_cores(std::string_view kernel_name) noexcept {
   for (const std::string_view exclusion : kTensorCoreKernelExclusions)
     if (kernel_name.find(exclusion) != std::string_view::npos) return false;
   for (const std::string_view pattern : kTensorCoreKernelPatterns)
     if (detail::contains_in_order(kernel_name, pattern)) return true;
-  return false;
+  return detail::has_matrix_instruction_tile(kernel_name);
+}
+
+/// What the GPUs of a trace call their matrix units.
+enum class MatrixUnits : std::uint8_t { TensorCores, MatrixCores };
+
+constexpr std::string_view to_string(MatrixUnits units) noexcept {
+  return units == MatrixUnits::MatrixCores ? "matrix cores" : "Tensor Cores";
+}
+
+/// AMD's matrix cores where the trace says its GPUs are AMD's: deviceProperties names one AMD's
+/// ("AMD Instinct MI300X", "Radeon") or gives it 64-wide wavefronts (warpSize 64; NVIDIA's
+/// warps are 32 wide), or the trace holds HIP runtime calls (Kineto writes ROCm's hipLaunchKernel
+/// ... under cuda_runtime); Tensor Cores otherwise.
+inline MatrixUnits matrix_units_of(const Trace& trace) {
+  for (const DeviceProperties& device : trace.devices)
+    if (device.warp_size == 64 || device.name.find("AMD") != std::string::npos ||
+        device.name.find("Radeon") != std::string::npos || device.name.find("Instinct") != std::string::npos)
+      return MatrixUnits::MatrixCores;
+  if (!trace.devices.empty()) return MatrixUnits::TensorCores;
+  std::vector<std::int8_t> seen(trace.names.size(), 0);
+  for (const ApiEvent& call : trace.api_events) {
+    if (seen[call.name]) continue;
+    seen[call.name] = 1;
+    if (trace.names[call.name].compare(0, 3, "hip") == 0) return MatrixUnits::MatrixCores;
+  }
+  return MatrixUnits::TensorCores;
 }
 
 }  // namespace analysis

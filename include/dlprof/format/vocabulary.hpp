@@ -252,6 +252,11 @@ inline constexpr std::string_view kMemoryKinds[] = {"Unknown", "Pageable", "Pinn
 inline constexpr std::string_view kUnrecognizedMemoryKind = "Unrecognized";
 inline constexpr std::string_view kSyncKinds[] = {"Unknown Sync", "Event Sync", "Stream Wait Event", "Stream Sync",
                                                   "Context Sync"};
+/// The `[memory]` instant's "Device Type": c10::DeviceType's values (c10/core/DeviceType.h),
+/// named as c10::DeviceTypeName names them.
+inline constexpr std::string_view kDeviceTypeNames[] = {
+    "CPU", "CUDA", "MKLDNN", "OPENGL", "OPENCL", "IDEEP", "HIP", "FPGA", "MAIA", "XLA", "VULKAN",
+    "METAL", "XPU", "MPS", "META", "HPU", "VE", "LAZY", "IPU", "MTIA", "PRIVATEUSEONE"};
 
 }  // namespace kineto
 

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,7 @@
 #include "dlprof/analysis/recommendations.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"
 
@@ -138,9 +140,14 @@ struct AnalysedRank {
 
 namespace detail {
 
-/// "CPU", "CUDA:0": a memory curve's device as torch names it.
+/// "CPU", "CUDA:0", "HIP:2": a memory curve's device as c10 names its type ("device type 42:0"
+/// for a type c10 does not have).
 inline std::string device_label(MemoryDeviceType type, std::int32_t device) {
-  return type == MemoryDeviceType::CPU ? std::string("CPU") : fmt::format("CUDA:{}", device);
+  if (type == MemoryDeviceType::CPU) return "CPU";
+  const auto index = static_cast<std::size_t>(type);
+  if (static_cast<int>(type) >= 0 && index < std::size(kineto::kDeviceTypeNames))
+    return fmt::format("{}:{}", kineto::kDeviceTypeNames[index], device);
+  return fmt::format("device type {}:{}", static_cast<int>(type), device);
 }
 
 inline std::vector<KernelTotal> kernel_totals(const Trace& trace, std::int64_t& all_kernels_ns) {
@@ -209,9 +216,9 @@ inline std::vector<MemoryCurve> memory_curves(const Trace& trace) {
       MemoryCurve added;
       added.device_type = event.device_type;
       added.device = event.device;
-      if (event.device_type == MemoryDeviceType::CUDA)
-        for (const DeviceProperties& device : trace.devices)
-          if (device.id == event.device) added.capacity_bytes = device.total_global_mem;
+      if (is_gpu_memory(event.device_type))
+        if (const DevicePropertiesOf device = device_properties_of(trace.devices, event.device))
+          added.capacity_bytes = device.properties->total_global_mem;
       curve = curves.insert(curves.end(), std::move(added));
     }
     curve->points.emplace_back(event.time_ns, event.total_allocated);
