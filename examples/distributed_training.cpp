@@ -50,6 +50,8 @@ struct Options {
   int slow_ms = 0;
   int die_rank = -1;
   int die_at_step = -1;
+  int hang_rank = -1;
+  int hang_at_step = -1;
   int timeout_s = 60;
   std::string backend = "gloo";
   std::string log_dir = "log/distributed";
@@ -70,6 +72,8 @@ void print_usage() {
       "  --slow-ms M          (default 0)\n"
       "  --die-rank R         rank R kills itself (SIGKILL) as step --die-at-step begins: the others' collectives\n"
       "  --die-at-step N      fail, and each writes the steps it recorded\n"
+      "  --hang-rank R        rank R stops calling collectives as step --hang-at-step begins, and waits until it is\n"
+      "  --hang-at-step N     killed: the others wait inside their all-reduce (DLPROF_MODE=flight-recorder dumps it)\n"
       "  --timeout-s S        how long a collective waits for the other ranks (default 60)\n"
       "  --backend B          gloo: CPUs (default); nccl: one GPU per rank (LOCAL_RANK), GPU activity recorded\n"
       "  --log-dir DIR        where every rank writes its trace (default log/distributed)\n"
@@ -82,7 +86,7 @@ Options parse_options(int argc, char** argv) {
   dlprof_examples::for_each_flag(
       argc, argv,
       {"--steps", "--batch-size", "--bucket-elements", "--slow-rank", "--slow-ms", "--die-rank", "--die-at-step",
-       "--timeout-s", "--backend", "--log-dir"},
+       "--hang-rank", "--hang-at-step", "--timeout-s", "--backend", "--log-dir"},
       options.help,
       [&](std::string_view flag, std::string_view value) {
         if (flag == "--steps") options.steps = parse_int(flag, value, 5, 1'000'000);
@@ -92,6 +96,8 @@ Options parse_options(int argc, char** argv) {
         else if (flag == "--slow-ms") options.slow_ms = parse_int(flag, value, 0, 60'000);
         else if (flag == "--die-rank") options.die_rank = parse_int(flag, value, 0, 1'000'000);
         else if (flag == "--die-at-step") options.die_at_step = parse_int(flag, value, 0, 1'000'000);
+        else if (flag == "--hang-rank") options.hang_rank = parse_int(flag, value, 0, 1'000'000);
+        else if (flag == "--hang-at-step") options.hang_at_step = parse_int(flag, value, 0, 1'000'000);
         else if (flag == "--timeout-s") options.timeout_s = parse_int(flag, value, 1, 3600);
         else if (flag == "--backend" && (value == "gloo" || value == "nccl")) options.backend = std::string(value);
         else if (flag == "--backend")
@@ -195,6 +201,11 @@ int train(dlprof::ProfiledProcessGroup<Group>& group, const Run& run, const torc
   try {
     for (; step < options.steps; ++step) {
       if (rank == options.die_rank && step == options.die_at_step) ::raise(SIGKILL);
+      if (rank == options.hang_rank && step == options.hang_at_step) {
+        fmt::print("rank {} stops calling collectives at step {}\n", rank, step);
+        std::fflush(stdout);
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
       torch::Tensor images, labels;
       {
         DLPROF_RANGE("data_loading", dlprof::Category::DataLoader);

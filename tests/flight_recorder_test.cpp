@@ -402,6 +402,48 @@ std::vector<fs::path> files_ending(const fs::path& dir, std::string_view suffix)
   return found;
 }
 
+/// Lines of /proc/self/maps: the process's memory mappings.
+std::size_t memory_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::size_t lines = 0;
+  for (std::string line; std::getline(maps, line);) ++lines;
+  return lines;
+}
+
+TEST(AlternateSignalStackTest, EachRecordingThreadHasOneFreedWhenItEndsAndAProgramsOwnIsKept) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 2));
+  profiler.start();
+  std::thread([] {
+    DLPROF_RANGE("first_range_of_a_thread");
+    stack_t stack{};
+    ASSERT_EQ(::sigaltstack(nullptr, &stack), 0);
+    EXPECT_EQ(stack.ss_flags & SS_DISABLE, 0) << "a thread that records has an alternate signal stack";
+    if (!dlprof_test::kSanitized) {  // the sanitizers give every thread a smaller one of their own
+      EXPECT_GE(stack.ss_size, dlprof::detail::AlternateSignalStack::kMinBytes);
+    }
+  }).join();
+
+  static char own_stack[64 * 1024];
+  std::thread([] {
+    const stack_t own{own_stack, 0, sizeof(own_stack)};
+    ASSERT_EQ(::sigaltstack(&own, nullptr), 0);
+    { DLPROF_RANGE("range_on_a_thread_with_its_own_stack"); }
+    stack_t stack{};
+    ASSERT_EQ(::sigaltstack(nullptr, &stack), 0);
+    EXPECT_EQ(stack.ss_sp, static_cast<void*>(own_stack)) << "the program's stack is kept";
+  }).join();
+
+  const auto churn = [](int threads) {
+    for (int i = 0; i < threads; ++i) std::thread([] { DLPROF_RANGE("short_lived_thread"); }).join();
+  };
+  churn(20);  // rings and their idle pool settle
+  const std::size_t before = memory_mappings();
+  churn(200);
+  EXPECT_LT(memory_mappings(), before + 20) << "each ended thread's alternate stack is unmapped";
+  profiler.stop();
+}
+
 /// The sanitizers handle SIGSEGV themselves (report, then exit 1); dlprof's handler chains to them.
 void expect_died_of(const Launched& run, int signal) {
   if (dlprof_test::kSanitized && signal == SIGSEGV)
