@@ -145,6 +145,15 @@ std::vector<std::string> lines_of(const std::string& text) {
   return ::testing::AssertionFailure() << "no line matches /" << pattern << "/ in:\n" << text;
 }
 
+/// The text with its wrapped lines joined: what a paragraph says, wherever it breaks.
+std::string unwrapped(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::string joined;
+  for (const char c : text)
+    if (c != ' ' || joined.empty() || joined.back() != ' ') joined.push_back(c);
+  return joined;
+}
+
 std::size_t count_of(std::string_view text, std::string_view part) {
   std::size_t count = 0;
   for (std::size_t at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) ++count;
@@ -399,16 +408,46 @@ TEST(ReportJsonTest, RequiredKeysAndValues) {
   EXPECT_TRUE(dataloader);
 }
 
-TEST(ReportTest, HeaderListsTheDeparturesFromTensorBoard) {
+// The answer first: the top finding, then the step breakdown, within a terminal's first screen;
+// the departures from TensorBoard's and HTA's rules last.
+TEST(ReportTextTest, TheFirstScreenIsTheTopFindingAndTheStepBreakdown) {
+  const dlprof::Report report = dlprof::make_report(one_rank());
+  ASSERT_GT(report.recommendations.size(), 1u);
+  const std::vector<std::string> lines = lines_of(dlprof::render_text(report));
+  const auto line_of = [&](const std::string& start) {
+    const auto found = std::find_if(lines.begin(), lines.end(), [&](const std::string& line) { return line.rfind(start, 0) == 0; });
+    EXPECT_NE(found, lines.end()) << start;
+    return static_cast<std::size_t>(found - lines.begin());
+  };
+  const std::size_t top = line_of("Top finding (1 of " + std::to_string(report.recommendations.size()) + " findings");
+  EXPECT_EQ(lines.at(top + 1), "  " + dlprof::detail::wrap(report.recommendations[0].text, 98, "  ").substr(0, lines.at(top + 1).size() - 2));
+  const std::size_t breakdown = line_of("Step time breakdown");
+  const std::size_t share = line_of("  Share of the average");
+  EXPECT_LT(top, breakdown);
+  EXPECT_LT(share, 24u) << "the step breakdown fits the first screen of a 24-line terminal";
+  const std::size_t departures = line_of("== Where dlprof departs from TensorBoard and HTA on purpose");
+  EXPECT_GT(departures, line_of("== Recommendations"));
+  for (std::size_t i = 0; i < departures; ++i) EXPECT_THAT(lines[i], Not(HasSubstr("on purpose"))) << i;
+}
+
+TEST(ReportTest, DeparturesFromTensorBoardAndHtaComeLastAndInTheJson) {
   const dlprof::Report report = dlprof::make_report(one_rank());
   const std::size_t deviations = std::size(dlprof::analysis::kTensorBoardDeviations);
   const std::string text = dlprof::render_text(report);
-  EXPECT_TRUE(has_line(text, "Step times and GPU summary: TensorBoard's profiler plugin's rules, except on purpose:"));
+  EXPECT_TRUE(has_line(text, "Step times and GPU summary, from TensorBoard's profiler plugin's rules:"));
   for (const dlprof::analysis::TensorBoardDeviation& deviation : dlprof::analysis::kTensorBoardDeviations)
+    EXPECT_THAT(text, HasSubstr(fmt::format("\n  - {}\n", dlprof::detail::wrap(fmt::format("{}: {}", deviation.what, deviation.why), 96, "    "))));
+  EXPECT_TRUE(has_line(text, "GPU time, kernel types, idle time, overlap and launches, from HTA's:"));
+  for (const dlprof::analysis::HtaDeviation& deviation : dlprof::analysis::kHtaDeviations)
     EXPECT_THAT(text, HasSubstr(fmt::format("\n  - {}\n", dlprof::detail::wrap(fmt::format("{}: {}", deviation.what, deviation.why), 96, "    "))));
   const Json json = Json::parse(dlprof::render_json(report));
   ASSERT_EQ(json["tensorboard_deviations"].size(), deviations);
   for (const Json& deviation : json["tensorboard_deviations"]) {
+    EXPECT_FALSE(deviation["what"].get<std::string>().empty());
+    EXPECT_FALSE(deviation["why"].get<std::string>().empty());
+  }
+  ASSERT_EQ(json["hta_deviations"].size(), std::size(dlprof::analysis::kHtaDeviations));
+  for (const Json& deviation : json["hta_deviations"]) {
     EXPECT_FALSE(deviation["what"].get<std::string>().empty());
     EXPECT_FALSE(deviation["why"].get<std::string>().empty());
   }
@@ -417,6 +456,117 @@ TEST(ReportTest, HeaderListsTheDeparturesFromTensorBoard) {
   const std::size_t details = html.find("<details");
   ASSERT_NE(details, std::string::npos);
   EXPECT_EQ(count_of(html.substr(details, html.find("</details>") - details), "<li>"), deviations);
+}
+
+// An MI300X trace: kernels on device 2, deviceProperties listing id 0, HIP memory (c10's Device
+// Type 6), a hipBLASLt matrix-core GEMM.
+dlprof::Trace amd_trace() {
+  dlprof_test::AnalysisTraceBuilder builder;
+  builder.device(0, "AMD Instinct MI300X", 9)
+      .step(1, 0, kMs)
+      .call("hipLaunchKernel", 10'000, 20'000, 1)
+      .kernel("Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI16x16x1_SN_LDSB1", 100'000, 400'000, 1, 0, 1, /*device=*/2)
+      .call("hipLaunchKernel", 30'000, 40'000, 2)
+      .kernel("void at::native::vectorized_elementwise_kernel<4>()", 500'000, 600'000, 2, 0, 1, /*device=*/2);
+  dlprof::Trace trace = builder.trace();
+  trace.devices[0].total_global_mem = std::int64_t{192} << 30;
+  dlprof::MemoryEvent hip;
+  hip.time_ns = 200'000;
+  hip.device_type = static_cast<dlprof::MemoryDeviceType>(6);
+  hip.device = 2;
+  hip.bytes = std::int64_t{3} << 30;
+  hip.total_allocated = std::int64_t{3} << 30;
+  trace.memory_events.push_back(hip);
+  return trace;
+}
+
+TEST(ReportTest, AnAmdTraceNamesItsGpuAndHipMemoryAndSpeaksOfMatrixCores) {
+  const dlprof::Report report = dlprof::make_report(amd_trace());
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, R"(GPU summary over the steps \(TensorBoard; MC: dlprof's share of kernel time on matrix cores\))"));
+  EXPECT_TRUE(has_line(text, R"(  GPU +Name +Utilization +Est\. SM efficiency +Est\. occupancy +MC \(dlprof\) +Kernels \(ms\))"));
+  EXPECT_TRUE(has_line(text, R"(  2 +AMD Instinct MI300X \* +40\.0% +unknown +0\.0% +75\.0% +0\.400)"));
+  EXPECT_THAT(unwrapped(text), HasSubstr("* deviceProperties does not list GPU 2: its name is that of the GPUs the trace "
+                                         "lists (id 0), which are all one model."));
+  EXPECT_TRUE(has_line(text, R"(  Cijk_Alik.* +COMPUTATION +yes +1 .*)"));
+  EXPECT_TRUE(has_line(text, R"(  Name +Type +MC +Calls .*)"));
+  EXPECT_TRUE(has_line(text, R"(Peak memory allocated:  HIP:2 3\.00 GiB of 192\.00 GiB \(1\.6%\))"));
+  // Only the list of departures from TensorBoard, at the end, names its Tensor Core figure.
+  EXPECT_THAT(text.substr(0, text.find("== Where dlprof departs")), Not(HasSubstr("Tensor Core")));
+  EXPECT_THAT(text, Not(HasSubstr("CUDA:")));
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& rank = json["ranks"][0];
+  EXPECT_EQ(rank["matrix_units"], "matrix cores");
+  EXPECT_EQ(rank["gpus"][0]["name"], "AMD Instinct MI300X");
+  EXPECT_EQ(rank["gpus"][0]["name_from_id"], 0);
+  EXPECT_DOUBLE_EQ(rank["gpus"][0]["dlprof_tensor_core_pct"].get<double>(), 75.0);
+  EXPECT_EQ(rank["memory"][0]["device"], "HIP:2");
+  EXPECT_EQ(rank["memory"][0]["capacity_bytes"], std::int64_t{192} << 30);
+  EXPECT_THAT(dlprof::render_html(report), HasSubstr("AMD Instinct MI300X (deviceProperties lists no GPU 2: the model of id 0)"));
+
+  // Two models listed, neither with the kernels' id: the trace does not say which GPU ran them.
+  dlprof::Trace two_models = amd_trace();
+  two_models.devices.push_back(two_models.devices[0]);
+  two_models.devices[1].id = 1;
+  two_models.devices[1].name = "AMD Instinct MI250X";
+  const dlprof::Report unknown = dlprof::make_report(std::move(two_models));
+  EXPECT_TRUE(has_line(dlprof::render_text(unknown), R"(  2 +unknown +40\.0% .*)"));
+  EXPECT_TRUE(Json::parse(dlprof::render_json(unknown))["ranks"][0]["gpus"][0]["name"].is_null());
+}
+
+// torch.compile's Triton launch ops name a stream: HTA counts their CPU time as GPU computation,
+// dlprof only with --hta-compat, and the report says which it did.
+TEST(ReportTest, SaysWhetherCpuOpsNamingAStreamCountAsGpuWork) {
+  const auto trace = [] {
+    return dlprof_test::AnalysisTraceBuilder()
+        .step(1, 0, kMs)
+        .call("cudaLaunchKernel", 0, 1'000, 1)
+        .kernel(kGemm, 10'000, 20'000, 1)
+        .op_on_stream("triton_poi_fused_add_0", 30'000, 40'000, 7)
+        .op_on_stream("triton_red_fused_sum_1", 50'000, 52'000, 7)
+        .trace();
+  };
+  const dlprof::Report exact = dlprof::make_report(trace());
+  EXPECT_THAT(unwrapped(dlprof::render_text(exact)),
+              HasSubstr("Not counted as GPU time above, unlike HTA: 2 CPU ops naming a GPU stream (torch.compile's triton_* "
+                        "launches), 0.012 ms of CPU time, which HTA counts as GPU computation (--hta-compat counts them so "
+                        "too)."));
+  const Json json = Json::parse(dlprof::render_json(exact));
+  EXPECT_EQ(json["ranks"][0]["cpu_ops_on_streams"]["count"], 2);
+  EXPECT_DOUBLE_EQ(json["ranks"][0]["cpu_ops_on_streams"]["total_us"].get<double>(), 12.0);
+  EXPECT_FALSE(json["ranks"][0]["cpu_ops_on_streams"]["counted_as_gpu_work"].get<bool>());
+  EXPECT_DOUBLE_EQ(json["ranks"][0]["temporal_breakdown"]["compute_us"].get<double>(), 10.0);
+
+  dlprof::ReportOptions options;
+  options.analysis.hta_compat = true;
+  const dlprof::Report compat = dlprof::make_report(trace(), options);
+  EXPECT_THAT(unwrapped(dlprof::render_text(compat)), HasSubstr("Counted as GPU computation above, as HTA counts them: 2 CPU ops naming"));
+  const Json compat_json = Json::parse(dlprof::render_json(compat));
+  EXPECT_TRUE(compat_json["ranks"][0]["cpu_ops_on_streams"]["counted_as_gpu_work"].get<bool>());
+  EXPECT_DOUBLE_EQ(compat_json["ranks"][0]["temporal_breakdown"]["compute_us"].get<double>(), 22.0);
+}
+
+// Work that overlaps earlier work on its stream: the report says so instead of a negative share.
+TEST(ReportTest, OverlappingWorkOnAStreamIsNamedNotANegativeShare) {
+  const dlprof::Report report = dlprof::make_report(dlprof_test::AnalysisTraceBuilder()
+                                                        .step(1, 0, kMs)
+                                                        .call("cudaLaunchKernel", 0, 1'000, 1)
+                                                        .call("cudaLaunchKernel", 2'000, 3'000, 2)
+                                                        .call("cudaLaunchKernel", 4'000, 5'000, 3)
+                                                        .kernel(kGemm, 10'000, 110'000, 1)
+                                                        .kernel(kGemm, 100'000, 150'000, 2)
+                                                        .kernel(kGemm, 160'000, 170'000, 3)
+                                                        .trace());
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, R"( +0 +7 +0\.010 +0\.0% +100\.0% +0\.0%)"));
+  EXPECT_THAT(unwrapped(text), HasSubstr("Work that starts before earlier work on its stream has ended runs alongside it "
+                                         "(the trace's timestamps overlap), which is not idle time and is left out above: "
+                                         "GPU 0 stream 7: 1 piece of work, 0.010 ms."));
+  EXPECT_THAT(text, Not(HasSubstr("-0.")));
+  const Json json = Json::parse(dlprof::render_json(report));
+  EXPECT_EQ(json["ranks"][0]["idle_time_breakdown"][0]["overlaps"], 1);
+  EXPECT_DOUBLE_EQ(json["ranks"][0]["idle_time_breakdown"][0]["overlap_us"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(json["ranks"][0]["idle_time_breakdown"][0]["kernel_wait_us"].get<double>(), 10.0);
 }
 
 TEST(ReportTest, SaysWhatReadingTheFileLeftOut) {
@@ -430,7 +580,7 @@ TEST(ReportTest, SaysWhatReadingTheFileLeftOut) {
   trace.read_result.notes = {"2 slices of category \"npu_op\", which dlprof does not know, counted as GPU kernels"};
   const dlprof::Report report = dlprof::make_report(std::move(trace));
   const std::string text = dlprof::render_text(report);
-  EXPECT_TRUE(has_line(text, "Read with changes \\(the numbers below are of what was read\\):"));
+  EXPECT_TRUE(has_line(text, "Read with changes \\(this rank's numbers are of what was read\\):"));
   EXPECT_TRUE(has_line(text, R"(  3 events left out, unusable on their own; the first, at byte 812: "dur" must not be negative: -4)"));
   EXPECT_TRUE(has_line(text, R"(  2 slices of category "npu_op", which dlprof does not know, counted as GPU kernels)"));
   const Json json = Json::parse(dlprof::render_json(report));

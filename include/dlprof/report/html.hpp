@@ -37,6 +37,13 @@
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
 
+/// "Tensor Cores", "Matrix cores": a table header from a name in running text.
+inline std::string capitalized(std::string_view text) {
+  std::string out(text);
+  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
+  return out;
+}
+
 inline constexpr std::array<std::string_view, analysis::kStepRoleCount> kStepRoleColors = {
     "#3b73d9", "#f29b30", "#e8c547", "#d64541", "#8e5cc9", "#4caf50", "#26a69a", "#b0b0b0"};
 
@@ -449,12 +456,18 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
       html.element("h3", "GPU summary over the steps (TensorBoard)");
       std::vector<std::vector<std::string>> rows;
       for (const analysis::DeviceMetrics& device : rank.steps.devices)
-        rows.push_back({std::to_string(device.device), std::string(device.name), percent_text(100 * device.utilization),
+        rows.push_back({std::to_string(device.device),
+                        device.name.empty() ? std::string("unknown")
+                        : device.properties_from_id
+                            ? fmt::format("{} (deviceProperties lists no GPU {}: the model of id {})", device.name,
+                                          device.device, *device.properties_from_id)
+                            : std::string(device.name),
+                        percent_text(100 * device.utilization),
                         device.sm_efficiency ? percent_text(100 * *device.sm_efficiency) : "unknown",
                         device.achieved_occupancy_percent ? percent_text(*device.achieved_occupancy_percent) : "unknown",
                         percent_text(device.tensor_core_percent), ms(device.kernel_ns)});
-      html.table({"GPU", "Name", "Utilization", "Est. SM efficiency", "Est. achieved occupancy", "Tensor Cores (dlprof)",
-                  "Kernel time (ms)"},
+      html.table({"GPU", "Name", "Utilization", "Est. SM efficiency", "Est. achieved occupancy",
+                  fmt::format("{} (dlprof)", capitalized(analysis::to_string(rank.steps.matrix_units))), "Kernel time (ms)"},
                  rows, 1);
     }
     const analysis::TemporalBreakdown& temporal = rank.hta.temporal;
@@ -481,7 +494,9 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
                         std::to_string(kernel.calls), KeyAverages::format_duration(kernel.total_ns),
                         KeyAverages::format_duration(static_cast<std::int64_t>(kernel.mean_ns())),
                         KeyAverages::format_duration(kernel.max_ns), percent_text(kernel.percent)});
-      html.table({"Kernel", "Type", "Tensor Cores", "Calls", "Total", "Avg", "Max", "Share"}, rows, 0);
+      html.table({"Kernel", "Type", capitalized(analysis::to_string(rank.steps.matrix_units)), "Calls", "Total", "Avg",
+                  "Max", "Share"},
+                 rows, 0);
     }
   }
 
@@ -669,6 +684,11 @@ inline std::string render_html(const Report& report) {
   html.format("<details class=\"meta\"><summary>Step times and GPU summary by TensorBoard's rules but for {} deviations</summary><ul>\n",
               std::size(analysis::kTensorBoardDeviations));
   for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations)
+    html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
+  html.raw("</ul></details>\n");
+  html.format("<details class=\"meta\"><summary>HTA's analyses by HTA's definitions but for {} deviations</summary><ul>\n",
+              std::size(analysis::kHtaDeviations));
+  for (const analysis::HtaDeviation& deviation : analysis::kHtaDeviations)
     html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
   html.raw("</ul></details>\n");
 

@@ -7,6 +7,7 @@
 //   {"dlprof_version", "title", "hta_compat",
 //    "tensorboard_deviations": [{"what", "why"}]: where the step breakdown and GPU summary depart
 //                 from TensorBoard's rules on purpose,
+//    "hta_deviations": [{"what", "why"}]: where the HTA-style analyses depart from HTA's,
 //    "origin_us": the earliest window start of the ranks, µs since the epoch (step starts count
 //                 from it),
 //    "ranks": [{"rank", "world_size",
@@ -23,10 +24,19 @@
 //                          "cpu_exec_us", "other_us"}],           TensorBoard's
 //      "average_step": {"steps", "total_us", "<role>_us"..., "<role>_pct"...},
 //      "gpu_utilization": mean over the rank's GPUs in % (null without kernels),
-//      "gpus": [{"device", "name", "compute_capability", "utilization_pct", "sm_efficiency_pct",
+//      "matrix_units": "Tensor Cores", or "matrix cores" on AMD's GPUs: what dlprof_tensor_core_pct
+//                and top_kernels' tensor_cores count,
+//      "gpus": [{"device", "name" (null: unknown), "name_from_id" (null, or the deviceProperties id
+//                whose model the name is, where deviceProperties lists none for this device),
+//                "compute_capability", "utilization_pct", "sm_efficiency_pct",
 //                "achieved_occupancy_pct" (null: unknown), "dlprof_tensor_core_pct" (dlprof's own
 //                figure, not TensorBoard's), "kernel_us"}],
-//      "idle_time_breakdown": [{"device", "stream", "idle_us", "host_wait_us", "kernel_wait_us", "other_us"}],
+//      "idle_time_breakdown": [{"device", "stream", "idle_us", "host_wait_us", "kernel_wait_us", "other_us",
+//                               "overlaps", "overlap_us"}]: overlaps, work that started before
+//                               earlier work on the stream ended, and the time it ran alongside it,
+//      "cpu_ops_on_streams": {"count", "total_us", "counted_as_gpu_work"}: CPU ops that name a GPU
+//                stream (torch.compile's triton_* launches), which HTA counts as GPU computation
+//                and dlprof only with hta_compat,
 //      "comm_comp_overlap": {"communication_us", "computation_us", "overlap_us", "overlap_pct"},
 //      "launch_stats": {"launches", "mean_cpu_duration_us", "mean_launch_delay_us",
 //                       "max_launch_delay_us", "runtime_outliers", "launch_delay_outliers", "short_kernels"},
@@ -233,12 +243,24 @@ inline void json_steps(JsonTree& json, const analysis::StepBreakdown& breakdown,
     json.member_number(fmt::format("{}_pct", kStepRoleKeys[role]), average_step > 0 ? 100.0 * average[role] / average_step : 0.0);
   json.end_object();
 
+  json.member("matrix_units", analysis::to_string(breakdown.matrix_units));
   json.key("gpus");
   json.begin_array();
   for (const analysis::DeviceMetrics& device : breakdown.devices) {
     json.begin_object();
     json.member_integer("device", device.device);
-    json.member("name", device.name);
+    json.key("name");
+    if (device.name.empty()) {
+      json.null();
+    } else {
+      json.string(device.name);
+    }
+    json.key("name_from_id");
+    if (device.properties_from_id) {
+      json.integer(*device.properties_from_id);
+    } else {
+      json.null();
+    }
     json.key("compute_capability");
     if (device.compute_major == 0) {
       json.null();
@@ -313,9 +335,19 @@ inline void json_hta(JsonTree& json, const analysis::HtaAnalyses& hta) {
     json.member_us("host_wait_us", stream.host_wait_ns);
     json.member_us("kernel_wait_us", stream.kernel_wait_ns);
     json.member_us("other_us", stream.other_ns);
+    json.member_integer("overlaps", static_cast<std::int64_t>(stream.overlaps));
+    json.member_us("overlap_us", stream.overlap_ns);
     json.end_object();
   }
   json.end_array();
+
+  json.key("cpu_ops_on_streams");
+  json.begin_object();
+  json.member_integer("count", static_cast<std::int64_t>(hta.cpu_slices_on_streams.count));
+  json.member_us("total_us", hta.cpu_slices_on_streams.total_ns);
+  json.key("counted_as_gpu_work");
+  json.boolean(hta.cpu_slices_on_streams.counted_as_gpu_work);
+  json.end_object();
 
   json.key("comm_comp_overlap");
   json.begin_object();
@@ -563,6 +595,15 @@ inline std::string render_json(const Report& report) {
   json.key("tensorboard_deviations");
   json.begin_array();
   for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations) {
+    json.begin_object();
+    json.member("what", deviation.what);
+    json.member("why", deviation.why);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("hta_deviations");
+  json.begin_array();
+  for (const analysis::HtaDeviation& deviation : analysis::kHtaDeviations) {
     json.begin_object();
     json.member("what", deviation.what);
     json.member("why", deviation.why);

@@ -1,6 +1,7 @@
-// dlprof/report/text.hpp: the report as terminal tables, 100 to 120 columns wide: per rank the
-// step-time breakdown, the GPU summary, HTA's breakdowns, the top ops, kernels and nvprof rows,
-// peak memory; then the ranks compared and the recommendations with their evidence.
+// dlprof/report/text.hpp: the report as terminal tables, 100 to 120 columns wide: the top finding
+// first; per rank the step-time breakdown, the GPU summary, HTA's breakdowns, the top ops, kernels
+// and nvprof rows, peak memory; then the ranks compared, the recommendations with their evidence,
+// and where the analyses depart from TensorBoard's and HTA's rules.
 //
 //   fmt::print("{}", dlprof::render_text(dlprof::make_report(trace)));
 //   fmt::print("{}", report);   // the same, through fmt::formatter<dlprof::Report>
@@ -76,20 +77,42 @@ inline void text_step_breakdown(fmt::memory_buffer& out, const analysis::StepBre
   table.render(out);
 }
 
+/// "TC" for Tensor Cores, "MC" for AMD's matrix cores: the short column header.
+inline std::string_view matrix_units_abbreviation(analysis::MatrixUnits units) {
+  return units == analysis::MatrixUnits::MatrixCores ? "MC" : "TC";
+}
+
 inline void text_gpu_summary(fmt::memory_buffer& out, const analysis::StepBreakdown& breakdown) {
-  section(out, "GPU summary over the steps (TensorBoard; TC: dlprof's share of kernel time on Tensor Cores)");
+  const std::string_view units = matrix_units_abbreviation(breakdown.matrix_units);
+  section(out, fmt::format("GPU summary over the steps (TensorBoard; {}: dlprof's share of kernel time on {})", units,
+                           analysis::to_string(breakdown.matrix_units)));
   TextTable table({{"GPU", Align::Left}, {"Name", Align::Left, 30}, {"Utilization"}, {"Est. SM efficiency"},
-                   {"Est. occupancy"}, {"TC (dlprof)"}, {"Kernels (ms)"}});
+                   {"Est. occupancy"}, {fmt::format("{} (dlprof)", units)}, {"Kernels (ms)"}});
+  std::vector<std::string> borrowed_names;
   for (const analysis::DeviceMetrics& device : breakdown.devices) {
-    const std::string compute = device.compute_major == 0 ? std::string()
-                                                          : fmt::format(" (sm_{}{})", device.compute_major, device.compute_minor);
-    table.add_row({std::to_string(device.device), device.name.empty() ? "-" : fmt::format("{}{}", device.name, compute),
-                   format_percent(100.0 * device.utilization),
+    // sm_XY is NVIDIA's naming of a compute capability; AMD's GPUs are named by their model.
+    const bool sm = device.compute_major != 0 && breakdown.matrix_units == analysis::MatrixUnits::TensorCores;
+    std::string name = device.name.empty() ? std::string("unknown") : std::string(device.name);
+    if (sm) name += fmt::format(" (sm_{}{})", device.compute_major, device.compute_minor);
+    if (device.properties_from_id) {
+      name += " *";
+      borrowed_names.push_back(fmt::format("GPU {}", device.device));
+    }
+    table.add_row({std::to_string(device.device), std::move(name), format_percent(100.0 * device.utilization),
                    device.sm_efficiency ? format_percent(100.0 * *device.sm_efficiency) : "unknown",
                    device.achieved_occupancy_percent ? format_percent(*device.achieved_occupancy_percent) : "unknown",
                    format_percent(device.tensor_core_percent), fmt::format("{:.3f}", static_cast<double>(device.kernel_ns) / 1e6)});
   }
   table.render(out);
+  if (!borrowed_names.empty()) {
+    const analysis::DeviceMetrics& any = *std::find_if(breakdown.devices.begin(), breakdown.devices.end(),
+                                                       [](const analysis::DeviceMetrics& d) { return d.properties_from_id.has_value(); });
+    fmt::format_to(std::back_inserter(out), "* {}\n",
+                   wrap(fmt::format("deviceProperties does not list {}: its name is that of the GPUs the trace lists "
+                                    "(id {}), which are all one model.",
+                                    fmt::join(borrowed_names, ", "), *any.properties_from_id),
+                        98, "  "));
+  }
 }
 
 inline void text_hta(fmt::memory_buffer& out, const analysis::HtaAnalyses& hta, const analysis::AnalysisOptions& options) {
@@ -111,14 +134,40 @@ inline void text_hta(fmt::memory_buffer& out, const analysis::HtaAnalyses& hta, 
     types.add_row({row.label(), fmt::format("{:.3f}", static_cast<double>(row.time_ns) / 1e6), format_percent(row.percent)});
   types.render(out);
 
+  const analysis::CpuSlicesOnStreams& cpu_ops = hta.cpu_slices_on_streams;
+  if (cpu_ops.count != 0)
+    fmt::format_to(std::back_inserter(out), "\n{}\n",
+                   wrap(fmt::format(cpu_ops.counted_as_gpu_work
+                                        ? "Counted as GPU computation above, as HTA counts {2}: {0} CPU op{1} naming a GPU "
+                                          "stream (torch.compile's triton_* launches), {3:.3f} ms of CPU time."
+                                        : "Not counted as GPU time above, unlike HTA: {0} CPU op{1} naming a GPU stream "
+                                          "(torch.compile's triton_* launches), {3:.3f} ms of CPU time, which HTA counts "
+                                          "as GPU computation (--hta-compat counts {2} so too).",
+                                    cpu_ops.count, cpu_ops.count == 1 ? "" : "s", cpu_ops.count == 1 ? "it" : "them",
+                                    static_cast<double>(cpu_ops.total_ns) / 1e6),
+                        100, ""));
+
   if (!hta.idle_time.streams.empty()) {
     section(out, "Idle time per stream (HTA)");
     TextTable idle({{"GPU"}, {"Stream"}, {"Idle (ms)"}, {"Host wait"}, {"Kernel wait"}, {"Other"}});
-    for (const analysis::StreamIdleTime& stream : hta.idle_time.streams)
+    std::vector<std::string> overlaps;
+    for (const analysis::StreamIdleTime& stream : hta.idle_time.streams) {
       idle.add_row({std::to_string(stream.device), std::to_string(stream.stream),
                     fmt::format("{:.3f}", static_cast<double>(stream.idle_ns()) / 1e6), format_percent(100.0 * stream.host_wait_ratio()),
                     format_percent(100.0 * stream.kernel_wait_ratio()), format_percent(100.0 * stream.other_ratio())});
+      if (stream.overlaps != 0)
+        overlaps.push_back(fmt::format("GPU {} stream {}: {} piece{} of work, {:.3f} ms", stream.device, stream.stream,
+                                       stream.overlaps, stream.overlaps == 1 ? "" : "s",
+                                       static_cast<double>(stream.overlap_ns) / 1e6));
+    }
     idle.render(out);
+    if (!overlaps.empty())
+      fmt::format_to(std::back_inserter(out), "{}\n",
+                     wrap(fmt::format("Work that starts before earlier work on its stream has ended runs alongside it "
+                                      "(the trace's timestamps overlap), which is not idle time and is left out above: "
+                                      "{}.",
+                                      fmt::join(overlaps, "; ")),
+                          100, ""));
   }
   if (hta.overlap.has_communication())
     fmt::format_to(std::back_inserter(out), "\nCommunication overlapped by computation (HTA): {} of {:.3f} ms\n",
@@ -160,7 +209,8 @@ inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
 inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {
   section(out, fmt::format("Top kernels by GPU time ({} of {}, {:.3f} ms in all)", rank.top_kernels.size(),
                            rank.kernel_names, static_cast<double>(rank.kernel_ns) / 1e6));
-  TextTable table({{"Name", Align::Left, 48}, {"Type", Align::Left}, {"TC", Align::Left}, {"Calls"}, {"Total"},
+  TextTable table({{"Name", Align::Left, 48}, {"Type", Align::Left},
+                   {std::string(matrix_units_abbreviation(rank.steps.matrix_units)), Align::Left}, {"Calls"}, {"Total"},
                    {"Avg"}, {"Max"}, {"Share"}});
   for (const KernelTotal& kernel : rank.top_kernels)
     table.add_row({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), kernel.tensor_cores ? "yes" : "-",
@@ -200,11 +250,11 @@ inline void text_memory(fmt::memory_buffer& out, const std::vector<MemoryCurve>&
   fmt::format_to(std::back_inserter(out), "\n");
 }
 
-/// What reading the file left out or changed: the numbers below are of what was read.
+/// What reading the file left out or changed: the rank's numbers are of what was read.
 inline void text_read_result(fmt::memory_buffer& out, const ReadResult& read) {
   if (read.empty()) return;
   const auto line = std::back_inserter(out);
-  fmt::format_to(line, "\nRead with changes (the numbers below are of what was read):\n");
+  fmt::format_to(line, "\nRead with changes (this rank's numbers are of what was read):\n");
   if (read.skipped_events != 0)
     fmt::format_to(line, "  {} event{} left out, unusable on {} own; the first, at byte {}: {}\n", read.skipped_events,
                    read.skipped_events == 1 ? "" : "s", read.skipped_events == 1 ? "its" : "their", read.first_skip_offset,
@@ -216,8 +266,8 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   heading(out, rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
   if (!rank.flight_recorder_dump.empty())
     fmt::format_to(std::back_inserter(out), "\nFlight-recorder dump: {}\n", terminal_text(rank.flight_recorder_dump));
-  text_read_result(out, rank.read);
   text_step_breakdown(out, rank.steps);
+  text_read_result(out, rank.read);
   if (!rank.gpu_activity) {
     fmt::format_to(std::back_inserter(out), "\nNo GPU activity in this trace: the GPU and HTA sections are left out.\n");
   } else {
@@ -337,6 +387,33 @@ inline void text_recommendations(fmt::memory_buffer& out, const std::vector<anal
   }
 }
 
+/// The answer before the tables: the first finding, and how many there are.
+inline void text_top_finding(fmt::memory_buffer& out, const std::vector<analysis::Recommendation>& recommendations) {
+  const auto append = std::back_inserter(out);
+  if (recommendations.empty()) {
+    fmt::format_to(append, "\nTop finding: none; no rule found a problem in these traces.\n");
+    return;
+  }
+  const std::string count = recommendations.size() == 1
+                                ? std::string("the only one")
+                                : fmt::format("1 of {} findings, all under \"Recommendations\" at the end", recommendations.size());
+  fmt::format_to(append, "\nTop finding ({}):\n  {}\n", count, wrap(terminal_text(recommendations.front().text), 98, "  "));
+}
+
+/// Where the analyses depart from the tools they follow, on purpose: the JSON's
+/// tensorboard_deviations and hta_deviations.
+inline void text_deviations(fmt::memory_buffer& out) {
+  const auto append = std::back_inserter(out);
+  fmt::format_to(append, "\n");
+  heading(out, "Where dlprof departs from TensorBoard and HTA on purpose");
+  fmt::format_to(append, "Step times and GPU summary, from TensorBoard's profiler plugin's rules:\n");
+  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations)
+    fmt::format_to(append, "  - {}\n", wrap(fmt::format("{}: {}", deviation.what, deviation.why), 96, "    "));
+  fmt::format_to(append, "GPU time, kernel types, idle time, overlap and launches, from HTA's:\n");
+  for (const analysis::HtaDeviation& deviation : analysis::kHtaDeviations)
+    fmt::format_to(append, "  - {}\n", wrap(fmt::format("{}: {}", deviation.what, deviation.why), 96, "    "));
+}
+
 }  // namespace detail
 
 /// The report as terminal tables (fixed-width, about 100 columns; long names shortened in the
@@ -355,9 +432,7 @@ inline std::string render_text(const Report& report) {
                  report.options.analysis.hta_compat
                      ? "with HTA's conventions (the last ProfilerStep dropped, times rounded inward to whole us)"
                      : "over every complete step, in exact ns");
-  fmt::format_to(append, "Step times and GPU summary: TensorBoard's profiler plugin's rules, except on purpose:\n");
-  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations)
-    fmt::format_to(append, "  - {}\n", detail::wrap(fmt::format("{}: {}", deviation.what, deviation.why), 96, "    "));
+  detail::text_top_finding(out, report.recommendations);
   fmt::format_to(append, "\n");
   for (const RankReport& rank : report.ranks) {
     detail::text_rank(out, rank, report.options);
@@ -372,6 +447,7 @@ inline std::string render_text(const Report& report) {
     fmt::format_to(append, "\n");
   }
   detail::text_recommendations(out, report.recommendations);
+  detail::text_deviations(out);
   return fmt::to_string(out);
 }
 
