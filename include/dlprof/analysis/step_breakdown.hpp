@@ -42,7 +42,7 @@
 // lists when they are all one model (device_properties_of); otherwise it has none.
 //
 // Where this departs from the plugin's rules on purpose, and why: kTensorBoardDeviations below
-// (the report's header and the README list them too).
+// (the report's last section and the README list them too).
 //
 //   const auto breakdown = dlprof::analysis::step_breakdown(trace);
 //   fmt::print("{}", breakdown.table());
