@@ -12,6 +12,7 @@
 #include "test_files.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -31,6 +32,7 @@
 #include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -427,11 +429,13 @@ TEST(AlternateSignalStackTest, EachRecordingThreadHasOneFreedWhenItEndsAndAProgr
   static char own_stack[64 * 1024];
   std::thread([] {
     const stack_t own{own_stack, 0, sizeof(own_stack)};
-    ASSERT_EQ(::sigaltstack(&own, nullptr), 0);
+    stack_t before{};  // the sanitizers' own, which they unmap when the thread ends: put back
+    ASSERT_EQ(::sigaltstack(&own, &before), 0);
     { DLPROF_RANGE("range_on_a_thread_with_its_own_stack"); }
     stack_t stack{};
     ASSERT_EQ(::sigaltstack(nullptr, &stack), 0);
     EXPECT_EQ(stack.ss_sp, static_cast<void*>(own_stack)) << "the program's stack is kept";
+    ::sigaltstack(&before, nullptr);
   }).join();
 
   const auto churn = [](int threads) {
@@ -635,7 +639,10 @@ TEST(FlightRecorderHangTest, AStepThatNeverEndsIsDumpedOnceWhileItRunsNamingTheR
   EXPECT_THAT(recorded_steps(dump), ElementsAre("ProfilerStep#22", "ProfilerStep#23", "ProfilerStep#24", "ProfilerStep#25"))
       << "the kept steps and the step in progress";
   EXPECT_EQ(count_named(dump, "wait_for_peer"), 1u) << "the open range, ending at the dump";
-  EXPECT_THAT(dlprof::report(dump), HasSubstr("Flight-recorder dump: hang: step 25 has run "));
+  const std::string report = dlprof::report(dump);
+  EXPECT_THAT(report, HasSubstr("Flight-recorder dump: hang: step 25 has run "));
+  std::istringstream lines(report.substr(report.find("Flight-recorder dump: ")));
+  for (std::string line; std::getline(lines, line) && !line.empty();) EXPECT_LE(line.size(), 100u) << line;
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(files_ending(traces, ".pt.trace.json").size(), 1u) << "one dump per hang";
   EXPECT_EQ(::kill(job.pid(), 0), 0) << "the job is never killed";
@@ -726,6 +733,49 @@ TEST(CaptureSignalTest, ASignalWhileTheJobLoadsIsTakenByTheFirstProfilerInsteadO
       EXPECT_EQ(trace.flight_recorder_dump, "the dump signal");
     }
   }
+}
+
+/// Whether process `pid` catches `signal`: its SigCgt mask in /proc/PID/status.
+bool catches(pid_t pid, int signal) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (signal - 1) & 1) != 0;
+  return false;
+}
+
+TEST(CaptureSignalTest, CaughtFromTheStartOnlyInTheModesThatTakeRequestsAndOnlyTheOneAskedFor) {
+  struct Case {
+    std::vector<std::string> settings;
+    int caught;  // the signal caught while the job loads, or 0
+  };
+  const Case cases[] = {{{}, 0},
+                        {{"DLPROF_MODE=off"}, 0},
+                        {{"DLPROF_MODE=on-demand"}, SIGUSR2},
+                        {{"DLPROF_MODE=flight-recorder", "DLPROF_SIGNAL=USR1"}, SIGUSR1},
+                        {{"DLPROF_MODE=on-demand", "DLPROF_SIGNAL=none"}, 0}};
+  for (const Case& launched : cases) {
+    SCOPED_TRACE(fmt::format("{}", fmt::join(launched.settings, " ")));
+    TempDir dir;
+    dlprof_test::BackgroundTraining job(launched.settings, dir.path(), 4, {"--load-ms", "2000"});
+    ASSERT_TRUE(job.wait_for_output("loading", 30)) << job.err();
+    for (const int signal : {SIGUSR1, SIGUSR2}) EXPECT_EQ(catches(job.pid(), signal), signal == launched.caught) << signal;
+  }
+}
+
+TEST(CaptureSignalTest, AProgramThatHandlesTheSignalItselfKeepsItsHandler) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  dlprof_test::BackgroundTraining job({"DLPROF_MODE=on-demand", "DLPROF_OUTPUT=" + traces.string()}, dir.path(), 1'000'000,
+                                      {"--step-ms", "2", "--own-usr2-handler"});
+  ASSERT_TRUE(job.wait_for_output("training", 30)) << job.err();
+  ASSERT_EQ(::kill(job.pid(), SIGUSR2), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_THAT(job.err(), HasSubstr("own SIGUSR2 handler ran"));
+  EXPECT_THAT(job.err(), HasSubstr(fmt::format("signal {} cannot ask for captures: the program handles that signal itself; "
+                                               "prof.capture() and DLPROF_TRIGGER_FILE still can",
+                                               SIGUSR2)));
+  EXPECT_THAT(files_in(traces), IsEmpty()) << "the signal is the program's";
+  EXPECT_EQ(::kill(job.pid(), 0), 0);
 }
 
 TEST(CaptureSignalTest, AStormOfSignalsGivesOneDumpAndCountsTheRefused) {

@@ -15,7 +15,7 @@ if(NOT targets MATCHES "add_library\\(dlprof::dlprof INTERFACE IMPORTED\\)")
   message(FATAL_ERROR "${targets_file} does not define dlprof::dlprof")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${CONSUMER_BINARY} -G ${GENERATOR}
-                        -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_PREFIX_PATH=${PREFIX};${EXTRA_PREFIX_PATH}" -DCMAKE_BUILD_TYPE=Release
+                        -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_PREFIX_PATH=${PREFIX};${EXTRA_PREFIX_PATH}" -DCMAKE_BUILD_TYPE=
                 COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${CONSUMER_BINARY} COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND ${CONSUMER_BINARY}/dlprof_consumer ${CONSUMER_BINARY}/trace COMMAND_ERROR_IS_FATAL ANY)

@@ -6,7 +6,7 @@
 //
 //   launched_training STEPS [--step-ms MS] [--slow-step N] [--crash-at N segv|abort|throw]
 //                           [--own-handler] [--fork-at N] [--load-ms MS] [--overflow-at N main|thread]
-//                           [--hang-at N] [--irregular-warmup N]
+//                           [--hang-at N] [--irregular-warmup N] [--own-usr2-handler]
 //
 // --step-ms MS      each step sleeps MS ms; "training" is printed once the Profiler has started
 // --slow-step N     step N takes 200 ms instead of about 2
@@ -17,6 +17,8 @@
 // --hang-at N       step N prints "hanging" and never ends: it waits inside the range
 //                   "wait_for_peer" until the process is killed
 // --irregular-warmup N  of the first N steps, the odd ones take 60 ms more: a warm-up
+// --own-usr2-handler    installs a SIGUSR2 handler in main, after dlprof's was installed at load;
+//                   it prints "own SIGUSR2 handler ran"
 // --crash-at N      step N dies inside the range "crash_site": of SIGSEGV, abort() or an
 //                   exception nothing catches (std::terminate)
 // --own-handler     installs a SIGSEGV and SIGABRT handler before the Profiler is made; it
@@ -74,6 +76,11 @@ int recurse(int depth, int limit) {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+void own_usr2_handler(int) {
+  static const char kMessage[] = "own SIGUSR2 handler ran\n";
+  static_cast<void>(::write(2, kMessage, sizeof(kMessage) - 1));
+}
+
 [[noreturn]] void crash(const std::string& how) {
   DLPROF_RANGE("crash_site");
   if (how == "abort") std::abort();
@@ -114,6 +121,7 @@ int main(int argc, char** argv) {
       crash_at = std::atoi(argv[++i]);
       crash_how = argv[++i];
     }
+    if (flag == "--own-usr2-handler") ::signal(SIGUSR2, own_usr2_handler);
     if (flag == "--own-handler") {
       ::signal(SIGSEGV, own_handler);
       ::signal(SIGABRT, own_handler);

@@ -265,7 +265,7 @@ inline void text_read_result(fmt::memory_buffer& out, const ReadResult& read) {
 inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const ReportOptions& options) {
   heading(out, rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
   if (!rank.flight_recorder_dump.empty())
-    fmt::format_to(std::back_inserter(out), "\nFlight-recorder dump: {}\n", terminal_text(rank.flight_recorder_dump));
+    fmt::format_to(std::back_inserter(out), "\n{}\n", wrap("Flight-recorder dump: " + terminal_text(rank.flight_recorder_dump), 100, "  "));
   text_step_breakdown(out, rank.steps);
   text_read_result(out, rank.read);
   if (!rank.gpu_activity) {
