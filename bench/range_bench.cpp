@@ -324,6 +324,26 @@ void BM_short_thread_recording(benchmark::State& state) {
 }
 BENCHMARK(BM_short_thread_recording)->UseRealTime();
 
+// The same under a flight recorder, where each recording thread also gets (and at its end frees)
+// an alternate signal stack for the crash handler; a step, untimed, every 256 threads.
+void BM_short_thread_flight_recorder(benchmark::State& state) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.mode(dlprof::Mode::FlightRecorder).slow_step_factor(0));
+  profiler.start();
+  std::int64_t until_step = 256;
+  for (auto _ : state) {
+    std::thread worker([] { DLPROF_RANGE("short-thread"); });
+    worker.join();
+    if (--until_step == 0) {
+      state.PauseTiming();
+      profiler.step();
+      until_step = 256;
+      state.ResumeTiming();
+    }
+  }
+  profiler.stop();
+}
+BENCHMARK(BM_short_thread_flight_recorder)->UseRealTime();
+
 // Ratios use CPU time per range: on a quiet machine it equals wall time for these single-thread
 // loops, and on a busy one it leaves out the time the thread spent descheduled. For the 2-thread
 // run benchmark divides wall time by the ranges of both threads (a throughput); CPU time per

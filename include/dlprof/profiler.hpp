@@ -1068,7 +1068,11 @@ class BasicProfiler {
 
   /// Records from now on into the flight log, and arms the dumps of a crash.
   void start_flight_recorder() {
+    // Before the calling thread's ring is attached, so that it gets its alternate signal stack
+    // too: the crash handler must run on an overflowed stack.
+    detail::g_threads_need_signal_stacks.store(true, std::memory_order_relaxed);
     prepare_trace();
+    detail::give_this_thread_a_signal_stack();
     start_trace();
     flight_origin_ = window_start_;
     const std::size_t capacity =

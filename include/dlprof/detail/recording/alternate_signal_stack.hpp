@@ -4,9 +4,9 @@
 // A runaway recursion dies of SIGSEGV on the guard page below its stack; a handler run on that
 // stack faults again at once, and the flight recorder's crash file is never written. The handler
 // is installed with SA_ONSTACK, which runs it on the thread's alternate signal stack where the
-// thread has one; threads do not inherit one, so each thread that records gets its own when it
-// attaches its first ring, and it is freed when the thread ends. A stack the program (or a
-// sanitizer) installed is kept and used.
+// thread has one; threads do not inherit one, so once a flight recorder has installed the handler,
+// each thread that records gets its own when it attaches its ring, and it is freed when the
+// thread ends. A stack the program (or a sanitizer) installed is kept and used.
 #pragma once
 
 #include <signal.h>

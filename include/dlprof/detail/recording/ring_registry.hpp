@@ -206,6 +206,17 @@ struct RingOwner {
 template <class Deferred = void>
 inline thread_local RingOwner<Deferred> t_ring_owner;
 
+/// Set once the fatal-signal handler that writes crash files is installed (a flight recorder
+/// started): from then on each thread that attaches a ring gets an alternate signal stack. Other
+/// modes install no such handler, and their threads pay nothing for one.
+inline std::atomic<bool> g_threads_need_signal_stacks{false};
+
+/// Gives the calling thread its alternate signal stack now (its ring may be attached already).
+template <class Deferred = void>
+void give_this_thread_a_signal_stack() noexcept {
+  t_ring_owner<Deferred>.signal_stack.install();
+}
+
 inline std::string native_thread_name() {
   char name[64] = {};
   if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) return {};
@@ -226,7 +237,7 @@ DLPROF_NOINLINE ThreadRing* attach_thread_ring() {
   }
   owner.ring = std::move(ring);
   t_ring = owner.ring.get();
-  owner.signal_stack.install();
+  if (g_threads_need_signal_stacks.load(std::memory_order_relaxed)) owner.signal_stack.install();
   return t_ring;
 }
 
