@@ -305,21 +305,30 @@ void BM_short_thread_idle(benchmark::State& state) {
 }
 BENCHMARK(BM_short_thread_idle)->UseRealTime();
 
-void BM_short_thread_recording(benchmark::State& state) {
-  dlprof::Profiler profiler;
-  profiler.start();
-  std::int64_t until_restart = 256;
+/// Starts and joins a thread that records one range, per iteration; every 256 threads, untimed,
+/// `settle()` empties what they left (their events wait in the rings of ended threads).
+template <class Settle>
+void run_short_threads(benchmark::State& state, Settle&& settle) {
+  std::int64_t until_settled = 256;
   for (auto _ : state) {
     std::thread worker([] { DLPROF_RANGE("short-thread"); });
     worker.join();
-    if (--until_restart == 0) {
+    if (--until_settled == 0) {
       state.PauseTiming();
-      profiler.stop();
-      profiler.start();
-      until_restart = 256;
+      settle();
+      until_settled = 256;
       state.ResumeTiming();
     }
   }
+}
+
+void BM_short_thread_recording(benchmark::State& state) {
+  dlprof::Profiler profiler;
+  profiler.start();
+  run_short_threads(state, [&] {
+    profiler.stop();
+    profiler.start();
+  });
   profiler.stop();
 }
 BENCHMARK(BM_short_thread_recording)->UseRealTime();
@@ -329,17 +338,7 @@ BENCHMARK(BM_short_thread_recording)->UseRealTime();
 void BM_short_thread_flight_recorder(benchmark::State& state) {
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}.mode(dlprof::Mode::FlightRecorder).slow_step_factor(0));
   profiler.start();
-  std::int64_t until_step = 256;
-  for (auto _ : state) {
-    std::thread worker([] { DLPROF_RANGE("short-thread"); });
-    worker.join();
-    if (--until_step == 0) {
-      state.PauseTiming();
-      profiler.step();
-      until_step = 256;
-      state.ResumeTiming();
-    }
-  }
+  run_short_threads(state, [&] { profiler.step(); });
   profiler.stop();
 }
 BENCHMARK(BM_short_thread_flight_recorder)->UseRealTime();

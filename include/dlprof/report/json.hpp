@@ -592,24 +592,19 @@ inline std::string render_json(const Report& report) {
   json.member("title", report.options.title);
   json.key("hta_compat");
   json.boolean(report.options.analysis.hta_compat);
-  json.key("tensorboard_deviations");
-  json.begin_array();
-  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations) {
-    json.begin_object();
-    json.member("what", deviation.what);
-    json.member("why", deviation.why);
-    json.end_object();
-  }
-  json.end_array();
-  json.key("hta_deviations");
-  json.begin_array();
-  for (const analysis::HtaDeviation& deviation : analysis::kHtaDeviations) {
-    json.begin_object();
-    json.member("what", deviation.what);
-    json.member("why", deviation.why);
-    json.end_object();
-  }
-  json.end_array();
+  const auto deviations = [&json](std::string_view key, const auto& list) {
+    json.key(key);
+    json.begin_array();
+    for (const auto& deviation : list) {
+      json.begin_object();
+      json.member("what", deviation.what);
+      json.member("why", deviation.why);
+      json.end_object();
+    }
+    json.end_array();
+  };
+  deviations("tensorboard_deviations", analysis::kTensorBoardDeviations);
+  deviations("hta_deviations", analysis::kHtaDeviations);
   json.member_us("origin_us", report.origin_ns);
   json.key("ranks");
   json.begin_array();
