@@ -1068,8 +1068,9 @@ class BasicProfiler {
 
   /// Records from now on into the flight log, and arms the dumps of a crash.
   void start_flight_recorder() {
-    // Before the calling thread's ring is attached, so that it gets its alternate signal stack
-    // too: the crash handler must run on an overflowed stack.
+    // From now on each thread that attaches a ring gets an alternate signal stack, and so does
+    // this one, whose ring may be attached already: the crash handler must run on an overflowed
+    // stack too.
     detail::g_threads_need_signal_stacks.store(true, std::memory_order_relaxed);
     prepare_trace();
     detail::give_this_thread_a_signal_stack();
