@@ -19,8 +19,7 @@ namespace analysis = dlprof::analysis;
 using analysis::RankCollectives;
 using analysis::StepPhase;
 using ::testing::HasSubstr;
-
-constexpr std::int64_t kMs = 1'000'000;
+using dlprof_test::kMs;
 
 /// `steps` steps of 100 ms from t = 0 on `rank` of `world`: forward 30 ms (+ `extra_forward`),
 /// backward 40 ms, then one all-reduce of 1 Mi floats per step, entered at the end of backward,

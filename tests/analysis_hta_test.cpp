@@ -21,19 +21,14 @@ namespace {
 using dlprof::analysis::AnalysisOptions;
 using dlprof::analysis::KernelType;
 using dlprof::analysis::kernel_type_bit;
+using dlprof_test::hta_compat;
+using dlprof_test::kNcclAllReduce;
 using ::testing::HasSubstr;
 
 constexpr const char* kSgemm = "volta_sgemm_128x64_nn";
-constexpr const char* kNccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)";
 constexpr const char* kReduce = "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)";
 constexpr const char* kElementwise = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >()";
 constexpr const char* kFill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >()";
-
-AnalysisOptions hta_compat() {
-  AnalysisOptions options;
-  options.hta_compat = true;
-  return options;
-}
 
 // Three steps of 100 µs. GPU work (ns), stream 7 unless noted, with the call that launched it:
 //   sgemm        [ 20000,  50000]  c1 cudaLaunchKernel  [ 10000,  15000]
@@ -58,7 +53,7 @@ dlprof::Trace three_step_trace() {
       .call("cudaStreamSynchronize", 170'000, 190'000, 5)
       .call("cudaLaunchKernel", 205'000, 206'000, 6)
       .kernel(kSgemm, 20'000, 50'000, 1)
-      .kernel(kNccl, 40'000, 70'000, 2, 0, 20)
+      .kernel(kNcclAllReduce, 40'000, 70'000, 2, 0, 20)
       .kernel(kReduce, 52'000, 60'000, 7)
       .memcpy(1, 80'000, 90'000, 3, 4096)
       .kernel(kElementwise, 150'000, 160'000, 4)
@@ -191,7 +186,7 @@ TEST(KernelTypeBreakdownTest, SplitsTimeByWhichTypesRunTogether) {
   EXPECT_DOUBLE_EQ(compute_kernels[1].stddev_ns, 0.0);
   EXPECT_EQ(compute_kernels[2].name, kReduce);
   EXPECT_EQ(compute_kernels[3].name, kFill);
-  EXPECT_EQ(breakdown.kernels[1].kernels.at(0).name, kNccl);
+  EXPECT_EQ(breakdown.kernels[1].kernels.at(0).name, kNcclAllReduce);
   EXPECT_EQ(breakdown.kernels[2].kernels.at(0).total_ns, 10'000);
   EXPECT_THAT(breakdown.table(), HasSubstr("COMPUTATION overlapping COMMUNICATION"));
 }
@@ -288,7 +283,7 @@ TEST(TemporalBreakdownTest, CpuOpsNamingAStreamAreGpuWorkWithHtaCompatOnly) {
                                   .call("cudaLaunchKernel", 0, 1'000, 1)
                                   .kernel(kSgemm, 10'000, 20'000, 1)
                                   .op_on_stream("triton_poi_fused_add_0", 30'000, 40'000, 7)
-                                  .kernel(kNccl, 35'000, 45'000, 2, 0, 20)
+                                  .kernel(kNcclAllReduce, 35'000, 45'000, 2, 0, 20)
                                   .trace();
   const auto exact = dlprof::analysis::hta_analyses(trace);
   EXPECT_EQ(exact.temporal.kernel_time_ns, 35'000);

@@ -14,21 +14,17 @@
 #include <tuple>
 #include <vector>
 
+#include "analysis_trace_builder.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-using dlprof::analysis::AnalysisOptions;
+using dlprof_test::hta_compat;
 
 const fs::path kReferenceSets = DLPROF_REFERENCE_TRACES_DIR;
 
 std::vector<dlprof::Trace> read_set(const std::string& set) {
   return dlprof::read_trace_set({(kReferenceSets / set).string()});
-}
-
-AnalysisOptions hta_compat() {
-  AnalysisOptions options;
-  options.hta_compat = true;
-  return options;
 }
 
 // What HTA 0.5.0 reports for one rank (µs).

@@ -10,9 +10,22 @@
 #include <string_view>
 #include <tuple>
 
+#include <dlprof/analysis/options.hpp>
 #include <dlprof/trace.hpp>
 
 namespace dlprof_test {
+
+/// One millisecond in the builder's unit.
+inline constexpr std::int64_t kMs = 1'000'000;
+/// An NCCL all-reduce kernel as CUDA names it.
+inline constexpr std::string_view kNcclAllReduce = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)";
+
+/// The options under which the analyses give HTA 0.5.0's numbers.
+inline dlprof::analysis::AnalysisOptions hta_compat() {
+  dlprof::analysis::AnalysisOptions options;
+  options.hta_compat = true;
+  return options;
+}
 
 class AnalysisTraceBuilder {
  public:

@@ -62,9 +62,9 @@ constexpr std::int64_t kBaseNs = 1'711'964'646'000'000'000;
 std::int64_t os_tid() { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
 
 // A Trace built by hand with known nanosecond times, laid out as the collector lays it out.
-class TraceBuilder {
+class WindowTraceBuilder {
  public:
-  TraceBuilder(std::int64_t window_start_ns, std::int64_t window_end_ns) {
+  WindowTraceBuilder(std::int64_t window_start_ns, std::int64_t window_end_ns) {
     trace_.window_start_ns = window_start_ns;
     trace_.window_end_ns = window_end_ns;
     trace_.pid = 4242;
@@ -73,7 +73,7 @@ class TraceBuilder {
     trace_.threads = {dlprof::ThreadInfo{4243, "main"}};
   }
 
-  TraceBuilder& event(std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+  WindowTraceBuilder& event(std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
                       dlprof::EventKind kind = dlprof::EventKind::Range, double value = 0, std::uint32_t thread = 0) {
     dlprof::TraceEvent event;
     event.start_ns = start_ns;
@@ -164,7 +164,7 @@ std::shared_ptr<const dlprof::Trace> record_ranges_and_steps() {
 // --- top level -------------------------------------------------------------------------------
 
 TEST(ChromeTraceTest, WritesEveryTopLevelKeyKinetoWrites) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.trace().distributed.backend = "nccl";
   builder.trace().distributed.rank = 2;
   builder.trace().distributed.world_size = 8;
@@ -184,7 +184,7 @@ TEST(ChromeTraceTest, WritesEveryTopLevelKeyKinetoWrites) {
 }
 
 TEST(ChromeTraceTest, TopLevelKeysAreInKinetoOrder) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.trace().metadata.emplace_back("record_shapes", "1");
   const nlohmann::ordered_json document = nlohmann::ordered_json::parse(chrome_text(builder.trace()));
   std::vector<std::string> keys;
@@ -206,7 +206,7 @@ TEST(ChromeTraceTest, TopLevelKeysAreInKinetoOrder) {
 }
 
 TEST(ChromeTraceTest, RankMatchesHtaRegexOnAnEarlyLine) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.trace().distributed.rank = 3;
   builder.trace().distributed.world_size = 4;
   const std::string text = chrome_text(builder.trace());
@@ -238,7 +238,7 @@ TEST(ChromeTraceTest, SingleProcessTraceIsRankZeroWithSpaceAfterColon) {
 }
 
 TEST(ChromeTraceTest, WritesDevicePropertiesWithKinetoKeys) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   dlprof::DeviceProperties device;
   device.id = 0;
   device.name = "NVIDIA H100";
@@ -263,7 +263,7 @@ TEST(ChromeTraceTest, WritesDevicePropertiesWithKinetoKeys) {
 }
 
 TEST(ChromeTraceTest, WritesTraceMetadataVerbatim) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.trace().metadata = {{"record_shapes", "1"}, {"custom", R"({"a": [1, 2], "b": "x"})"}};
   const std::string text = chrome_text(builder.trace());
   EXPECT_THAT(text, HasSubstr("\"record_shapes\": 1"));
@@ -287,7 +287,7 @@ TEST(ChromeTraceTest, ProfilerOptionsAddTorchMetadataKeys) {
 }
 
 TEST(ChromeTraceTest, WritesDroppedClippedAndOverflowCounts) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.trace().dropped_events = 5;
   builder.trace().clipped_ranges = 6;
   builder.trace().overflowed_names = 7;
@@ -432,14 +432,14 @@ TEST(ChromeTraceTest, BaseTimeIsWindowStartFlooredToKinetoInterval) {
   EXPECT_EQ(dlprof::detail::chrome_trace_base_time_ns(1'716'423'322'123'456'789), kBaseNs);
   for (const std::int64_t start_ns : {std::int64_t{1'700'000'000'999'999'999}, std::int64_t{1'750'000'000'000'000'000},
                                       kBaseNs, kBaseNs - 1}) {
-    TraceBuilder builder(start_ns, start_ns + 1'000);
+    WindowTraceBuilder builder(start_ns, start_ns + 1'000);
     const std::int64_t expected = start_ns / 1'000'000'000 / 7'889'238 * 7'889'238 * 1'000'000'000;
     EXPECT_EQ(json::parse(chrome_text(builder.trace())).at("baseTimeNanoseconds"), expected) << start_ns;
   }
 }
 
 TEST(ChromeTraceTest, TimesAreRelativeMicrosecondsWithNanosecondDigits) {
-  TraceBuilder builder(kBaseNs + 1'000'000, kBaseNs + 9'000'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000'000, kBaseNs + 9'000'000);
   builder.event("exact", kBaseNs + 1'234'567, kBaseNs + 1'234'567 + 2'000'001)
       .event("tiny", kBaseNs + 1'300'005, kBaseNs + 1'300'012)
       .event("round", kBaseNs + 2'000'000, kBaseNs + 3'000'000);
@@ -485,7 +485,7 @@ TEST(ChromeTraceTest, TimesReproduceEveryEventsNanosecondsThroughTheBase) {
 }
 
 TEST(ChromeTraceTest, NegativeRelativeTimesAndDurationsClampToZero) {
-  TraceBuilder builder(kBaseNs + 5'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 5'000, kBaseNs + 9'000);
   builder.event("before_base", kBaseNs - 2'000, kBaseNs + 1'000).event("backwards", kBaseNs + 6'000, kBaseNs + 5'000);
   const std::string text = chrome_text(builder.trace());
   EXPECT_THAT(text, Not(HasSubstr("-")));
@@ -538,7 +538,7 @@ TEST(ChromeTraceTest, EvIdxIsEachEventsIndexInTheTrace) {
 }
 
 TEST(ChromeTraceTest, WritesProcessAndThreadMetadata) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.trace().threads = {dlprof::ThreadInfo{4243, "main"}, dlprof::ThreadInfo{4250, "data loader"}};
   builder.event("on_main", kBaseNs + 2'000, kBaseNs + 3'000).event("on_loader", kBaseNs + 2'000, kBaseNs + 3'000,
                                                                   dlprof::EventKind::Range, 0, 1);
@@ -635,7 +635,7 @@ TEST(ChromeTraceTest, CountersAndMarksFromAProfiledWindow) {
 
 TEST(ChromeTraceTest, NonFiniteCounterValuesKeepTheFileValidJson) {
   // A diverging run logs a NaN or infinite loss; the file must still parse (JSON has no NaN).
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("loss", kBaseNs + 2'000, kBaseNs + 2'000, dlprof::EventKind::Counter, std::nan(""))
       .event("grad_norm", kBaseNs + 3'000, kBaseNs + 3'000, dlprof::EventKind::Counter,
              std::numeric_limits<double>::infinity())
@@ -657,7 +657,7 @@ TEST(ChromeTraceTest, NonFiniteCounterValuesKeepTheFileValidJson) {
 TEST(ChromeTraceTest, NamesThatAreNotUtf8AreWrittenWithReplacementCharacters) {
   // A thread name cut by prctl's 15 bytes in the middle of a character, a stray byte, a
   // truncated sequence at the end, an overlong '/', a surrogate.
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("bad\xff range", kBaseNs + 2'000, kBaseNs + 3'000)
       .event("cut \xe2\x82", kBaseNs + 4'000, kBaseNs + 5'000)
       .event("overlong \xc0\xaf surrogate \xed\xa0\x80", kBaseNs + 6'000, kBaseNs + 7'000);
@@ -710,7 +710,7 @@ TEST(ChromeTraceTest, NamesWithSpecialCharactersRoundTripExactly) {
                                           std::string("nul \0 inside", 12),
                                           "gr\xc3\xb6\xc3\x9f" "e \xe2\x9c\x93",
                                           "slash / and del \x7f"};
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 90'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 90'000);
   std::int64_t at = kBaseNs + 2'000;
   for (const std::string& name : names) {
     builder.event(name, at, at + 500);
@@ -731,7 +731,7 @@ TEST(ChromeTraceTest, NamesWithSpecialCharactersRoundTripExactly) {
 // CUPTI's and the driver's versions, and traceName: 12 strings.
 dlprof::Trace hostile_trace() {
   const std::string& hostile = dlprof_test::kHostileName;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 90'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 90'000);
   builder.event(hostile, kBaseNs + 2'000, kBaseNs + 3'000);
   dlprof::Trace& trace = builder.trace();
   trace.threads[0].name = hostile;
@@ -950,7 +950,7 @@ TEST(ChromeTraceOrderAndNestTest, TouchesOnlyTheGivenSubrange) {
 
 TEST(ChromeTraceTest, SaveWritesParsableJsonAtomically) {
   const TempDir dir;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("saved", kBaseNs + 2'000, kBaseNs + 3'000);
   const fs::path path = dir.path() / "w.1.pt.trace.json";
   builder.trace().save(path.string());
@@ -967,7 +967,7 @@ TEST(ChromeTraceTest, SaveWritesParsableJsonAtomically) {
 // byte as the whole-buffer writer produces it, plain and gzip.
 TEST(ChromeTraceTest, SaveStreamsLargeTracesWithoutChangingABytePlainOrGzip) {
   const TempDir dir;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
   for (int i = 0; i < 40'000; ++i) builder.event("streamed", kBaseNs + 2'000 + i * 2'000, kBaseNs + 3'000 + i * 2'000);
   const std::string expected_plain = chrome_text(builder.trace(), (dir.path() / "big.pt.trace.json").string());
   ASSERT_GT(expected_plain.size(), std::size_t{4} << 20) << "the trace must span several flushes";
@@ -983,7 +983,7 @@ TEST(ChromeTraceTest, SaveStreamsLargeTracesWithoutChangingABytePlainOrGzip) {
 
 TEST(ChromeTraceTest, SaveToGzPathWritesGzip) {
   const TempDir dir;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("compressed", kBaseNs + 2'000, kBaseNs + 3'000);
   const fs::path path = dir.path() / "w.1.pt.trace.json.gz";
   builder.trace().save(path.string());
@@ -1004,7 +1004,7 @@ TEST(ChromeTraceTest, SaveToUnwritablePathThrowsNamingThePath) {
   const TempDir dir;
   // A directory below a regular file cannot exist, even for root.
   std::ofstream(dir.path() / "file") << "not a directory";
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   for (const char* name : {"trace.json", "trace.json.gz"}) {
     const std::string path = (dir.path() / "file" / "sub" / name).string();
     try {
@@ -1053,7 +1053,7 @@ std::vector<std::string> file_names(const fs::path& dir) {
 
 TEST(ChromeTraceTest, SaveThroughASymlinkReplacesItsTargetAndKeepsTheLink) {
   const TempDir dir;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("through a link", kBaseNs + 2'000, kBaseNs + 3'000);
   fs::create_directory(dir.path() / "runs");
   std::ofstream(dir.path() / "runs" / "real.pt.trace.json") << "an older trace";
@@ -1088,7 +1088,7 @@ TEST(ChromeTraceTest, SaveThroughASymlinkReplacesItsTargetAndKeepsTheLink) {
 
 TEST(ChromeTraceTest, SaveToAFifoWritesIntoItForItsReader) {
   const TempDir dir;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
   for (int i = 0; i < 5'000; ++i) builder.event("piped", kBaseNs + 2'000 + i * 2'000, kBaseNs + 3'000 + i * 2'000);
   const fs::path fifo = dir.path() / "pipe.pt.trace.json";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
@@ -1107,7 +1107,7 @@ TEST(ChromeTraceTest, SaveToAFifoWritesIntoItForItsReader) {
 
 TEST(ChromeTraceTest, SaveToAFifoWhoseReaderLeavesFailsWithoutEndingTheProcess) {
   const TempDir dir;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 100'000'000);
   for (int i = 0; i < 5'000; ++i) builder.event("piped", kBaseNs + 2'000 + i * 2'000, kBaseNs + 3'000 + i * 2'000);
   const fs::path fifo = dir.path() / "pipe.pt.trace.json";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
@@ -1131,7 +1131,7 @@ TEST(ChromeTraceTest, SaveToAFifoWhoseReaderLeavesFailsWithoutEndingTheProcess) 
 }
 
 TEST(ChromeTraceTest, SaveToDevNullWritesIntoTheDeviceWithoutReplacingIt) {
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("discarded", kBaseNs + 2'000, kBaseNs + 3'000);
   const TempDir dir;
   fs::create_symlink("/dev/null", dir.path() / "discard.pt.trace.json");
@@ -1157,7 +1157,7 @@ TEST(ChromeTraceTest, SaveToDevNullWritesIntoTheDeviceWithoutReplacingIt) {
 
 TEST(ChromeTraceTest, SaveToADirectoryIsRefusedNamingIt) {
   const TempDir dir;
-  TraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   try {
     builder.trace().save(dir.path().string());
     ADD_FAILURE() << "save(" << dir.path() << ") did not throw";

@@ -19,7 +19,7 @@
 
 namespace {
 
-namespace json = dlprof::detail::json;
+namespace scan = dlprof::detail::json;
 
 /// Every call a handler gets, as text: "key ph @12".
 struct ScannerCallLog {
@@ -67,7 +67,7 @@ struct ScanOutcome {
 ScanOutcome by_rapidjson(std::string_view text, std::size_t shift, std::size_t stop_after = SIZE_MAX) {
   BlockPlacedText placed(text, shift);
   ScannerCallLog log;
-  const json::JsonParseEnd end = json::run_json_parser<rapidjson::kParseStopWhenDoneFlag>(placed.data(), 0, log, stop_after);
+  const scan::JsonParseEnd end = scan::run_json_parser<rapidjson::kParseStopWhenDoneFlag>(placed.data(), 0, log, stop_after);
   ScanOutcome outcome;
   outcome.read = stop_after == SIZE_MAX ? end.error == rapidjson::kParseErrorNone : end.error == rapidjson::kParseErrorTermination;
   outcome.end = end.offset;
@@ -76,11 +76,11 @@ ScanOutcome by_rapidjson(std::string_view text, std::size_t shift, std::size_t s
   return outcome;
 }
 
-json::ScanEnd by_scanner(std::string_view text, std::size_t shift, ScanOutcome& outcome, std::size_t stop_after = SIZE_MAX) {
+scan::ScanEnd by_scanner(std::string_view text, std::size_t shift, ScanOutcome& outcome, std::size_t stop_after = SIZE_MAX) {
   BlockPlacedText placed(text, shift);
   ScannerCallLog log;
-  const json::ScanResult result = json::scan_json(placed.data(), 0, log, stop_after);
-  outcome.read = result.end != json::ScanEnd::GaveUp;
+  const scan::ScanResult result = scan::scan_json(placed.data(), 0, log, stop_after);
+  outcome.read = result.end != scan::ScanEnd::GaveUp;
   outcome.end = result.offset;
   outcome.calls = std::move(log.calls);
   outcome.bytes = placed.bytes();
@@ -132,7 +132,7 @@ TEST(JsonScannerTest, ReadsWhatRapidJsonReadsIntoTheSameCalls) {
   for (const std::string& text : texts_both_read()) {
     for (std::size_t shift = 0; shift < 16; ++shift) {
       ScanOutcome scanned;
-      EXPECT_EQ(by_scanner(text, shift, scanned), json::ScanEnd::Done) << text << " (shift " << shift << ")";
+      EXPECT_EQ(by_scanner(text, shift, scanned), scan::ScanEnd::Done) << text << " (shift " << shift << ")";
       expect_same_reading(text, shift, scanned);
     }
   }
@@ -149,7 +149,7 @@ TEST(JsonScannerTest, GivesUpOnWhatRapidJsonRefuses) {
     for (std::size_t shift = 0; shift < 16; ++shift) {
       EXPECT_FALSE(by_rapidjson(text, shift).read) << "RapidJSON reads " << text;
       ScanOutcome scanned;
-      EXPECT_EQ(by_scanner(text, shift, scanned), json::ScanEnd::GaveUp) << text << " (shift " << shift << ")";
+      EXPECT_EQ(by_scanner(text, shift, scanned), scan::ScanEnd::GaveUp) << text << " (shift " << shift << ")";
     }
   }
 }
@@ -165,7 +165,7 @@ TEST(JsonScannerTest, GivesUpOnWhatRapidJsonReadsOtherwise) {
   for (const std::string& text : others) {
     for (std::size_t shift = 0; shift < 16; ++shift) {
       ScanOutcome scanned;
-      EXPECT_EQ(by_scanner(text, shift, scanned), json::ScanEnd::GaveUp) << text << " (shift " << shift << ")";
+      EXPECT_EQ(by_scanner(text, shift, scanned), scan::ScanEnd::GaveUp) << text << " (shift " << shift << ")";
     }
   }
   EXPECT_TRUE(by_rapidjson("[Infinity]", 0).read);
@@ -182,7 +182,7 @@ TEST(JsonScannerTest, StopsAfterTheObjectThatClosesWhereItIsTold) {
     ++stops;
     for (std::size_t shift = 0; shift < 16; ++shift) {
       ScanOutcome scanned;
-      ASSERT_EQ(by_scanner(text, shift, scanned, at), json::ScanEnd::Stopped) << "stop at " << at;
+      ASSERT_EQ(by_scanner(text, shift, scanned, at), scan::ScanEnd::Stopped) << "stop at " << at;
       expect_same_reading(text, shift, scanned, at);
       EXPECT_EQ(scanned.calls.back(), "} @" + std::to_string(at));
     }
@@ -215,7 +215,7 @@ TEST(JsonScannerTest, AgreesWithRapidJsonOnEveryMutatedEvent) {
       }
       const std::size_t shift = random() % 16;
       ScanOutcome scanned;
-      if (by_scanner(text, shift, scanned) == json::ScanEnd::GaveUp) continue;
+      if (by_scanner(text, shift, scanned) == scan::ScanEnd::GaveUp) continue;
       ++read;
       expect_same_reading(text, shift, scanned);
       if (::testing::Test::HasFailure()) return;

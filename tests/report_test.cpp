@@ -34,15 +34,14 @@
 namespace {
 
 using dlprof_test::is_valid_utf8;
+using dlprof_test::kMs;
+using dlprof_test::kNcclAllReduce;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Json = nlohmann::json;
 
 constexpr std::string_view kGemm = "void gemm<float, 4>(T&, \"x\")";
-constexpr std::string_view kNccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)";
 const std::string kLongKernel = "void long_kernel<" + std::string(150, 'a') + ">(int, float*)";
-
-constexpr std::int64_t kMs = 1'000'000;
 
 // One rank, two steps (ns; ms below):
 //   step 1 [0, 2]: DataLoader range [0.1, 1.0]; aten::mm [1.0, 1.5] launches (call [1.1, 1.11])
@@ -65,7 +64,7 @@ dlprof_test::AnalysisTraceBuilder one_rank_builder(std::int64_t last_step_end = 
       .call("cudaLaunchKernel", 1'100'000, 1'110'000, 1, 7)
       .kernel(kGemm, 1'200'000, 1'800'000, 1, 7)
       .call("cudaLaunchKernel", 2'100'000, 2'110'000, 2)
-      .kernel(kNccl, 2'200'000, 4 * kMs, 2)
+      .kernel(kNcclAllReduce, 2'200'000, 4 * kMs, 2)
       .call("cudaLaunchKernel", 2'120'000, 2'130'000, 3)
       .kernel(kLongKernel, 4 * kMs, 4'100'000, 3);
   return builder;
