@@ -27,9 +27,10 @@ configure_and_build() {
 
 echo "== main build (-Wall -Wextra -Werror)"
 # Line tables only (-g1): stack traces name files and lines, and compiling takes a quarter less than
-# with full debug information. The benchmarks are built (not run) so that they keep compiling.
+# with full debug information. The tools, examples and benchmarks (built, not run, so that they keep
+# compiling) are compiled at -O2, the test programs at -O1.
 configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
+  -DDLPROF_TEST_OPTIMIZATION=-O1 -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
 ctest --test-dir build/main -j "$jobs" --output-on-failure
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"

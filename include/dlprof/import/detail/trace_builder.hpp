@@ -1253,7 +1253,7 @@ class TraceBuilder {
 
   void add_metadata_event(const RawEvent& event) {
     const RawValue* ts = event.field(EventField::Ts);
-    const std::optional<std::int64_t> time = ts != nullptr ? std::optional(time_of(*ts)) : std::nullopt;
+    const std::int64_t time = ts != nullptr ? time_of(*ts) : 0;
     const std::string_view kind = name_of(event);
     const auto text_arg = [&](Arg arg, std::string_view key) -> std::string_view {
       return arg_value(event, arg, [&](const RawValue& value) {
@@ -1263,7 +1263,7 @@ class TraceBuilder {
              }).value_or(std::string_view{});
     };
     const Id pid = id_of_field(event.field(EventField::Pid), "pid");
-    if (time) see_time(*time, *time);
+    if (ts != nullptr) see_time(time, time);
     if (kind == kineto::name::kProcessName) {
       if (pid.is_number) process_names_[pid.number] = std::string(text_arg(Arg::MetadataName, kineto::arg::kName));
     } else if (kind == kineto::name::kProcessLabels) {
