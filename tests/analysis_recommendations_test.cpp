@@ -1,4 +1,6 @@
-// Each recommendation rule on a hand-built trace that triggers it and on one just short of it.
+// Each recommendation rule on a hand-built trace that triggers it and on one just short of it; the
+// time each finding saves per step, by hand; the floors under which none fires; the ranking; one
+// finding for every rank it holds on.
 #include <dlprof/analysis/recommendations.hpp>
 
 #include <gmock/gmock.h>
@@ -14,8 +16,11 @@ namespace {
 
 using dlprof::analysis::Recommendation;
 using dlprof_test::AnalysisTraceBuilder;
+using dlprof::analysis::Severity;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 std::vector<std::string> ids(const std::vector<Recommendation>& found) {
   std::vector<std::string> out;
@@ -56,13 +61,14 @@ TEST(RecommendationsTest, DataLoaderAtFivePercentIsNotReported) {
 
 // ---- host-to-device copies ---------------------------------------------------------------------
 
+/// One 10 ms step: a 0.6 ms copy through `call` (0.8 ms on the CPU), and a pinned asynchronous one.
 dlprof::Trace copy_trace(std::string_view call, std::uint8_t source_kind) {
   return AnalysisTraceBuilder()
-      .step(1, 0, 100'000)
-      .call(call, 1'000, 9'000, 1)
-      .memcpy(/*HtoD*/ 1, 2'000, 8'000, 1, 4 << 20, 0, 7, source_kind)
-      .call("cudaMemcpyAsync", 10'000, 11'000, 2)
-      .memcpy(/*HtoD*/ 1, 12'000, 20'000, 2, 4 << 20, 0, 7, /*Pinned*/ 2)
+      .step(1, 0, 10'000'000)
+      .call(call, 100'000, 900'000, 1)
+      .memcpy(/*HtoD*/ 1, 200'000, 800'000, 1, 4 << 20, 0, 7, source_kind)
+      .call("cudaMemcpyAsync", 1'000'000, 1'100'000, 2)
+      .memcpy(/*HtoD*/ 1, 1'200'000, 2'000'000, 2, 4 << 20, 0, 7, /*Pinned*/ 2)
       .trace();
 }
 
@@ -77,7 +83,7 @@ TEST(RecommendationsTest, CopiesFromPageableMemoryAskForPinnedBuffers) {
   const Recommendation* synchronous = find(found, "synchronous_copies");
   ASSERT_NE(synchronous, nullptr);
   EXPECT_THAT(synchronous->evidence, HasSubstr("1 of 2 host-to-device copies synchronous"));
-  EXPECT_THAT(synchronous->evidence, HasSubstr("0.008 ms spent in their calls on the CPU (8.0% of the steps' span)"));
+  EXPECT_THAT(synchronous->evidence, HasSubstr("0.800 ms spent in their calls on the CPU (8.0% of the steps' span)"));
 }
 
 TEST(RecommendationsTest, AFewSmallPageableCopiesAreNotReported) {
@@ -331,16 +337,17 @@ TEST(RecommendationsTest, KernelsLongerThanTheirLaunchAreNotLaunchBound) {
 // ---- communication -----------------------------------------------------------------------------------
 
 /// One 1 ms step: an all_reduce whose NCCL kernel runs 200 µs, and a compute kernel placed to
-/// overlap it or not.
-dlprof::Trace communication_trace(std::int64_t compute_start) {
-  return AnalysisTraceBuilder()
-      .step(1, 0, 1'000'000)
+/// overlap it or not; with `backward`, an autograd node after them (a training step).
+dlprof::Trace communication_trace(std::int64_t compute_start, bool backward = false) {
+  AnalysisTraceBuilder builder;
+  builder.step(1, 0, 1'000'000)
       .range("nccl:all_reduce", 10'000, 20'000, dlprof::Category::Communication, 0, 5)
       .call("cudaLaunchKernel", 11'000, 12'000, 1, 5)
       .call("cudaLaunchKernel", 30'000, 31'000, 2)
       .kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 100'000, 300'000, 1, 5, 13)
-      .kernel("volta_sgemm_128x64_nn", compute_start, compute_start + 200'000, 2, 0, 7)
-      .trace();
+      .kernel("volta_sgemm_128x64_nn", compute_start, compute_start + 200'000, 2, 0, 7);
+  if (backward) builder.op("autograd::engine::evaluate_function: MmBackward0", 700'000, 710'000);
+  return builder.trace();
 }
 
 TEST(RecommendationsTest, CommunicationAboveTenPercentAndNotOverlappedIsReported) {
@@ -419,6 +426,142 @@ TEST(RecommendationsTest, FindingsOfSeveralRanksNameTheirRank) {
   const Recommendation* loader = find(found, "dataloader_bound");
   ASSERT_NE(loader, nullptr);
   EXPECT_THAT(loader->text, ::testing::StartsWith("rank 1: 10.0% of the step is DataLoader"));
+}
+
+// ---- the time a finding saves, the floors, the ranking ---------------------------------------------
+
+// Each rule's saving per step, by hand from its trace: all of the time it removes, half of the
+// time it speeds up.
+TEST(RecommendationsTest, EachFindingSavesTheTimeItsRuleRemovesOrHalvesPerStep) {
+  struct Case {
+    dlprof::Trace trace;
+    std::string id;
+    double impact_ns;  // per step
+    double share;      // % of the median step
+  };
+  const std::vector<Case> cases = {
+      // DataLoader 100 µs of each 1 ms step: all of it.
+      {loading_for(100'000), "dataloader_bound", 100'000, 10.0},
+      // A 0.6 ms pageable copy in a 10 ms step: pinned, it takes half as long.
+      {copy_trace("cudaMemcpyAsync", /*Pageable*/ 1), "pageable_copies", 300'000, 3.0},
+      // Its 0.8 ms blocking call: all of it.
+      {copy_trace("cudaMemcpyAsync", /*Pageable*/ 1), "synchronous_copies", 800'000, 8.0},
+      // 100 µs of transposes: all of them, of a step that ends with its last kernel at 1.1 ms.
+      {transposes_for(100'000), "layout_transposes", 100'000, 10.0 / 1.1},
+      // A 390 µs float32 GEMM: Tensor Cores halve it; misaligned, padding halves it.
+      {gemm_trace("volta_sgemm_128x64_nn", 7, "[[32, 64], [64, 128]]"), "fp32_without_tensor_cores", 195'000, 19.5},
+      {gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 100]]"), "gemm_dims_not_multiple_of_8", 195'000, 19.5},
+      // A GPU busy 300 µs of a 1 ms step: its 700 µs idle.
+      {busy_for(300'000), "low_gpu_utilization", 700'000, 70.0},
+      // 40 launch-bound kernels of 2 µs over 236 µs: the 156 µs of gaps between them.
+      {launches_with_kernels_of(2'000), "launch_bound", 156'000, 15.6},
+      // Communication 210 µs of the 1 ms step (TensorBoard's role); 200 µs of NCCL kernel unhidden.
+      {communication_trace(400'000), "communication_heavy", 210'000, 21.0},
+      {communication_trace(400'000), "low_comm_overlap", 200'000, 20.0},
+  };
+  for (const Case& c : cases) {
+    const auto found = dlprof::analysis::recommendations(c.trace);
+    const Recommendation* finding = find(found, c.id);
+    ASSERT_NE(finding, nullptr) << c.id << ": " << ::testing::PrintToString(ids(found));
+    EXPECT_DOUBLE_EQ(finding->impact_ns, c.impact_ns) << c.id;
+    EXPECT_NEAR(finding->share, c.share, 1e-9) << c.id;
+    EXPECT_EQ(finding->severity, c.share >= 10 ? Severity::High : c.share >= 5 ? Severity::Medium : Severity::Low) << c.id;
+    EXPECT_THAT(finding->ranks, ElementsAre(0)) << c.id;
+    EXPECT_FALSE(finding->action.empty()) << c.id;
+  }
+  // Rank 1's steps take 1.3 ms against the median 1.15 ms: balanced, 0.15 ms less per step.
+  const std::vector<dlprof::Trace> ranks = {rank_with_steps(0, 1'000'000), rank_with_steps(1, 1'300'000)};
+  const auto found = dlprof::analysis::recommendations(ranks);
+  const Recommendation* straggler = find(found, "straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_NEAR(straggler->impact_ns, 150'000, 1e-6);
+  EXPECT_NEAR(straggler->share, 100.0 * 150'000 / 1'150'000, 1e-9);
+  EXPECT_EQ(straggler->worst_rank, 1);
+  EXPECT_THAT(straggler->ranks, ElementsAre(1));
+}
+
+TEST(RecommendationsTest, FindingsUnderEitherFloorDoNotFire) {
+  // 22 µs of unhidden communication in a 10 ms inference step: 0.2 %, under 50 µs.
+  const dlprof::Trace inference = AnalysisTraceBuilder()
+                                      .step(1, 0, 10'000'000)
+                                      .call("cudaLaunchKernel", 11'000, 12'000, 1, 5)
+                                      .kernel("ncclKernel_AllReduce_RING_LL_Sum_bf16(ncclWorkElem)", 100'000, 122'000, 1, 5, 13)
+                                      .call("cudaLaunchKernel", 30'000, 31'000, 2)
+                                      .kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 200'000, 9'800'000, 2, 0, 7)
+                                      .trace();
+  EXPECT_THAT(ids(dlprof::analysis::recommendations(inference)), IsEmpty());
+  // 100 µs of transposes, 9 % of kernel time but 1 % of a 10 ms step: over 50 µs, under 2 %.
+  const dlprof::Trace small_share = AnalysisTraceBuilder()
+                                        .step(1, 0, 10'000'000)
+                                        .call("cudaLaunchKernel", 0, 1'000, 1)
+                                        .call("cudaLaunchKernel", 1'000, 2'000, 2)
+                                        .kernel("void cudnn::ops::nchwToNhwcKernel<float>()", 10'000, 110'000, 1)
+                                        .kernel("sm80_xmma_fprop_implicit_gemm_f16f16", 200'000, 1'200'000, 2)
+                                        .trace();
+  EXPECT_EQ(find(dlprof::analysis::recommendations(small_share), "layout_transposes"), nullptr);
+  // 40 µs of DataLoader, 8 % of a 0.5 ms step: over 2 %, under 50 µs.
+  const dlprof::Trace short_step = AnalysisTraceBuilder()
+                                       .step(1, 0, 500'000)
+                                       .range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 40'000,
+                                              dlprof::Category::DataLoader)
+                                       .trace();
+  EXPECT_EQ(find(dlprof::analysis::recommendations(short_step), "dataloader_bound"), nullptr);
+}
+
+TEST(RecommendationsTest, FindingsAreRankedByTheTimeTheySaveWithRisksAfter) {
+  // 1 ms step: DataLoader 100 µs, a kernel of 300 µs (700 µs idle), memory at 95 % of the GPU.
+  dlprof::Trace trace = AnalysisTraceBuilder()
+                            .device(0, "A100", 8)
+                            .step(1, 0, 1'000'000)
+                            .range("enumerate(DataLoader)#MnistLoader.__next__", 0, 100'000, dlprof::Category::DataLoader)
+                            .call("cudaLaunchKernel", 100'000, 101'000, 1)
+                            .kernel("void at::native::vectorized_elementwise_kernel<4>()", 101'000, 401'000, 1)
+                            .trace();
+  trace.devices[0].total_global_mem = std::int64_t{1} << 30;
+  dlprof::MemoryEvent memory;
+  memory.device_type = dlprof::MemoryDeviceType::CUDA;
+  memory.total_allocated = (std::int64_t{1} << 30) / 100 * 95;
+  trace.memory_events.push_back(memory);
+  const auto found = dlprof::analysis::recommendations(trace);
+  EXPECT_THAT(ids(found), ElementsAre("low_gpu_utilization", "dataloader_bound", "memory_near_capacity"));
+  EXPECT_EQ(found.back().severity, Severity::Risk);
+  EXPECT_EQ(found.back().impact_ns, 0.0);
+}
+
+TEST(RecommendationsTest, ARuleFoundOnSeveralRanksIsOneFindingToldByTheWorstRank) {
+  std::vector<dlprof::Trace> ranks;
+  for (const auto& [rank, loader_ns] : std::vector<std::pair<int, std::int64_t>>{
+           {0, 100'000}, {1, 100'000}, {2, 300'000}, {3, 200'000}, {4, 10'000}, {5, 150'000}}) {
+    ranks.push_back(loading_for(loader_ns));
+    ranks.back().distributed.rank = rank;
+    ranks.back().distributed.world_size = 6;
+  }
+  const auto found = dlprof::analysis::recommendations(ranks);
+  EXPECT_EQ(std::count_if(found.begin(), found.end(), [](const Recommendation& r) { return r.id == "dataloader_bound"; }), 1);
+  const Recommendation* loader = find(found, "dataloader_bound");
+  ASSERT_NE(loader, nullptr);
+  EXPECT_THAT(loader->ranks, ElementsAre(0, 1, 2, 3, 5));  // rank 4 loads 1 % of its step
+  EXPECT_EQ(loader->worst_rank, 2);
+  EXPECT_DOUBLE_EQ(loader->impact_ns, 300'000);
+  EXPECT_THAT(loader->text, ::testing::StartsWith("ranks 0-3, 5 (worst: rank 2): 30.0% of the step is DataLoader"));
+  EXPECT_THAT(loader->evidence, ::testing::StartsWith("rank 2: DataLoader 0.300 ms"));
+  EXPECT_EQ(dlprof::analysis::detail::rank_list({0, 1, 3, 4, 5, 7}), "0, 1, 3-5, 7");
+}
+
+TEST(RecommendationsTest, CommunicationAdviceSpeaksOfGradientsOnlyWithABackwardPass) {
+  const auto inference = dlprof::analysis::recommendations(communication_trace(400'000));
+  for (const std::string id : {"communication_heavy", "low_comm_overlap"}) {
+    const Recommendation* finding = find(inference, id);
+    ASSERT_NE(finding, nullptr) << id;
+    EXPECT_THAT(finding->text, HasSubstr("with no backward pass")) << id;
+    EXPECT_THAT(finding->text, Not(HasSubstr("DDP"))) << id;
+    EXPECT_THAT(finding->text, Not(HasSubstr("gradient"))) << id;
+  }
+  const auto found = dlprof::analysis::recommendations(communication_trace(400'000, /*backward=*/true));
+  ASSERT_NE(find(found, "communication_heavy"), nullptr);
+  EXPECT_THAT(find(found, "communication_heavy")->text, HasSubstr("DDP buckets"));
+  ASSERT_NE(find(found, "low_comm_overlap"), nullptr);
+  EXPECT_THAT(find(found, "low_comm_overlap")->text, HasSubstr("backward pass still runs"));
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -43,6 +42,8 @@
 
 namespace {
 
+using dlprof_test::file_names;
+using dlprof_test::os_tid;
 using dlprof_test::read_file;
 using dlprof_test::is_valid_utf8;
 using dlprof_test::read_gzip;
@@ -58,8 +59,6 @@ using ::testing::Not;
 // Kineto's base for 2024-05-23 (TRACE_FORMAT.md §2.1 example): 1716423322 s floored to a
 // multiple of 7,889,238 s.
 constexpr std::int64_t kBaseNs = 1'711'964'646'000'000'000;
-
-std::int64_t os_tid() { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
 
 // A Trace built by hand with known nanosecond times, laid out as the collector lays it out.
 class WindowTraceBuilder {
@@ -1043,13 +1042,6 @@ std::string read_fifo(const fs::path& path, std::chrono::milliseconds limit) {
 }
 
 bool is_link(const fs::path& path) { return fs::is_symlink(fs::symlink_status(path)); }
-
-std::vector<std::string> file_names(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 TEST(ChromeTraceTest, SaveThroughASymlinkReplacesItsTargetAndKeepsTheLink) {
   const TempDir dir;

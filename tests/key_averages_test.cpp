@@ -20,15 +20,15 @@ using ::testing::Not;
 
 // Builds a Trace by hand. Events must be added in the order the collector produces: grouped by
 // thread, sorted by start, enclosing ranges before the ranges they enclose.
-class TraceBuilder {
+class OpTraceBuilder {
  public:
-  explicit TraceBuilder(std::int64_t window_ns = 1000) {
+  explicit OpTraceBuilder(std::int64_t window_ns = 1000) {
     trace_.window_start_ns = 0;
     trace_.window_end_ns = window_ns;
     trace_.threads = {dlprof::ThreadInfo{100, "main"}, dlprof::ThreadInfo{101, "worker"}};
   }
 
-  TraceBuilder& range(std::uint32_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+  OpTraceBuilder& range(std::uint32_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
                       dlprof::Category category = dlprof::Category::User,
                       dlprof::EventKind kind = dlprof::EventKind::Range) {
     dlprof::TraceEvent event;
@@ -42,12 +42,12 @@ class TraceBuilder {
     return *this;
   }
 
-  TraceBuilder& instant(std::uint32_t thread, std::string_view name, std::int64_t at_ns, dlprof::EventKind kind) {
+  OpTraceBuilder& instant(std::uint32_t thread, std::string_view name, std::int64_t at_ns, dlprof::EventKind kind) {
     return range(thread, name, at_ns, at_ns, dlprof::Category::User, kind);
   }
 
   /// The range just added gets `external_id`; GPU work of `duration_ns` links to it.
-  TraceBuilder& launched(std::uint64_t external_id, std::int64_t duration_ns,
+  OpTraceBuilder& launched(std::uint64_t external_id, std::int64_t duration_ns,
                          dlprof::GpuEventKind kind = dlprof::GpuEventKind::Kernel) {
     trace_.events.back().external_id = external_id;
     dlprof::GpuEvent work;
@@ -60,7 +60,7 @@ class TraceBuilder {
     return *this;
   }
 
-  TraceBuilder& dropped(std::uint64_t count) {
+  OpTraceBuilder& dropped(std::uint64_t count) {
     trace_.dropped_events = count;
     return *this;
   }
@@ -87,7 +87,7 @@ std::vector<std::string> row_names(const dlprof::KeyAverages& averages) {
 // outer > inner > leaf on thread 0, and a separate outer > leaf on thread 1 that starts at 0, inside
 // the span of thread 0's outer ranges, so that forgetting the thread boundary changes self times.
 dlprof::Trace nested_two_thread_trace() {
-  return TraceBuilder(1000)
+  return OpTraceBuilder(1000)
       .range(0, "outer", 0, 100, dlprof::Category::Forward)
       .range(0, "inner", 10, 40)
       .range(0, "leaf", 15, 25)
@@ -137,14 +137,14 @@ TEST(KeyAveragesTest, ComputesExactStatisticsForNestedRangesOnTwoThreads) {
 
 TEST(KeyAveragesTest, SiblingsThatTouchAreNotNested) {
   // b starts exactly when a ends: a sibling, so a's self time is its whole duration.
-  const dlprof::KeyAverages averages(TraceBuilder().range(0, "a", 0, 10).range(0, "b", 10, 30).trace());
+  const dlprof::KeyAverages averages(OpTraceBuilder().range(0, "a", 0, 10).range(0, "b", 10, 30).trace());
   ASSERT_NE(averages.find("a"), nullptr);
   EXPECT_EQ(averages.find("a")->self_ns, 10);
   EXPECT_EQ(averages.find("b")->self_ns, 20);
 }
 
 TEST(KeyAveragesTest, CountsProfilerStepsButNotInstantsOrCounters) {
-  const dlprof::KeyAverages averages(TraceBuilder()
+  const dlprof::KeyAverages averages(OpTraceBuilder()
                                          .range(0, "ProfilerStep#7", 0, 100, dlprof::Category::Step,
                                                 dlprof::EventKind::Step)
                                          .range(0, "work", 10, 40)
@@ -169,7 +169,7 @@ TEST(KeyAveragesTest, DefaultsToTotalTimeOrder) {
 //   c     2      20, 50       70     70   35   50
 //   d     3      10, 20, 45   75     75   25   45
 dlprof::Trace sortable_trace() {
-  return TraceBuilder(2000)
+  return OpTraceBuilder(2000)
       .range(0, "a", 0, 100)
       .range(0, "c", 10, 30)
       .range(0, "c", 40, 90)
@@ -194,7 +194,7 @@ TEST(KeyAveragesTest, SortsByEachKey) {
 }
 
 TEST(KeyAveragesTest, TableHasHeaderEveryNameAndShareOfWindow) {
-  const dlprof::KeyAverages averages(TraceBuilder(1000).range(0, "outer", 0, 250).range(0, "inner", 10, 60).dropped(7).trace());
+  const dlprof::KeyAverages averages(OpTraceBuilder(1000).range(0, "outer", 0, 250).range(0, "inner", 10, 60).dropped(7).trace());
   const std::string table = averages.table();
   for (const char* column : {"Name", "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window"})
     EXPECT_THAT(table, HasSubstr(column));
@@ -222,7 +222,7 @@ TEST(KeyAveragesTest, RowLimitShowsOnlyTheFirstRowsAndSaysHowMany) {
 
 TEST(KeyAveragesTest, TableShortensVeryLongNames) {
   const std::string long_name(80, 'x');
-  const std::string table = dlprof::KeyAverages(TraceBuilder().range(0, long_name, 0, 10).trace()).table();
+  const std::string table = dlprof::KeyAverages(OpTraceBuilder().range(0, long_name, 0, 10).trace()).table();
   EXPECT_THAT(table, HasSubstr(std::string(57, 'x') + "..."));
   EXPECT_THAT(table, Not(HasSubstr(std::string(58, 'x'))));
 }
@@ -230,7 +230,7 @@ TEST(KeyAveragesTest, TableShortensVeryLongNames) {
 TEST(KeyAveragesTest, TableShowsControlCharactersInNamesAsEscapes) {
   // A name that would set the terminal's title and clear its screen, with a newline and a tab.
   const std::string table =
-      dlprof::KeyAverages(TraceBuilder().range(0, "evil\x1b]0;t\x07\x1b[2J\nnext\tcol", 0, 10).trace()).table();
+      dlprof::KeyAverages(OpTraceBuilder().range(0, "evil\x1b]0;t\x07\x1b[2J\nnext\tcol", 0, 10).trace()).table();
   EXPECT_THAT(table, HasSubstr(R"(evil\x1b]0;t\x07\x1b[2J\nnext\tcol)"));
   EXPECT_EQ(table.find('\x1b'), std::string::npos);
   EXPECT_EQ(table.find('\t'), std::string::npos);
@@ -239,7 +239,7 @@ TEST(KeyAveragesTest, TableShowsControlCharactersInNamesAsEscapes) {
   // Cut to the column, never inside a character.
   std::string wide;
   for (int i = 0; i < 40; ++i) wide += "\xce\xb1";
-  const std::string cut = dlprof::KeyAverages(TraceBuilder().range(0, wide, 0, 10).trace()).table();
+  const std::string cut = dlprof::KeyAverages(OpTraceBuilder().range(0, wide, 0, 10).trace()).table();
   EXPECT_THAT(cut, HasSubstr(wide.substr(0, 56) + "..."));
 }
 
@@ -261,7 +261,7 @@ TEST(KeyAveragesTest, FormatDurationPicksAReadableUnit) {
 }
 
 TEST(KeyAveragesTest, GpuTimeIsTheWorkEachRangeLaunchedDirectly) {
-  TraceBuilder builder;
+  OpTraceBuilder builder;
   builder.range(0, "train_step", 0, 900)
       .launched(1, 30)
       .range(0, "forward", 100, 400)
@@ -291,7 +291,7 @@ TEST(KeyAveragesTest, GpuTimeIsTheWorkEachRangeLaunchedDirectly) {
 TEST(KeyAveragesTest, GpuTotalAddsTheWorkOfNestedRangesAtAnyDepth) {
   // step > forward > aten::linear > aten::addmm, and backward, on thread 0; a range on thread 1
   // overlapping them in time is no child of theirs.
-  TraceBuilder builder(2000);
+  OpTraceBuilder builder(2000);
   builder.range(0, "step", 0, 1000)
       .launched(1, 10)
       .range(0, "forward", 100, 500)
@@ -318,7 +318,7 @@ TEST(KeyAveragesTest, GpuTotalAddsTheWorkOfNestedRangesAtAnyDepth) {
 }
 
 TEST(KeyAveragesTest, CpuOnlyTraceHasNoGpuColumn) {
-  TraceBuilder builder;
+  OpTraceBuilder builder;
   builder.range(0, "train_step", 0, 900);
   const std::string table = dlprof::KeyAverages(builder.trace()).table();
   EXPECT_THAT(table, Not(HasSubstr("GPU")));

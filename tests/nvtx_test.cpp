@@ -1,5 +1,6 @@
-// Ranges reach an NVTX tool the way they reach Nsight Systems: this binary runs with
-// NVTX_INJECTION64_PATH pointing at tests/nvtx_tool (a recording tool) and reads back its log.
+// Ranges reach an NVTX tool the way they reach Nsight Systems: these tests run (CTest
+// nvtx_ranges_reach_an_injected_tool) with NVTX_INJECTION64_PATH pointing at tests/nvtx_tool (a
+// recording tool) and read back its log.
 #include <dlprof/profiler.hpp>
 
 #include <gmock/gmock.h>

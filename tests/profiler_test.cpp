@@ -7,7 +7,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -29,6 +28,8 @@
 
 namespace {
 
+using dlprof_test::file_names;
+using dlprof_test::os_tid;
 using dlprof_test::read_file;
 using dlprof_test::read_gzip;
 using dlprof_test::TempDir;
@@ -43,8 +44,6 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-std::int64_t os_tid() { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
-
 // ProfilerStep#N names of a trace, in trace order.
 std::vector<std::string> step_names(const dlprof::Trace& trace) {
   std::vector<std::string> names;
@@ -58,12 +57,6 @@ std::multiset<std::string> range_names(const dlprof::Trace& trace) {
   std::multiset<std::string> names;
   for (const dlprof::TraceEvent& event : trace.events)
     if (event.kind == dlprof::EventKind::Range) names.emplace(trace.name_of(event));
-  return names;
-}
-
-std::vector<std::string> file_names(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
   return names;
 }
 

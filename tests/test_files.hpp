@@ -1,10 +1,12 @@
-// Files for tests: a scratch directory per test, readers for plain and gzip files, a strict
-// UTF-8 check of what the writers wrote, a hostile name, and Python run on a written file.
+// Files for tests: a scratch directory per test, readers for plain and gzip files, a directory's
+// file names, the calling thread's OS id, a strict UTF-8 check of what the writers wrote, a hostile name, and Python run on a written file.
 #pragma once
 
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +57,17 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// The names of the files in `dir`, sorted.
+inline std::vector<std::string> file_names(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// The calling thread's id as the kernel gives it (and the traces' "tid").
+inline std::int64_t os_tid() { return static_cast<std::int64_t>(::syscall(SYS_gettid)); }
 
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

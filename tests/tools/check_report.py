@@ -69,9 +69,31 @@ def check_json(path, ranks, stragglers, hta_compat):
             fail(f"rank {rank['rank']}: no step_breakdown")
         if "gpu_utilization" not in rank:
             fail(f"rank {rank['rank']}: no gpu_utilization")
-    for advice in report["recommendations"]:
-        if set(advice) != {"id", "text", "evidence"} or not all(isinstance(v, str) and v for v in advice.values()):
+    findings = report["recommendations"]
+    for advice in findings:
+        if set(advice) != {"id", "text", "evidence", "action", "impact_us", "share_pct", "severity", "ranks", "worst_rank"}:
             fail(f"recommendation {advice}")
+        if not all(isinstance(advice[key], str) and advice[key] for key in ("id", "text", "evidence", "action")):
+            fail(f"recommendation {advice}: an empty text")
+        if advice["severity"] not in ("high", "medium", "low", "risk", "note"):
+            fail(f"recommendation {advice}: severity")
+        if not advice["ranks"] or advice["worst_rank"] not in advice["ranks"] or advice["ranks"] != sorted(set(advice["ranks"])):
+            fail(f"recommendation {advice}: ranks")
+        saves_time = advice["severity"] not in ("risk", "note")
+        if saves_time and (advice["impact_us"] < 50 or advice["share_pct"] < 2):
+            fail(f"recommendation {advice}: under the floors (50 us and 2 % of the median step)")
+    timed = [a for a in findings if a["severity"] not in ("risk", "note")]
+    if findings[:len(timed)] != timed or [a["impact_us"] for a in timed] != sorted((a["impact_us"] for a in timed), reverse=True):
+        fail("recommendations not ranked by the time they save, risks and notes last")
+    if len({a["id"] for a in findings}) != len(findings):
+        fail("a rule given more than once: the ranks of a finding are grouped")
+    verdict = report["verdict"]
+    if verdict["bound"] not in ("gpu_compute", "communication_wait", "memory_copies", "input", "host", "no_steps"):
+        fail(f"verdict {verdict}")
+    if verdict["bound"] != "no_steps" and not (0 < verdict["bound_pct"] <= 100 and verdict["median_step_us"] > 0):
+        fail(f"verdict {verdict}")
+    if [a["id"] for a in verdict["top_actions"]] != [a["id"] for a in timed[:3]]:
+        fail(f"verdict's top actions {verdict['top_actions']} are not the first three findings that save time")
     comparison = report["rank_comparison"]
     if stragglers and (comparison is None or not comparison["stragglers"]):
         fail("no stragglers table")

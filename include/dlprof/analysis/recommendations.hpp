@@ -40,6 +40,15 @@
 //
 // Thresholds follow TensorBoard's profiler plugin where it has the rule (DataLoader 5 %, GPU
 // utilization 50 %, communication 10 %, memory 90 %, AMP on compute capability >= 7).
+//
+// Each finding estimates the time a step saves once it is fixed (impact_ns), per step and from
+// the trace's own numbers: all of the time in the role or kernels it removes (DataLoader, blocking
+// copy calls, transposes, launch gaps, exposed or unhidden communication, idle GPU time, a
+// straggler's excess), half of the time it speeds up (pinned over pageable copies, Tensor Cores
+// over float32, aligned over misaligned GEMMs). A finding fires only when it saves at least
+// kMinSharePercent of the median step and kMinImpactNs; findings are ranked by what they save.
+// A risk (memory near capacity) or a note (what to profile instead) saves no time: each comes
+// after the findings that do, whatever its size.
 #pragma once
 
 #include <algorithm>
@@ -70,11 +79,39 @@
 DLPROF_BEGIN_NAMESPACE
 namespace analysis {
 
-/// One finding: what is wrong, the numbers that show it, and what to change.
+/// How a finding ranks: by the share of the step it saves (high >= 10 %, medium >= 5 %, low
+/// below), or, saving no time, as a risk or a note after those that do.
+enum class Severity : std::uint8_t { High, Medium, Low, Risk, Note };
+
+constexpr std::string_view to_string(Severity severity) noexcept {
+  switch (severity) {
+    case Severity::High: return "high";
+    case Severity::Medium: return "medium";
+    case Severity::Low: return "low";
+    case Severity::Risk: return "risk";
+    case Severity::Note: return "note";
+  }
+  return "low";
+}
+
+/// The floors a finding that saves time must pass: a share of the median step and an absolute
+/// time per step, so that neither a long step's crumbs nor a short step's microseconds fire.
+inline constexpr double kMinSharePercent = 2.0;
+inline constexpr double kMinImpactNs = 50'000;
+
+/// One finding: what is wrong, the numbers that show it, what to change, and what it saves.
 struct Recommendation {
   std::string id;        ///< stable, one per rule (see the table above)
   std::string text;      ///< the problem and the fix, in a sentence or two
   std::string evidence;  ///< the measurements it rests on
+  std::string action;    ///< the fix in a few words
+  double impact_ns = 0;  ///< estimated time a step saves once fixed (the worst rank's); 0 for a risk or note
+  double share = 0;      ///< impact_ns in % of the median step
+  Severity severity = Severity::Low;
+  std::vector<std::int64_t> ranks;  ///< the ranks it holds on, ascending
+  std::int64_t worst_rank = 0;      ///< the rank it saves the most on
+
+  bool saves_time() const noexcept { return severity != Severity::Risk && severity != Severity::Note; }
 };
 
 namespace detail {
@@ -202,11 +239,69 @@ inline bool has_amd_matrix_cores(std::string_view name) noexcept {
   return false;
 }
 
-inline std::int64_t median(std::vector<std::int64_t> values) {
+/// The median; of an even count, the mean of the two middle values.
+inline double median(std::vector<std::int64_t> values) {
   if (values.empty()) return 0;
   const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
   std::nth_element(values.begin(), middle, values.end());
-  return *middle;
+  if (values.size() % 2 != 0) return static_cast<double>(*middle);
+  return (static_cast<double>(*middle) + static_cast<double>(*std::max_element(values.begin(), middle))) / 2;
+}
+
+inline Severity severity_of_share(double share) noexcept {
+  return share >= 10.0 ? Severity::High : share >= 5.0 ? Severity::Medium : Severity::Low;
+}
+
+/// A finding that saves `impact_ns` per step, on steps of `median_step_ns`.
+inline Recommendation time_finding(std::string id, std::string text, std::string evidence, std::string action,
+                                   double impact_ns, double median_step_ns) {
+  Recommendation finding;
+  finding.id = std::move(id);
+  finding.text = std::move(text);
+  finding.evidence = std::move(evidence);
+  finding.action = std::move(action);
+  finding.impact_ns = impact_ns;
+  finding.share = percent(impact_ns, median_step_ns);
+  finding.severity = severity_of_share(finding.share);
+  return finding;
+}
+
+/// A finding that saves no time: a risk, or a note on what to profile instead.
+inline Recommendation advisory_finding(std::string id, std::string text, std::string evidence, std::string action,
+                                       Severity severity) {
+  Recommendation finding = time_finding(std::move(id), std::move(text), std::move(evidence), std::move(action), 0, 0);
+  finding.severity = severity;
+  return finding;
+}
+
+/// Whether a trace's ops or ranges include a backward pass (autograd's "...Backward0" nodes,
+/// aten's "..._backward" ops, a user's "backward" range): without one it is inference, and no
+/// advice speaks of gradients.
+inline bool has_backward_pass(const Trace& trace) {
+  std::vector<std::int8_t> backward_by_name(trace.names.size(), -1);
+  for (const TraceEvent& event : trace.events) {
+    if (event.kind != EventKind::Op && event.kind != EventKind::Range) continue;
+    std::int8_t& known = backward_by_name[event.name];
+    if (known < 0) known = contains_ignoring_case(trace.names[event.name], "backward") ? 1 : 0;
+    if (known == 1) return true;
+  }
+  return false;
+}
+
+/// Drops the findings under the floors and ranks the rest: time findings by the time they save,
+/// then risks, then notes, each in the order found.
+inline void rank_findings(std::vector<Recommendation>& findings) {
+  findings.erase(std::remove_if(findings.begin(), findings.end(),
+                                [](const Recommendation& finding) {
+                                  return finding.saves_time() &&
+                                         (finding.share < kMinSharePercent || finding.impact_ns < kMinImpactNs);
+                                }),
+                 findings.end());
+  std::stable_sort(findings.begin(), findings.end(), [](const Recommendation& a, const Recommendation& b) {
+    if (a.saves_time() != b.saves_time()) return a.saves_time();
+    if (!a.saves_time()) return a.severity < b.severity;
+    return a.impact_ns > b.impact_ns;
+  });
 }
 
 /// Everything the per-trace rules read, computed once.
@@ -218,6 +313,9 @@ struct RuleInputs {
   MatrixUnits units = MatrixUnits::TensorCores;
   std::int64_t kernel_ns = 0;  ///< summed kernel durations
   std::int64_t span_ns = 0;    ///< the steps' span (first start to last end)
+  double steps_count = 1;      ///< the steps the window totals are divided by (1 without steps)
+  double median_step_ns = 0;   ///< the findings' shares are of this
+  bool has_backward = false;
   /// (correlation, index into trace.api_events) of every call with one, by correlation: a sorted
   /// array, not a hash map, as a trace's hundreds of thousands of calls miss the cache in one.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> calls_by_correlation;
@@ -227,6 +325,11 @@ struct RuleInputs {
     for (const GpuEvent& work : t.gpu_events)
       if (work.kind == GpuEventKind::Kernel) kernel_ns += work.duration_ns();
     if (!steps.steps.empty()) span_ns = steps.steps.back().end_ns - steps.steps.front().start_ns;
+    steps_count = static_cast<double>(std::max<std::size_t>(steps.steps.size(), 1));
+    std::vector<std::int64_t> durations;
+    for (const StepTime& step : steps.steps) durations.push_back(step.duration_ns());
+    median_step_ns = durations.empty() ? static_cast<double>(t.window_ns()) : median(durations);
+    has_backward = has_backward_pass(t);
     calls_by_correlation.reserve(t.api_events.size());
     for (std::size_t i = 0; i < t.api_events.size(); ++i)
       if (t.api_events[i].correlation != 0)
@@ -237,6 +340,14 @@ struct RuleInputs {
   }
 
   /// The API call that issued the GPU work of `correlation`; null for none (or 0).
+  /// A window total as time per step.
+  double per_step(double window_ns) const noexcept { return window_ns / steps_count; }
+
+  Recommendation finding(std::string id, std::string text, std::string evidence, std::string action,
+                         double impact_ns) const {
+    return time_finding(std::move(id), std::move(text), std::move(evidence), std::move(action), impact_ns, median_step_ns);
+  }
+
   const ApiEvent* call_of(std::uint32_t correlation) const noexcept {
     if (correlation == 0) return nullptr;
     const auto found = std::lower_bound(calls_by_correlation.begin(), calls_by_correlation.end(), correlation,
@@ -251,14 +362,15 @@ inline void dataloader_bound(const RuleInputs& in, std::vector<Recommendation>& 
   const double loading = average[static_cast<std::size_t>(StepRole::DataLoader)];
   const double share = percent(loading, step);
   if (share <= 5.0) return;
-  out.push_back({"dataloader_bound",
+  out.push_back(in.finding("dataloader_bound",
                  fmt::format("{:.1f}% of the step is DataLoader: load batches in parallel with training. Raise the "
                              "number of loader workers (torch::data::DataLoaderOptions().workers(n); num_workers in "
                              "Python), keep them alive across epochs (persistent_workers) and let them prefetch "
                              "batches ahead (DataLoaderOptions().max_jobs; prefetch_factor).",
                              share),
                  fmt::format("DataLoader {} of the average step {} ({:.1f}%), over {} steps", format_ms(loading),
-                             format_ms(step), share, in.steps.steps.size())});
+                             format_ms(step), share, in.steps.steps.size()),
+                 "more loader workers, kept alive, prefetching", loading));
 }
 
 inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendation>& out) {
@@ -284,7 +396,7 @@ inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendati
   }
   const double pageable_share = percent(static_cast<double>(pageable_bytes), static_cast<double>(bytes));
   if (pageable > 0 && pageable_share >= 10.0)
-    out.push_back({"pageable_copies",
+    out.push_back(in.finding("pageable_copies",
                    fmt::format("{:.0f}% of host-to-device bytes come from pageable memory: the driver stages them "
                                "through a pinned buffer, so they are slow and block the CPU. Pin the host buffers "
                                "(torch: DataLoaderOptions with pinned batches or tensor.pin_memory(); CUDA: "
@@ -292,17 +404,20 @@ inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendati
                                pageable_share),
                    fmt::format("{} of {} host-to-device copies from pageable memory, {} of {}, {} on the GPU", pageable,
                                copies, format_bytes(static_cast<double>(pageable_bytes)),
-                               format_bytes(static_cast<double>(bytes)), format_ms(static_cast<double>(pageable_ns)))});
+                               format_bytes(static_cast<double>(bytes)), format_ms(static_cast<double>(pageable_ns))),
+                   "pin the host buffers of host-to-device copies",
+                   in.per_step(static_cast<double>(pageable_ns)) / 2));  // pinned copies run about twice as fast
   const std::int64_t span = in.span_ns > 0 ? in.span_ns : in.trace.window_ns();
   if (synchronous > 0 && percent(static_cast<double>(blocked_ns), static_cast<double>(span)) >= 1.0)
-    out.push_back({"synchronous_copies",
+    out.push_back(in.finding("synchronous_copies",
                    "Host-to-device copies block the CPU before compute can be queued: copy asynchronously from pinned "
                    "memory (tensor.to(device, /*non_blocking=*/true) on a pinned tensor; cudaMemcpyAsync on a "
                    "stream) so the copy of the next batch overlaps the current step.",
                    fmt::format("{} of {} host-to-device copies synchronous (blocking call or pageable source), {} "
                                "spent in their calls on the CPU ({:.1f}% of the steps' span)",
                                synchronous, copies, format_ms(static_cast<double>(blocked_ns)),
-                               percent(static_cast<double>(blocked_ns), static_cast<double>(span)))});
+                               percent(static_cast<double>(blocked_ns), static_cast<double>(span))),
+                   "copy asynchronously (non_blocking) from pinned memory", in.per_step(static_cast<double>(blocked_ns))));
 }
 
 inline void layout_transposes(const RuleInputs& in, std::vector<Recommendation>& out) {
@@ -322,13 +437,14 @@ inline void layout_transposes(const RuleInputs& in, std::vector<Recommendation>&
   }
   const double share = percent(static_cast<double>(ns), static_cast<double>(in.kernel_ns));
   if (count == 0 || share <= 2.0) return;
-  out.push_back({"layout_transposes",
+  out.push_back(in.finding("layout_transposes",
                  fmt::format("{:.1f}% of kernel time converts tensors between NCHW and NHWC around convolutions: keep "
                              "the model and its inputs in channels_last (model->to(torch::MemoryFormat::ChannelsLast), "
                              "input.contiguous(torch::MemoryFormat::ChannelsLast)) so cuDNN needs no transposes.",
                              share),
                  fmt::format("{} transpose kernels ({}), {} of {} kernel time", count, example,
-                             format_ms(static_cast<double>(ns)), format_ms(static_cast<double>(in.kernel_ns)))});
+                             format_ms(static_cast<double>(ns)), format_ms(static_cast<double>(in.kernel_ns))),
+                 "keep the model and inputs in channels_last", in.per_step(static_cast<double>(ns))));
 }
 
 inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& out) {
@@ -355,7 +471,7 @@ inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& o
   }
   const std::string_view units = to_string(in.units);
   if (!any_tensor_core && eligible_ns > 0 && (amd ? !with_matrix_cores.empty() : compute_major >= 7))
-    out.push_back({"fp32_without_tensor_cores",
+    out.push_back(in.finding("fp32_without_tensor_cores",
                    fmt::format("Matrix products and convolutions run in float32 and no kernel uses {}, which this GPU "
                                "({}) has: enable automatic mixed precision (torch::autocast / torch.autocast with "
                                "float16 or bfloat16){}.",
@@ -364,16 +480,19 @@ inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& o
                    fmt::format("{} of float32 GEMM/conv kernels ({:.1f}% of kernel time), 0 {} kernels",
                                format_ms(static_cast<double>(eligible_ns)),
                                percent(static_cast<double>(eligible_ns), static_cast<double>(in.kernel_ns)),
-                               amd ? "matrix-core" : "Tensor Core")});
+                               amd ? "matrix-core" : "Tensor Core"),
+                   amd ? "enable automatic mixed precision" : "enable automatic mixed precision or TF32",
+                   in.per_step(static_cast<double>(eligible_ns)) / 2));  // Tensor Cores run them at least twice as fast
   const double misaligned_share = percent(static_cast<double>(misaligned_ns), static_cast<double>(gemm_ns));
   if (misaligned_ns > 0 && misaligned_share > 10.0)
-    out.push_back({"gemm_dims_not_multiple_of_8",
+    out.push_back(in.finding("gemm_dims_not_multiple_of_8",
                    fmt::format("{:.0f}% of matrix-product kernel time is in products whose sizes are not multiples "
                                "of 8, which {} need in half precision: pad batch, hidden and vocabulary sizes to "
                                "multiples of 8 (64 is better still).",
                                misaligned_share, units),
                    fmt::format("{} of {} GEMM kernel time; e.g. {}", format_ms(static_cast<double>(misaligned_ns)),
-                               format_ms(static_cast<double>(gemm_ns)), misaligned_example)});
+                               format_ms(static_cast<double>(gemm_ns)), misaligned_example),
+                   "pad matrix sizes to multiples of 8", in.per_step(static_cast<double>(misaligned_ns)) / 2));
 }
 
 /// The stretches a thread spent capturing a CUDA or HIP graph, from its BeginCapture call to its
@@ -428,10 +547,12 @@ inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& o
   const std::int64_t capture_ns = total_length(capturing);
   const double capture_share = percent(static_cast<double>(capture_ns), static_cast<double>(span_ns));
   std::vector<std::string> low_outside, low_overall;
+  double idle_ns = 0;  // the idlest low device's idle time outside capture, over the window
   for (const DeviceMetrics* device : low) {
     low_overall.push_back(fmt::format("GPU {} busy {:.1f}% of the steps' span", device->device, 100.0 * device->utilization));
     if (capture_ns == 0) {
       low_outside.push_back(low_overall.back());
+      idle_ns = std::max(idle_ns, (1.0 - device->utilization) * static_cast<double>(span_ns));
       continue;
     }
     std::vector<Interval> busy;
@@ -440,26 +561,30 @@ inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& o
     merge(busy);
     const std::int64_t outside_ns = span_ns - capture_ns;
     const double busy_outside = percent(static_cast<double>(intersection_length(busy, not_capturing)), static_cast<double>(outside_ns));
-    if (capture_share < 50.0 && busy_outside < 50.0)
+    if (capture_share < 50.0 && busy_outside < 50.0) {
       low_outside.push_back(fmt::format("GPU {} busy {:.1f}% of the steps' span outside graph capture", device->device, busy_outside));
+      idle_ns = std::max(idle_ns, (1.0 - busy_outside / 100.0) * static_cast<double>(outside_ns));
+    }
   }
   const std::string graphs = in.units == MatrixUnits::MatrixCores ? "HIP" : "CUDA";
   if (!low_outside.empty()) {
-    out.push_back({"low_gpu_utilization",
+    out.push_back(in.finding("low_gpu_utilization",
                    "The GPU is idle more than half of the step: give it more work per launch (a larger batch) and "
                    "make sure the input pipeline and the host code keep up (see the other findings). Note that a "
                    "larger batch can change convergence.",
-                   fmt::format("{}", fmt::join(low_outside, "; "))});
+                   fmt::format("{}", fmt::join(low_outside, "; ")), "keep the GPU fed: more work per launch",
+                   in.per_step(idle_ns)));
     return;
   }
-  out.push_back({"graph_capture_phase",
+  out.push_back(advisory_finding("graph_capture_phase",
                  fmt::format("{:.1f}% of the steps' span is {} graph capture, during which the kernels launched are "
                              "recorded into a graph, not run: the GPU is idle because the graph is being built, not "
                              "for want of work, and a larger batch would not change that. Profile the steps that "
                              "replay the graph, after warm-up, to see how busy the GPU is.",
                              capture_share, graphs),
                  fmt::format("{}; {} stream capture{} over {} ({:.1f}% of the steps' span)", fmt::join(low_overall, "; "),
-                             captures, captures == 1 ? "" : "s", format_ms(static_cast<double>(capture_ns)), capture_share)});
+                             captures, captures == 1 ? "" : "s", format_ms(static_cast<double>(capture_ns)), capture_share),
+                 "profile the steps that replay the graph", Severity::Note));
 }
 
 /// Runs of consecutive kernels on one stream, each shorter than the call that launched it: the
@@ -470,7 +595,7 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
   for (const GpuEvent& work : in.trace.gpu_events)
     if (work.kind == GpuEventKind::Kernel) streams[{work.device, work.stream}].push_back(&work);
   std::size_t runs = 0, kernels_in_runs = 0;
-  std::int64_t run_span_ns = 0;
+  std::int64_t run_span_ns = 0, run_kernel_ns = 0;
   std::vector<std::int64_t> kernel_durations, call_durations;
   for (auto& stream : streams) {
     std::vector<const GpuEvent*>& kernels = stream.second;  // not a structured binding: close_run captures it
@@ -482,6 +607,7 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
         kernels_in_runs += end - begin;
         run_span_ns += kernels[end - 1]->end_ns - kernels[begin]->start_ns;
         for (std::size_t i = begin; i < end; ++i) {
+          run_kernel_ns += kernels[i]->duration_ns();
           kernel_durations.push_back(kernels[i]->duration_ns());
           call_durations.push_back(in.call_of(kernels[i]->correlation)->duration_ns());
         }
@@ -502,7 +628,8 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
   const std::int64_t span = in.span_ns > 0 ? in.span_ns : in.trace.window_ns();
   const double share = percent(static_cast<double>(run_span_ns), static_cast<double>(span));
   if (runs == 0 || share <= 10.0) return;
-  out.push_back({"launch_bound",
+  // A graph (or fused kernels) closes the gaps in which the GPU waits for the next launch.
+  out.push_back(in.finding("launch_bound",
                  fmt::format("{:.1f}% of the time the GPU runs long stretches of kernels shorter than the calls that "
                              "launch them, so it waits for the CPU: capture the stretch in a CUDA graph "
                              "(at::cuda::CUDAGraph; torch.cuda.graphs), or fuse the small kernels (torch.compile, "
@@ -511,8 +638,10 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
                  fmt::format("{} stretches of >= {} kernels, {} kernels over {}; median kernel {:.1f} us, median "
                              "launch call {:.1f} us",
                              runs, kMinRun, kernels_in_runs, format_ms(static_cast<double>(run_span_ns)),
-                             static_cast<double>(median(kernel_durations)) / 1e3,
-                             static_cast<double>(median(call_durations)) / 1e3)});
+                             median(kernel_durations) / 1e3,
+                             median(call_durations) / 1e3),
+                 "capture the launch-bound stretches in a CUDA graph, or fuse kernels",
+                 in.per_step(static_cast<double>(run_span_ns - run_kernel_ns))));
 }
 
 inline void communication(const RuleInputs& in, std::vector<Recommendation>& out) {
@@ -520,49 +649,120 @@ inline void communication(const RuleInputs& in, std::vector<Recommendation>& out
   const double step = in.steps.average_step_ns();
   const double comm = average[static_cast<std::size_t>(StepRole::Communication)];
   const double share = percent(comm, step);
+  // Advice by phase: gradients and DDP's buckets only where there is a backward pass.
   if (share > 10.0)
-    out.push_back({"communication_heavy",
-                   fmt::format("{:.1f}% of the step is communication: exchange less often or in larger pieces "
-                               "(gradient accumulation, larger batches, gradient compression, larger DDP buckets).",
-                               share),
-                   fmt::format("Communication {} of the average step {} ({:.1f}%)", format_ms(comm), format_ms(step),
-                               share)});
+    out.push_back(in.finding(
+        "communication_heavy",
+        in.has_backward
+            ? fmt::format("{:.1f}% of the step is communication: exchange less often or in larger pieces (gradient "
+                          "accumulation, larger batches, gradient compression, larger DDP buckets).",
+                          share)
+            : fmt::format("{:.1f}% of the step is communication, with no backward pass: send fewer, larger messages "
+                          "(fuse small collectives, larger micro-batches) and shard the model so that fewer layers "
+                          "need a collective.",
+                          share),
+        fmt::format("Communication {} of the average step {} ({:.1f}%)", format_ms(comm), format_ms(step), share),
+        "communicate less often, in larger pieces", comm));
   if (in.overlap.has_communication() && in.overlap.overlap_percent() < 50.0)
-    out.push_back({"low_comm_overlap",
-                   fmt::format("Only {:.1f}% of communication overlaps computation: start collectives while the "
-                               "backward pass still runs (DDP gradient buckets, bucket_cap_mb; collectives on their "
-                               "own stream) so the GPU computes while it communicates.",
-                               in.overlap.overlap_percent()),
-                   fmt::format("communication kernels {}, of which overlapped by computation {}",
-                               format_ms(static_cast<double>(in.overlap.communication_ns)),
-                               format_ms(static_cast<double>(in.overlap.overlap_ns)))});
+    out.push_back(in.finding(
+        "low_comm_overlap",
+        in.has_backward
+            ? fmt::format("Only {:.1f}% of communication overlaps computation: start collectives while the backward "
+                          "pass still runs (DDP gradient buckets, bucket_cap_mb; collectives on their own stream) so "
+                          "the GPU computes while it communicates.",
+                          in.overlap.overlap_percent())
+            : fmt::format("Only {:.1f}% of communication overlaps computation, with no backward pass: issue "
+                          "collectives on their own stream and give the GPU independent work meanwhile (the next "
+                          "micro-batch or layer), so that it computes while it communicates.",
+                          in.overlap.overlap_percent()),
+        fmt::format("communication kernels {}, of which overlapped by computation {}",
+                    format_ms(static_cast<double>(in.overlap.communication_ns)),
+                    format_ms(static_cast<double>(in.overlap.overlap_ns))),
+        "overlap communication with computation",
+        in.per_step(static_cast<double>(in.overlap.communication_ns - in.overlap.overlap_ns))));
 }
 
 inline void memory_near_capacity(const RuleInputs& in, std::vector<Recommendation>& out) {
   std::map<std::int32_t, std::int64_t> peak;  // device -> peak bytes allocated
   for (const MemoryEvent& memory : in.trace.memory_events)
     if (is_gpu_memory(memory.device_type)) peak[memory.device] = std::max(peak[memory.device], memory.total_allocated);
+  std::vector<std::string> full;  // the devices above 90 %, with their peaks
+  std::int32_t fullest = 0;
+  double fullest_share = 0;
   for (const auto& [device, bytes] : peak) {
     const DevicePropertiesOf found = device_properties_of(in.trace.devices, device);
     if (!found || found.properties->total_global_mem <= 0) continue;
     const DeviceProperties* properties = found.properties;
     const double share = percent(static_cast<double>(bytes), static_cast<double>(properties->total_global_mem));
     if (share <= 90.0) continue;
-    out.push_back({"memory_near_capacity",
-                   fmt::format("GPU {} peaks at {:.1f}% of its memory: one larger batch or activation will not fit. "
-                               "Trade compute for memory with activation (gradient) checkpointing, halve activations "
-                               "with mixed precision, or lower the batch size.",
-                               device, share),
-                   fmt::format("peak allocated {} of {} on GPU {}", format_bytes(static_cast<double>(bytes)),
-                               format_bytes(static_cast<double>(properties->total_global_mem)), device)});
+    full.push_back(fmt::format("peak allocated {} of {} on GPU {}", format_bytes(static_cast<double>(bytes)),
+                               format_bytes(static_cast<double>(properties->total_global_mem)), device));
+    if (share > fullest_share) {
+      fullest_share = share;
+      fullest = device;
+    }
   }
+  if (full.empty()) return;
+  out.push_back(advisory_finding("memory_near_capacity",
+                                 fmt::format("GPU {} peaks at {:.1f}% of its memory: one larger batch or activation will "
+                                             "not fit. Trade compute for memory with activation (gradient) "
+                                             "checkpointing, halve activations with mixed precision, or lower the "
+                                             "batch size.",
+                                             fullest, fullest_share),
+                                 fmt::format("{}", fmt::join(full, "; ")),
+                                 "leave memory headroom: checkpointing, mixed precision", Severity::Risk));
 }
 
-/// "rank N: " before each finding of a rank when the report covers several.
-inline void add_findings_of_rank(std::int64_t rank, bool several_ranks, std::vector<Recommendation>&& findings,
-                                 std::vector<Recommendation>& out) {
-  for (Recommendation& finding : findings) {
-    if (several_ranks) finding.text = fmt::format("rank {}: {}", rank, finding.text);
+/// "0-3, 5, 7" for ascending ranks.
+inline std::string rank_list(const std::vector<std::int64_t>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t last = i;
+    while (last + 1 < ranks.size() && ranks[last + 1] == ranks[last] + 1) ++last;
+    if (!out.empty()) out += ", ";
+    out += last > i + 1 ? fmt::format("{}-{}", ranks[i], ranks[last])
+                        : last == i + 1 ? fmt::format("{}, {}", ranks[i], ranks[last]) : fmt::format("{}", ranks[i]);
+    i = last + 1;
+  }
+  return out;
+}
+
+/// The findings of every rank as one list, a rule found on several ranks as one finding: told by
+/// the rank it saves the most on (its impact, text and evidence), naming every rank it holds on
+/// ("ranks 0-3, 5 (worst: rank 2): ...") when the report covers several. `per_rank` holds each
+/// rank's findings, in rank order.
+inline void add_findings_of_ranks(std::vector<std::pair<std::int64_t, std::vector<Recommendation>>>&& per_rank,
+                                  std::vector<Recommendation>& out) {
+  const bool several_ranks = per_rank.size() > 1;
+  std::vector<Recommendation> merged;  // one per rule id, in order of first appearance
+  for (auto& [rank, findings] : per_rank)
+    for (Recommendation& finding : findings) {
+      const auto same_rule = std::find_if(merged.begin(), merged.end(),
+                                          [&](const Recommendation& other) { return other.id == finding.id; });
+      if (same_rule == merged.end()) {
+        finding.ranks = {rank};
+        finding.worst_rank = rank;
+        merged.push_back(std::move(finding));
+        continue;
+      }
+      if (std::find(same_rule->ranks.begin(), same_rule->ranks.end(), rank) == same_rule->ranks.end())
+        same_rule->ranks.push_back(rank);
+      if (finding.impact_ns > same_rule->impact_ns) {
+        std::vector<std::int64_t> ranks = std::move(same_rule->ranks);
+        *same_rule = std::move(finding);
+        same_rule->ranks = std::move(ranks);
+        same_rule->worst_rank = rank;
+      }
+    }
+  for (Recommendation& finding : merged) {
+    std::sort(finding.ranks.begin(), finding.ranks.end());
+    if (several_ranks) {
+      finding.text = finding.ranks.size() == 1
+                         ? fmt::format("rank {}: {}", finding.worst_rank, finding.text)
+                         : fmt::format("ranks {} (worst: rank {}): {}", rank_list(finding.ranks), finding.worst_rank,
+                                       finding.text);
+      if (finding.ranks.size() > 1) finding.evidence = fmt::format("rank {}: {}", finding.worst_rank, finding.evidence);
+    }
     out.push_back(std::move(finding));
   }
 }
@@ -571,6 +771,8 @@ inline void add_findings_of_rank(std::int64_t rank, bool several_ranks, std::vec
 /// 5 % of the median step on average.
 inline void straggler(const RankComparison& comparison, std::vector<Recommendation>& out) {
   std::map<std::int64_t, std::pair<std::size_t, double>> slowest;  // rank -> (steps slowest, summed % over median)
+  std::map<std::int64_t, double> excess_ns;                           // rank -> summed ns over the median step
+  std::vector<std::int64_t> median_steps;
   std::size_t compared_steps = 0;
   for (const StepAcrossRanks& step : comparison.steps) {
     if (step.ranks < 2) continue;
@@ -578,33 +780,46 @@ inline void straggler(const RankComparison& comparison, std::vector<Recommendati
     auto& [count, over_median] = slowest[step.slowest_rank];
     ++count;
     over_median += step.slowest_over_median_percent();
+    excess_ns[step.slowest_rank] += static_cast<double>(step.slowest_ns) - step.median_ns;
+    median_steps.push_back(static_cast<std::int64_t>(step.median_ns));
   }
+  const double median_step_ns = median(median_steps);
   for (const auto& [rank, record] : slowest) {
     const auto [count, summed] = record;
     const double mean_over_median = summed / static_cast<double>(count);
     if (2 * count < compared_steps || mean_over_median <= 5.0) continue;
-    out.push_back({"straggler",
+    // Balanced, the rank would end its steps with the median rank: the others wait that much less.
+    Recommendation finding = time_finding("straggler",
                    fmt::format("Rank {} is the slowest in {} of {} steps, {:.1f}% above the median step: every "
                                "collective waits for it. Compare its step breakdown with the others' (data loading, "
                                "host work, a slower GPU or link) and balance the work.",
                                rank, count, compared_steps, mean_over_median),
                    fmt::format("rank {} slowest in {}/{} steps, on average {:.1f}% above the median rank's step", rank,
-                               count, compared_steps, mean_over_median)});
+                               count, compared_steps, mean_over_median),
+                   fmt::format("balance rank {}'s work", rank), excess_ns[rank] / static_cast<double>(compared_steps),
+                   median_step_ns);
+    finding.ranks = {rank};
+    finding.worst_rank = rank;
+    out.push_back(std::move(finding));
   }
 }
 
 /// The straggler of the collectives: the rank the others wait for, and the phase that makes it late.
 inline void collective_straggler(const CollectiveAnalysis& collectives, std::vector<Recommendation>& out) {
   const Straggler& s = *collectives.straggler;
-  double others_waiting = 0;
+  double others_waiting = 0, step_ns = 0;
   std::size_t others = 0;
-  for (const RankPhases& rank : collectives.ranks)
+  for (const RankPhases& rank : collectives.ranks) {
+    step_ns += rank.step_ns;
     if (rank.rank != s.rank) {
       others_waiting += rank.waiting_ns;
       ++others;
     }
+  }
   if (others != 0) others_waiting /= static_cast<double>(others);
-  out.push_back({"straggler",
+  if (!collectives.ranks.empty()) step_ns /= static_cast<double>(collectives.ranks.size());
+  // Balanced, the straggler's late phase takes the others' median time: the excess is saved.
+  Recommendation finding = time_finding("straggler",
                  fmt::format("Rank {} arrives last at {} of {} collectives, {} after the first rank on average: the other "
                              "ranks wait for it in every collective. Its {} takes {} per step against the other ranks' "
                              "median of {}: balance that work (data, model shards, a slower device or host) across the ranks.",
@@ -614,27 +829,50 @@ inline void collective_straggler(const CollectiveAnalysis& collectives, std::vec
                              "ranks wait {} per step inside collectives",
                              s.rank, s.last_arrivals, s.instances, format_ms(s.mean_lateness_ns), to_string(s.phase),
                              format_ms(s.phase_ns), format_ms(s.others_median_phase_ns), format_ms(s.excess_ns()),
-                             format_ms(others_waiting))});
+                             format_ms(others_waiting)),
+                 fmt::format("balance rank {}'s {}", s.rank, to_string(s.phase)), s.excess_ns(), step_ns);
+  finding.ranks = {s.rank};
+  finding.worst_rank = s.rank;
+  out.push_back(std::move(finding));
 }
 
 /// Communication with no computation alongside, above 10 % of the step on average over the ranks.
 inline void exposed_communication(const CollectiveAnalysis& collectives, std::vector<Recommendation>& out) {
-  double exposed = 0, step = 0;
+  double exposed = 0, step = 0, most_exposed = -1;
+  bool backward = false;
+  std::vector<std::int64_t> ranks;
+  std::int64_t worst_rank = 0;
   for (const RankPhases& rank : collectives.ranks) {
+    if (rank.exposed_communication_ns > most_exposed) {
+      most_exposed = rank.exposed_communication_ns;
+      worst_rank = rank.rank;
+    }
     exposed += rank.exposed_communication_ns;
     step += rank.step_ns;
+    backward = backward || rank.phase_ns[static_cast<std::size_t>(StepPhase::Backward)] > 0;
+    ranks.push_back(rank.rank);
   }
   if (step <= 0 || exposed / step <= 0.10) return;
   const double share = 100.0 * exposed / step;
   const double per_rank = exposed / static_cast<double>(collectives.ranks.size());
-  out.push_back({"exposed_communication",
-                 fmt::format("{:.1f}% of each step is spent in collectives with no computation alongside. Start each "
+  Recommendation finding = time_finding(
+      "exposed_communication",
+      backward ? fmt::format("{:.1f}% of each step is spent in collectives with no computation alongside. Start each "
                              "gradient bucket's all-reduce as soon as backward has produced it (DDP's bucket hooks, "
                              "asynchronous work waited for before the optimizer), so communication hides behind the "
                              "rest of backward, and use fewer, larger buckets.",
+                             share)
+               : fmt::format("{:.1f}% of each step is spent in collectives with no computation alongside, with no "
+                             "backward pass: issue them on their own stream beside independent computation (the next "
+                             "micro-batch or layer), and fuse small ones.",
                              share),
-                 fmt::format("{} of exposed communication per step on average over {} ranks ({:.1f}% of the step)",
-                             format_ms(per_rank), collectives.ranks.size(), share)});
+      fmt::format("{} of exposed communication per step on average over {} ranks ({:.1f}% of the step)",
+                  format_ms(per_rank), collectives.ranks.size(), share),
+      "hide collectives behind computation", per_rank, step / static_cast<double>(collectives.ranks.size()));
+  std::sort(ranks.begin(), ranks.end());
+  finding.ranks = std::move(ranks);
+  finding.worst_rank = worst_rank;
+  out.push_back(std::move(finding));
 }
 
 }  // namespace detail
@@ -653,6 +891,11 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ste
   detail::launch_bound(in, out);
   detail::communication(in, out);
   detail::memory_near_capacity(in, out);
+  for (Recommendation& finding : out) {
+    finding.ranks = {trace.distributed.rank};
+    finding.worst_rank = trace.distributed.rank;
+  }
+  detail::rank_findings(out);
   return out;
 }
 
@@ -661,13 +904,15 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ana
   return recommendations(trace, step_breakdown(trace), kernel_attribution(trace), comm_comp_overlap(trace, options));
 }
 
-/// The findings of every rank ("rank N: " before the text when there are several), and whether
-/// one rank holds the others back (detail::straggler).
+/// The findings of every rank, a rule found on several ranks as one finding (add_findings_of_ranks),
+/// and whether one rank holds the others back (detail::straggler), ranked by what they save.
 inline std::vector<Recommendation> recommendations(const std::vector<Trace>& ranks, const AnalysisOptions& options = {}) {
+  std::vector<std::pair<std::int64_t, std::vector<Recommendation>>> per_rank;
+  for (const Trace& trace : ranks) per_rank.emplace_back(trace.distributed.rank, recommendations(trace, options));
   std::vector<Recommendation> out;
-  for (const Trace& trace : ranks)
-    detail::add_findings_of_rank(trace.distributed.rank, ranks.size() > 1, recommendations(trace, options), out);
+  detail::add_findings_of_ranks(std::move(per_rank), out);
   if (ranks.size() > 1) detail::straggler(compare_ranks(ranks, options), out);
+  detail::rank_findings(out);
   return out;
 }
 

@@ -2,8 +2,9 @@
 // inline SVG drawn here, no request to any server (no fonts, scripts or images from elsewhere), so
 // it opens from a file, from a mail or on a machine without network.
 //
-// The page holds the recommendations with their evidence; with two ranks or more the ranks'
-// average steps side by side and the stragglers; then per rank the steps as stacked bars by
+// The page opens with the verdict (what bounds the step, its time, GPU busy, the actions that save
+// the most), then the recommendations ranked by what they save, with their evidence; with two
+// ranks or more the ranks' average steps side by side and the stragglers; then per rank the steps as stacked bars by
 // TensorBoard's roles, the GPU summary, HTA's temporal breakdown and kernel types (a pie), the
 // top kernels (bars and a table), the top ops, nvprof's rows and the memory allocated over time.
 // Every text from a trace goes through html_escape() (dlprof/detail/text.hpp): kernel names hold
@@ -692,15 +693,46 @@ inline std::string render_html(const Report& report) {
     html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
   html.raw("</ul></details>\n");
 
+  const analysis::Verdict& verdict = report.verdict;
+  html.raw("<section id=\"verdict\">\n");
+  html.element("h2", "Verdict");
+  if (verdict.bound == analysis::Bound::NoSteps) {
+    html.element("p", "None: the traces hold no step to judge.", "class=\"muted\"");
+  } else {
+    html.element("p", fmt::format("{} {:.1f}% of it.", detail::bound_sentence(verdict.bound), verdict.bound_share));
+    std::string step = fmt::format("Step {} (median of {}", detail::short_ms(verdict.median_step_ns), verdict.steps);
+    if (verdict.mean_differs()) step += fmt::format("; mean {}", detail::short_ms(verdict.mean_step_ns));
+    step += ")";
+    if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
+    html.element("p", step + ".");
+  }
+  if (verdict.top_actions == 0) {
+    html.element("p", "Top actions: none; no rule found time to save.", "class=\"muted\"");
+  } else {
+    html.raw("<ol class=\"actions\">\n");
+    for (std::size_t i = 0; i < verdict.top_actions; ++i) {
+      const analysis::Recommendation& finding = report.recommendations[i];
+      html.raw("<li>");
+      html.element("strong", detail::saving_of(finding));
+      html.raw(" ");
+      html.text(finding.action);
+      html.raw(" ");
+      html.element("code", finding.id);
+      html.raw("</li>\n");
+    }
+    html.raw("</ol>\n");
+  }
+  html.raw("</section>\n");
+
   html.raw("<section id=\"recommendations\">\n");
   html.element("h2", "Recommendations");
   if (report.recommendations.empty()) {
-    html.element("p", "None: no rule found a problem in these traces.", "class=\"muted\"");
+    html.element("p", "None: no rule found time to save in these traces.", "class=\"muted\"");
   } else {
     html.raw("<ol class=\"advice\">\n");
     for (const analysis::Recommendation& advice : report.recommendations) {
       html.raw("<li>");
-      html.element("p", advice.text);
+      html.element("p", fmt::format("[{}] {}", detail::saving_of(advice), advice.text));
       html.raw("<p class=\"evidence\">");
       html.text(advice.evidence);
       html.raw(" ");

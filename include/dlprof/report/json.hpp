@@ -60,7 +60,12 @@
 //        "last_rank", "transfer_us"}],
 //      "straggler": null or {"rank", "last_arrivals", "instances", "mean_lateness_us", "phase",
 //        "phase_us", "others_median_phase_us"}},
-//    "recommendations": [{"id", "text", "evidence"}]}
+//    "verdict": {"bound" (gpu_compute, communication_wait, memory_copies, input, host, no_steps),
+//      "bound_pct", "steps", "median_step_us", "mean_step_us", "gpu_busy_pct" (null without kernels),
+//      "top_actions": [{"id", "action", "impact_us", "share_pct", "worst_rank"}]},
+//    "recommendations": [{"id", "text", "evidence", "action", "impact_us" (per step; 0 for a risk or
+//      a note), "share_pct" (of the median step), "severity" (high, medium, low, risk, note),
+//      "ranks", "worst_rank"}] (ranked by impact)}
 #pragma once
 
 #include <array>
@@ -622,6 +627,30 @@ inline std::string render_json(const Report& report) {
   } else {
     json.null();
   }
+  const analysis::Verdict& verdict = report.verdict;
+  json.key("verdict");
+  json.begin_object();
+  json.member("bound", analysis::id_of(verdict.bound));
+  json.member_number("bound_pct", verdict.bound_share);
+  json.member_integer("steps", static_cast<std::int64_t>(verdict.steps));
+  json.member_us("median_step_us", verdict.median_step_ns);
+  json.member_us("mean_step_us", verdict.mean_step_ns);
+  json.key("gpu_busy_pct");
+  json.optional_number(verdict.gpu_busy ? std::optional<double>(100.0 * *verdict.gpu_busy) : std::nullopt);
+  json.key("top_actions");
+  json.begin_array();
+  for (std::size_t i = 0; i < verdict.top_actions; ++i) {
+    const analysis::Recommendation& finding = report.recommendations[i];
+    json.begin_object();
+    json.member("id", finding.id);
+    json.member("action", finding.action);
+    json.member_us("impact_us", finding.impact_ns);
+    json.member_number("share_pct", finding.share);
+    json.member_integer("worst_rank", finding.worst_rank);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
   json.key("recommendations");
   json.begin_array();
   for (const analysis::Recommendation& advice : report.recommendations) {
@@ -629,6 +658,15 @@ inline std::string render_json(const Report& report) {
     json.member("id", advice.id);
     json.member("text", advice.text);
     json.member("evidence", advice.evidence);
+    json.member("action", advice.action);
+    json.member_us("impact_us", advice.impact_ns);
+    json.member_number("share_pct", advice.share);
+    json.member("severity", analysis::to_string(advice.severity));
+    json.key("ranks");
+    json.begin_array();
+    for (const std::int64_t rank : advice.ranks) json.integer(rank);
+    json.end_array();
+    json.member_integer("worst_rank", advice.worst_rank);
     json.end_object();
   }
   json.end_array();

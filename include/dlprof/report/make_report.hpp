@@ -35,6 +35,7 @@
 #include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/format/vocabulary.hpp"
@@ -118,7 +119,11 @@ struct Report {
   /// The ranks' collectives compared, and the rank that arrives last: with two ranks or more
   /// whose traces recorded collectives with their args (record_param_comms).
   std::optional<analysis::CollectiveAnalysis> collectives;
+  /// Ranked by the time they save (analysis/recommendations.hpp), a rule found on several ranks
+  /// once.
   std::vector<analysis::Recommendation> recommendations;
+  /// What bounds the step, its time, GPU busy and the top actions: the report's first lines.
+  analysis::Verdict verdict;
   /// The earliest window start of the ranks: times in the JSON and the charts count from here, so
   /// ranks line up as they do in HTA.
   std::int64_t origin_ns = 0;
@@ -399,17 +404,23 @@ inline Report make_report(std::vector<AnalysedRank>&& analysed, const ReportOpti
     report.comparison = analysis::compare_analysed_ranks(ranks);
   }
   auto traces = std::make_shared<std::vector<std::shared_ptr<const Trace>>>();
+  std::vector<std::pair<std::int64_t, std::vector<analysis::Recommendation>>> findings;
   for (AnalysedRank& rank : analysed) {
     report.origin_ns = report.ranks.empty() ? rank.report.window_start_ns : std::min(report.origin_ns, rank.report.window_start_ns);
-    analysis::detail::add_findings_of_rank(rank.report.rank, count > 1, std::move(rank.findings), report.recommendations);
+    findings.emplace_back(rank.report.rank, std::move(rank.findings));
     report.ranks.push_back(std::move(rank.report));
     if (rank.trace) traces->push_back(std::move(rank.trace));
   }
+  analysis::detail::add_findings_of_ranks(std::move(findings), report.recommendations);
   if (report.collectives && report.collectives->straggler)
     analysis::detail::collective_straggler(*report.collectives, report.recommendations);
   else if (report.comparison)
     analysis::detail::straggler(*report.comparison, report.recommendations);
   if (report.collectives) analysis::detail::exposed_communication(*report.collectives, report.recommendations);
+  analysis::detail::rank_findings(report.recommendations);
+  std::vector<const analysis::StepBreakdown*> steps;
+  for (const RankReport& rank : report.ranks) steps.push_back(&rank.steps);
+  report.verdict = analysis::verdict(steps, report.recommendations);
   if (!traces->empty()) report.owned_traces = std::move(traces);
   return report;
 }

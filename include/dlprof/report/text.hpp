@@ -1,5 +1,5 @@
-// dlprof/report/text.hpp: the report as terminal tables, 100 to 120 columns wide: the top finding
-// first; per rank the step-time breakdown, the GPU summary, HTA's breakdowns, the top ops, kernels
+// dlprof/report/text.hpp: the report as terminal tables, 100 to 120 columns wide: the verdict
+// first (what bounds the step, its time, GPU busy, the actions that save the most); per rank the step-time breakdown, the GPU summary, HTA's breakdowns, the top ops, kernels
 // and nvprof rows, peak memory; then the ranks compared, the recommendations with their evidence,
 // and where the analyses depart from TensorBoard's and HTA's rules.
 //
@@ -375,29 +375,50 @@ inline void text_collectives(fmt::memory_buffer& out, const analysis::Collective
 inline void text_recommendations(fmt::memory_buffer& out, const std::vector<analysis::Recommendation>& recommendations) {
   heading(out, "Recommendations");
   if (recommendations.empty()) {
-    fmt::format_to(std::back_inserter(out), "None: no rule found a problem in these traces.\n");
+    fmt::format_to(std::back_inserter(out), "None: no rule found time to save in these traces.\n");
     return;
   }
   for (std::size_t i = 0; i < recommendations.size(); ++i) {
     const analysis::Recommendation& advice = recommendations[i];
     const std::string number = fmt::format("{}. ", i + 1);
     const std::string indent(number.size(), ' ');
-    fmt::format_to(std::back_inserter(out), "{}{}\n{}{}\n", number, wrap(terminal_text(advice.text), 100 - indent.size(), indent),
-                   indent, wrap(terminal_text(fmt::format("Evidence: {} [{}]", advice.evidence, advice.id)), 100 - indent.size(), indent));
+    fmt::format_to(std::back_inserter(out), "{}{}\n{}{}\n", number,
+                   wrap(terminal_text(fmt::format("[{}] {}", saving_of(advice), advice.text)), 100 - indent.size(), indent), indent,
+                   wrap(terminal_text(fmt::format("Evidence: {} [{}]", advice.evidence, advice.id)), 100 - indent.size(), indent));
   }
 }
 
-/// The answer before the tables: the first finding, and how many there are.
-inline void text_top_finding(fmt::memory_buffer& out, const std::vector<analysis::Recommendation>& recommendations) {
+/// The answer before the tables: what bounds the step, its time, GPU busy, the top actions.
+inline void text_verdict(fmt::memory_buffer& out, const analysis::Verdict& verdict,
+                         const std::vector<analysis::Recommendation>& recommendations, bool several_ranks) {
   const auto append = std::back_inserter(out);
-  if (recommendations.empty()) {
-    fmt::format_to(append, "\nTop finding: none; no rule found a problem in these traces.\n");
+  if (verdict.bound == analysis::Bound::NoSteps) {
+    fmt::format_to(append, "\nVerdict: none; the traces hold no step to judge.\n");
+  } else {
+    fmt::format_to(append, "\nVerdict: {} {:.1f}% of it.\n", bound_sentence(verdict.bound), verdict.bound_share);
+    std::string step = fmt::format("Step {} (median of {}", short_ms(verdict.median_step_ns), verdict.steps);
+    if (verdict.mean_differs()) step += fmt::format("; mean {}", short_ms(verdict.mean_step_ns));
+    step += ")";
+    if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
+    fmt::format_to(append, "  {}.\n", step);
+  }
+  if (verdict.top_actions == 0) {
+    fmt::format_to(append, "  Top actions: none; no rule found time to save{}.\n",
+                   recommendations.empty() ? "" : " (see \"Recommendations\" at the end)");
     return;
   }
-  const std::string count = recommendations.size() == 1
-                                ? std::string("the only one")
-                                : fmt::format("1 of {} findings, all under \"Recommendations\" at the end", recommendations.size());
-  fmt::format_to(append, "\nTop finding ({}):\n  {}\n", count, wrap(terminal_text(recommendations.front().text), 98, "  "));
+  fmt::format_to(append, "  Top actions, by the time they save:\n");
+  for (std::size_t i = 0; i < verdict.top_actions; ++i) {
+    const analysis::Recommendation& finding = recommendations[i];
+    std::string line = fmt::format("{:<26} {}", saving_of(finding), finding.action);
+    if (several_ranks)
+      line += finding.ranks.size() > 1
+                  ? fmt::format(" [ranks {}; worst {}]", analysis::detail::rank_list(finding.ranks), finding.worst_rank)
+                  : fmt::format(" [rank {}]", finding.worst_rank);
+    fmt::format_to(append, "    {}. {}\n", i + 1, wrap(terminal_text(line), 93, "       "));
+  }
+  fmt::format_to(append, "  {} finding{} in all, with their evidence, under \"Recommendations\" at the end.\n",
+                 recommendations.size(), recommendations.size() == 1 ? "" : "s");
 }
 
 /// Where the analyses depart from the tools they follow, on purpose: the JSON's
@@ -432,7 +453,7 @@ inline std::string render_text(const Report& report) {
                  report.options.analysis.hta_compat
                      ? "with HTA's conventions (the last ProfilerStep dropped, times rounded inward to whole us)"
                      : "over every complete step, in exact ns");
-  detail::text_top_finding(out, report.recommendations);
+  detail::text_verdict(out, report.verdict, report.recommendations, report.ranks.size() > 1);
   fmt::format_to(append, "\n");
   for (const RankReport& rank : report.ranks) {
     detail::text_rank(out, rank, report.options);

@@ -1,5 +1,6 @@
 // dlprof/report/detail/text.hpp: what the report's renderers share: names shortened to a column,
-// and aligned text tables whose cells are terminal-safe (dlprof/detail/text.hpp).
+// aligned text tables whose cells are terminal-safe (dlprof/detail/text.hpp), and the words of
+// the verdict and of a finding's saving.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 
@@ -148,6 +151,35 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
   std::vector<std::size_t> rules_;
 };
+
+/// A time per step for the eye: three significant digits or so, in ms (s from 10 s).
+inline std::string short_ms(double ns) {
+  const double ms = ns / 1e6;
+  if (ms >= 10'000) return fmt::format("{:.1f} s", ms / 1e3);
+  if (ms >= 100) return fmt::format("{:.0f} ms", ms);
+  if (ms >= 10) return fmt::format("{:.1f} ms", ms);
+  if (ms >= 1) return fmt::format("{:.2f} ms", ms);
+  return fmt::format("{:.3f} ms", ms);
+}
+
+/// "≈ 12.4 ms/step, 32.4%", or what a finding that saves no time is.
+inline std::string saving_of(const analysis::Recommendation& finding) {
+  if (!finding.saves_time()) return std::string(to_string(finding.severity));
+  return fmt::format("\u2248 {}/step, {:.1f}%", short_ms(finding.impact_ns), finding.share);
+}
+
+/// The verdict's sentence for a bound, completed by its share ("... 71.2% of it.").
+inline std::string_view bound_sentence(analysis::Bound bound) noexcept {
+  switch (bound) {
+    case analysis::Bound::GpuCompute: return "GPU compute bounds the step: kernels run";
+    case analysis::Bound::CommunicationWait: return "Communication bounds the step: collectives run with no computation";
+    case analysis::Bound::MemoryCopies: return "Memory copies bound the step: copies and fills run alone";
+    case analysis::Bound::Input: return "Input bounds the step: the DataLoader takes";
+    case analysis::Bound::Host: return "The host bounds the step: CPU work and runtime calls take";
+    case analysis::Bound::NoSteps: break;
+  }
+  return "";
+}
 
 }  // namespace detail
 DLPROF_END_NAMESPACE
