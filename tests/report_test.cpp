@@ -823,6 +823,25 @@ TEST(ReportHtmlTest, WellFormedSelfContainedAndEscaped) {
   EXPECT_THAT(html, HasSubstr("<pre id=\"render-check\" hidden>"));
 }
 
+// The page opens with the verdict, its top actions with what each saves, before the
+// recommendations, each with its saving.
+TEST(ReportHtmlTest, TheVerdictComesFirstWithTheTopActions) {
+  const dlprof::Report report = dlprof::make_report(one_rank());
+  const std::string html = dlprof::render_html(report);
+  const std::size_t verdict = html.find("<section id=\"verdict\">");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, html.find("<section id=\"recommendations\">"));
+  EXPECT_LT(verdict, html.find("<svg"));
+  EXPECT_NE(html.find("<p>GPU compute bounds the step: kernels run 50.0% of it.</p>", verdict), std::string::npos);
+  EXPECT_NE(html.find("<p>Step 2.50 ms (median of 2); GPU busy 50.0%.</p>", verdict), std::string::npos);
+  EXPECT_EQ(count_of(html.substr(verdict, html.find("</section>", verdict) - verdict), "<li>"), 3u);
+  EXPECT_NE(html.find("<li><strong>\u2248 0.900 ms/step, 36.0%</strong> overlap communication with computation "
+                      "<code>low_comm_overlap</code></li>",
+                      verdict),
+            std::string::npos);
+  EXPECT_NE(html.find("<li><p>[\u2248 0.450 ms/step, 18.0%] 18.0% of the step is DataLoader"), std::string::npos);
+}
+
 TEST(ReportHtmlTest, OneSvgPerChart) {
   const std::string html = dlprof::render_html(dlprof::make_report(one_rank()));
   EXPECT_EQ(count_of(html, "<svg"), 4u);  // steps, kernel types, top kernels, memory

@@ -699,12 +699,8 @@ inline std::string render_html(const Report& report) {
   if (verdict.bound == analysis::Bound::NoSteps) {
     html.element("p", "None: the traces hold no step to judge.", "class=\"muted\"");
   } else {
-    html.element("p", fmt::format("{} {:.1f}% of it.", detail::bound_sentence(verdict.bound), verdict.bound_share));
-    std::string step = fmt::format("Step {} (median of {}", detail::short_ms(verdict.median_step_ns), verdict.steps);
-    if (verdict.mean_differs()) step += fmt::format("; mean {}", detail::short_ms(verdict.mean_step_ns));
-    step += ")";
-    if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
-    html.element("p", step + ".");
+    html.element("p", detail::verdict_bound_sentence(verdict));
+    html.element("p", detail::verdict_step_sentence(verdict));
   }
   if (verdict.top_actions == 0) {
     html.element("p", "Top actions: none; no rule found time to save.", "class=\"muted\"");

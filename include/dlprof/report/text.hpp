@@ -395,12 +395,7 @@ inline void text_verdict(fmt::memory_buffer& out, const analysis::Verdict& verdi
   if (verdict.bound == analysis::Bound::NoSteps) {
     fmt::format_to(append, "\nVerdict: none; the traces hold no step to judge.\n");
   } else {
-    fmt::format_to(append, "\nVerdict: {} {:.1f}% of it.\n", bound_sentence(verdict.bound), verdict.bound_share);
-    std::string step = fmt::format("Step {} (median of {}", short_ms(verdict.median_step_ns), verdict.steps);
-    if (verdict.mean_differs()) step += fmt::format("; mean {}", short_ms(verdict.mean_step_ns));
-    step += ")";
-    if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
-    fmt::format_to(append, "  {}.\n", step);
+    fmt::format_to(append, "\nVerdict: {}\n  {}\n", verdict_bound_sentence(verdict), verdict_step_sentence(verdict));
   }
   if (verdict.top_actions == 0) {
     fmt::format_to(append, "  Top actions: none; no rule found time to save{}.\n",

@@ -181,5 +181,19 @@ inline std::string_view bound_sentence(analysis::Bound bound) noexcept {
   return "";
 }
 
+/// The verdict's first sentence: what bounds the step, with its share.
+inline std::string verdict_bound_sentence(const analysis::Verdict& verdict) {
+  return fmt::format("{} {:.1f}% of it.", bound_sentence(verdict.bound), verdict.bound_share);
+}
+
+/// The verdict's second sentence: the median step (and the mean where it differs), GPU busy.
+inline std::string verdict_step_sentence(const analysis::Verdict& verdict) {
+  std::string step = fmt::format("Step {} (median of {}", short_ms(verdict.median_step_ns), verdict.steps);
+  if (verdict.mean_differs()) step += fmt::format("; mean {}", short_ms(verdict.mean_step_ns));
+  step += ")";
+  if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
+  return step + ".";
+}
+
 }  // namespace detail
 DLPROF_END_NAMESPACE
