@@ -455,9 +455,9 @@ TEST(ReportTextTest, TheFirstScreenIsTheVerdictAndTheStepBreakdown) {
   }
   // The NCCL kernel's 1.8 ms unhidden over 2 steps, then DataLoader 0.45 ms, of the 2.5 ms median step.
   EXPECT_EQ(report.recommendations[0].id, "low_comm_overlap");
-  EXPECT_THAT(actions, ::testing::StartsWith("1. \u2248 0.900 ms/step, 36.0% "));
+  EXPECT_THAT(actions, ::testing::StartsWith("1. \u2248 0.900 ms/step, 36.0%: overlap communication with computation "));
   EXPECT_EQ(report.recommendations[1].id, "dataloader_bound");
-  EXPECT_THAT(actions, HasSubstr("2. \u2248 0.450 ms/step, 18.0% "));
+  EXPECT_THAT(actions, HasSubstr("2. \u2248 0.450 ms/step, 18.0%: more loader workers"));
   const std::size_t breakdown = line_of("Step time breakdown");
   const std::size_t share = line_of("  Share of the average");
   EXPECT_LT(verdict, breakdown);

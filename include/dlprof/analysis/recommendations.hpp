@@ -572,7 +572,7 @@ inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& o
                    "The GPU is idle more than half of the step: give it more work per launch (a larger batch) and "
                    "make sure the input pipeline and the host code keep up (see the other findings). Note that a "
                    "larger batch can change convergence.",
-                   fmt::format("{}", fmt::join(low_outside, "; ")), "keep the GPU fed: more work per launch",
+                   fmt::format("{}", fmt::join(low_outside, "; ")), "keep the GPU fed with more work per launch",
                    in.per_step(idle_ns)));
     return;
   }
@@ -710,7 +710,7 @@ inline void memory_near_capacity(const RuleInputs& in, std::vector<Recommendatio
                                              "batch size.",
                                              fullest, fullest_share),
                                  fmt::format("{}", fmt::join(full, "; ")),
-                                 "leave memory headroom: checkpointing, mixed precision", Severity::Risk));
+                                 "leave memory headroom (checkpointing, mixed precision)", Severity::Risk));
 }
 
 /// "0-3, 5, 7" for ascending ranks.

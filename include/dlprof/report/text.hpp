@@ -405,7 +405,7 @@ inline void text_verdict(fmt::memory_buffer& out, const analysis::Verdict& verdi
   fmt::format_to(append, "  Top actions, by the time they save:\n");
   for (std::size_t i = 0; i < verdict.top_actions; ++i) {
     const analysis::Recommendation& finding = recommendations[i];
-    std::string line = fmt::format("{:<26} {}", saving_of(finding), finding.action);
+    std::string line = fmt::format("{}: {}", saving_of(finding), finding.action);
     if (several_ranks)
       line += finding.ranks.size() > 1
                   ? fmt::format(" [ranks {}; worst {}]", analysis::detail::rank_list(finding.ranks), finding.worst_rank)
