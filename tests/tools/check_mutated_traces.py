@@ -19,6 +19,7 @@ Prints one line per file and mutation; exits 1 on any difference.
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,11 +31,21 @@ EVENT_SECTIONS = ("temporal_breakdown", "kernel_type_breakdown", "kernels_by_typ
                   "top_kernels", "gpu_activities", "api_calls", "dropped_events", "dropped_gpu_records")
 
 
-class RawNumber:
-    """A number with its text: Kineto's ts values have more digits than a float keeps."""
+RAW_NUMBER_MARK = "\x00number:"
+RAW_NUMBER_WRITTEN = re.compile(r'"\\u0000number:([-+.0-9eE]+)"')
 
-    def __init__(self, text):
-        self.text = text
+
+class RawNumber(str):
+    """A fractional number's text, as the trace wrote it (Kineto's ts values have more digits than a
+    float keeps): a marked string that `to_json` writes back unquoted."""
+
+    @property
+    def text(self):
+        return self[len(RAW_NUMBER_MARK):]
+
+
+def parse_raw_number(text):
+    return RawNumber(RAW_NUMBER_MARK + text)
 
 
 def load_text(path):
@@ -43,26 +54,9 @@ def load_text(path):
         return file.read()
 
 
-def dump(value, out):
-    """JSON text of `value`, numbers as they were written."""
-    if isinstance(value, dict):
-        out.append("{")
-        for i, (key, element) in enumerate(value.items()):
-            out.append(", " if i else "")
-            out.append(json.dumps(key))
-            out.append(": ")
-            dump(element, out)
-        out.append("}")
-    elif isinstance(value, list):
-        out.append("[")
-        for i, element in enumerate(value):
-            out.append(", " if i else "")
-            dump(element, out)
-        out.append("]")
-    elif isinstance(value, RawNumber):
-        out.append(value.text)
-    else:
-        out.append(json.dumps(value))
+def to_json(value):
+    """JSON text of `value`, fractional numbers as they were written."""
+    return RAW_NUMBER_WRITTEN.sub(r"\1", json.dumps(value))
 
 
 def map_metadata(trace, change):
@@ -82,6 +76,8 @@ def map_metadata(trace, change):
 
 
 def numbers_as_text(value):
+    if isinstance(value, RawNumber):
+        return value.text
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
@@ -92,6 +88,8 @@ def numbers_as_text(value):
 
 
 def text_not_numbers(value):
+    if isinstance(value, RawNumber):
+        return "abc"
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
@@ -157,14 +155,12 @@ def check_file(dlprof_report, path, scratch):
     failures = 0
     text = load_text(path)
     for mutation in MUTATIONS:
-        trace = mutate(json.loads(text, parse_float=RawNumber), mutation)
+        trace = mutate(json.loads(text, parse_float=parse_raw_number), mutation)
         if not isinstance(trace, dict):
             raise SystemExit(f"{path}: a bare array of events has no metadata to rewrite")
-        out = []
-        dump(trace, out)
         rewritten = os.path.join(scratch, f"{mutation}.json")
         with open(rewritten, "w", encoding="utf-8") as file:
-            file.write("".join(out))
+            file.write(to_json(trace))
         mutated, error = report(dlprof_report, rewritten)
         name = f"{os.path.basename(os.path.dirname(path))}/{os.path.basename(path)} {mutation}"
         if mutated is None:
