@@ -9,12 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
-# Holistic Trace Analysis and TensorBoard's profiler plugin, pinned, in a virtual environment:
-# the tests open the demo's trace with them.
+# Holistic Trace Analysis and TensorBoard's profiler plugin in a virtual environment, made again
+# when the pinned list changes: the tests open the demo's trace with them. Python compiles the
+# modules the tests import when they first do, not every module installed.
 tools_venv=build/venv-trace-tools
-if [[ ! -x $tools_venv/bin/python ]]; then
+tools_requirements=scripts/trace-tools-requirements.txt
+if ! cmp -s "$tools_requirements" "$tools_venv/requirements.txt"; then
+  rm -rf "$tools_venv"
   python3 -m venv "$tools_venv"
-  "$tools_venv/bin/pip" install -q --disable-pip-version-check HolisticTraceAnalysis==0.5.0 torch-tb-profiler==0.4.3
+  "$tools_venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-compile -r "$tools_requirements"
+  cp "$tools_requirements" "$tools_venv/requirements.txt"
 fi
 
 jobs=$(nproc)
@@ -26,11 +30,13 @@ configure_and_build() {
 }
 
 echo "== main build (-Wall -Wextra -Werror)"
-# Line tables only (-g1): stack traces name files and lines, and compiling takes a quarter less than
-# with full debug information. The tools, examples and benchmarks (built, not run, so that they keep
-# compiling) are compiled at -O2, the test programs at -O1.
+# Line tables only (-g1, the CUDA example's host code too): stack traces name files and lines, and
+# compiling takes a quarter less than with full debug information. The tools and examples are
+# compiled at -O2, the test programs and the benchmarks (built, not run, so that they keep
+# compiling) at -O1.
 configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DDLPROF_TEST_OPTIMIZATION=-O1 -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
+  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DDLPROF_TEST_OPTIMIZATION=-O1 \
+  -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
 ctest --test-dir build/main -j "$jobs" --output-on-failure
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
