@@ -1,7 +1,11 @@
-// Collectives across ranks (analysis/collectives.hpp): instances matched across ranks, arrival
-// skew and the last rank, waiting inside collectives, nccl-tests' bandwidths, the straggler with
-// its evidence, and the problems of a set of ranks (missing, from another job, other steps).
+// Collectives across ranks (analysis/collectives.hpp): instances matched across ranks (by Seq, or
+// by the order of the communication kernels in each step where the trace names no collective),
+// arrival skew and the last rank (ends aligned on the device, starts on the host), waiting and
+// transfer inside collectives, nccl-tests' bandwidths, the straggler with its evidence, and the
+// problems of a set of ranks (missing, from another job, other steps).
 #include <dlprof/analysis/collectives.hpp>
+#include <dlprof/analysis/rank_comparison.hpp>
+#include <dlprof/analysis/recommendations.hpp>
 
 #include "analysis_trace_builder.hpp"
 
@@ -64,7 +68,7 @@ TEST(CollectiveAnalysisTest, TheRankThatArrivesLastIsTheStragglerWithThePhaseTha
   for (const analysis::CollectiveInstance& instance : result.instances) {
     EXPECT_EQ(instance.ranks, 4u);
     EXPECT_EQ(instance.last_rank, 2);
-    EXPECT_EQ(instance.skew_ns(), 20 * kMs);
+    EXPECT_EQ(instance.skew_ns, 20 * kMs);
     EXPECT_EQ(instance.transfer_ns, kMs);
   }
   ASSERT_TRUE(result.straggler.has_value());
@@ -196,6 +200,141 @@ TEST(CollectiveAnalysisTest, ACallThatLaunchedKernelsIsTimedOnTheDevice) {
   EXPECT_TRUE(summary.calls[0].on_device);
   EXPECT_EQ(summary.calls[0].start_ns, 177 * kMs) << "the kernel's start, on rank 0's clock";
   EXPECT_EQ(summary.calls[0].end_ns, 184 * kMs);
+}
+
+TEST(CollectiveAnalysisTest, NcclAndRcclKernelsNameTheirCollective) {
+  EXPECT_EQ(analysis::collective_of_kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"), "allreduce");
+  EXPECT_EQ(analysis::collective_of_kernel("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"),
+            "reduce_scatter");
+  EXPECT_EQ(analysis::collective_of_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"), "allgather");
+  EXPECT_EQ(analysis::collective_of_kernel("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)"), "broadcast");
+  EXPECT_EQ(analysis::collective_of_kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), "sendrecv");
+  EXPECT_EQ(analysis::collective_of_kernel("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)"), "nccl");
+  EXPECT_EQ(analysis::collective_of_kernel("ampere_sgemm_128x64_nn"), "");
+  EXPECT_EQ(analysis::collective_of_kernel("ncclFooBar"), "") << "HTA's rule: nccl...Kernel";
+}
+
+// The traces name no collective: each rank's communication kernels are its calls, matched across
+// the ranks by their order in each step, and the ranks' clocks need not agree.
+TEST(CollectiveAnalysisTest, KernelsAloneAreMatchedByTheirOrderAndEndAligned) {
+  const std::vector<dlprof::Trace> traces = dlprof_test::ranks_waiting_for_a_late_rank();
+  std::vector<RankCollectives> ranks;
+  for (const dlprof::Trace& trace : traces) ranks.push_back(analysis::summarize_collectives(trace));
+  ASSERT_EQ(ranks[2].calls.size(), 2u);
+  EXPECT_EQ(ranks[2].calls[0].name, "sendrecv");
+  EXPECT_EQ(ranks[2].calls[0].step, 5);
+  EXPECT_EQ(ranks[2].calls[1].step, 6);
+  EXPECT_TRUE(ranks[2].calls[0].on_device);
+  EXPECT_EQ(ranks[2].calls[0].group_size, 4);
+  EXPECT_EQ(ranks[2].calls[0].bytes, 0) << "sizes are unknown";
+
+  const analysis::CollectiveAnalysis result = analysis::analyze_collectives(ranks);
+  EXPECT_TRUE(result.problems.empty()) << fmt::format("{}", fmt::join(result.problems, "\n"));
+  ASSERT_EQ(result.instances.size(), 2u);
+  for (const analysis::CollectiveInstance& instance : result.instances) {
+    EXPECT_EQ(instance.ranks, 4u);
+    EXPECT_EQ(instance.last_rank, 3);
+    EXPECT_EQ(instance.transfer_ns, 10'000) << "rank 3's kernel: it did not wait";
+    EXPECT_EQ(instance.skew_ns, 7'300'000) << "rank 0 waited 7.6 - 0.3 ms";
+    EXPECT_EQ(instance.waiting_ns, 7'300'000 + 6'500'000 + 5'200'000);
+  }
+  ASSERT_EQ(result.ranks.size(), 4u);
+  const double waited[] = {7'300'000, 6'500'000, 5'200'000, 0};
+  for (std::size_t r = 0; r < 4; ++r) {
+    EXPECT_DOUBLE_EQ(result.ranks[r].waiting_ns, waited[r]) << "rank " << r << ", per step";
+    EXPECT_DOUBLE_EQ(result.ranks[r].transfer_ns, 10'000) << "rank " << r << ", per step";
+  }
+  EXPECT_EQ(result.ranks[3].last_arrivals, 2u);
+  ASSERT_EQ(result.types.size(), 1u);
+  const analysis::CollectiveTypeStats& all_to_all = result.types[0];
+  EXPECT_EQ(all_to_all.calls, 2u);
+  EXPECT_FALSE(all_to_all.has_bytes());
+  EXPECT_DOUBLE_EQ(all_to_all.latency_ns(), 10'000);
+  EXPECT_DOUBLE_EQ(all_to_all.mean_waiting_ns, (7'300'000 + 6'500'000 + 5'200'000) / 4.0);
+  EXPECT_EQ(all_to_all.max_skew_ns, 7'300'000);
+
+  ASSERT_TRUE(result.straggler.has_value());
+  EXPECT_EQ(result.straggler->rank, 3);
+  EXPECT_EQ(result.straggler->last_arrivals, 2u);
+  EXPECT_DOUBLE_EQ(result.straggler->mean_lateness_ns, 7'300'000);
+  EXPECT_DOUBLE_EQ(result.straggler->held_back_ns, 7'300'000) << "one collective per step";
+  EXPECT_FALSE(result.straggler->phase.has_value()) << "the traces annotate no phase";
+}
+
+// Step lengths name rank 0, which waits the most; the collectives name rank 3, which everyone waits
+// for. The finding is the collectives': balanced, the others stop waiting 7.3 ms per step for it.
+TEST(CollectiveAnalysisTest, TheStragglerIsTheLastToArriveNeverTheRankWithTheLongestSteps) {
+  const std::vector<dlprof::Trace> traces = dlprof_test::ranks_waiting_for_a_late_rank();
+  const analysis::RankComparison by_steps = analysis::compare_ranks(traces);
+  ASSERT_FALSE(by_steps.steps.empty());
+  EXPECT_EQ(by_steps.steps[0].slowest_rank, 0) << "the rank that waits longest has the longest steps";
+
+  const std::vector<analysis::Recommendation> found = analysis::recommendations(traces);
+  std::vector<const analysis::Recommendation*> stragglers;
+  for (const analysis::Recommendation& finding : found)
+    if (finding.id == "straggler") stragglers.push_back(&finding);
+  ASSERT_EQ(stragglers.size(), 1u);
+  const analysis::Recommendation& straggler = *stragglers[0];
+  EXPECT_EQ(straggler.worst_rank, 3);
+  EXPECT_THAT(straggler.ranks, ::testing::ElementsAre(3));
+  EXPECT_THAT(straggler.text, HasSubstr("Rank 3 arrives last at 2 of 2 collectives, 7.300 ms after the first rank"));
+  EXPECT_THAT(straggler.text, HasSubstr("No annotated phase of its steps is longer than the other ranks'"));
+  EXPECT_DOUBLE_EQ(straggler.impact_ns, 7'300'000);
+}
+
+// Rank 1 has no trace: ranks 0, 2 and 3 may all be waiting for it, so rank 3 is not named.
+TEST(CollectiveAnalysisTest, NoStragglerIsNamedWhileARankOfTheWorldIsMissing) {
+  std::vector<RankCollectives> ranks;
+  for (const dlprof::Trace& trace : dlprof_test::ranks_waiting_for_a_late_rank())
+    if (trace.distributed.rank != 1) ranks.push_back(analysis::summarize_collectives(trace));
+  const analysis::CollectiveAnalysis result = analysis::analyze_collectives(ranks);
+  EXPECT_EQ(result.world_size, 4);
+  EXPECT_EQ(result.missing_ranks, 1u);
+  EXPECT_EQ(result.instances.size(), 2u);
+  EXPECT_EQ(result.instances[0].last_rank, 3);
+  EXPECT_FALSE(result.straggler.has_value());
+}
+
+// Without collectives, and without communication kernels, nothing says who waits for whom: a rank
+// with longer steps is not called a straggler.
+TEST(CollectiveAnalysisTest, RanksWithoutCollectivesHaveNoStragglerWhateverTheirSteps) {
+  std::vector<dlprof::Trace> ranks;
+  for (std::int64_t rank = 0; rank < 2; ++rank) {
+    dlprof_test::AnalysisTraceBuilder builder;
+    builder.rank(rank, 2);
+    for (std::int64_t n = 0; n < 3; ++n) builder.step(10 + n, n * 2 * kMs, n * 2 * kMs + (rank == 1 ? 1'300'000 : kMs));
+    ranks.push_back(builder.trace());
+  }
+  for (const analysis::Recommendation& finding : analysis::recommendations(ranks)) EXPECT_NE(finding.id, "straggler");
+}
+
+// On the device the ends are aligned: the rank with the shortest kernel came last, whatever the
+// starts say on clocks that disagree. On the host (c10d's op may return before the collective
+// completes) the starts are compared.
+TEST(CollectiveAnalysisTest, OnTheDeviceTheShortestCallCameLastOnTheHostTheLatestStart) {
+  std::vector<RankCollectives> ranks;
+  for (std::int64_t r = 0; r < 2; ++r) {
+    RankCollectives summary = rank_of(r, 2, 1, 0, {0, 0});
+    RankCollectives::Call& call = summary.calls[0];
+    call.on_device = true;
+    // Rank 1's clock runs 4 ms ahead: its kernel starts "later" but runs 3 ms, rank 0's 1 ms.
+    call.start_ns = r == 0 ? 70 * kMs : 72 * kMs;
+    call.end_ns = r == 0 ? 71 * kMs : 75 * kMs;
+    ranks.push_back(summary);
+  }
+  const analysis::CollectiveAnalysis on_device = analysis::analyze_collectives(ranks);
+  ASSERT_EQ(on_device.instances.size(), 1u);
+  EXPECT_EQ(on_device.instances[0].last_rank, 0);
+  EXPECT_EQ(on_device.instances[0].transfer_ns, kMs);
+  EXPECT_EQ(on_device.instances[0].skew_ns, 2 * kMs);
+  EXPECT_DOUBLE_EQ(on_device.ranks[1].waiting_ns, 2.0 * kMs);
+
+  for (RankCollectives& rank : ranks) rank.calls[0].on_device = false;
+  const analysis::CollectiveAnalysis on_host = analysis::analyze_collectives(ranks);
+  EXPECT_EQ(on_host.instances[0].last_rank, 1);
+  EXPECT_EQ(on_host.instances[0].skew_ns, 2 * kMs);
+  EXPECT_EQ(on_host.instances[0].transfer_ns, 3 * kMs) << "from the last start to the last end";
+  EXPECT_DOUBLE_EQ(on_host.ranks[0].waiting_ns, 2.0 * kMs);
 }
 
 }  // namespace

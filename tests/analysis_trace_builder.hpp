@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include <dlprof/analysis/options.hpp>
 #include <dlprof/trace.hpp>
@@ -223,5 +224,37 @@ class AnalysisTraceBuilder {
 
   dlprof::Trace trace_;
 };
+
+/// The all-to-all kernel (NCCL's SendRecv) of ranks_waiting_for_a_late_rank().
+inline constexpr std::string_view kNcclSendRecv = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)";
+
+/// Four ranks whose traces name no collective, only NCCL's kernels. In each of steps 5 and 6 the
+/// ranks reach an all-to-all 0.3, 1.1, 2.4 and 7.6 ms into its phase; rank 3 arrives last, runs its
+/// kernel for 10 us, and every rank's kernel ends then. The ranks started their steps 12, 9, 8 and
+/// 3 ms before that phase and end them within 0.9 ms of each other, so rank 0, which waits the
+/// most, has the longest steps. Each rank's clock is 37 ms x its rank off rank 0's, and the traces
+/// carry no clock offset.
+inline std::vector<dlprof::Trace> ranks_waiting_for_a_late_rank() {
+  constexpr std::int64_t kArrival[] = {300'000, 1'100'000, 2'400'000, 7'600'000};
+  constexpr std::int64_t kLead[] = {12 * kMs, 9 * kMs, 8 * kMs, 3 * kMs};
+  constexpr std::int64_t kTail[] = {100'000, 900'000, 500'000, 0};
+  constexpr std::int64_t kTransfer = 10'000;
+  std::vector<dlprof::Trace> ranks;
+  for (std::size_t r = 0; r < 4; ++r) {
+    AnalysisTraceBuilder builder;
+    builder.rank(static_cast<std::int64_t>(r), 4);
+    const std::int64_t clock = static_cast<std::int64_t>(r) * 37 * kMs;
+    for (std::int64_t step = 5; step <= 6; ++step) {
+      const std::int64_t phase = clock + step * 100 * kMs;
+      const std::int64_t end = phase + kArrival[3] + kTransfer;
+      const auto correlation = static_cast<std::uint32_t>(step);
+      builder.step(step, phase - kLead[r], end + kTail[r])
+          .call("cudaLaunchKernel", phase + kArrival[r] - 50'000, phase + kArrival[r] - 40'000, correlation)
+          .kernel(kNcclSendRecv, phase + kArrival[r], end, correlation, 0, 21);
+    }
+    ranks.push_back(builder.trace());
+  }
+  return ranks;
+}
 
 }  // namespace dlprof_test

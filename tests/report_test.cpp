@@ -93,7 +93,7 @@ dlprof::Trace one_rank() {
   return trace;
 }
 
-// Ranks 0 and 1 of 2, rank 1's step 2 one ms longer (6 ms): step 2's straggler, 14.3% over the
+// Ranks 0 and 1 of 2, rank 1's step 2 one ms longer (6 ms): step 2's slowest rank, 14.3% over the
 // median (3.5 ms) and 33.3% over the fastest.
 std::vector<dlprof::Trace> two_ranks() {
   std::vector<dlprof::Trace> ranks;
@@ -280,7 +280,7 @@ TEST(ReportTextTest, RanksComparedAndStragglers) {
   EXPECT_TRUE(has_line(text, "== Ranks compared =+"));
   EXPECT_TRUE(has_line(text, R"( +0 +2 +2\.500 +2\.000 +3\.000 +50\.0% +13\.8% +24\.1% +62\.1% +0\.0%)"));
   EXPECT_TRUE(has_line(text, R"( +1 +2 +3\.000 +2\.000 +4\.000 .*)"));
-  EXPECT_TRUE(has_line(text, "Stragglers: the slowest rank of each step"));
+  EXPECT_TRUE(has_line(text, "Step times across ranks: the slowest and the fastest rank of each step .*"));
   EXPECT_TRUE(has_line(text, R"( +2 +2 +1 +4\.000 +3\.500 +0 +3\.000 +\+14\.3% +\+33\.3%)"));
 }
 
@@ -289,7 +289,8 @@ TEST(ReportTest, CollectivesAcrossRanksNameTheRankThatArrivesLast) {
   ASSERT_TRUE(report.collectives.has_value());
   const std::string text = dlprof::render_text(report);
   EXPECT_THAT(text, HasSubstr("== Collectives across ranks"));
-  EXPECT_TRUE(has_line(text, R"(\s+allreduce\s+1\s+1\.00 MiB\s+0\.300\s+3\.495\s+3\.495\s+1\.000\s+1\.000)"));
+  // Latency 0.3 ms per call; rank 0 waits 1 ms for rank 1, rank 1 none: 0.5 ms per call of a rank.
+  EXPECT_TRUE(has_line(text, R"(\s+allreduce\s+1\s+1\.00 MiB\s+0\.300\s+3\.495\s+3\.495\s+0\.500\s+1\.000)"));
   EXPECT_TRUE(has_line(text, R"(Straggler: rank 1, last to arrive at 1 of 1 collectives, 1\.000 ms after the first rank.*)"));
   EXPECT_THAT(text, HasSubstr("Rank 1 arrives last at 1 of 1 collectives"));
   for (const std::string& line : lines_of(text)) EXPECT_LE(dlprof::detail::text_width(line), 120u) << line;
@@ -304,6 +305,62 @@ TEST(ReportTest, CollectivesAcrossRanksNameTheRankThatArrivesLast) {
   EXPECT_TRUE(well_formed(html));
   EXPECT_THAT(html, HasSubstr("<section id=\"collectives\">"));
   EXPECT_THAT(html, HasSubstr("id=\"collectives-ranks\""));
+}
+
+// Traces that name no collective: the NCCL kernels are compared across the ranks, with no sizes
+// (and so no bandwidths) to show; the straggler is the rank that arrives last.
+TEST(ReportTest, CollectivesOfKernelsAloneAreComparedWithoutSizes) {
+  const dlprof::Report report = dlprof::make_report(dlprof_test::ranks_waiting_for_a_late_rank());
+  ASSERT_TRUE(report.collectives.has_value());
+  const std::string text = dlprof::render_text(report);
+  // Latency 10 us; waits of 7.3, 6.5, 5.2 and 0 ms: 4.75 ms per call of a rank; skew 7.3 ms.
+  EXPECT_TRUE(has_line(text, R"(\s+sendrecv\s+2\s+-\s+0\.010\s+-\s+-\s+4\.750\s+7\.300)"));
+  EXPECT_THAT(unwrapped(text), HasSubstr("Straggler: rank 3, last to arrive at 2 of 2 collectives, 7.300 ms after the first "
+                                         "rank on average: the others wait 7.300 ms per step for it; no annotated phase"));
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& type = json.at("collectives").at("types").at(0);
+  EXPECT_EQ(type.at("bytes"), 0);
+  EXPECT_TRUE(type.at("algbw_gbps").is_null());
+  EXPECT_TRUE(type.at("busbw_gbps").is_null());
+  EXPECT_DOUBLE_EQ(type.at("latency_us").get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(type.at("mean_waiting_us").get<double>(), 4750.0);
+  const Json& straggler = json.at("collectives").at("straggler");
+  EXPECT_EQ(straggler.at("rank"), 3);
+  EXPECT_TRUE(straggler.at("phase").is_null());
+  EXPECT_DOUBLE_EQ(straggler.at("held_back_us").get<double>(), 7300.0);
+  EXPECT_DOUBLE_EQ(json.at("collectives").at("ranks").at(0).at("transfer_us").get<double>(), 10.0);
+  const std::string html = dlprof::render_html(report);
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_THAT(html, HasSubstr("Straggler: rank 3, last to arrive at 2 of 2 collectives"));
+}
+
+// NCCL's kernel runs beside a GEMM: the step table gives the time to the GEMM (TensorBoard's
+// roles), HTA's kernel types count it as communication. The page and the text say why the two differ.
+TEST(ReportTest, TheStepTableSaysWhyItsCommunicationIsNotHtas) {
+  const dlprof::Trace overlapped = dlprof_test::AnalysisTraceBuilder()
+                                       .step(1, 0, 1'000'000)
+                                       .call("cudaLaunchKernel", 10'000, 20'000, 1)
+                                       .kernel("sm80_xmma_gemm_bf16bf16_bf16f32", 100'000, 900'000, 1, 0, 7)
+                                       .call("cudaLaunchKernel", 30'000, 40'000, 2)
+                                       .kernel(dlprof_test::kNcclAllReduce, 150'000, 850'000, 2, 0, 21)
+                                       .trace();
+  const dlprof::Report report = dlprof::make_report(overlapped);
+  const std::string expected =
+      "Communication is 0.0% of the step above: its time where nothing else runs on the GPU (the roles claim time in "
+      "order, kernels first) and only for the communication of nccl:* or gloo:* ops. Communication kernels take 87.5% "
+      "of the GPU's kernel time (HTA's kernel types), 100.0% of it beside computation.";
+  EXPECT_THAT(unwrapped(dlprof::render_text(report)), HasSubstr(expected));
+  std::string escaped = expected;
+  escaped.replace(escaped.find("GPU's"), 5, "GPU&#39;s");
+  escaped.replace(escaped.find("HTA's"), 5, "HTA&#39;s");
+  EXPECT_THAT(dlprof::render_html(report), HasSubstr(escaped));
+
+  const dlprof::Trace alone = dlprof_test::AnalysisTraceBuilder()
+                                  .step(1, 0, 1'000'000)
+                                  .call("cudaLaunchKernel", 10'000, 20'000, 1)
+                                  .kernel("sm80_xmma_gemm_bf16bf16_bf16f32", 100'000, 900'000, 1, 0, 7)
+                                  .trace();
+  EXPECT_THAT(dlprof::render_text(dlprof::make_report(alone)), Not(HasSubstr("Communication is")));
 }
 
 // A report over many ranks keeps each rank's analyses, not its trace: made from analyse_rank()'s
@@ -854,10 +911,11 @@ TEST(ReportHtmlTest, OneSvgPerChart) {
 
   const std::string two = dlprof::render_html(dlprof::make_report(two_ranks()));
   EXPECT_TRUE(well_formed(two));
-  EXPECT_EQ(count_of(two, "<svg"), 1u + 2u * 3u);  // ranks compared, then per rank without memory events
+  // Ranks compared, the collectives of their NCCL kernels, then per rank without memory events.
+  EXPECT_EQ(count_of(two, "<svg"), 1u + 1u + 2u * 3u);
   EXPECT_THAT(two, HasSubstr("id=\"ranks-average-step\""));
   EXPECT_THAT(two, HasSubstr("No memory events in this trace"));
-  EXPECT_THAT(two, HasSubstr("Stragglers: the slowest rank of each step"));
+  EXPECT_THAT(two, HasSubstr("Step times across ranks: the slowest and the fastest rank of each step"));
 }
 
 TEST(ReportHtmlTest, ASingleKernelTypeIsAFullCircle) {
@@ -987,7 +1045,8 @@ TEST_F(ReferenceReportTest, TwoRanksWithStragglers) {
   const std::string html = dlprof::render_html(report);
   EXPECT_TRUE(well_formed(html));
   EXPECT_TRUE(self_contained(html));
-  EXPECT_EQ(count_of(html, "<svg"), 1u + 2u * 3u);
+  EXPECT_EQ(count_of(html, "<svg"), 1u + 1u + 2u * 3u);  // the ranks, their NCCL kernels, each rank
+  EXPECT_THAT(unwrapped(text), HasSubstr("Straggler: not named: 126 of the world's 128 ranks have no trace here"));
 }
 
 TEST_F(ReferenceReportTest, OneRankSets) {

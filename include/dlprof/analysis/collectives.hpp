@@ -6,17 +6,28 @@
 // collective calls, on the reference rank's clock (DistributedInfo::clock_offset). Only these
 // summaries are compared, so a report over many ranks need not hold their traces.
 //
+// The calls are c10d's (record_param_comms: name, group, Seq, sizes) where the trace has them.
+// Where it has none, they are the communication kernels themselves (NCCL's and RCCL's, the
+// collective read from the kernel's name), each in the step whose runtime call launched it; sizes
+// are then unknown.
+//
 // A collective instance is one call of a group on every member: the calls of one (group, Seq), or
-// without Seq (traces that lack it) of one (group, collective, n-th call of the step). Each rank
-// arrives when its call starts; all leave together once the last has arrived, so a rank waits
-// inside the collective from its arrival to the last one's. The instance's transfer time is from
-// the last arrival to the last end, and its algorithm and bus bandwidths are nccl-tests' (the
-// bytes over that time; busbw scales algbw by 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
-// reduce-scatter and all-to-all, 1 for the rest).
+// without Seq of one (group, collective, n-th call of the step). On the device, all ranks' kernels
+// of a collective end together, once the last rank has arrived: its time in the call is the
+// transfer, and every other rank's time beyond it is waiting for the last rank. Aligning the ends
+// so needs no clock shared by the ranks' hosts. The last rank is the one with the shortest call;
+// the instance's skew is the longest call's excess over it. Calls timed on the host (c10d's op,
+// which may return before the collective completes) are compared by their starts instead, on the
+// reference rank's clock: a rank waits from its start to the last rank's, and the transfer runs
+// from the last start to the last end. An instance's algorithm and bus bandwidths
+// are nccl-tests' (the bytes over the transfer time; busbw scales algbw by 2(n-1)/n for
+// all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for the rest).
 //
 // The straggler is the rank whose late arrivals make more than half of the instances' skew, by
 // more than 5 % of the mean step per step; its evidence is how often and how late it arrives
-// last, and the phase whose time per step exceeds the other ranks' median by the most.
+// last, and the phase whose time per step exceeds the other ranks' median by the most. Without
+// collectives there is no straggler: a rank whose steps are longest may be the one that waits.
+// Nor is there one while a rank of the world has no trace: the others may all wait for it.
 #pragma once
 
 #include <algorithm>
@@ -35,6 +46,7 @@
 #include <fmt/ranges.h>
 
 #include "dlprof/analysis/detail/intervals.hpp"
+#include "dlprof/analysis/kernel_type.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/event.hpp"
 #include "dlprof/format/vocabulary.hpp"
@@ -92,6 +104,27 @@ inline double bus_bandwidth_factor(std::string_view name, std::int64_t ranks) no
   return 1.0;
 }
 
+/// The collective a communication kernel runs, in c10d's spelling ("allreduce", "allgather",
+/// "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"), read from NCCL's and RCCL's
+/// kernel names (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_ReduceScatter_Sum_f32_RING_LL,
+/// ncclDevKernel_SendRecv(...)); "nccl" where the name does not say (RCCL's ncclDevKernel_Generic);
+/// empty for a kernel that is not communication.
+inline std::string collective_of_kernel(std::string_view name) {
+  if (kernel_type(name) != KernelType::Communication) return {};
+  for (const std::string_view prefix : {std::string_view("ncclKernel_"), std::string_view("ncclDevKernel_")}) {
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    const std::string_view op = name.substr(prefix.size(), name.find_first_of("_(<", prefix.size()) - prefix.size());
+    static constexpr std::pair<std::string_view, std::string_view> kCollectives[] = {
+        {"AllReduce", "allreduce"}, {"AllGather", "allgather"}, {"ReduceScatter", "reduce_scatter"},
+        {"Broadcast", "broadcast"}, {"Reduce", "reduce"},       {"AllToAll", "alltoall"},
+        {"SendRecv", "sendrecv"},   {"Send", "send"},           {"Recv", "recv"},
+    };
+    for (const auto& [kernel, collective] : kCollectives)
+      if (op == kernel) return std::string(collective);
+  }
+  return "nccl";
+}
+
 /// One rank's collectives and step phases: what the comparison across ranks reads of its trace.
 struct RankCollectives {
   std::int64_t rank = 0;
@@ -100,7 +133,7 @@ struct RankCollectives {
   std::optional<ClockOffset> clock_offset;  ///< applied to every time below
 
   struct Call {
-    std::string group;
+    std::string group;  ///< empty for a communication kernel without c10d's call around it
     std::string name;
     std::int64_t seq = -1;
     std::int64_t ordinal = 0;  ///< n-th call of this (group, name) in its step
@@ -245,6 +278,32 @@ inline RankCollectives summarize_collectives(const Trace& trace) {
   }
   const std::map<const TraceEvent*, detail::Interval> on_device = detail::collective_kernels(trace, call_ops);
   std::map<std::tuple<std::int64_t, std::string, std::string>, std::int64_t> ordinals;  // (step, group, name)
+  if (trace.collectives.empty()) {
+    // The communication kernels, by start, each in the step its launch is in (a kernel may run
+    // after the host has left the step that launched it).
+    std::unordered_map<std::uint32_t, std::int64_t> launched_at;  // correlation -> runtime call's start
+    for (const ApiEvent& call : trace.api_events)
+      if (call.correlation != 0) launched_at.emplace(call.correlation, call.start_ns);
+    std::vector<std::pair<const GpuEvent*, std::string>> kernels;
+    for (const GpuEvent& work : trace.gpu_events)
+      if (work.kind == GpuEventKind::Kernel)
+        if (std::string name = collective_of_kernel(trace.names[work.name]); !name.empty()) kernels.emplace_back(&work, std::move(name));
+    std::stable_sort(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) { return a.first->start_ns < b.first->start_ns; });
+    for (auto& [work, name] : kernels) {
+      RankCollectives::Call summarized;
+      summarized.name = std::move(name);
+      summarized.group_size = summary.world_size;
+      const auto launch = work->correlation != 0 ? launched_at.find(work->correlation) : launched_at.end();
+      const StepSpan* span = step_at(launch != launched_at.end() ? launch->second : work->start_ns);
+      summarized.step = span != nullptr ? span->number : -1;
+      summarized.ordinal = ordinals[{summarized.step, summarized.group, summarized.name}]++;
+      summarized.start_ns = work->start_ns + shift;
+      summarized.end_ns = work->end_ns + shift;
+      summarized.on_device = true;
+      summary.calls.push_back(std::move(summarized));
+    }
+    return summary;
+  }
   for (const CollectiveCall& call : trace.collectives) {
     const auto found = ops.find(std::make_pair(call.thread, call.start_ns));
     if (found == ops.end()) continue;
@@ -275,25 +334,28 @@ struct CollectiveInstance {
   std::int64_t seq = -1;
   std::int64_t step = -1;
   std::size_t ranks = 0;
-  std::int64_t bytes = 0;            ///< per rank
-  std::int64_t first_arrival_ns = 0;
-  std::int64_t last_arrival_ns = 0;
-  std::int64_t last_rank = -1;       ///< the rank that arrived last (-1: one rank only)
-  std::int64_t transfer_ns = 0;      ///< last arrival to last end
-
-  std::int64_t skew_ns() const noexcept { return last_arrival_ns - first_arrival_ns; }
+  std::int64_t bytes = 0;            ///< per rank; 0 when unknown
+  std::int64_t first_arrival_ns = 0; ///< the earliest start, on the reference rank's clock
+  std::int64_t last_rank = -1;       ///< the rank that arrived last (-1: one rank only, or all at once)
+  std::int64_t transfer_ns = 0;      ///< the last rank's time in it: the shortest call
+  std::int64_t skew_ns = 0;          ///< the longest call's excess over the shortest: first to last arrival
+  std::int64_t waiting_ns = 0;       ///< summed over the ranks: each call's excess over the shortest
 };
 
 /// A collective, over its instances.
 struct CollectiveTypeStats {
   std::string name;
   std::size_t calls = 0;        ///< instances
-  std::int64_t bytes = 0;       ///< per rank, over the instances
+  std::int64_t bytes = 0;       ///< per rank, over the instances; 0 when unknown
   std::int64_t transfer_ns = 0; ///< over the instances
   std::int64_t max_skew_ns = 0;
   double mean_skew_ns = 0;
+  double mean_waiting_ns = 0;   ///< per call of one rank: its time in the call beyond the transfer
   std::int64_t group_size = 0;
 
+  bool has_bytes() const noexcept { return bytes > 0; }
+  /// Mean time per call from the last rank's arrival to the end.
+  double latency_ns() const noexcept { return calls > 0 ? static_cast<double>(transfer_ns) / static_cast<double>(calls) : 0.0; }
   double algorithm_gbps() const noexcept { return transfer_ns > 0 ? static_cast<double>(bytes) / static_cast<double>(transfer_ns) : 0.0; }
   double bus_gbps() const noexcept { return algorithm_gbps() * bus_bandwidth_factor(name, group_size); }
 };
@@ -305,7 +367,8 @@ struct RankPhases {
   double step_ns = 0;
   double compute_ns = 0;
   double communication_ns = 0;
-  double waiting_ns = 0;  ///< inside collectives, for the last rank to arrive
+  double waiting_ns = 0;   ///< inside collectives, for the last rank to arrive
+  double transfer_ns = 0;  ///< inside collectives, once the last rank has arrived
   double exposed_communication_ns = 0;
   std::array<double, kStepPhases> phase_ns{};
   std::size_t last_arrivals = 0;  ///< instances it arrived last at
@@ -318,7 +381,11 @@ struct Straggler {
   std::size_t last_arrivals = 0;
   std::size_t instances = 0;        ///< that had a last rank
   double mean_lateness_ns = 0;      ///< after the first rank, when last
-  StepPhase phase = StepPhase::Forward;  ///< the phase whose excess over the others' median is largest
+  double held_back_ns = 0;          ///< per step: its lateness summed over the collectives it came last to
+  /// The phase whose excess over the other ranks' median is largest; none when no phase of the
+  /// straggler's is longer than the others' (its steps carry no phase annotations, or it is late
+  /// for work the trace does not name).
+  std::optional<StepPhase> phase;
   double phase_ns = 0;                   ///< its time per step
   double others_median_phase_ns = 0;     ///< the other ranks' median of it
   double excess_ns() const noexcept { return phase_ns - others_median_phase_ns; }
@@ -328,8 +395,10 @@ struct CollectiveAnalysis {
   std::vector<RankPhases> ranks;             ///< by rank
   std::vector<CollectiveTypeStats> types;    ///< by time, longest first
   std::vector<CollectiveInstance> instances; ///< by first arrival
-  std::optional<Straggler> straggler;
+  std::optional<Straggler> straggler;       ///< none either where no rank holds the others back or missing_ranks != 0
   std::vector<std::string> problems;         ///< missing ranks, other jobs, steps that disagree
+  std::int64_t world_size = 0;
+  std::size_t missing_ranks = 0;             ///< of the world, with no trace: any may be the one the others wait for
 
   bool empty() const noexcept { return instances.empty(); }
 };
@@ -391,6 +460,8 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
   std::vector<std::int64_t> missing;
   for (std::int64_t r = 0; r < world; ++r)
     if (seen.count(r) == 0) missing.push_back(r);
+  result.world_size = world;
+  result.missing_ranks = missing.size();
   if (!missing.empty())
     result.problems.push_back(fmt::format("no trace of rank{} {} of {}: compared without {}", missing.size() == 1 ? "" : "s",
                                           fmt::join(missing, ", "), world, missing.size() == 1 ? "it" : "them"));
@@ -430,7 +501,7 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
     }
   }
   std::map<std::string, CollectiveTypeStats> types;
-  std::map<std::string, double> skew_sums;
+  std::map<std::string, std::pair<double, std::size_t>> skew_sums, waiting_sums;  // name -> (sum, count)
   std::size_t with_last = 0;
   for (const auto& [key, calls] : by_instance) {
     CollectiveInstance instance;
@@ -442,41 +513,73 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
     instance.ranks = calls.size();
     instance.bytes = any.bytes;
     instance.first_arrival_ns = any.start_ns;
-    instance.last_arrival_ns = any.start_ns;
-    instance.last_rank = calls.front().second;
-    std::int64_t last_end = any.end_ns;
-    for (const auto& [call, rank] : calls) {
-      instance.first_arrival_ns = std::min(instance.first_arrival_ns, call->start_ns);
-      if (call->start_ns > instance.last_arrival_ns) {
-        instance.last_arrival_ns = call->start_ns;
-        instance.last_rank = rank;
+    const bool on_device = std::all_of(calls.begin(), calls.end(), [](const auto& call) { return call.first->on_device; });
+    // Each rank's wait: on the device, its call's excess over the shortest (the ends aligned);
+    // on the host, where c10d's op may return before the collective completes, from its start to
+    // the last rank's (the ranks' clocks aligned by their offsets).
+    std::vector<std::int64_t> waits;
+    if (on_device) {
+      std::int64_t longest = 0;
+      instance.transfer_ns = INT64_MAX;
+      for (const auto& [call, rank] : calls) {
+        instance.first_arrival_ns = std::min(instance.first_arrival_ns, call->start_ns);
+        const std::int64_t in_call = std::max<std::int64_t>(0, call->end_ns - call->start_ns);
+        longest = std::max(longest, in_call);
+        if (in_call < instance.transfer_ns) {
+          instance.transfer_ns = in_call;
+          instance.last_rank = rank;
+        }
       }
-      last_end = std::max(last_end, call->end_ns);
+      instance.skew_ns = longest - instance.transfer_ns;
+      for (const auto& call : calls) waits.push_back(std::max<std::int64_t>(0, call.first->end_ns - call.first->start_ns) - instance.transfer_ns);
+    } else {
+      std::int64_t last_arrival = any.start_ns, last_end = any.end_ns;
+      instance.last_rank = calls.front().second;
+      for (const auto& [call, rank] : calls) {
+        instance.first_arrival_ns = std::min(instance.first_arrival_ns, call->start_ns);
+        if (call->start_ns > last_arrival) {
+          last_arrival = call->start_ns;
+          instance.last_rank = rank;
+        }
+        last_end = std::max(last_end, call->end_ns);
+      }
+      instance.skew_ns = last_arrival - instance.first_arrival_ns;
+      instance.transfer_ns = std::max<std::int64_t>(0, last_end - last_arrival);
+      for (const auto& call : calls) waits.push_back(last_arrival - call.first->start_ns);
     }
-    for (const auto& [call, rank] : calls)
-      phases[rank].waiting_ns += static_cast<double>(std::max<std::int64_t>(0, instance.last_arrival_ns - call->start_ns));
-    if (calls.size() < 2 || instance.skew_ns() == 0) instance.last_rank = -1;  // nobody came last
-    instance.transfer_ns = std::max<std::int64_t>(0, last_end - instance.last_arrival_ns);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      instance.waiting_ns += waits[i];
+      RankPhases& rank = phases[calls[i].second];
+      rank.waiting_ns += static_cast<double>(waits[i]);
+      rank.transfer_ns += static_cast<double>(instance.transfer_ns);
+    }
+    if (calls.size() < 2 || instance.skew_ns == 0) instance.last_rank = -1;  // nobody came last
     if (instance.last_rank >= 0) {
       ++with_last;
       RankPhases& last = phases[instance.last_rank];
       ++last.last_arrivals;
-      last.lateness_ns += static_cast<double>(instance.skew_ns());
+      last.lateness_ns += static_cast<double>(instance.skew_ns);
     }
     CollectiveTypeStats& type = types[instance.name];
     type.name = instance.name;
     ++type.calls;
     type.bytes += instance.bytes;
     type.transfer_ns += instance.transfer_ns;
-    type.max_skew_ns = std::max(type.max_skew_ns, instance.skew_ns());
+    type.max_skew_ns = std::max(type.max_skew_ns, instance.skew_ns);
     type.group_size = std::max(type.group_size, any.group_size);
-    skew_sums[instance.name] += static_cast<double>(instance.skew_ns());
+    auto& [skew_sum, skews] = skew_sums[instance.name];
+    skew_sum += static_cast<double>(instance.skew_ns);
+    ++skews;
+    auto& [waiting_sum, rank_calls] = waiting_sums[instance.name];
+    waiting_sum += static_cast<double>(instance.waiting_ns);
+    rank_calls += instance.ranks;
     result.instances.push_back(std::move(instance));
   }
   std::sort(result.instances.begin(), result.instances.end(),
             [](const CollectiveInstance& a, const CollectiveInstance& b) { return a.first_arrival_ns < b.first_arrival_ns; });
   for (auto& [name, type] : types) {
-    type.mean_skew_ns = skew_sums[name] / static_cast<double>(type.calls);
+    type.mean_skew_ns = skew_sums[name].first / static_cast<double>(skew_sums[name].second);
+    type.mean_waiting_ns = waiting_sums[name].first / static_cast<double>(waiting_sums[name].second);
     result.types.push_back(type);
   }
   std::sort(result.types.begin(), result.types.end(),
@@ -491,6 +594,7 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
     p.exposed_communication_ns /= steps;
     p.communication_ns /= steps;
     p.waiting_ns /= steps;
+    p.transfer_ns /= steps;
     for (double& phase : p.phase_ns) phase /= steps;
     if (p.last_arrivals != 0) p.lateness_ns /= static_cast<double>(p.last_arrivals);
     result.ranks.push_back(p);
@@ -502,20 +606,21 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
   // a late rank has held a step's first collective back, the ranks enter the next ones together
   // and any of them may come last: skew, not a count of last arrivals, tells who holds them back.
   double total_skew = 0;
-  for (const CollectiveInstance& instance : result.instances) total_skew += static_cast<double>(instance.skew_ns());
+  for (const CollectiveInstance& instance : result.instances) total_skew += static_cast<double>(instance.skew_ns);
   const auto held_back = [](const RankPhases& rank) { return rank.lateness_ns * static_cast<double>(rank.last_arrivals); };
   const auto most = std::max_element(result.ranks.begin(), result.ranks.end(),
                                      [&](const RankPhases& a, const RankPhases& b) { return held_back(a) < held_back(b); });
   double mean_step = 0;
   for (const RankPhases& rank : result.ranks) mean_step += rank.step_ns / static_cast<double>(result.ranks.size());
-  if (most != result.ranks.end() && result.ranks.size() > 1 && 2 * held_back(*most) > total_skew &&
+  if (result.missing_ranks == 0 && most != result.ranks.end() && result.ranks.size() > 1 && 2 * held_back(*most) > total_skew &&
       held_back(*most) / static_cast<double>(std::max<std::size_t>(most->steps, 1)) > 0.05 * mean_step) {
     Straggler straggler;
     straggler.rank = most->rank;
     straggler.last_arrivals = most->last_arrivals;
     straggler.instances = with_last;
     straggler.mean_lateness_ns = most->lateness_ns;
-    double largest = -1e300;
+    straggler.held_back_ns = held_back(*most) / static_cast<double>(std::max<std::size_t>(most->steps, 1));
+    double largest = 0;
     for (std::size_t i = 0; i < kStepPhases; ++i) {
       if (i == static_cast<std::size_t>(StepPhase::Communication)) continue;  // the others wait there for it
       std::vector<double> others;
@@ -524,7 +629,7 @@ inline CollectiveAnalysis analyze_collectives(const std::vector<RankCollectives>
       std::sort(others.begin(), others.end());
       const std::size_t middle = others.size() / 2;
       const double median = others.size() % 2 == 1 ? others[middle] : (others[middle - 1] + others[middle]) / 2;
-      if (most->phase_ns[i] - median > largest) {
+      if (most->phase_ns[i] - median > largest) {  // strictly longer than the others'
         largest = most->phase_ns[i] - median;
         straggler.phase = static_cast<StepPhase>(i);
         straggler.phase_ns = most->phase_ns[i];

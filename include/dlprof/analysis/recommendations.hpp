@@ -31,10 +31,10 @@
 //                                                                                separate streams)
 //   memory_near_capacity  a GPU's peak allocated memory > 90 % of its memory     checkpointing, AMP, smaller
 //                                                                                batch
-//   straggler             (several ranks) with collectives recorded: one rank   balance the phase that
-//                         the last to arrive at most of them (collectives.hpp);  makes it late
-//                         otherwise one rank the slowest in most steps, > 5 %
-//                         above the median
+//   straggler             (several ranks) one rank the last to arrive at the    balance the phase that
+//                         collectives holding most of their skew, by > 5 % of    makes it late
+//                         the step (collectives.hpp: c10d's calls, else the
+//                         communication kernels); never from step lengths
 //   exposed_communication collectives with no computation alongside > 10 % of   start each bucket's
 //                         the step, on average over the ranks                    all-reduce during backward
 //
@@ -67,7 +67,6 @@
 #include "dlprof/analysis/detail/intervals.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/options.hpp"
-#include "dlprof/analysis/rank_comparison.hpp"
 #include "dlprof/analysis/step_breakdown.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
@@ -767,43 +766,6 @@ inline void add_findings_of_ranks(std::vector<std::pair<std::int64_t, std::vecto
   }
 }
 
-/// Whether one rank holds the others back: the slowest in at least half the steps, by more than
-/// 5 % of the median step on average.
-inline void straggler(const RankComparison& comparison, std::vector<Recommendation>& out) {
-  std::map<std::int64_t, std::pair<std::size_t, double>> slowest;  // rank -> (steps slowest, summed % over median)
-  std::map<std::int64_t, double> excess_ns;                           // rank -> summed ns over the median step
-  std::vector<std::int64_t> median_steps;
-  std::size_t compared_steps = 0;
-  for (const StepAcrossRanks& step : comparison.steps) {
-    if (step.ranks < 2) continue;
-    ++compared_steps;
-    auto& [count, over_median] = slowest[step.slowest_rank];
-    ++count;
-    over_median += step.slowest_over_median_percent();
-    excess_ns[step.slowest_rank] += static_cast<double>(step.slowest_ns) - step.median_ns;
-    median_steps.push_back(static_cast<std::int64_t>(step.median_ns));
-  }
-  const double median_step_ns = median(median_steps);
-  for (const auto& [rank, record] : slowest) {
-    const auto [count, summed] = record;
-    const double mean_over_median = summed / static_cast<double>(count);
-    if (2 * count < compared_steps || mean_over_median <= 5.0) continue;
-    // Balanced, the rank would end its steps with the median rank: the others wait that much less.
-    Recommendation finding = time_finding("straggler",
-                   fmt::format("Rank {} is the slowest in {} of {} steps, {:.1f}% above the median step: every "
-                               "collective waits for it. Compare its step breakdown with the others' (data loading, "
-                               "host work, a slower GPU or link) and balance the work.",
-                               rank, count, compared_steps, mean_over_median),
-                   fmt::format("rank {} slowest in {}/{} steps, on average {:.1f}% above the median rank's step", rank,
-                               count, compared_steps, mean_over_median),
-                   fmt::format("balance rank {}'s work", rank), excess_ns[rank] / static_cast<double>(compared_steps),
-                   median_step_ns);
-    finding.ranks = {rank};
-    finding.worst_rank = rank;
-    out.push_back(std::move(finding));
-  }
-}
-
 /// The straggler of the collectives: the rank the others wait for, and the phase that makes it late.
 inline void collective_straggler(const CollectiveAnalysis& collectives, std::vector<Recommendation>& out) {
   const Straggler& s = *collectives.straggler;
@@ -818,19 +780,28 @@ inline void collective_straggler(const CollectiveAnalysis& collectives, std::vec
   }
   if (others != 0) others_waiting /= static_cast<double>(others);
   if (!collectives.ranks.empty()) step_ns /= static_cast<double>(collectives.ranks.size());
-  // Balanced, the straggler's late phase takes the others' median time: the excess is saved.
-  Recommendation finding = time_finding("straggler",
-                 fmt::format("Rank {} arrives last at {} of {} collectives, {} after the first rank on average: the other "
-                             "ranks wait for it in every collective. Its {} takes {} per step against the other ranks' "
-                             "median of {}: balance that work (data, model shards, a slower device or host) across the ranks.",
-                             s.rank, s.last_arrivals, s.instances, format_ms(s.mean_lateness_ns), to_string(s.phase),
-                             format_ms(s.phase_ns), format_ms(s.others_median_phase_ns)),
-                 fmt::format("rank {} last at {}/{} collectives, {} late on average; {} {} vs median {} (+{}); the other "
-                             "ranks wait {} per step inside collectives",
-                             s.rank, s.last_arrivals, s.instances, format_ms(s.mean_lateness_ns), to_string(s.phase),
-                             format_ms(s.phase_ns), format_ms(s.others_median_phase_ns), format_ms(s.excess_ns()),
-                             format_ms(others_waiting)),
-                 fmt::format("balance rank {}'s {}", s.rank, to_string(s.phase)), s.excess_ns(), step_ns);
+  const std::string arrives = fmt::format("Rank {} arrives last at {} of {} collectives, {} after the first rank on average: "
+                                          "the other ranks wait for it in every collective.",
+                                          s.rank, s.last_arrivals, s.instances, format_ms(s.mean_lateness_ns));
+  const std::string evidence = fmt::format("rank {} last at {}/{} collectives, {} late on average; the other ranks wait {} per "
+                                           "step inside collectives",
+                                           s.rank, s.last_arrivals, s.instances, format_ms(s.mean_lateness_ns),
+                                           format_ms(others_waiting));
+  // Balanced, the straggler's late phase takes the others' median time: the excess is saved. With
+  // no phase to blame, the others would stop waiting for it: the time it holds them back.
+  Recommendation finding =
+      s.phase ? time_finding("straggler",
+                             fmt::format("{} Its {} takes {} per step against the other ranks' median of {}: balance that "
+                                         "work (data, model shards, a slower device or host) across the ranks.",
+                                         arrives, to_string(*s.phase), format_ms(s.phase_ns), format_ms(s.others_median_phase_ns)),
+                             fmt::format("{}; {} {} vs median {} (+{})", evidence, to_string(*s.phase), format_ms(s.phase_ns),
+                                         format_ms(s.others_median_phase_ns), format_ms(s.excess_ns())),
+                             fmt::format("balance rank {}'s {}", s.rank, to_string(*s.phase)), s.excess_ns(), step_ns)
+              : time_finding("straggler",
+                             fmt::format("{} No annotated phase of its steps is longer than the other ranks': compare what it "
+                                         "runs before each collective (its data, host, device or link) with another rank's.",
+                                         arrives),
+                             evidence, fmt::format("find what delays rank {}", s.rank), s.held_back_ns, step_ns);
   finding.ranks = {s.rank};
   finding.worst_rank = s.rank;
   out.push_back(std::move(finding));
@@ -905,13 +876,22 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ana
 }
 
 /// The findings of every rank, a rule found on several ranks as one finding (add_findings_of_ranks),
-/// and whether one rank holds the others back (detail::straggler), ranked by what they save.
+/// and, from the collectives across the ranks, whether one rank holds the others back and how
+/// much communication no computation hides, ranked by what they save.
 inline std::vector<Recommendation> recommendations(const std::vector<Trace>& ranks, const AnalysisOptions& options = {}) {
   std::vector<std::pair<std::int64_t, std::vector<Recommendation>>> per_rank;
-  for (const Trace& trace : ranks) per_rank.emplace_back(trace.distributed.rank, recommendations(trace, options));
+  std::vector<RankCollectives> collectives;
+  for (const Trace& trace : ranks) {
+    per_rank.emplace_back(trace.distributed.rank, recommendations(trace, options));
+    collectives.push_back(summarize_collectives(trace));
+  }
   std::vector<Recommendation> out;
   detail::add_findings_of_ranks(std::move(per_rank), out);
-  if (ranks.size() > 1) detail::straggler(compare_ranks(ranks, options), out);
+  if (ranks.size() > 1) {
+    const CollectiveAnalysis across = analyze_collectives(collectives);
+    if (across.straggler) detail::collective_straggler(across, out);
+    if (!across.empty()) detail::exposed_communication(across, out);
+  }
   detail::rank_findings(out);
   return out;
 }

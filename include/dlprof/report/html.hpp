@@ -448,6 +448,9 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
       mean.push_back(fmt::format("{} ({})", ms(average[role]), percent_text(average_step > 0 ? 100 * average[role] / average_step : 0)));
     rows.push_back(std::move(mean));
     html.table(headers, rows);
+    if (rank.gpu_activity)
+      if (const std::string note = communication_shares_note(rank.steps, rank.hta); !note.empty())
+        html.element("p", note, "class=\"muted\"");
   }
 
   if (!rank.gpu_activity) {
@@ -566,7 +569,7 @@ inline void html_comparison(HtmlOut& html, const Report& report) {
   html.table({"Rank", "Steps", "Step mean (ms)", "Min (ms)", "Max (ms)", "GPU util", "Idle", "Compute", "Non-compute", "Comm overlap"},
              rows);
   if (!comparison.steps.empty()) {
-    html.element("h3", "Stragglers: the slowest rank of each step");
+    html.element("h3", "Step times across ranks: the slowest and the fastest rank of each step");
     rows.clear();
     for (const analysis::StepAcrossRanks& step : comparison.steps)
       rows.push_back({std::to_string(step.step), std::to_string(step.ranks), std::to_string(step.slowest_rank), ms(step.slowest_ns),
@@ -580,7 +583,7 @@ inline void html_comparison(HtmlOut& html, const Report& report) {
 }
 
 /// Each rank's average step side by side, by phase: its data loading, forward, backward and
-/// optimizer, its waiting inside collectives for the last rank and its other communication.
+/// optimizer, its waiting inside collectives for the last rank and its transfer once it has arrived.
 inline void html_collective_rank_chart(HtmlOut& html, const analysis::CollectiveAnalysis& collectives) {
   using analysis::StepPhase;
   struct Part {
@@ -589,14 +592,13 @@ inline void html_collective_rank_chart(HtmlOut& html, const analysis::Collective
   };
   const std::array<Part, 6> parts = {{{"data loading", "#f29b30"}, {"forward", "#3b73d9"}, {"backward", "#8e5cc9"},
                                       {"optimizer", "#26a69a"}, {"waiting for the last rank", "#d64541"},
-                                      {"other communication", "#e8a0a0"}}};
+                                      {"transfer", "#e8a0a0"}}};
   std::vector<std::array<double, 6>> times;
   double longest = 0;
   for (const analysis::RankPhases& rank : collectives.ranks) {
     const auto phase = [&](StepPhase p) { return rank.phase_ns[static_cast<std::size_t>(p)]; };
-    const double transfer = std::max(0.0, rank.communication_ns - rank.waiting_ns);
     times.push_back({phase(StepPhase::DataLoading), phase(StepPhase::Forward), phase(StepPhase::Backward),
-                     phase(StepPhase::Optimizer), rank.waiting_ns, transfer});
+                     phase(StepPhase::Optimizer), rank.waiting_ns, rank.transfer_ns});
     double sum = 0;
     for (const double t : times.back()) sum += t;
     longest = std::max(longest, std::max(sum, rank.step_ns));
@@ -633,32 +635,26 @@ inline void html_collectives(HtmlOut& html, const Report& report) {
   html.element("h2", "Collectives across ranks");
   for (const std::string& problem : collectives.problems) html.element("p", "Note: " + problem, "class=\"muted\"");
   if (const std::optional<analysis::Straggler>& s = collectives.straggler)
-    html.element("p",
-                 fmt::format("Straggler: rank {}, last to arrive at {} of {} collectives, {} ms after the first rank on average; "
-                             "its {} takes {} ms per step against the other ranks' median {} ms.",
-                             s->rank, s->last_arrivals, s->instances, ms(s->mean_lateness_ns), analysis::to_string(s->phase),
-                             ms(s->phase_ns), ms(s->others_median_phase_ns)));
+    html.element("p", "Straggler: " + straggler_sentence(*s));
+  else
+    html.element("p", "Straggler: " + no_straggler_sentence(collectives), "class=\"muted\"");
   html_collective_rank_chart(html, collectives);
   std::vector<std::vector<std::string>> rows;
   for (const analysis::RankPhases& rank : collectives.ranks) {
     const auto phase = [&](analysis::StepPhase p) { return ms(rank.phase_ns[static_cast<std::size_t>(p)]); };
     rows.push_back({std::to_string(rank.rank), std::to_string(rank.steps), ms(rank.step_ns), ms(rank.compute_ns),
-                    ms(rank.communication_ns), ms(rank.waiting_ns), ms(rank.exposed_communication_ns),
+                    ms(rank.communication_ns), ms(rank.waiting_ns), ms(rank.transfer_ns), ms(rank.exposed_communication_ns),
                     phase(analysis::StepPhase::DataLoading), phase(analysis::StepPhase::Forward),
                     phase(analysis::StepPhase::Backward), phase(analysis::StepPhase::Optimizer), std::to_string(rank.last_arrivals)});
   }
-  html.table({"Rank", "Steps", "Step (ms)", "Compute", "Communication", "Waiting", "Exposed comm", "Data loading", "Forward",
-              "Backward", "Optimizer", "Last at"},
+  html.table({"Rank", "Steps", "Step (ms)", "Compute", "Communication", "Waiting", "Transfer", "Exposed comm", "Data loading",
+              "Forward", "Backward", "Optimizer", "Last at"},
              rows);
   rows.clear();
-  for (const analysis::CollectiveTypeStats& type : collectives.types)
-    rows.push_back({type.name, std::to_string(type.calls),
-                    analysis::detail::format_bytes(static_cast<double>(type.bytes) / static_cast<double>(std::max<std::size_t>(type.calls, 1))),
-                    ms(type.transfer_ns), fmt::format("{:.3f}", type.algorithm_gbps()), fmt::format("{:.3f}", type.bus_gbps()),
-                    ms(type.mean_skew_ns), ms(type.max_skew_ns)});
-  html.element("h3", "Per collective (bandwidths as nccl-tests define them)");
-  html.table({"Collective", "Calls", "Bytes/call", "Transfer (ms)", "algbw (GB/s)", "busbw (GB/s)", "Skew mean (ms)", "Skew max (ms)"},
-             rows);
+  for (const analysis::CollectiveTypeStats& type : collectives.types) rows.push_back(collective_type_row(type));
+  html.element("h3", "Per collective, per call (latency: from the last rank's arrival to the end; wait: a rank's time in it "
+                     "before that; bandwidths as nccl-tests define them)");
+  html.table(std::vector<std::string>(std::begin(kCollectiveTypeColumns), std::end(kCollectiveTypeColumns)), rows);
   html.raw("</section>\n");
 }
 

@@ -52,14 +52,15 @@
 //        "fastest_us", "slowest_over_median_pct", "slowest_over_fastest_pct"}]},
 //    "collectives": null or {"problems": [text],
 //      "ranks": [{"rank", "steps", "step_us", "compute_us", "communication_us", "waiting_us",
-//        "exposed_communication_us", "data_loading_us", "forward_us", "backward_us", "optimizer_us",
-//        "last_arrivals", "lateness_us"}] (per step on average),
-//      "types": [{"name", "calls", "bytes", "transfer_us", "algbw_gbps", "busbw_gbps", "mean_skew_us",
-//        "max_skew_us"}],
+//        "transfer_us", "exposed_communication_us", "data_loading_us", "forward_us", "backward_us",
+//        "optimizer_us", "last_arrivals", "lateness_us"}] (per step on average),
+//      "types": [{"name", "calls", "bytes" (0: unknown), "transfer_us", "latency_us" (per call),
+//        "algbw_gbps", "busbw_gbps" (null: sizes unknown), "mean_waiting_us" (per call of a rank),
+//        "mean_skew_us", "max_skew_us"}],
 //      "instances": [{"group", "seq", "name", "step", "ranks", "bytes", "first_arrival_us", "skew_us",
-//        "last_rank", "transfer_us"}],
-//      "straggler": null or {"rank", "last_arrivals", "instances", "mean_lateness_us", "phase",
-//        "phase_us", "others_median_phase_us"}},
+//        "last_rank", "transfer_us", "waiting_us" (over the ranks)}],
+//      "straggler": null or {"rank", "last_arrivals", "instances", "mean_lateness_us", "held_back_us"
+//        (per step), "phase" (null: none longer than the others'), "phase_us", "others_median_phase_us"}},
 //    "verdict": {"bound" (gpu_compute, communication_wait, memory_copies, input, host, no_steps),
 //      "bound_pct", "steps", "median_step_us", "mean_step_us", "gpu_busy_pct" (null without kernels),
 //      "top_actions": [{"id", "action", "impact_us", "share_pct", "worst_rank"}]},
@@ -527,6 +528,7 @@ inline void json_collectives(JsonTree& json, const analysis::CollectiveAnalysis&
     json.member_us("compute_us", rank.compute_ns);
     json.member_us("communication_us", rank.communication_ns);
     json.member_us("waiting_us", rank.waiting_ns);
+    json.member_us("transfer_us", rank.transfer_ns);
     json.member_us("exposed_communication_us", rank.exposed_communication_ns);
     json.member_us("data_loading_us", rank.phase_ns[static_cast<std::size_t>(analysis::StepPhase::DataLoading)]);
     json.member_us("forward_us", rank.phase_ns[static_cast<std::size_t>(analysis::StepPhase::Forward)]);
@@ -545,8 +547,17 @@ inline void json_collectives(JsonTree& json, const analysis::CollectiveAnalysis&
     json.member_integer("calls", static_cast<std::int64_t>(type.calls));
     json.member_integer("bytes", type.bytes);
     json.member_us("transfer_us", type.transfer_ns);
-    json.member_number("algbw_gbps", type.algorithm_gbps());
-    json.member_number("busbw_gbps", type.bus_gbps());
+    json.member_us("latency_us", type.latency_ns());
+    const auto bandwidth = [&](std::string_view key, double gbps) {
+      json.key(key);
+      if (type.has_bytes())
+        json.number(gbps);
+      else
+        json.null();
+    };
+    bandwidth("algbw_gbps", type.algorithm_gbps());
+    bandwidth("busbw_gbps", type.bus_gbps());
+    json.member_us("mean_waiting_us", type.mean_waiting_ns);
     json.member_us("mean_skew_us", type.mean_skew_ns);
     json.member_us("max_skew_us", type.max_skew_ns);
     json.end_object();
@@ -563,9 +574,10 @@ inline void json_collectives(JsonTree& json, const analysis::CollectiveAnalysis&
     json.member_integer("ranks", static_cast<std::int64_t>(instance.ranks));
     json.member_integer("bytes", instance.bytes);
     json.member_us("first_arrival_us", instance.first_arrival_ns - origin_ns);
-    json.member_us("skew_us", instance.skew_ns());
+    json.member_us("skew_us", instance.skew_ns);
     json.member_integer("last_rank", instance.last_rank);
     json.member_us("transfer_us", instance.transfer_ns);
+    json.member_us("waiting_us", instance.waiting_ns);
     json.end_object();
   }
   json.end_array();
@@ -576,7 +588,12 @@ inline void json_collectives(JsonTree& json, const analysis::CollectiveAnalysis&
     json.member_integer("last_arrivals", static_cast<std::int64_t>(s->last_arrivals));
     json.member_integer("instances", static_cast<std::int64_t>(s->instances));
     json.member_us("mean_lateness_us", s->mean_lateness_ns);
-    json.member("phase", analysis::to_string(s->phase));
+    json.member_us("held_back_us", s->held_back_ns);
+    json.key("phase");
+    if (s->phase)
+      json.string(analysis::to_string(*s->phase));
+    else
+      json.null();
     json.member_us("phase_us", s->phase_ns);
     json.member_us("others_median_phase_us", s->others_median_phase_ns);
     json.end_object();

@@ -137,7 +137,7 @@ struct AnalysedRank {
   RankReport report;
   std::vector<analysis::Recommendation> findings;  ///< without the "rank N: " of a report over ranks
   analysis::RankCollectives collectives;
-  bool has_collectives = false;  ///< the trace recorded collectives with their args
+  bool has_collectives = false;  ///< c10d's calls or communication kernels: a rank to compare
   /// The trace the report's views point into, its events released; none when the caller keeps
   /// the trace.
   std::shared_ptr<const Trace> trace;
@@ -368,10 +368,11 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     const analysis::KernelAttribution* attribution = &kernels[i];
     // In the second round: the first round's analyses hold the most scratch memory at once, and
     // the step phases' intervals would add to that peak.
-    if (collectives) {
-      rank->has_collectives = !trace->collectives.empty();
-      rounds[1].emplace_back([rank, trace] { rank->collectives = analysis::summarize_collectives(*trace); });
-    }
+    if (collectives)
+      rounds[1].emplace_back([rank, trace] {
+        rank->collectives = analysis::summarize_collectives(*trace);
+        rank->has_collectives = !rank->collectives.calls.empty();
+      });
     rounds[1].emplace_back([rank, trace, attribution] {
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap);
     });
@@ -414,9 +415,8 @@ inline Report make_report(std::vector<AnalysedRank>&& analysed, const ReportOpti
   analysis::detail::add_findings_of_ranks(std::move(findings), report.recommendations);
   if (report.collectives && report.collectives->straggler)
     analysis::detail::collective_straggler(*report.collectives, report.recommendations);
-  else if (report.comparison)
-    analysis::detail::straggler(*report.comparison, report.recommendations);
-  if (report.collectives) analysis::detail::exposed_communication(*report.collectives, report.recommendations);
+  if (report.collectives && !report.collectives->empty())
+    analysis::detail::exposed_communication(*report.collectives, report.recommendations);
   analysis::detail::rank_findings(report.recommendations);
   std::vector<const analysis::StepBreakdown*> steps;
   for (const RankReport& rank : report.ranks) steps.push_back(&rank.steps);
@@ -447,9 +447,7 @@ inline Report make_report(const Trace& trace, const ReportOptions& options = {})
 inline Report make_report(const std::vector<Trace>& ranks, const ReportOptions& options = {}) {
   std::vector<const Trace*> traces;
   for (const Trace& trace : ranks) traces.push_back(&trace);
-  const bool collectives =
-      ranks.size() > 1 && std::any_of(ranks.begin(), ranks.end(), [](const Trace& trace) { return !trace.collectives.empty(); });
-  return make_report(detail::analyse_each(traces, options, collectives), options);
+  return make_report(detail::analyse_each(traces, options, /*collectives=*/ranks.size() > 1), options);
 }
 
 /// The report of one trace, which the Report keeps.

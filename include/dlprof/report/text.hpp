@@ -267,6 +267,9 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   if (!rank.flight_recorder_dump.empty())
     fmt::format_to(std::back_inserter(out), "\n{}\n", wrap("Flight-recorder dump: " + terminal_text(rank.flight_recorder_dump), 100, "  "));
   text_step_breakdown(out, rank.steps);
+  if (rank.gpu_activity)
+    if (const std::string note = communication_shares_note(rank.steps, rank.hta); !note.empty())
+      fmt::format_to(std::back_inserter(out), "{}\n", wrap(note, 100, ""));
   text_read_result(out, rank.read);
   if (!rank.gpu_activity) {
     fmt::format_to(std::back_inserter(out), "\nNo GPU activity in this trace: the GPU and HTA sections are left out.\n");
@@ -305,7 +308,8 @@ inline void text_comparison(fmt::memory_buffer& out, const analysis::RankCompari
                    rank.overlap.has_communication() ? format_percent(rank.overlap.overlap_percent()) : "-"});
   ranks.render(out);
   if (comparison.steps.empty()) return;
-  section(out, "Stragglers: the slowest rank of each step");
+  section(out, "Step times across ranks: the slowest and the fastest rank of each step (the rank that waits longest\n"
+                "in collectives has long steps too: the collectives below name the rank the others wait for)");
   TextTable steps({{"Step"}, {"Ranks"}, {"Slowest rank"}, {"Slowest (ms)"}, {"Median (ms)"}, {"Fastest rank"},
                    {"Fastest (ms)"}, {"vs median"}, {"vs fastest"}});
   for (const analysis::StepAcrossRanks& step : comparison.steps)
@@ -322,32 +326,30 @@ inline void text_collectives(fmt::memory_buffer& out, const analysis::Collective
   const auto append = std::back_inserter(out);
   for (const std::string& problem : collectives.problems) fmt::format_to(append, "Note: {}\n", wrap(terminal_text(problem), 94, "      "));
   const auto ms = [](double ns) { return fmt::format("{:.3f}", ns / 1e6); };
-  section(out, "Per rank, per step on average (ms). Waiting: inside collectives, for the last rank to arrive;\n"
-                "exposed comm: communication with no computation alongside");
-  TextTable ranks({{"Rank"}, {"Steps"}, {"Step"}, {"Compute"}, {"Comm"}, {"Waiting"}, {"Exposed comm"},
+  section(out, "Per rank, per step on average (ms). Inside collectives, waiting: for the last rank to arrive;\n"
+                "transfer: once it has. Exposed: communication with no computation alongside");
+  TextTable ranks({{"Rank"}, {"Steps"}, {"Step"}, {"Compute"}, {"Comm"}, {"Waiting"}, {"Transfer"}, {"Exposed"},
                    {"Data loading"}, {"Forward"}, {"Backward"}, {"Optimizer"}, {"Last at"}});
   for (const analysis::RankPhases& rank : collectives.ranks) {
     const auto phase = [&](analysis::StepPhase p) { return ms(rank.phase_ns[static_cast<std::size_t>(p)]); };
     ranks.add_row({std::to_string(rank.rank), std::to_string(rank.steps), ms(rank.step_ns), ms(rank.compute_ns),
-                   ms(rank.communication_ns), ms(rank.waiting_ns), ms(rank.exposed_communication_ns),
+                   ms(rank.communication_ns), ms(rank.waiting_ns), ms(rank.transfer_ns), ms(rank.exposed_communication_ns),
                    phase(analysis::StepPhase::DataLoading), phase(analysis::StepPhase::Forward),
                    phase(analysis::StepPhase::Backward), phase(analysis::StepPhase::Optimizer),
                    std::to_string(rank.last_arrivals)});
   }
   ranks.render(out);
-  section(out, "Per collective (transfer: from the last rank's arrival to the end; bandwidths as nccl-tests define them)");
-  TextTable types({{"Collective"}, {"Calls"}, {"Bytes/call"}, {"Transfer (ms)"}, {"algbw (GB/s)"}, {"busbw (GB/s)"},
-                   {"Skew mean (ms)"}, {"Skew max (ms)"}});
-  for (const analysis::CollectiveTypeStats& type : collectives.types)
-    types.add_row({terminal_text(type.name), std::to_string(type.calls),
-                   analysis::detail::format_bytes(static_cast<double>(type.bytes) / static_cast<double>(std::max<std::size_t>(type.calls, 1))),
-                   ms(static_cast<double>(type.transfer_ns)), fmt::format("{:.3f}", type.algorithm_gbps()),
-                   fmt::format("{:.3f}", type.bus_gbps()), ms(type.mean_skew_ns), ms(static_cast<double>(type.max_skew_ns))});
+  section(out, "Per collective, per call (latency: from the last rank's arrival to the end; wait: a rank's time in\n"
+                "it before that, on average; bandwidths as nccl-tests define them)");
+  std::vector<TextColumn> columns;
+  for (const std::string_view column : kCollectiveTypeColumns) columns.push_back({std::string(column)});
+  TextTable types(std::move(columns));
+  for (const analysis::CollectiveTypeStats& type : collectives.types) types.add_row(collective_type_row(type));
   types.render(out);
   std::vector<const analysis::CollectiveInstance*> skewed;
   for (const analysis::CollectiveInstance& instance : collectives.instances)
     if (instance.last_rank >= 0) skewed.push_back(&instance);
-  std::stable_sort(skewed.begin(), skewed.end(), [](const auto* a, const auto* b) { return a->skew_ns() > b->skew_ns(); });
+  std::stable_sort(skewed.begin(), skewed.end(), [](const auto* a, const auto* b) { return a->skew_ns > b->skew_ns; });
   if (skewed.size() > top) skewed.resize(top);
   if (!skewed.empty()) {
     section(out, fmt::format("Arrival skew: the {} collective call{} with the most, first to last rank to arrive",
@@ -356,20 +358,14 @@ inline void text_collectives(fmt::memory_buffer& out, const analysis::Collective
     for (const analysis::CollectiveInstance* instance : skewed)
       calls.add_row({instance->step >= 0 ? std::to_string(instance->step) : "-", terminal_text(instance->group),
                      instance->seq >= 0 ? std::to_string(instance->seq) : "-", terminal_text(instance->name),
-                     std::to_string(instance->ranks), ms(static_cast<double>(instance->skew_ns())),
+                     std::to_string(instance->ranks), ms(static_cast<double>(instance->skew_ns)),
                      std::to_string(instance->last_rank)});
     calls.render(out);
   }
   if (const std::optional<analysis::Straggler>& s = collectives.straggler)
-    fmt::format_to(append, "\nStraggler: {}\n",
-                   wrap(fmt::format("rank {}, last to arrive at {} of {} collectives, {:.3f} ms after the first rank on "
-                                    "average; its {} takes {:.3f} ms per step against the other ranks' median {:.3f} ms "
-                                    "({:+.3f} ms).",
-                                    s->rank, s->last_arrivals, s->instances, s->mean_lateness_ns / 1e6, to_string(s->phase),
-                                    s->phase_ns / 1e6, s->others_median_phase_ns / 1e6, s->excess_ns() / 1e6),
-                        88, "           "));
+    fmt::format_to(append, "\nStraggler: {}\n", wrap(straggler_sentence(*s), 88, "           "));
   else
-    fmt::format_to(append, "\nStraggler: none (no rank arrives last at more than half the collectives).\n");
+    fmt::format_to(append, "\nStraggler: {}\n", wrap(no_straggler_sentence(collectives), 88, "           "));
 }
 
 inline void text_recommendations(fmt::memory_buffer& out, const std::vector<analysis::Recommendation>& recommendations) {

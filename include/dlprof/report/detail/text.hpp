@@ -1,9 +1,11 @@
 // dlprof/report/detail/text.hpp: what the report's renderers share: names shortened to a column,
-// aligned text tables whose cells are terminal-safe (dlprof/detail/text.hpp), and the words of
-// the verdict and of a finding's saving.
+// aligned text tables whose cells are terminal-safe (dlprof/detail/text.hpp), the words of the
+// verdict, of a finding's saving, of the straggler and of the two communication shares, and the
+// per-collective table's rows.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -14,7 +16,10 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/analysis.hpp"
+#include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/analysis/step_breakdown.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
@@ -193,6 +198,68 @@ inline std::string verdict_step_sentence(const analysis::Verdict& verdict) {
   step += ")";
   if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
   return step + ".";
+}
+
+/// The straggler in words, for the text and the page: who comes last, how late, and the phase
+/// that makes it late where one does.
+inline std::string straggler_sentence(const analysis::Straggler& s) {
+  std::string sentence = fmt::format(
+      "rank {}, last to arrive at {} of {} collectives, {:.3f} ms after the first rank on average: the others wait "
+      "{:.3f} ms per step for it",
+      s.rank, s.last_arrivals, s.instances, s.mean_lateness_ns / 1e6, s.held_back_ns / 1e6);
+  if (s.phase)
+    return sentence + fmt::format("; its {} takes {:.3f} ms per step against the other ranks' median {:.3f} ms ({:+.3f} ms).",
+                                  to_string(*s.phase), s.phase_ns / 1e6, s.others_median_phase_ns / 1e6, s.excess_ns() / 1e6);
+  return sentence + "; no annotated phase of its steps is longer than the other ranks'.";
+}
+
+/// Why the collectives name no straggler.
+inline std::string no_straggler_sentence(const analysis::CollectiveAnalysis& collectives) {
+  if (collectives.missing_ranks != 0)
+    return fmt::format("not named: {} of the world's {} ranks have no trace here, and the others may all wait for one of them.",
+                       collectives.missing_ranks, collectives.world_size);
+  return "none (no rank holds the others back by more than 5% of the step).";
+}
+
+/// Why the step table's Communication is not HTA's communication share, where the two differ by
+/// more than 10 points; empty otherwise. The step table gives the GPU's time to kernels first and
+/// to communication only where nothing else runs (TensorBoard's roles); HTA's kernel types share
+/// all kernel time, overlapped or not.
+inline std::string communication_shares_note(const analysis::StepBreakdown& steps, const analysis::HtaAnalyses& hta) {
+  const double average_step = steps.average_step_ns();
+  if (average_step <= 0) return {};
+  const double step_share = 100.0 * steps.average_ns()[static_cast<std::size_t>(analysis::StepRole::Communication)] / average_step;
+  double kernel_share = 0;
+  for (const analysis::KernelTypeTime& row : hta.kernel_types.times)
+    if (row.has(analysis::KernelType::Communication)) kernel_share += row.percent;
+  if (std::abs(kernel_share - step_share) <= 10.0) return {};
+  std::string note = fmt::format(
+      "Communication is {:.1f}% of the step above: its time where nothing else runs on the GPU (the roles claim time in "
+      "order, kernels first) and only for the communication of nccl:* or gloo:* ops. Communication kernels take {:.1f}% "
+      "of the GPU's kernel time (HTA's kernel types)",
+      step_share, kernel_share);
+  if (hta.overlap.has_communication())
+    note += fmt::format(", {:.1f}% of it beside computation", hta.overlap.overlap_percent());
+  return note + ".";
+}
+
+/// The per-collective table's columns and a collective's row in them, for the text and the page.
+/// Sizes are unknown where the collectives are the communication kernels alone: "-".
+inline constexpr std::string_view kCollectiveTypeColumns[] = {
+    "Collective", "Calls", "Bytes/call", "Latency (ms)", "algbw (GB/s)", "busbw (GB/s)", "Wait (ms)", "Skew max (ms)"};
+
+inline std::vector<std::string> collective_type_row(const analysis::CollectiveTypeStats& type) {
+  const auto ms = [](double ns) { return fmt::format("{:.3f}", ns / 1e6); };
+  const bool sized = type.has_bytes();
+  return {type.name,
+          std::to_string(type.calls),
+          sized ? analysis::detail::format_bytes(static_cast<double>(type.bytes) / static_cast<double>(std::max<std::size_t>(type.calls, 1)))
+                : "-",
+          ms(type.latency_ns()),
+          sized ? fmt::format("{:.3f}", type.algorithm_gbps()) : "-",
+          sized ? fmt::format("{:.3f}", type.bus_gbps()) : "-",
+          ms(type.mean_waiting_ns),
+          ms(static_cast<double>(type.max_skew_ns))};
 }
 
 }  // namespace detail
