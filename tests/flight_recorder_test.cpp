@@ -23,8 +23,10 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <chrono>
 #include <cstring>
@@ -200,18 +202,30 @@ TEST(FlightRecorderTest, ThreadsRecordWhileStepsDrain) {
   dlprof::Profiler profiler(flight_options(kept, 3));
   profiler.start();
   std::atomic<bool> done{false};
+  // Each step ends once every worker has recorded in it, so that the kept steps hold all five
+  // threads however the scheduler (and a sanitizer) delays the workers.
+  std::array<std::atomic<std::uint64_t>, 4> items{};
   std::vector<std::thread> workers;
-  for (int t = 0; t < 4; ++t)
-    workers.emplace_back([&done, t] {
+  for (std::size_t t = 0; t < items.size(); ++t)
+    workers.emplace_back([&done, &items, t] {
       dlprof::set_thread_name("flight worker " + std::to_string(t));
       while (!done.load(std::memory_order_relaxed)) {
-        DLPROF_RANGE("worker_item");
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        {
+          DLPROF_RANGE("worker_item");
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        items[t].fetch_add(1, std::memory_order_release);
       }
     });
   for (int step = 0; step < 50; ++step) {
     DLPROF_RANGE("main_step");
+    std::array<std::uint64_t, 4> before{};
+    for (std::size_t t = 0; t < items.size(); ++t) before[t] = items[t].load(std::memory_order_acquire);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (std::size_t t = 0; t < items.size(); ++t)
+      while (items[t].load(std::memory_order_acquire) == before[t] && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
     profiler.step();
   }
   ASSERT_TRUE(profiler.dump());
