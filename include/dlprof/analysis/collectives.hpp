@@ -337,9 +337,11 @@ struct CollectiveInstance {
   std::int64_t bytes = 0;            ///< per rank; 0 when unknown
   std::int64_t first_arrival_ns = 0; ///< the earliest start, on the reference rank's clock
   std::int64_t last_rank = -1;       ///< the rank that arrived last (-1: one rank only, or all at once)
-  std::int64_t transfer_ns = 0;      ///< the last rank's time in it: the shortest call
-  std::int64_t skew_ns = 0;          ///< the longest call's excess over the shortest: first to last arrival
-  std::int64_t waiting_ns = 0;       ///< summed over the ranks: each call's excess over the shortest
+  /// From the last rank's arrival to the end: on the device its call (the shortest), on the host
+  /// from the last start to the last end.
+  std::int64_t transfer_ns = 0;
+  std::int64_t skew_ns = 0;          ///< from the first rank's arrival to the last's
+  std::int64_t waiting_ns = 0;       ///< summed over the ranks: each one's time in it before the last arrived
 };
 
 /// A collective, over its instances.
