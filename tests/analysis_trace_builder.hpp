@@ -16,8 +16,9 @@
 
 namespace dlprof_test {
 
-/// One millisecond in the builder's unit.
+/// One millisecond and one microsecond in the builder's unit.
 inline constexpr std::int64_t kMs = 1'000'000;
+inline constexpr std::int64_t kUs = 1'000;
 /// An NCCL all-reduce kernel as CUDA names it.
 inline constexpr std::string_view kNcclAllReduce = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)";
 
@@ -224,6 +225,36 @@ class AnalysisTraceBuilder {
 
   dlprof::Trace trace_;
 };
+
+/// Four 10 ms steps of a Python loop. In each, a 7.5 ms GEMM runs from 0.5 ms; `loss.item()` in
+/// model.py(143) copies 4 bytes in a cudaMemcpyAsync from 1.05 to 8.2 ms (the copy itself takes
+/// 1 us at 8.0 ms: the call waited for the GEMM) and a cudaStreamSynchronize to 8.25 ms; the next
+/// kernel runs at 9.0 ms. The read waits 7.149 + 0.05 ms, and the GPU idles 0.75 ms after it.
+inline dlprof::Trace steps_reading_a_scalar(std::string_view outer_op = "aten::item") {
+  AnalysisTraceBuilder builder;
+  for (std::int64_t k = 0; k < 4; ++k) {
+    const std::int64_t b = k * 10 * kMs;
+    const auto correlation = static_cast<std::uint32_t>(10 * k);
+    builder.step(k + 1, b, b + 10 * kMs)
+        .python_frame("train.py(40): <module>", b, b + 9'900 * kUs)
+        .python_frame("model.py(143): forward", b + 900 * kUs, b + 8'400 * kUs)
+        .python_frame("/usr/lib/python3/dist-packages/torch/_tensor.py(1024): __bool__", b + 920 * kUs, b + 8'380 * kUs)
+        .python_frame("<built-in method item of Tensor object at 0x7f3a>", b + 950 * kUs, b + 8'350 * kUs)
+        .call("cudaLaunchKernel", b + 100 * kUs, b + 200 * kUs, correlation + 1)
+        .kernel("ampere_sgemm_128x64_nn", b + 500 * kUs, b + 8 * kMs, correlation + 1)
+        .op(outer_op, b + 1 * kMs, b + 8'300 * kUs);
+    if (outer_op != "aten::item") builder.op("aten::item", b + 1'001 * kUs, b + 8'299 * kUs);
+    builder.op("aten::_local_scalar_dense", b + 1'002 * kUs, b + 8'298 * kUs)
+        .call("cudaMemcpyAsync", b + 1'050 * kUs, b + 8'200 * kUs, correlation + 2)
+        .memcpy(/*DtoH*/ 2, b + 8 * kMs, b + 8'001 * kUs, correlation + 2, 4, 0, 7, /*Device*/ 3, /*Pageable*/ 1)
+        .call("cudaStreamSynchronize", b + 8'200 * kUs, b + 8'250 * kUs, correlation + 3)
+        .sync("Stream Sync", b + 8'200 * kUs, b + 8'250 * kUs, correlation + 3)
+        .call("cudaLaunchKernel", b + 8'900 * kUs, b + 8'950 * kUs, correlation + 4)
+        .kernel("void at::native::vectorized_elementwise_kernel<4, at::native::relu>", b + 9 * kMs, b + 9'500 * kUs,
+                correlation + 4);
+  }
+  return builder.trace();
+}
 
 /// The all-to-all kernel (NCCL's SendRecv) of ranks_waiting_for_a_late_rank().
 inline constexpr std::string_view kNcclSendRecv = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)";

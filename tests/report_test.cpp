@@ -253,6 +253,45 @@ TEST(ReportTextTest, TopOpsKernelsAndNvprofRows) {
   EXPECT_TRUE(has_line(text, R"(Peak memory allocated:  CPU 10\.00 MiB  CUDA:0 3\.00 GiB of 80\.00 GiB \(3\.8%\))"));
 }
 
+TEST(ReportTest, WhereTheHostWaitsForTheGpuInTextJsonAndHtml) {
+  // dlprof_test::steps_reading_a_scalar: 4 reads of 7.199 ms each in aten::item from model.py(143),
+  // the GPU idle 0.75 ms after each.
+  const dlprof::Report report = dlprof::make_report(dlprof_test::steps_reading_a_scalar());
+  const std::string text = dlprof::render_text(report);
+  EXPECT_TRUE(has_line(text, R"(Where the host waits for the GPU: 4 synchronisation points in the steps, 28\.796ms of waiting)"));
+  EXPECT_TRUE(has_line(text, R"(  scalar read +4 +28\.796ms +3\.000ms +3\.000ms +aten::item +model\.py\(143\): forward)"));
+  for (const std::string& line : lines_of(text)) EXPECT_LE(dlprof::detail::text_width(line), 120u) << line;
+
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& syncs = json.at("ranks").at(0).at("host_syncs");
+  EXPECT_EQ(syncs.at("points"), 4);
+  EXPECT_DOUBLE_EQ(syncs.at("wait_us").get<double>(), 28'796.0);
+  EXPECT_DOUBLE_EQ(syncs.at("saving_us").get<double>(), 3'000.0);
+  ASSERT_EQ(syncs.at("sites").size(), 1u);
+  const Json& site = syncs.at("sites").at(0);
+  EXPECT_EQ(site.at("kind"), "scalar_read");
+  EXPECT_EQ(site.at("op"), "aten::item");
+  EXPECT_EQ(site.at("frame"), "model.py(143): forward");
+  EXPECT_TRUE(site.at("range").is_null());
+  EXPECT_EQ(site.at("call"), "cudaMemcpyAsync");
+  EXPECT_EQ(site.at("count"), 4);
+  EXPECT_DOUBLE_EQ(site.at("gpu_idle_after_us").get<double>(), 3'000.0);
+  EXPECT_DOUBLE_EQ(site.at("longest_wait_us").get<double>(), 7'149.0);
+  EXPECT_EQ(site.at("longest_wait_bytes"), 4);
+  // The finding comes first: 0.75 ms of each 10 ms step.
+  EXPECT_EQ(json.at("recommendations").at(0).at("id"), "scalar_read_syncs");
+
+  const std::string html = dlprof::render_html(report);
+  EXPECT_THAT(html, HasSubstr("Where the host waits for the GPU (4 synchronisation points in the steps, 28.796ms of waiting)"));
+  EXPECT_THAT(html, HasSubstr("<td class=\"name\">model.py(143): forward</td>"));
+}
+
+TEST(ReportTest, ATraceWithoutSynchronisationsHasNoSuchSection) {
+  const dlprof::Report report = dlprof::make_report(one_rank());
+  EXPECT_THAT(dlprof::render_text(report), Not(HasSubstr("Where the host waits")));
+  EXPECT_EQ(Json::parse(dlprof::render_json(report)).at("ranks").at(0).at("host_syncs").at("points"), 0);
+}
+
 TEST(ReportTextTest, RecommendationsWithTheirEvidence) {
   const dlprof::Report report = dlprof::make_report(one_rank());
   ASSERT_FALSE(report.recommendations.empty());

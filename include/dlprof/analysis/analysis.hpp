@@ -12,6 +12,7 @@
 //   comm_comp_overlap.hpp       HTA: communication overlapped by computation
 //   launch_stats.hpp            HTA: launch call durations and launch delays
 //   kernel_attribution.hpp      PyProf2: each kernel's step, layer, op, shapes, FLOPs
+//   host_syncs.hpp              where the host waits for the GPU, and the line that asks
 //   rank_comparison.hpp         ranks side by side, stragglers per step
 //   tensor_cores.hpp, kernel_type.hpp   the name classifiers they use
 // Conventions (times in ns, names as views into the Trace) are in options.hpp.
@@ -22,6 +23,7 @@
 #include "dlprof/analysis/comm_comp_overlap.hpp"
 #include "dlprof/analysis/detail/hta_view.hpp"
 #include "dlprof/analysis/gpu_summary.hpp"
+#include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/idle_time_breakdown.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/kernel_type.hpp"

@@ -23,6 +23,13 @@
 //                         than its launch call, > 10 % of the steps' span;
 //                         kernels of a graph replay are not compared with the
 //                         one call that launched the whole graph
+//   scalar_read_syncs     Tensor.item(), `if tensor:` and the like wait for the  keep values on the GPU, read
+//                         GPU, which then idles until the host launches again    them every N steps
+//   synchronize_calls     cudaDeviceSynchronize / cudaStreamSynchronize in the   remove them from the step
+//                         step, the GPU idle after them                          (time with CUDA events)
+//   copies_wait_for_gpu   copy calls far longer than their transfer: the host    non_blocking copies into
+//                         waited for the work queued before them                 pinned memory, an event
+//                         (host_syncs.hpp: each point saves the lesser of its wait and the GPU idle after it)
 //
 // On AMD's GPUs (matrix_units_of) the rules speak of matrix cores, not Tensor Cores.
 //   communication_heavy   Communication > 10 % of the average step               bucketing, fewer/larger
@@ -65,6 +72,7 @@
 #include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/comm_comp_overlap.hpp"
 #include "dlprof/analysis/detail/intervals.hpp"
+#include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/analysis/step_breakdown.hpp"
@@ -390,7 +398,9 @@ inline void host_to_device_copies(const RuleInputs& in, std::vector<Recommendati
     const bool blocking_call = call != nullptr && in.trace.names[call->name].find("Async") == std::string::npos;
     if (blocking_call || from_pageable) {  // a copy from pageable memory returns only once staged
       ++synchronous;
-      if (call != nullptr) blocked_ns += call->duration_ns();
+      // A call that waited for the GPU's queued work before copying is a synchronisation point
+      // (host_syncs): only its own part is the copy's.
+      if (call != nullptr) blocked_ns += call->duration_ns() - copy_wait_ns(call->duration_ns(), work.duration_ns());
     }
   }
   const double pageable_share = percent(static_cast<double>(pageable_bytes), static_cast<double>(bytes));
@@ -643,6 +653,77 @@ inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out)
                  in.per_step(static_cast<double>(run_span_ns - run_kernel_ns))));
 }
 
+/// One synchronisation site in a sentence: "4 scalar reads (28.796 ms of waiting, the GPU idle
+/// 3.000 ms after them) in aten::item from model.py(143): forward".
+inline std::string describe_sync_site(const SyncSite& site) {
+  std::string place;
+  if (!site.op.empty()) place += fmt::format(" in {}", site.op);
+  if (!site.frame.empty()) place += fmt::format(" from {}", site.frame);
+  else if (!site.range.empty()) place += fmt::format(" in range {}", site.range);
+  const std::string idle = format_ms(static_cast<double>(site.gpu_idle_after_ns));
+  if (site.kind == SyncKind::CopyWait)
+    return fmt::format("the host waited {} for the GPU at a {} copy ({}){}; {} such cop{} waited {}, the GPU idle {} after them",
+                       format_ms(static_cast<double>(site.longest_wait_ns)),
+                       format_bytes(static_cast<double>(site.longest_wait_bytes)), site.call, place, site.count,
+                       site.count == 1 ? "y" : "ies", format_ms(static_cast<double>(site.wait_ns)), idle);
+  return fmt::format("{} {}{} ({} of waiting, the GPU idle {} after them){}", site.count,
+                     site.kind == SyncKind::ScalarRead ? "scalar read" : site.call, site.count == 1 ? "" : "s",
+                     format_ms(static_cast<double>(site.wait_ns)), idle, place);
+}
+
+/// A rule's id, its problem and fix, and the fix in a few words.
+struct RuleAdvice {
+  std::string_view id;
+  std::string_view text;
+  std::string_view action;
+};
+
+/// The advice for each kind of synchronisation point, by SyncKind.
+inline constexpr RuleAdvice kSyncAdvice[kSyncKindCount] = {
+    {"synchronize_calls",
+     "The step calls cudaDeviceSynchronize or cudaStreamSynchronize (torch.cuda.synchronize()): the host waits for all "
+     "queued work, and the GPU then idles until the host launches again. Remove them from the step; time with CUDA "
+     "events (torch.cuda.Event), and wait on an event only where the host needs a result.",
+     "remove synchronize calls from the step"},
+    {"scalar_read_syncs",
+     "Reading a GPU tensor's value on the host (Tensor.item(), `if tensor:`, .tolist(), printing a loss) waits for "
+     "every kernel queued before it, and the GPU then idles until the host launches again. Keep values on the GPU "
+     "(accumulate losses and metrics as tensors, read them every N steps) and replace Python conditions on tensors "
+     "with tensor ops (torch.where, masks).",
+     "keep values on the GPU; read them every N steps"},
+    {"copies_wait_for_gpu",
+     "Copies between host and GPU take far longer than their transfer: the host waits in them for the work queued "
+     "before the copy, so it is that work, not the copy, that takes the time, and the GPU idles after it until the "
+     "host launches again. Copy with non_blocking=True into pinned memory (cudaMemcpyAsync) and wait on a CUDA event "
+     "only where the host needs the values.",
+     "copy asynchronously; wait on an event only where needed"},
+};
+
+/// The host's waits for the GPU, one finding per kind of synchronisation point: what the GPU
+/// idles after them is what removing them saves (host_syncs.hpp).
+inline void host_synchronizations(const RuleInputs& in, const HostSyncs& syncs, std::vector<Recommendation>& out) {
+  for (std::size_t k = 0; k < kSyncKindCount; ++k) {
+    const auto kind = static_cast<SyncKind>(k);
+    std::int64_t saving = 0, wait = 0;
+    std::size_t points = 0;
+    std::vector<std::string> top;  // the sites that save the most, at most three
+    for (const SyncSite& site : syncs.sites) {
+      if (site.kind != kind) continue;
+      saving += site.saving_ns;
+      wait += site.wait_ns;
+      points += site.count;
+      if (top.size() < 3) top.push_back(describe_sync_site(site));
+    }
+    if (saving <= 0) continue;
+    const double per_step = in.per_step(static_cast<double>(saving));
+    const RuleAdvice& advice = kSyncAdvice[k];
+    out.push_back(in.finding(std::string(advice.id), std::string(advice.text),
+                             fmt::format("{} points over the steps, {} of waiting, {} per step saved once gone; {}", points,
+                                         format_ms(static_cast<double>(wait)), format_ms(per_step), fmt::join(top, "; ")),
+                             std::string(advice.action), per_step));
+  }
+}
+
 inline void communication(const RuleInputs& in, std::vector<Recommendation>& out) {
   const auto average = in.steps.average_ns();
   const double step = in.steps.average_step_ns();
@@ -851,7 +932,8 @@ inline void exposed_communication(const CollectiveAnalysis& collectives, std::ve
 /// The findings of one trace (one rank) from its analyses, which a caller that has them (make_report)
 /// gives so that none is computed twice.
 inline std::vector<Recommendation> recommendations(const Trace& trace, const StepBreakdown& steps,
-                                                   const KernelAttribution& kernels, const CommCompOverlap& overlap) {
+                                                   const KernelAttribution& kernels, const CommCompOverlap& overlap,
+                                                   const HostSyncs& syncs) {
   const detail::RuleInputs in(trace, steps, kernels, overlap);
   std::vector<Recommendation> out;
   detail::dataloader_bound(in, out);
@@ -860,6 +942,7 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ste
   detail::tensor_core_use(in, out);
   detail::gpu_utilization(in, out);
   detail::launch_bound(in, out);
+  detail::host_synchronizations(in, syncs, out);
   detail::communication(in, out);
   detail::memory_near_capacity(in, out);
   for (Recommendation& finding : out) {
@@ -872,7 +955,8 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ste
 
 /// The findings of one trace (one rank).
 inline std::vector<Recommendation> recommendations(const Trace& trace, const AnalysisOptions& options = {}) {
-  return recommendations(trace, step_breakdown(trace), kernel_attribution(trace), comm_comp_overlap(trace, options));
+  return recommendations(trace, step_breakdown(trace), kernel_attribution(trace), comm_comp_overlap(trace, options),
+                         host_syncs(trace));
 }
 
 /// The findings of every rank, a rule found on several ranks as one finding (add_findings_of_ranks),

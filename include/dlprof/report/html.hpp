@@ -6,7 +6,8 @@
 // the most), then the recommendations ranked by what they save, with their evidence; with two
 // ranks or more the ranks' average steps side by side and the stragglers; then per rank the steps as stacked bars by
 // TensorBoard's roles, the GPU summary, HTA's temporal breakdown and kernel types (a pie), the
-// top kernels (bars and a table), the top ops, nvprof's rows and the memory allocated over time.
+// top kernels (bars and a table), the top ops, nvprof's rows, where the host waits for the GPU and
+// the memory allocated over time.
 // Every text from a trace goes through html_escape() (dlprof/detail/text.hpp): kernel names hold
 // <, > and &, and a name that is not UTF-8 or holds a control character still makes a valid
 // page. Each chart is an
@@ -534,6 +535,22 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     add("GPU activities", rank.gpu_summary.gpu_activities, rank.gpu_summary.gpu_activities_ns);
     add("API calls", rank.gpu_summary.api_calls, rank.gpu_summary.api_calls_ns);
     html.table({"Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name"}, rows, 7);
+  }
+
+  if (rank.gpu_activity && !rank.syncs.empty()) {
+    html.element("h3", fmt::format("Where the host waits for the GPU ({} synchronisation point{} in the steps, {} of waiting)",
+                                   rank.syncs.points, rank.syncs.points == 1 ? "" : "s",
+                                   KeyAverages::format_duration(rank.syncs.wait_ns)));
+    html.element("p", "Saves: of the GPU's idle time after each point, what its wait could have covered.", "class=\"muted\"");
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t i = 0; i < rank.syncs.sites.size() && i < report.options.top_rows; ++i) {
+      const analysis::SyncSite& site = rank.syncs.sites[i];
+      rows.push_back({site.kind == analysis::SyncKind::Explicit ? std::string(site.call) : std::string(analysis::to_string(site.kind)),
+                      std::to_string(site.count), KeyAverages::format_duration(site.wait_ns),
+                      KeyAverages::format_duration(site.gpu_idle_after_ns), KeyAverages::format_duration(site.saving_ns),
+                      site.op.empty() ? "-" : std::string(site.op), site.place().empty() ? "-" : std::string(site.place())});
+    }
+    html.table({"Kind", "Count", "Wait", "Idle after", "Saves", "Op", "Where"}, rows, 6);
   }
 
   html.element("h3", "Memory allocated over time");

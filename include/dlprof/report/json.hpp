@@ -44,6 +44,10 @@
 //      "top_kernels": [{"name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "gpu_activities", "api_calls": [{"name", "calls", "total_us", "pct", "mean_us", "min_us", "max_us"}],
 //      "memory": [{"device", "peak_allocated_bytes", "capacity_bytes"}],
+//      "host_syncs": {"points", "wait_us", "saving_us", "sites": [{"kind" (explicit, scalar_read,
+//        copy_wait), "op", "frame", "range" (null: none around it), "call", "count", "wait_us",
+//        "gpu_idle_after_us", "saving_us", "longest_wait_us", "longest_wait_bytes"}]}: where the host
+//        waits for the GPU in the steps (analysis/host_syncs.hpp), over the window, at most top_rows sites,
 //      "dropped_events", "dropped_gpu_records", "overflowed_names"}],
 //    "rank_comparison": null or {"ranks": [{"rank", "steps", "step_time_mean_us", "step_time_min_us",
 //        "step_time_max_us", "gpu_utilization_pct", "idle_pct", "compute_pct", "non_compute_pct",
@@ -146,6 +150,15 @@ class JsonTree {
   void member(std::string_view name, std::string_view text) {
     key(name);
     string(text);
+  }
+  /// `text`, or null where it is empty (nothing known).
+  void member_text_or_null(std::string_view name, std::string_view text) {
+    key(name);
+    if (text.empty()) {
+      null();
+    } else {
+      string(text);
+    }
   }
   void member_integer(std::string_view name, std::int64_t value) {
     key(name);
@@ -255,12 +268,7 @@ inline void json_steps(JsonTree& json, const analysis::StepBreakdown& breakdown,
   for (const analysis::DeviceMetrics& device : breakdown.devices) {
     json.begin_object();
     json.member_integer("device", device.device);
-    json.key("name");
-    if (device.name.empty()) {
-      json.null();
-    } else {
-      json.string(device.name);
-    }
+    json.member_text_or_null("name", device.name);
     json.key("name_from_id");
     if (device.properties_from_id) {
       json.integer(*device.properties_from_id);
@@ -398,15 +406,39 @@ inline void json_read_result(JsonTree& json, const ReadResult& read) {
   json.end_object();
 }
 
+inline void json_host_syncs(JsonTree& json, const analysis::HostSyncs& syncs, std::size_t rows) {
+  json.key("host_syncs");
+  json.begin_object();
+  json.member_integer("points", static_cast<std::int64_t>(syncs.points));
+  json.member_us("wait_us", syncs.wait_ns);
+  json.member_us("saving_us", syncs.saving_ns);
+  json.key("sites");
+  json.begin_array();
+  for (std::size_t i = 0; i < syncs.sites.size() && i < rows; ++i) {
+    const analysis::SyncSite& site = syncs.sites[i];
+    json.begin_object();
+    json.member("kind", analysis::id_of(site.kind));
+    json.member_text_or_null("op", site.op);
+    json.member_text_or_null("frame", site.frame);
+    json.member_text_or_null("range", site.range);
+    json.member("call", site.call);
+    json.member_integer("count", static_cast<std::int64_t>(site.count));
+    json.member_us("wait_us", site.wait_ns);
+    json.member_us("gpu_idle_after_us", site.gpu_idle_after_ns);
+    json.member_us("saving_us", site.saving_ns);
+    json.member_us("longest_wait_us", site.longest_wait_ns);
+    json.member_integer("longest_wait_bytes", static_cast<std::int64_t>(site.longest_wait_bytes));
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+}
+
 inline void json_rank(JsonTree& json, const RankReport& rank, const Report& report) {
   json.begin_object();
   json.member_integer("rank", rank.rank);
   json.member_integer("world_size", rank.world_size);
-  json.key("flight_recorder_dump");
-  if (rank.flight_recorder_dump.empty())
-    json.null();
-  else
-    json.string(rank.flight_recorder_dump);
+  json.member_text_or_null("flight_recorder_dump", rank.flight_recorder_dump);
   json_read_result(json, rank.read);
   json_hta(json, rank.hta);
   json_steps(json, rank.steps, report.origin_ns);
@@ -467,6 +499,7 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
     json.end_object();
   }
   json.end_array();
+  json_host_syncs(json, rank.syncs, report.options.top_rows);
   json.member_integer("dropped_events", static_cast<std::int64_t>(rank.dropped_events));
   json.member_integer("dropped_gpu_records", static_cast<std::int64_t>(rank.dropped_gpu_records));
   json.member_integer("overflowed_names", static_cast<std::int64_t>(rank.overflowed_names));

@@ -34,6 +34,7 @@
 
 #include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/analysis.hpp"
+#include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/recommendations.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
@@ -95,6 +96,7 @@ struct RankReport {
   std::size_t kernel_names = 0;
   std::int64_t kernel_ns = 0;            ///< all kernels' time
   analysis::GpuSummary gpu_summary;      ///< every row; the renderers show the first top_rows
+  analysis::HostSyncs syncs;             ///< where the host waits for the GPU in the steps
   std::vector<MemoryCurve> memory;       ///< by device type, then device
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
@@ -360,6 +362,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     rounds[0].emplace_back([trace, rank, &options] { rank->hta = analysis::hta_analyses(*trace, options.analysis); });
     rounds[0].emplace_back([trace, attribution] { *attribution = analysis::kernel_attribution(*trace); });
     rounds[0].emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
+    rounds[0].emplace_back([trace, rank] { rank->syncs = analysis::host_syncs(*trace); });
     rounds[0].emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
   }
   for (std::size_t i = 0; i < count; ++i) {
@@ -374,7 +377,8 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
         rank->has_collectives = !rank->collectives.calls.empty();
       });
     rounds[1].emplace_back([rank, trace, attribution] {
-      rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap);
+      rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap,
+                                                 rank->report.syncs);
     });
   }
   run_in_rounds(rounds, parallel);

@@ -1,7 +1,8 @@
 // dlprof/report/text.hpp: the report as terminal tables, 100 to 120 columns wide: the verdict
-// first (what bounds the step, its time, GPU busy, the actions that save the most); per rank the step-time breakdown, the GPU summary, HTA's breakdowns, the top ops, kernels
-// and nvprof rows, peak memory; then the ranks compared, the recommendations with their evidence,
-// and where the analyses depart from TensorBoard's and HTA's rules.
+// first (what bounds the step, its time, GPU busy, the actions that save the most); per rank the
+// step-time breakdown, the GPU summary, HTA's breakdowns, the top ops, kernels and nvprof rows,
+// where the host waits for the GPU, peak memory; then the ranks compared, the recommendations
+// with their evidence, and where the analyses depart from TensorBoard's and HTA's rules.
 //
 //   fmt::print("{}", dlprof::render_text(dlprof::make_report(trace)));
 //   fmt::print("{}", report);   // the same, through fmt::formatter<dlprof::Report>
@@ -238,6 +239,23 @@ inline void text_nvprof(fmt::memory_buffer& out, const analysis::GpuSummary& sum
   table.render(out);
 }
 
+inline void text_host_syncs(fmt::memory_buffer& out, const analysis::HostSyncs& syncs, std::size_t rows) {
+  section(out, fmt::format("Where the host waits for the GPU: {} synchronisation point{} in the steps, {} of waiting\n"
+                           "(Saves: of the GPU's idle time after each point, what its wait could have covered)",
+                           syncs.points, syncs.points == 1 ? "" : "s",
+                           KeyAverages::format_duration(syncs.wait_ns)));
+  TextTable table({{"Kind", Align::Left}, {"Count"}, {"Wait"}, {"Idle after"}, {"Saves"}, {"Op", Align::Left, 22},
+                   {"Where", Align::Left, 36}});
+  for (std::size_t i = 0; i < syncs.sites.size() && i < rows; ++i) {
+    const analysis::SyncSite& site = syncs.sites[i];
+    table.add_row({site.kind == analysis::SyncKind::Explicit ? std::string(site.call) : std::string(to_string(site.kind)),
+                   std::to_string(site.count), KeyAverages::format_duration(site.wait_ns),
+                   KeyAverages::format_duration(site.gpu_idle_after_ns), KeyAverages::format_duration(site.saving_ns),
+                   site.op.empty() ? "-" : std::string(site.op), site.place().empty() ? "-" : std::string(site.place())});
+  }
+  table.render(out);
+}
+
 inline void text_memory(fmt::memory_buffer& out, const std::vector<MemoryCurve>& memory) {
   fmt::format_to(std::back_inserter(out), "\nPeak memory allocated:");
   for (const MemoryCurve& curve : memory) {
@@ -281,6 +299,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   if (rank.gpu_activity) {
     text_top_kernels(out, rank);
     text_nvprof(out, rank.gpu_summary, options.top_rows);
+    if (!rank.syncs.empty()) text_host_syncs(out, rank.syncs, options.top_rows);
   }
   if (!rank.memory.empty()) text_memory(out, rank.memory);
   if (rank.dropped_events != 0 || rank.dropped_gpu_records != 0)
