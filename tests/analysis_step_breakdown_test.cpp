@@ -98,7 +98,7 @@ TEST(StepBreakdownTest, SummarisesEachGpuOverTheSteps) {
   EXPECT_DOUBLE_EQ(*gpu.sm_efficiency, (0.5 * 500 + 1.0 * 100) / 2'000.0);
   ASSERT_TRUE(gpu.achieved_occupancy_percent.has_value());
   EXPECT_DOUBLE_EQ(*gpu.achieved_occupancy_percent, (50.0 * 500 + 0.0 * 250 + 100.0 * 100) / 850.0);
-  EXPECT_DOUBLE_EQ(gpu.tensor_core_percent, 100.0 * 500 / 850);
+  EXPECT_DOUBLE_EQ(gpu.tensor_core_percent.value_or(-1), 100.0 * 500 / 850);
 
   const std::string table = breakdown.table();
   EXPECT_THAT(table, HasSubstr("CPU Exec"));
@@ -125,7 +125,7 @@ TEST(StepBreakdownTest, AGpuDevicePropertiesDoesNotListTakesTheModelItLists) {
   ASSERT_TRUE(gpu.properties_from_id.has_value());
   EXPECT_EQ(*gpu.properties_from_id, 0);
   EXPECT_EQ(breakdown.matrix_units, dlprof::analysis::MatrixUnits::MatrixCores);
-  EXPECT_DOUBLE_EQ(gpu.tensor_core_percent, 75.0);
+  EXPECT_DOUBLE_EQ(gpu.tensor_core_percent.value_or(-1), 75.0);
   EXPECT_THAT(breakdown.table(), HasSubstr("GPU 2 AMD Instinct MI300X (the model of id 0): utilization 40.00%"));
   EXPECT_THAT(breakdown.table(), HasSubstr("matrix cores (dlprof's kernel list) 75.00% of kernel time"));
 

@@ -37,7 +37,7 @@ dlprof::Trace steps_of(const std::vector<std::int64_t>& lengths, double kernel_s
 
 Verdict verdict_of(const dlprof::Trace& trace, const std::vector<Recommendation>& findings = {}) {
   const StepBreakdown steps = dlprof::analysis::step_breakdown(trace);
-  return dlprof::analysis::verdict({&steps}, findings);
+  return dlprof::analysis::verdict({{0, &steps, nullptr}}, findings);
 }
 
 TEST(VerdictTest, AStepWhoseKernelsRunMostOfItIsBoundByGpuCompute) {

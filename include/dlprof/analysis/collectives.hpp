@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -104,13 +105,28 @@ inline double bus_bandwidth_factor(std::string_view name, std::int64_t ranks) no
   return 1.0;
 }
 
-/// The collective a communication kernel runs, in c10d's spelling ("allreduce", "allgather",
-/// "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"), read from NCCL's and RCCL's
-/// kernel names (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_ReduceScatter_Sum_f32_RING_LL,
-/// ncclDevKernel_SendRecv(...)); "nccl" where the name does not say (RCCL's ncclDevKernel_Generic);
-/// empty for a kernel that is not communication.
+/// The collective a communication kernel (is_communication_kernel) runs, in c10d's spelling
+/// ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"),
+/// read from NCCL's and RCCL's kernel names (ncclKernel_AllReduce_RING_LL_Sum_float,
+/// ncclDevKernel_ReduceScatter_Sum_f32_RING_LL, ncclDevKernel_SendRecv(...)); "allreduce" for the
+/// custom all-reduce kernels, "alltoall" for DeepEP's dispatch and combine; "nccl" where an NCCL
+/// name does not say (RCCL's ncclDevKernel_Generic), "msccl", "nvshmem" or "custom" where another
+/// library's does not; empty for a kernel that is not communication.
 inline std::string collective_of_kernel(std::string_view name) {
-  if (kernel_type(name) != KernelType::Communication) return {};
+  if (!is_communication_kernel(name)) return {};
+  if (kernel_type(name) != KernelType::Communication) {  // beyond NCCL: kernel_type.hpp's list
+    const auto has = [&](std::initializer_list<std::string_view> spellings) {
+      for (const std::string_view spelling : spellings)
+        if (name.find(spelling) != std::string_view::npos) return true;
+      return false;
+    };
+    if (has({"AllReduce", "all_reduce", "allreduce", "cross_device_reduce"})) return "allreduce";
+    if (has({"AllGather", "all_gather", "allgather"})) return "allgather";
+    if (has({"ReduceScatter", "reduce_scatter"})) return "reduce_scatter";
+    if (has({"deep_ep::", "dpsk::ep::"})) return "alltoall";
+    if (has({"msccl"})) return "msccl";
+    return has({"nvshmem"}) ? "nvshmem" : "custom";
+  }
   for (const std::string_view prefix : {std::string_view("ncclKernel_"), std::string_view("ncclDevKernel_")}) {
     if (name.substr(0, prefix.size()) != prefix) continue;
     const std::string_view op = name.substr(prefix.size(), name.find_first_of("_(<", prefix.size()) - prefix.size());

@@ -33,7 +33,7 @@ struct CommCompOverlap {
 namespace detail {
 
 inline CommCompOverlap comm_comp_overlap(const Trace& trace, const HtaView& view) {
-  KernelTypes types(trace);
+  KernelTypes types(trace, view);
   std::vector<Interval> communication;
   std::vector<Interval> computation;
   for (const GpuWork& work : view.gpu) {

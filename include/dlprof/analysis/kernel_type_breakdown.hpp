@@ -143,7 +143,7 @@ inline KernelTypeBreakdown kernel_type_breakdown(const Trace& trace, const HtaVi
   std::vector<KernelType> analysed = {KernelType::Computation, KernelType::Communication};
   if (options.include_memory_kernels) analysed.push_back(KernelType::Memory);
 
-  KernelTypes types(trace);
+  KernelTypes types(trace, view);
   std::array<std::vector<Interval>, 4> busy;  // by KernelType
   std::vector<DurationStatsByName> by_name;
   for (std::size_t i = 0; i < analysed.size(); ++i) by_name.emplace_back(trace.names);

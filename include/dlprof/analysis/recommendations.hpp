@@ -15,8 +15,11 @@
 //                         MI100 or later), no Tensor Core (matrix-core) kernel
 //   gemm_dims_not_multiple_of_8  > 10 % of GEMM kernel time in ops with M, N    pad to multiples of 8
 //                         or K not a multiple of 8
-//   low_gpu_utilization   a GPU busy < 50 % of the steps' span, outside graph    larger batch, faster input
-//                         capture
+//   low_gpu_utilization   a GPU busy < 50 % of the steady steps (steady_state.hpp),  larger batch, faster input
+//                         outside graph capture
+//   first_calls           (a note) no steady step, and first calls (context      profile after warm-up
+//                         creation, lazy loading) explain half the idle time:
+//                         no batch-size advice then
 //   graph_capture_phase   a GPU busy < 50 % of the steps' span because they are  profile the replays
 //                         mostly CUDA/HIP graph capture, which runs no kernel
 //   launch_bound          stretches of >= 32 consecutive kernels each shorter    CUDA graphs, fusion
@@ -75,6 +78,7 @@
 #include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/options.hpp"
+#include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/step_breakdown.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
@@ -171,7 +175,11 @@ inline bool is_tensor_core_eligible_op(std::string_view op) noexcept {
       "aten::linear",      "aten::addbmm",       "aten::conv1d",       "aten::conv2d",    "aten::conv3d",
       "aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::conv_transpose1d",
       "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution_backward",
-      "aten::cudnn_convolution_transpose", "aten::_scaled_dot_product_attention"};
+      "aten::cudnn_convolution_transpose", "aten::_scaled_dot_product_attention",
+      // PyTorch 1.x's backward convolutions, before convolution_backward (1.10) took their place.
+      "aten::cudnn_convolution_backward", "aten::cudnn_convolution_backward_input",
+      "aten::cudnn_convolution_backward_weight", "aten::cudnn_convolution_transpose_backward",
+      "aten::cudnn_convolution_transpose_backward_input", "aten::cudnn_convolution_transpose_backward_weight"};
   for (const std::string_view name : kOps)
     if (op == name) return true;
   return false;
@@ -317,24 +325,28 @@ struct RuleInputs {
   const StepBreakdown& steps;
   const KernelAttribution& kernels;
   const CommCompOverlap& overlap;
+  const SteadyState& steady;
   MatrixUnits units = MatrixUnits::TensorCores;
   std::int64_t kernel_ns = 0;  ///< summed kernel durations
   std::int64_t span_ns = 0;    ///< the steps' span (first start to last end)
   double steps_count = 1;      ///< the steps the window totals are divided by (1 without steps)
-  double median_step_ns = 0;   ///< the findings' shares are of this
+  double median_step_ns = 0;   ///< the findings' shares are of this: of the steady steps, while any is
   bool has_backward = false;
   /// (correlation, index into trace.api_events) of every call with one, by correlation: a sorted
   /// array, not a hash map, as a trace's hundreds of thousands of calls miss the cache in one.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> calls_by_correlation;
 
-  RuleInputs(const Trace& t, const StepBreakdown& s, const KernelAttribution& k, const CommCompOverlap& o)
-      : trace(t), steps(s), kernels(k), overlap(o), units(s.matrix_units) {
+  RuleInputs(const Trace& t, const StepBreakdown& s, const KernelAttribution& k, const CommCompOverlap& o,
+             const SteadyState& steady_state)
+      : trace(t), steps(s), kernels(k), overlap(o), steady(steady_state), units(s.matrix_units) {
     for (const GpuEvent& work : t.gpu_events)
       if (work.kind == GpuEventKind::Kernel) kernel_ns += work.duration_ns();
     if (!steps.steps.empty()) span_ns = steps.steps.back().end_ns - steps.steps.front().start_ns;
     steps_count = static_cast<double>(std::max<std::size_t>(steps.steps.size(), 1));
     std::vector<std::int64_t> durations;
-    for (const StepTime& step : steps.steps) durations.push_back(step.duration_ns());
+    const bool any_steady = steady.steady_steps() != 0;
+    for (std::size_t i = 0; i < steps.steps.size(); ++i)
+      if (!any_steady || steady.steady[i]) durations.push_back(steps.steps[i].duration_ns());
     median_step_ns = durations.empty() ? static_cast<double>(t.window_ns()) : median(durations);
     has_backward = has_backward_pass(t);
     calls_by_correlation.reserve(t.api_events.size());
@@ -478,13 +490,21 @@ inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& o
     compute_major = std::max(compute_major, device.compute_major);
     if (with_matrix_cores.empty() && has_amd_matrix_cores(device.name)) with_matrix_cores = device.name;
   }
+  // Without deviceProperties, NVIDIA's libraries name the architecture in their kernels' names.
+  const bool major_from_names = !amd && compute_major == 0;
+  if (major_from_names) compute_major = compute_major_from_kernel_names(in.trace);
   const std::string_view units = to_string(in.units);
-  if (!any_tensor_core && eligible_ns > 0 && (amd ? !with_matrix_cores.empty() : compute_major >= 7))
+  // Another vendor's kernels (MatrixUnits::Unknown) are not judged: none is known to use its units.
+  if (!any_tensor_core && eligible_ns > 0 && in.units != MatrixUnits::Unknown &&
+      (amd ? !with_matrix_cores.empty() : compute_major >= 7))
     out.push_back(in.finding("fp32_without_tensor_cores",
                    fmt::format("Matrix products and convolutions run in float32 and no kernel uses {}, which this GPU "
                                "({}) has: enable automatic mixed precision (torch::autocast / torch.autocast with "
                                "float16 or bfloat16){}.",
-                               units, amd ? std::string(with_matrix_cores) : fmt::format("compute capability {}.x", compute_major),
+                               units,
+                               amd ? std::string(with_matrix_cores)
+                                   : fmt::format("compute capability {}.x{}", compute_major,
+                                                 major_from_names ? ", from its kernels' names" : ""),
                                amd ? "" : ", or TF32 on Ampere and later"),
                    fmt::format("{} of float32 GEMM/conv kernels ({:.1f}% of kernel time), 0 {} kernels",
                                format_ms(static_cast<double>(eligible_ns)),
@@ -541,9 +561,70 @@ inline std::vector<Interval> graph_capture_spans(const Trace& trace, std::int64_
   return spans;
 }
 
-/// A GPU busy less than half of the steps' span: a larger batch, unless graph capture, which runs
-/// no kernel, explains it.
+/// "cudaFree 8262.903 ms, cudaLaunchKernel 4219.3 ms in step 3": the longest first calls of the
+/// flagged steps, at most three.
+inline std::string first_calls_text(const SteadyState& steady) {
+  std::vector<std::pair<const FirstCall*, std::int64_t>> calls;  // (call, its step's number)
+  for (const FlaggedStep& step : steady.flagged)
+    for (const FirstCall& call : step.calls) calls.emplace_back(&call, step.number);
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const auto& a, const auto& b) { return a.first->duration_ns > b.first->duration_ns; });
+  std::vector<std::string> texts;
+  for (std::size_t i = 0; i < calls.size() && i < 3; ++i)
+    texts.push_back(fmt::format("{} {}{}", calls[i].first->name, format_ms(static_cast<double>(calls[i].first->duration_ns)),
+                                calls[i].second >= 0 ? fmt::format(" in step {}", calls[i].second) : std::string()));
+  return fmt::format("{}", fmt::join(texts, ", "));
+}
+
+/// Steps that all hold first calls explaining most of the GPU's idle time: a note to profile after
+/// warm-up, and no advice for the idle time. Returns whether it was given.
+inline bool first_calls_note(const RuleInputs& in, std::vector<Recommendation>& out) {
+  if (in.steady.steady_steps() != 0 || in.steady.first_call_ns == 0 || in.steps.devices.empty()) return false;
+  double idle_ns = 0;  // the idlest device's idle time over the steps' span
+  for (const DeviceMetrics& device : in.steps.devices)
+    idle_ns = std::max(idle_ns, (1.0 - device.utilization) * static_cast<double>(in.span_ns));
+  if (2.0 * static_cast<double>(in.steady.first_call_ns) < idle_ns) return false;
+  const double share = percent(static_cast<double>(in.steady.first_call_ns), static_cast<double>(in.span_ns));
+  out.push_back(advisory_finding(
+      "first_calls",
+      fmt::format("{:.1f}% of the steps is first calls, which a process makes once: CUDA's context creation, lazy "
+                  "module loading in a first launch, the caching allocator's first growth. They, not a want of "
+                  "work, leave the GPU idle, and no step of this window is free of them: profile steps after "
+                  "warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3), or dlprof's schedule alike) to "
+                  "see the steady state.",
+                  share),
+      fmt::format("first calls (>= {} ms, the GPU idle): {} in all, {} of the steps' span; {}",
+                  kMinFirstCallNs / 1'000'000, format_ms(static_cast<double>(in.steady.first_call_ns)),
+                  format_ms(static_cast<double>(in.span_ns)), first_calls_text(in.steady)),
+      "profile steps after warm-up", Severity::Note));
+  return true;
+}
+
+/// A GPU busy less than half of the steady steps: a larger batch, unless graph capture, which
+/// runs no kernel, or first calls, which happen once, explain it.
 inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& out) {
+  if (first_calls_note(in, out)) return;
+  // Steps left out of the steady state: the steady steps' utilization.
+  if (in.steady.steady_steps() != 0 && !in.steady.flagged.empty()) {
+    std::vector<std::string> low;
+    double idle_ns = 0;  // the idlest low device's idle time over the steady steps
+    for (const SteadyUtilization& device : in.steady.utilization) {
+      if (device.utilization >= 0.5) continue;
+      low.push_back(fmt::format("GPU {} busy {:.1f}% of the {} steady steps", device.device, 100.0 * device.utilization,
+                                in.steady.steady_steps()));
+      idle_ns = std::max(idle_ns, (1.0 - device.utilization) * static_cast<double>(in.steady.steady_ns));
+    }
+    if (low.empty()) return;
+    out.push_back(in.finding("low_gpu_utilization",
+                   "The GPU is idle more than half of the step: give it more work per launch (a larger batch) and "
+                   "make sure the input pipeline and the host code keep up (see the other findings). Note that a "
+                   "larger batch can change convergence.",
+                   fmt::format("{} ({} left out: first calls, outliers or a mid-flight start)", fmt::join(low, "; "),
+                               in.steps.steps.size() - in.steady.steady_steps()),
+                   "keep the GPU fed with more work per launch",
+                   idle_ns / static_cast<double>(in.steady.steady_steps())));
+    return;
+  }
   std::vector<const DeviceMetrics*> low;
   for (const DeviceMetrics& device : in.steps.devices)
     if (device.kernel_ns > 0 && device.utilization < 0.5) low.push_back(&device);
@@ -933,8 +1014,8 @@ inline void exposed_communication(const CollectiveAnalysis& collectives, std::ve
 /// gives so that none is computed twice.
 inline std::vector<Recommendation> recommendations(const Trace& trace, const StepBreakdown& steps,
                                                    const KernelAttribution& kernels, const CommCompOverlap& overlap,
-                                                   const HostSyncs& syncs) {
-  const detail::RuleInputs in(trace, steps, kernels, overlap);
+                                                   const HostSyncs& syncs, const SteadyState& steady) {
+  const detail::RuleInputs in(trace, steps, kernels, overlap, steady);
   std::vector<Recommendation> out;
   detail::dataloader_bound(in, out);
   detail::host_to_device_copies(in, out);
@@ -955,8 +1036,9 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ste
 
 /// The findings of one trace (one rank).
 inline std::vector<Recommendation> recommendations(const Trace& trace, const AnalysisOptions& options = {}) {
-  return recommendations(trace, step_breakdown(trace), kernel_attribution(trace), comm_comp_overlap(trace, options),
-                         host_syncs(trace));
+  const StepBreakdown steps = step_breakdown(trace);
+  return recommendations(trace, steps, kernel_attribution(trace), comm_comp_overlap(trace, options), host_syncs(trace),
+                         steady_state(trace, steps));
 }
 
 /// The findings of every rank, a rule found on several ranks as one finding (add_findings_of_ranks),

@@ -21,7 +21,9 @@
 //   Memcpy         copies
 //   Memset         fills
 //   Communication  kernels whose External id is that of a CPU op or range named nccl:* or gloo:*,
-//                  and those ops and ranges
+//                  and those ops and ranges; and the communication kernels of libraries other
+//                  than NCCL and RCCL (kernel_type.hpp's kCommunicationKernelPatterns: DeepEP,
+//                  NVSHMEM, custom all-reduce, ...), which no nccl:* op encloses
 //   Runtime        CUDA runtime calls
 //   DataLoader     ops and ranges named enumerate(DataLoader)#....__next__ or enumerate(DataPipe)#...
 //   CPU Exec       every other op and range (ProfilerStep itself excepted); Python frames
@@ -62,6 +64,7 @@
 #include "dlprof/analysis/detail/intervals.hpp"
 #include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/analysis/detail/slice_tree.hpp"
+#include "dlprof/analysis/kernel_type.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -82,12 +85,14 @@ struct TensorBoardDeviation {
 inline constexpr TensorBoardDeviation kTensorBoardDeviations[] = {
     {"Communication ops are any nccl:* or gloo:* name, not only the plugin's five collectives",
      "send/recv, all_to_all and the *_base and coalesced collectives of recent PyTorch communicate too"},
+    {"Communication kernels of libraries other than NCCL and RCCL (DeepEP, NVSHMEM, symmetric memory, custom all-reduce, MSCCL) are Communication, whatever op launched them",
+     "the plugin counts only kernels under an nccl:* or gloo:* op, and so counts expert-parallel all-to-all and custom all-reduce, which no such op encloses, as computation"},
     {"gpu_user_annotation slices are left out",
      "they are Kineto's GPU-side copies of CPU ranges, not CPU execution; the plugin counts them as CPU Exec, and a copied ProfilerStep#N as a second step"},
     {"A trace without ProfilerStep and without ops is one step spanning its other CPU slices",
      "the plugin spans such a trace by its ops alone, which gives it no step"},
-    {"Tensor Core % is dlprof's own: kernel time in the steps' span, Tensor Core kernels by tensor_cores.hpp",
-     "the plugin's list misses newer Tensor Core kernels (cuBLAS 12's nvjet, CUTLASS 3, FlashAttention), and its figure takes the kernels ops launched anywhere in the trace, not the steps' kernels"},
+    {"Tensor Core % is dlprof's own: kernel time in the steps' span, Tensor Core kernels by tensor_cores.hpp; none for GPUs of neither NVIDIA nor AMD",
+     "the plugin's list misses newer Tensor Core kernels (cuBLAS 12's nvjet, CUTLASS 3, DeepGEMM, FP8 and FP4 GEMMs, FlashAttention), its figure takes the kernels ops launched anywhere in the trace, not the steps' kernels, and no list judges another vendor's kernels"},
 };
 
 /// TensorBoard's step-time roles, in priority order.
@@ -136,7 +141,9 @@ struct DeviceMetrics {
   std::optional<double> sm_efficiency;   ///< [0, 1]; none without `blocks per SM`
   /// None without a kernel in the span that has `est. achieved occupancy %` (ROCm's traces)
   std::optional<double> achieved_occupancy_percent;
-  double tensor_core_percent = 0;        ///< dlprof's own figure (kTensorBoardDeviations)
+  /// dlprof's own figure (kTensorBoardDeviations); none where the list cannot judge the GPU's
+  /// kernels (MatrixUnits::Unknown)
+  std::optional<double> tensor_core_percent;
 };
 
 struct StepBreakdown {
@@ -188,8 +195,9 @@ struct StepBreakdown {
       };
       fmt::format_to(line, ", est. SM efficiency {}, est. achieved occupancy {}", percent(device.sm_efficiency, 100.0),
                      percent(device.achieved_occupancy_percent, 1.0));
-      fmt::format_to(line, ", {} (dlprof's kernel list) {:.2f}% of kernel time", to_string(matrix_units),
-                     device.tensor_core_percent);
+      fmt::format_to(line, ", {} (dlprof's kernel list) {}", to_string(matrix_units),
+                     device.tensor_core_percent ? fmt::format("{:.2f}% of kernel time", *device.tensor_core_percent)
+                                                : std::string("n/a"));
     }
     if (!devices.empty()) fmt::format_to(line, "\n");
     return fmt::to_string(out);
@@ -197,6 +205,10 @@ struct StepBreakdown {
 };
 
 namespace detail {
+
+constexpr bool is_communication_kernel_beyond_nccl(std::string_view name) noexcept {
+  return is_communication_kernel(name) && kernel_type(name) != KernelType::Communication;
+}
 
 enum class SliceRole : std::uint8_t { Step, DataLoader, Communication, CpuExec };
 
@@ -297,7 +309,8 @@ inline void carry_steps_to_device_time(const Trace& trace, std::vector<StepTime>
   }
 }
 
-inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_t span_start, std::int64_t span_end) {
+inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_t span_start, std::int64_t span_end,
+                                                 MatrixUnits units) {
   std::vector<std::uint32_t> ids;
   for (const GpuEvent& work : trace.gpu_events)
     if (work.kind == GpuEventKind::Kernel) ids.push_back(work.device);
@@ -345,8 +358,9 @@ inline std::vector<DeviceMetrics> device_metrics(const Trace& trace, std::int64_
     merge(busy);
     if (span > 0) metrics.utilization = static_cast<double>(intersection_length(busy, {{span_start, span_end}})) / static_cast<double>(span);
     if (occupancy_ns > 0) metrics.achieved_occupancy_percent = occupancy_time / static_cast<double>(occupancy_ns);
-    if (metrics.kernel_ns > 0)
-      metrics.tensor_core_percent = 100.0 * static_cast<double>(tensor_core_ns) / static_cast<double>(metrics.kernel_ns);
+    if (units != MatrixUnits::Unknown)
+      metrics.tensor_core_percent =
+          metrics.kernel_ns > 0 ? 100.0 * static_cast<double>(tensor_core_ns) / static_cast<double>(metrics.kernel_ns) : 0.0;
     // merge_ranges_with_value: between boundaries, min(Σ blocks per SM, 1); starts before ends.
     std::sort(blocks.begin(), blocks.end(), [](const Boundary& a, const Boundary& b) {
       return a.time != b.time ? a.time < b.time : a.end < b.end;
@@ -419,11 +433,14 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
     }
   }
   std::sort(communication_ids.begin(), communication_ids.end());
+  // NCCL's kernels keep the plugin's rule (under an nccl:* op); other libraries' are known by name.
+  detail::PerName<bool> communication_kernel(trace, detail::is_communication_kernel_beyond_nccl);
   for (const GpuEvent& work : trace.gpu_events) {
     switch (work.kind) {
       case GpuEventKind::Kernel: {
-        const bool communication = work.external_id != 0 &&
-                                   std::binary_search(communication_ids.begin(), communication_ids.end(), work.external_id);
+        const bool communication =
+            communication_kernel(work.name) ||
+            (work.external_id != 0 && std::binary_search(communication_ids.begin(), communication_ids.end(), work.external_id));
         role_intervals(communication ? StepRole::Communication : StepRole::Kernel).push_back({work.start_ns, work.end_ns});
         break;
       }
@@ -464,8 +481,8 @@ inline StepBreakdown step_breakdown(const Trace& trace) {
     for (std::size_t role = 0; role < kStepRoleCount; ++role)
       step.role_ns[role] = detail::intersection_length(claimed[role], {{step.start_ns, step.end_ns}});
 
-  result.devices = detail::device_metrics(trace, steps.front().start_ns, steps.back().end_ns);
   result.matrix_units = matrix_units_of(trace);
+  result.devices = detail::device_metrics(trace, steps.front().start_ns, steps.back().end_ns, result.matrix_units);
   result.steps = std::move(steps);
   return result;
 }

@@ -64,7 +64,7 @@ struct TemporalBreakdown {
 namespace detail {
 
 inline TemporalBreakdown temporal_breakdown(const Trace& trace, const HtaView& view) {
-  KernelTypes types(trace);
+  KernelTypes types(trace, view);
   std::vector<Interval> busy;
   std::vector<Interval> computing;
   for (const GpuWork& work : view.gpu) {

@@ -13,6 +13,7 @@
 // text ("cutlass*tensorop" is "cutlass", then later "tensorop").
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -46,6 +47,19 @@ inline constexpr std::string_view kTensorCoreKernelPatterns[] = {
     "cutlass*tensorop",
     // cuBLAS 12's Hopper GEMMs (nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT, ...).
     "nvjet",
+    // Blackwell: CUTLASS 3's UMMA collectives (MainloopSm100TmaUmmaWarpSpecialized...) and the
+    // tcgen05 instructions some kernels name; TensorRT-LLM's generated FP8, FP4 and bfloat16
+    // batched GEMMs (bmm_E4m3_E4m3E4m3_Fp32_t128x8x128u2_..._sm100a) and attention kernels
+    // (fmhaSm100Kernel_QkvE4m3OBfloat16H128...; fmhaSm90...).
+    "Umma", "umma", "tcgen05", "bmm_*E4m3*_sm10", "bmm_*E2m1*_sm10", "bmm_*Bfloat16*_sm10", "bmm_*Fp16*_sm10", "fmhaSm",
+    // DeepGEMM's FP8 GEMMs on Hopper and Blackwell (deep_gemm::fp8_gemm_kernel<...>,
+    // deep_gemm::sm90_fp8_gemm_1d2d_impl<...>), built on wgmma and UMMA.
+    "deep_gemm::",
+    // CUTLASS 3's GEMM kernels whatever their collective (cutlass::device_kernel<...GemmUniversal...>):
+    // CUTLASS 3 has no FMA mainloop for them but the SIMT ones named "Simt".
+    "cutlass::device_kernel<*Gemm",
+    // FlashInfer's prefill attention (mma.sync): BatchPrefillWithPagedKVCacheKernel, SinglePrefill...
+    "PrefillWith",
     // Attention: FlashAttention 2 (flash_fwd_kernel, flash_bwd_...), FlashAttention 3
     // (FlashAttnFwdSm90), PyTorch's memory-efficient attention in half precision
     // (fmha_cutlassF_bf16_aligned_64x64_rf_sm80; its f32 kernels run on FMA units), cuDNN's SDPA.
@@ -59,8 +73,9 @@ inline constexpr std::string_view kTensorCoreKernelPatterns[] = {
 };
 
 /// Kernels that match a pattern but run on the FMA units: xmma FP32 kernels built on FFMA
-/// (sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize..._ffma_aligna4_...).
-inline constexpr std::string_view kTensorCoreKernelExclusions[] = {"ffma"};
+/// (sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize..._ffma_aligna4_...), CUTLASS's SIMT GEMMs
+/// (MmaSimt, CUTLASS 3's UniversalFMA atoms).
+inline constexpr std::string_view kTensorCoreKernelExclusions[] = {"ffma", "Simt", "UniversalFMA"};
 
 namespace detail {
 
@@ -106,30 +121,97 @@ constexpr bool uses_tensor_cores(std::string_view kernel_name) noexcept {
   return detail::has_matrix_instruction_tile(kernel_name);
 }
 
-/// What the GPUs of a trace call their matrix units.
-enum class MatrixUnits : std::uint8_t { TensorCores, MatrixCores };
+/// The compute capability's major number a kernel's name gives away; 0 where it gives none.
+/// cuBLAS and cuDNN prefix their kernels with the architecture (maxwell_ 5, pascal_ 6, volta_
+/// and turing_ 7, ampere_ 8, hopper_ 9, blackwell_ 10) or its number (sm80_, sm90_, sm100_: the
+/// number's tens), CUTLASS 2 and 3 with the number (cutlass_80_..., cutlass3x_sm90_...). A prefix
+/// counts at the name's start or after a character that is not a letter or digit
+/// ("void cutlass::Kernel<cutlass_80_tensorop_...>", "cudnn_infer_volta_scudnn_...").
+constexpr int compute_major_of_kernel_name(std::string_view name) noexcept {
+  struct Named {
+    std::string_view prefix;
+    int major;
+  };
+  constexpr Named kArchitectures[] = {{"maxwell_", 5}, {"pascal_", 6}, {"volta_", 7},  {"turing_", 7},
+                                      {"ampere_", 8},  {"hopper_", 9}, {"blackwell_", 10}};
+  constexpr std::string_view kNumbered[] = {"sm", "cutlass_", "cutlass3x_sm"};
+  const auto starts_token = [&](std::size_t at) {
+    if (at == 0) return true;
+    const char before = name[at - 1];
+    return !(detail::is_digit(before) || (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z'));
+  };
+  int major = 0;
+  for (std::size_t at = 0; at < name.size(); ++at) {
+    if (!starts_token(at)) continue;
+    const std::string_view rest = name.substr(at);
+    for (const Named& architecture : kArchitectures)
+      if (rest.substr(0, architecture.prefix.size()) == architecture.prefix) major = std::max(major, architecture.major);
+    for (const std::string_view prefix : kNumbered) {
+      if (rest.substr(0, prefix.size()) != prefix) continue;
+      std::size_t i = prefix.size();
+      int number = 0;
+      while (i < rest.size() && detail::is_digit(rest[i]) && number < 1000) number = number * 10 + (rest[i++] - '0');
+      // Two or three digits, then '_' or a letter (sm90a_): sm80_, sm100_, cutlass_80_.
+      if (i - prefix.size() >= 2 && i - prefix.size() <= 3 && i < rest.size() && !detail::is_digit(rest[i]))
+        major = std::max(major, number / 10);
+    }
+  }
+  return major;
+}
+
+/// The largest compute capability's major number the trace's kernel names give away
+/// (compute_major_of_kernel_name); 0 where none does. What a trace without deviceProperties
+/// tells of its GPUs.
+inline int compute_major_from_kernel_names(const Trace& trace) {
+  std::vector<std::int8_t> seen(trace.names.size(), 0);
+  int major = 0;
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind != GpuEventKind::Kernel || seen[work.name]) continue;
+    seen[work.name] = 1;
+    major = std::max(major, compute_major_of_kernel_name(trace.names[work.name]));
+  }
+  return major;
+}
+
+/// What the GPUs of a trace call their matrix units; Unknown where the trace's devices are of
+/// neither NVIDIA nor AMD (Intel's XPUs, MTIA, ...), whose kernels' names the list cannot judge.
+enum class MatrixUnits : std::uint8_t { TensorCores, MatrixCores, Unknown };
 
 constexpr std::string_view to_string(MatrixUnits units) noexcept {
-  return units == MatrixUnits::MatrixCores ? "matrix cores" : "Tensor Cores";
+  switch (units) {
+    case MatrixUnits::TensorCores: return "Tensor Cores";
+    case MatrixUnits::MatrixCores: return "matrix cores";
+    case MatrixUnits::Unknown: return "matrix units";
+  }
+  return "Tensor Cores";
 }
 
 /// AMD's matrix cores where the trace says its GPUs are AMD's: deviceProperties names one AMD's
 /// ("AMD Instinct MI300X", "Radeon") or gives it 64-wide wavefronts (warpSize 64; NVIDIA's
 /// warps are 32 wide), or the trace holds HIP runtime calls (Kineto writes ROCm's hipLaunchKernel
-/// ... under cuda_runtime); Tensor Cores otherwise.
+/// ... under cuda_runtime). Tensor Cores where it says they are NVIDIA's: deviceProperties with a
+/// compute capability, CUDA runtime or driver calls, or kernel names of NVIDIA's libraries
+/// (compute_major_from_kernel_names). Unknown for GPU work of any other device (XPU, MTIA);
+/// Tensor Cores for a trace without GPU work, where nothing is judged.
 inline MatrixUnits matrix_units_of(const Trace& trace) {
-  for (const DeviceProperties& device : trace.devices)
+  bool nvidia = false;
+  for (const DeviceProperties& device : trace.devices) {
     if (device.warp_size == 64 || device.name.find("AMD") != std::string::npos ||
         device.name.find("Radeon") != std::string::npos || device.name.find("Instinct") != std::string::npos)
       return MatrixUnits::MatrixCores;
-  if (!trace.devices.empty()) return MatrixUnits::TensorCores;
+    nvidia = nvidia || device.compute_major > 0 || device.name.find("NVIDIA") != std::string::npos;
+  }
   std::vector<std::int8_t> seen(trace.names.size(), 0);
   for (const ApiEvent& call : trace.api_events) {
     if (seen[call.name]) continue;
     seen[call.name] = 1;
-    if (trace.names[call.name].compare(0, 3, "hip") == 0) return MatrixUnits::MatrixCores;
+    const std::string& name = trace.names[call.name];
+    if (name.compare(0, 3, "hip") == 0) return MatrixUnits::MatrixCores;
+    nvidia = nvidia || name.compare(0, 4, "cuda") == 0 || (name.compare(0, 2, "cu") == 0 && name.size() > 2 &&
+                                                            name[2] >= 'A' && name[2] <= 'Z');  // cuLaunchKernel
   }
-  return MatrixUnits::TensorCores;
+  if (nvidia || trace.gpu_events.empty()) return MatrixUnits::TensorCores;
+  return compute_major_from_kernel_names(trace) > 0 ? MatrixUnits::TensorCores : MatrixUnits::Unknown;
 }
 
 }  // namespace analysis

@@ -8,6 +8,10 @@
 //   memory_copies       Memcpy, Memset
 //   input               DataLoader
 //   host                CPU Exec, Runtime, Other (the GPU idle while the CPU works)
+//
+// It judges the steady steps (steady_state.hpp): steps that hold first calls, outlier steps and
+// a first step that starts mid-flight are left out, and listed, while any step is left; with none
+// left it judges them all and says so.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/step_breakdown.hpp"
 #include "dlprof/config.hpp"
 
@@ -57,10 +62,27 @@ constexpr Bound bound_of(StepRole role) noexcept {
   return Bound::Host;
 }
 
+/// A step the verdict leaves out, and why.
+struct LeftOutStep {
+  std::int64_t rank = 0;
+  FlaggedStep step;
+};
+
+/// One rank's steps as the verdict reads them.
+struct RankSteps {
+  std::int64_t rank = 0;
+  const StepBreakdown* steps = nullptr;
+  const SteadyState* steady = nullptr;  ///< null: every step is steady
+};
+
 struct Verdict {
   Bound bound = Bound::NoSteps;
-  double bound_share = 0;      ///< the bound's roles, in % of all steps' time
-  std::size_t steps = 0;       ///< over every rank
+  double bound_share = 0;      ///< the bound's roles, in % of the judged steps' time
+  std::size_t steps = 0;       ///< the judged steps, over every rank
+  /// The flagged steps of every rank (by rank, then step), left out of the figures above unless
+  /// every step is flagged (all_flagged).
+  std::vector<LeftOutStep> left_out;
+  bool all_flagged = false;    ///< no steady step: the figures are of every step
   double median_step_ns = 0;
   double mean_step_ns = 0;
   std::optional<double> gpu_busy;  ///< the mean of the GPUs' utilization, [0, 1]; none without kernels
@@ -74,21 +96,39 @@ struct Verdict {
   bool mean_differs() const noexcept { return std::abs(mean_step_ns - median_step_ns) > 0.05 * median_step_ns; }
 };
 
-/// The verdict over the step breakdowns of every rank and the ranked findings of all of them.
-inline Verdict verdict(const std::vector<const StepBreakdown*>& ranks, const std::vector<Recommendation>& findings) {
+/// The verdict over the steps of every rank and the ranked findings of all of them.
+inline Verdict verdict(const std::vector<RankSteps>& ranks, const std::vector<Recommendation>& findings) {
   Verdict out;
+  std::size_t steady = 0;
+  for (const RankSteps& rank : ranks) {
+    steady += rank.steady != nullptr ? rank.steady->steady_steps() : rank.steps->steps.size();
+    if (rank.steady != nullptr)
+      for (const FlaggedStep& step : rank.steady->flagged) out.left_out.push_back({rank.rank, step});
+  }
+  out.all_flagged = steady == 0 && !out.left_out.empty();
+  const bool judge_all = steady == 0;
   std::array<double, kBoundCount> bound_ns{};
   std::vector<std::int64_t> durations;
   double total_ns = 0, busy = 0;
   std::size_t devices = 0;
-  for (const StepBreakdown* rank : ranks) {
-    for (const StepTime& step : rank->steps) {
+  for (const RankSteps& rank : ranks) {
+    for (std::size_t i = 0; i < rank.steps->steps.size(); ++i) {
+      if (!judge_all && rank.steady != nullptr && !rank.steady->steady[i]) continue;
+      const StepTime& step = rank.steps->steps[i];
       durations.push_back(step.duration_ns());
       total_ns += static_cast<double>(step.duration_ns());
       for (std::size_t role = 0; role < kStepRoleCount; ++role)
         bound_ns[static_cast<std::size_t>(bound_of(static_cast<StepRole>(role)))] += static_cast<double>(step.role_ns[role]);
     }
-    for (const DeviceMetrics& device : rank->devices) {
+    // The GPUs' busy share of the judged steps.
+    if (!judge_all && rank.steady != nullptr && rank.steady->steady_steps() != rank.steps->steps.size()) {
+      for (const SteadyUtilization& device : rank.steady->utilization) {
+        busy += device.utilization;
+        ++devices;
+      }
+      continue;
+    }
+    for (const DeviceMetrics& device : rank.steps->devices) {
       busy += device.utilization;
       ++devices;
     }

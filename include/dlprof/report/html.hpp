@@ -470,7 +470,8 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
                         percent_text(100 * device.utilization),
                         device.sm_efficiency ? percent_text(100 * *device.sm_efficiency) : "unknown",
                         device.achieved_occupancy_percent ? percent_text(*device.achieved_occupancy_percent) : "unknown",
-                        percent_text(device.tensor_core_percent), ms(device.kernel_ns)});
+                        device.tensor_core_percent ? percent_text(*device.tensor_core_percent) : "n/a",
+                        ms(device.kernel_ns)});
       html.table({"GPU", "Name", "Utilization", "Est. SM efficiency", "Est. achieved occupancy",
                   fmt::format("{} (dlprof)", capitalized(analysis::to_string(rank.steps.matrix_units))), "Kernel time (ms)"},
                  rows, 1);
@@ -495,7 +496,7 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
       html_top_kernels_chart(html, id + "-top-kernels", rank.top_kernels);
       std::vector<std::vector<std::string>> rows;
       for (const KernelTotal& kernel : rank.top_kernels)
-        rows.push_back({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), kernel.tensor_cores ? "yes" : "-",
+        rows.push_back({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), std::string(tensor_cores_cell(kernel.tensor_cores)),
                         std::to_string(kernel.calls), KeyAverages::format_duration(kernel.total_ns),
                         KeyAverages::format_duration(static_cast<std::int64_t>(kernel.mean_ns())),
                         KeyAverages::format_duration(kernel.max_ns), percent_text(kernel.percent)});
@@ -714,6 +715,8 @@ inline std::string render_html(const Report& report) {
   } else {
     html.element("p", detail::verdict_bound_sentence(verdict));
     html.element("p", detail::verdict_step_sentence(verdict));
+    if (const std::string left_out = detail::left_out_sentence(verdict, report.ranks.size() > 1); !left_out.empty())
+      html.element("p", left_out, "class=\"muted\"");
   }
   if (verdict.top_actions == 0) {
     html.element("p", "Top actions: none; no rule found time to save.", "class=\"muted\"");

@@ -24,8 +24,9 @@
 //                          "cpu_exec_us", "other_us"}],           TensorBoard's
 //      "average_step": {"steps", "total_us", "<role>_us"..., "<role>_pct"...},
 //      "gpu_utilization": mean over the rank's GPUs in % (null without kernels),
-//      "matrix_units": "Tensor Cores", or "matrix cores" on AMD's GPUs: what dlprof_tensor_core_pct
-//                and top_kernels' tensor_cores count,
+//      "matrix_units": "Tensor Cores", "matrix cores" on AMD's GPUs, "matrix units" on another
+//                vendor's: what dlprof_tensor_core_pct and top_kernels' tensor_cores count (null
+//                on another vendor's GPUs, whose kernels the list cannot judge),
 //      "gpus": [{"device", "name" (null: unknown), "name_from_id" (null, or the deviceProperties id
 //                whose model the name is, where deviceProperties lists none for this device),
 //                "compute_capability", "utilization_pct", "sm_efficiency_pct",
@@ -67,6 +68,10 @@
 //        (per step), "phase" (null: none longer than the others'), "phase_us", "others_median_phase_us"}},
 //    "verdict": {"bound" (gpu_compute, communication_wait, memory_copies, input, host, no_steps),
 //      "bound_pct", "steps", "median_step_us", "mean_step_us", "gpu_busy_pct" (null without kernels),
+//      of the steady steps while any is (analysis/steady_state.hpp), "all_flagged" (none is: of every
+//      step), "left_out": [{"rank", "step" (null: the whole trace), "reason" (first_calls, outlier,
+//      mid_flight), "time_us" (the first calls', the step's, the GPU work's from before the window),
+//      "ratio_to_median" (outliers, else null), "calls": [{"name", "duration_us"}]}],
 //      "top_actions": [{"id", "action", "impact_us", "share_pct", "worst_rank"}]},
 //    "recommendations": [{"id", "text", "evidence", "action", "impact_us" (per step; 0 for a risk or
 //      a note), "share_pct" (of the median step), "severity" (high, medium, low, risk, note),
@@ -286,7 +291,8 @@ inline void json_steps(JsonTree& json, const analysis::StepBreakdown& breakdown,
     json.optional_number(device.sm_efficiency ? std::optional<double>(100.0 * *device.sm_efficiency) : std::nullopt);
     json.key("achieved_occupancy_pct");
     json.optional_number(device.achieved_occupancy_percent);
-    json.member_number("dlprof_tensor_core_pct", device.tensor_core_percent);
+    json.key("dlprof_tensor_core_pct");
+    json.optional_number(device.tensor_core_percent);
     json.member_us("kernel_us", device.kernel_ns);
     json.end_object();
   }
@@ -468,7 +474,11 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
     json.member("name", kernel.name);
     json.member("type", analysis::to_string(kernel.type));
     json.key("tensor_cores");
-    json.boolean(kernel.tensor_cores);
+    if (kernel.tensor_cores) {
+      json.boolean(*kernel.tensor_cores);
+    } else {
+      json.null();
+    }
     json.member_integer("calls", static_cast<std::int64_t>(kernel.calls));
     json.member_us("total_us", kernel.total_ns);
     json.member_us("mean_us", kernel.mean_ns());
@@ -687,6 +697,36 @@ inline std::string render_json(const Report& report) {
   json.member_us("mean_step_us", verdict.mean_step_ns);
   json.key("gpu_busy_pct");
   json.optional_number(verdict.gpu_busy ? std::optional<double>(100.0 * *verdict.gpu_busy) : std::nullopt);
+  json.key("all_flagged");
+  json.boolean(verdict.all_flagged);
+  json.key("left_out");
+  json.begin_array();
+  for (const analysis::LeftOutStep& left_out : verdict.left_out) {
+    json.begin_object();
+    json.member_integer("rank", left_out.rank);
+    json.key("step");
+    if (left_out.step.number >= 0) {
+      json.integer(left_out.step.number);
+    } else {
+      json.null();
+    }
+    json.member("reason", analysis::id_of(left_out.step.flag));
+    json.member_us("time_us", left_out.step.ns);
+    json.key("ratio_to_median");
+    json.optional_number(left_out.step.flag == analysis::StepFlag::Outlier ? std::optional<double>(left_out.step.ratio_to_median)
+                                                                            : std::nullopt);
+    json.key("calls");
+    json.begin_array();
+    for (const analysis::FirstCall& call : left_out.step.calls) {
+      json.begin_object();
+      json.member("name", call.name);
+      json.member_us("duration_us", call.duration_ns);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
   json.key("top_actions");
   json.begin_array();
   for (std::size_t i = 0; i < verdict.top_actions; ++i) {

@@ -36,6 +36,7 @@
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -64,7 +65,9 @@ struct KernelTotal {
   std::int64_t max_ns = 0;
   double percent = 0;  ///< of all kernels' time
   analysis::KernelType type = analysis::KernelType::Computation;
-  bool tensor_cores = false;
+  /// Whether it ran on Tensor Cores (matrix cores); none where the list cannot judge the GPU's
+  /// kernels (MatrixUnits::Unknown).
+  std::optional<bool> tensor_cores;
 
   double mean_ns() const noexcept { return calls == 0 ? 0.0 : static_cast<double>(total_ns) / static_cast<double>(calls); }
 };
@@ -97,6 +100,7 @@ struct RankReport {
   std::int64_t kernel_ns = 0;            ///< all kernels' time
   analysis::GpuSummary gpu_summary;      ///< every row; the renderers show the first top_rows
   analysis::HostSyncs syncs;             ///< where the host waits for the GPU in the steps
+  analysis::SteadyState steady;          ///< the steps that show the steady state, and those left out
   std::vector<MemoryCurve> memory;       ///< by device type, then device
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
@@ -157,7 +161,9 @@ inline std::string device_label(MemoryDeviceType type, std::int32_t device) {
   return fmt::format("device type {}:{}", static_cast<int>(type), device);
 }
 
-inline std::vector<KernelTotal> kernel_totals(const Trace& trace, std::int64_t& all_kernels_ns) {
+inline std::vector<KernelTotal> kernel_totals(const Trace& trace, const analysis::AnalysisOptions& options,
+                                              std::int64_t& all_kernels_ns) {
+  const bool judged = analysis::matrix_units_of(trace) != analysis::MatrixUnits::Unknown;
   std::unordered_map<std::uint32_t, std::size_t> row_of_name;
   std::vector<KernelTotal> rows;
   all_kernels_ns = 0;
@@ -168,8 +174,8 @@ inline std::vector<KernelTotal> kernel_totals(const Trace& trace, std::int64_t& 
       KernelTotal row;
       row.name = trace.names[work.name];
       row.min_ns = work.duration_ns();
-      row.type = analysis::kernel_type(row.name);
-      row.tensor_cores = analysis::uses_tensor_cores(row.name);
+      row.type = analysis::kernel_type(row.name, options);
+      if (judged) row.tensor_cores = analysis::uses_tensor_cores(row.name);
       rows.push_back(row);
     }
     KernelTotal& row = rows[found->second];
@@ -259,7 +265,7 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
     if (rank.top_ops.size() < options.top_rows) rank.top_ops.push_back(row);
   }
 
-  std::vector<KernelTotal> kernels = kernel_totals(trace, rank.kernel_ns);
+  std::vector<KernelTotal> kernels = kernel_totals(trace, options.analysis, rank.kernel_ns);
   rank.kernel_names = kernels.size();
   if (kernels.size() > options.top_rows) kernels.resize(options.top_rows);
   rank.top_kernels = std::move(kernels);
@@ -377,8 +383,9 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
         rank->has_collectives = !rank->collectives.calls.empty();
       });
     rounds[1].emplace_back([rank, trace, attribution] {
+      rank->report.steady = analysis::steady_state(*trace, rank->report.steps);
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap,
-                                                 rank->report.syncs);
+                                                 rank->report.syncs, rank->report.steady);
     });
   }
   run_in_rounds(rounds, parallel);
@@ -422,8 +429,8 @@ inline Report make_report(std::vector<AnalysedRank>&& analysed, const ReportOpti
   if (report.collectives && !report.collectives->empty())
     analysis::detail::exposed_communication(*report.collectives, report.recommendations);
   analysis::detail::rank_findings(report.recommendations);
-  std::vector<const analysis::StepBreakdown*> steps;
-  for (const RankReport& rank : report.ranks) steps.push_back(&rank.steps);
+  std::vector<analysis::RankSteps> steps;
+  for (const RankReport& rank : report.ranks) steps.push_back({rank.rank, &rank.steps, &rank.steady});
   report.verdict = analysis::verdict(steps, report.recommendations);
   if (!traces->empty()) report.owned_traces = std::move(traces);
   return report;

@@ -78,9 +78,15 @@ inline void text_step_breakdown(fmt::memory_buffer& out, const analysis::StepBre
   table.render(out);
 }
 
-/// "TC" for Tensor Cores, "MC" for AMD's matrix cores: the short column header.
+/// "TC" for Tensor Cores, "MC" for AMD's matrix cores, "MU" for another vendor's matrix units:
+/// the short column header.
 inline std::string_view matrix_units_abbreviation(analysis::MatrixUnits units) {
-  return units == analysis::MatrixUnits::MatrixCores ? "MC" : "TC";
+  switch (units) {
+    case analysis::MatrixUnits::TensorCores: return "TC";
+    case analysis::MatrixUnits::MatrixCores: return "MC";
+    case analysis::MatrixUnits::Unknown: return "MU";
+  }
+  return "TC";
 }
 
 inline void text_gpu_summary(fmt::memory_buffer& out, const analysis::StepBreakdown& breakdown) {
@@ -102,7 +108,8 @@ inline void text_gpu_summary(fmt::memory_buffer& out, const analysis::StepBreakd
     table.add_row({std::to_string(device.device), std::move(name), format_percent(100.0 * device.utilization),
                    device.sm_efficiency ? format_percent(100.0 * *device.sm_efficiency) : "unknown",
                    device.achieved_occupancy_percent ? format_percent(*device.achieved_occupancy_percent) : "unknown",
-                   format_percent(device.tensor_core_percent), fmt::format("{:.3f}", static_cast<double>(device.kernel_ns) / 1e6)});
+                   device.tensor_core_percent ? format_percent(*device.tensor_core_percent) : "n/a",
+                   fmt::format("{:.3f}", static_cast<double>(device.kernel_ns) / 1e6)});
   }
   table.render(out);
   if (!borrowed_names.empty()) {
@@ -214,7 +221,7 @@ inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {
                    {std::string(matrix_units_abbreviation(rank.steps.matrix_units)), Align::Left}, {"Calls"}, {"Total"},
                    {"Avg"}, {"Max"}, {"Share"}});
   for (const KernelTotal& kernel : rank.top_kernels)
-    table.add_row({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), kernel.tensor_cores ? "yes" : "-",
+    table.add_row({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), std::string(tensor_cores_cell(kernel.tensor_cores)),
                    std::to_string(kernel.calls), KeyAverages::format_duration(kernel.total_ns),
                    KeyAverages::format_duration(static_cast<std::int64_t>(kernel.mean_ns())),
                    KeyAverages::format_duration(kernel.max_ns), format_percent(kernel.percent)});
@@ -411,6 +418,8 @@ inline void text_verdict(fmt::memory_buffer& out, const analysis::Verdict& verdi
     fmt::format_to(append, "\nVerdict: none; the traces hold no step to judge.\n");
   } else {
     fmt::format_to(append, "\nVerdict: {}\n  {}\n", verdict_bound_sentence(verdict), verdict_step_sentence(verdict));
+    if (const std::string left_out = left_out_sentence(verdict, several_ranks); !left_out.empty())
+      fmt::format_to(append, "  {}\n", wrap(terminal_text(left_out), 96, "  "));
   }
   if (verdict.top_actions == 0) {
     fmt::format_to(append, "  Top actions: none; no rule found time to save{}.\n",

@@ -58,6 +58,7 @@ struct HtaView {
   std::vector<ApiCall> api;  ///< in the Trace's order (thread, start)
   std::vector<GpuEvent> cpu_slices_as_kernels;  ///< hta_compat: stand-ins of the CPU slices on streams
   CpuSlicesOnStreams cpu_slices_on_streams;
+  bool hta_compat = false;  ///< HTA's kernel types (kernel_type.hpp) and rounding
 
   HtaView() = default;
   HtaView(HtaView&&) = default;
@@ -159,6 +160,7 @@ inline HtaView hta_view(const Trace& trace, const AnalysisOptions& options) {
     view.gpu.push_back({start_of(work.start_ns), end_of(work.start_ns, work.end_ns), &work});
   }
   view.cpu_slices_on_streams.counted_as_gpu_work = options.hta_compat;
+  view.hta_compat = options.hta_compat;
   view.cpu_slices_as_kernels.reserve(trace.cpu_slices_on_streams.size());  // `gpu` points into it
   for (const CpuSliceOnStream& slice : trace.cpu_slices_on_streams) {
     const std::int64_t start = start_of(slice.start_ns);
@@ -178,10 +180,15 @@ inline HtaView hta_view(const Trace& trace, const AnalysisOptions& options) {
   return view;
 }
 
-/// HTA's kernel type of each name of a trace.
+constexpr KernelType hta_kernel_type(std::string_view name) noexcept { return kernel_type(name); }
+constexpr KernelType widened_kernel_type(std::string_view name) noexcept { return kernel_type(name, AnalysisOptions{}); }
+
+/// The kernel type of each name of a trace: HTA's with hta_compat, else with every
+/// communication kernel of kernel_type.hpp's list.
 class KernelTypes : public PerName<KernelType> {
  public:
-  explicit KernelTypes(const Trace& trace) : PerName<KernelType>(trace, kernel_type) {}
+  KernelTypes(const Trace& trace, const HtaView& view)
+      : PerName<KernelType>(trace, view.hta_compat ? hta_kernel_type : widened_kernel_type) {}
   KernelType of(const GpuEvent& work) { return (*this)(work.name); }
 };
 

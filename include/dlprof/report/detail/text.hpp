@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +27,12 @@
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
+
+/// A kernel's Tensor Core (matrix-core) cell: "yes", "-", or "n/a" where the list cannot judge
+/// the GPU's kernels.
+inline std::string_view tensor_cores_cell(const std::optional<bool>& tensor_cores) {
+  return !tensor_cores ? "n/a" : *tensor_cores ? "yes" : "-";
+}
 
 /// Characters (code points) in `text`, as a terminal gives each a column.
 inline std::size_t text_width(std::string_view text) noexcept {
@@ -198,6 +205,37 @@ inline std::string verdict_step_sentence(const analysis::Verdict& verdict) {
   step += ")";
   if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
   return step + ".";
+}
+
+/// One flagged step in words: "step 3 (first calls, 675 ms: cudaLaunchKernel 675 ms)".
+inline std::string left_out_step_text(const analysis::LeftOutStep& left_out, bool several_ranks) {
+  const analysis::FlaggedStep& step = left_out.step;
+  std::string out = several_ranks ? fmt::format("rank {} ", left_out.rank) : std::string();
+  out += step.number >= 0 ? fmt::format("step {}", step.number) : std::string("the whole trace");
+  switch (step.flag) {
+    case analysis::StepFlag::FirstCalls: {
+      std::vector<std::string> calls;
+      for (const analysis::FirstCall& call : step.calls) calls.push_back(fmt::format("{} {}", call.name, short_ms(static_cast<double>(call.duration_ns))));
+      return out + fmt::format(" (first calls, {}: {})", short_ms(static_cast<double>(step.ns)), fmt::join(calls, ", "));
+    }
+    case analysis::StepFlag::Outlier: return out + fmt::format(" ({:.2f}x the median step)", step.ratio_to_median);
+    case analysis::StepFlag::MidFlight:
+      return out + fmt::format(" (starts mid-flight: {} of GPU work launched before the window)", short_ms(static_cast<double>(step.ns)));
+  }
+  return out;
+}
+
+/// The steps the verdict leaves out, or judges though flagged, in a sentence; empty for none.
+inline std::string left_out_sentence(const analysis::Verdict& verdict, bool several_ranks) {
+  if (verdict.left_out.empty()) return {};
+  constexpr std::size_t kShown = 5;
+  std::vector<std::string> steps;
+  for (std::size_t i = 0; i < verdict.left_out.size() && i < kShown; ++i)
+    steps.push_back(left_out_step_text(verdict.left_out[i], several_ranks));
+  if (verdict.left_out.size() > kShown) steps.push_back(fmt::format("and {} more", verdict.left_out.size() - kShown));
+  return fmt::format(verdict.all_flagged ? "No step is steady, so the figures are of every step: {}."
+                                         : "Left out as not the steady state: {}.",
+                     fmt::join(steps, "; "));
 }
 
 /// The straggler in words, for the text and the page: who comes last, how late, and the phase
