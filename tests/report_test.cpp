@@ -1131,7 +1131,9 @@ TEST_F(ReferenceReportTest, VerdictAndTopActionsOfEveryReferenceTrace) {
       {"hta-1rank-v100-resnet-ns", Bound::GpuCompute, {"fp32_without_tensor_cores"}},
       {"hta-2rank-a100-sampled", Bound::Host, {"low_gpu_utilization", "low_comm_overlap", "gemm_dims_not_multiple_of_8"}},
       {"tracelens-mi210-gpu-only", Bound::NoSteps, {}},
-      {"tracelens-mi300-bert-small", Bound::Host, {"low_gpu_utilization", "gemm_dims_not_multiple_of_8"}},
+      // BERT inference: 54 of 60 kernels under 10 us, the GPU idle 90 %, 96.5 % of it waiting for
+      // the host to launch: a HIP graph, not a larger batch first.
+      {"tracelens-mi300-bert-small", Bound::Host, {"host_bound", "gemm_dims_not_multiple_of_8"}},
       {"tracelens-mi300-qwen1.5-0.5b-chat", Bound::GpuCompute, {}},
       {"tracelens-rocm-vllm-graph-execution", Bound::GpuCompute, {}},
   };

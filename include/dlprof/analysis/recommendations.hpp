@@ -22,6 +22,13 @@
 //                         no batch-size advice then
 //   graph_capture_phase   a GPU busy < 50 % of the steps' span because they are  profile the replays
 //                         mostly CUDA/HIP graph capture, which runs no kernel
+//   host_bound            a GPU idle >= 30 % of the steady steps, over half of   CUDA graphs, torch.compile,
+//                         it waiting for the host (HTA's idle time), with short  fused/foreach optimizers
+//                         kernels (median below the launch call or 10 us); it
+//                         stands for low_gpu_utilization and launch_bound then
+//   per_parameter_optimizer  >= 32 element-wise update ops (add_, mul_, addcmul_, foreach or fused optimizer
+//                         ...) per Optimizer.step range and no _foreach_/_fused_
+//                         op: saves half of the optimizer's time
 //   launch_bound          stretches of >= 32 consecutive kernels each shorter    CUDA graphs, fusion
 //                         than its launch call, > 10 % of the steps' span;
 //                         kernels of a graph replay are not compared with the
@@ -64,9 +71,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -76,6 +85,7 @@
 #include "dlprof/analysis/comm_comp_overlap.hpp"
 #include "dlprof/analysis/detail/intervals.hpp"
 #include "dlprof/analysis/host_syncs.hpp"
+#include "dlprof/analysis/idle_time_breakdown.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/analysis/steady_state.hpp"
@@ -677,6 +687,144 @@ inline void gpu_utilization(const RuleInputs& in, std::vector<Recommendation>& o
                  "profile the steps that replay the graph", Severity::Note));
 }
 
+/// The element-wise ops a per-parameter optimizer runs for every parameter (SGD with momentum,
+/// Adam, AdamW, RMSprop, Adagrad: torch.optim's for-loop implementations).
+inline bool is_per_parameter_update_op(std::string_view op) noexcept {
+  constexpr std::string_view kOps[] = {"aten::add_",     "aten::mul_",  "aten::addcmul_", "aten::addcdiv_",
+                                       "aten::lerp_",    "aten::sqrt",  "aten::div_",     "aten::sub_",
+                                       "aten::sqrt_",    "aten::div",   "aten::maximum",  "aten::copy_"};
+  for (const std::string_view name : kOps)
+    if (op == name) return true;
+  return false;
+}
+
+/// An optimizer that updates one parameter at a time: in its step ranges (Optimizer.step#...), at
+/// least kMinUpdateOps element-wise ops per step and none of torch's multi-tensor kernels
+/// (aten::_foreach_*, aten::_fused_*). Saves half of the optimizer's time, the convention for time
+/// a change speeds up: foreach and fused optimizers launch a few kernels for all parameters.
+inline void per_parameter_optimizer(const RuleInputs& in, std::vector<Recommendation>& out) {
+  constexpr std::size_t kMinUpdateOps = 32;
+  using dlprof::detail::starts_with;
+  std::vector<std::int8_t> kind_of_name(in.trace.names.size(), -1);  // 0 other, 1 update op, 2 multi-tensor op
+  std::size_t steps = 0, update_ops = 0, multi_tensor_ops = 0;
+  std::int64_t optimizer_ns = 0;
+  std::string_view optimizer;
+  std::int64_t open_end = INT64_MIN;  // the end of the optimizer step range being walked
+  std::uint32_t thread = UINT32_MAX;
+  std::map<std::string_view, std::size_t> update_counts;
+  for (const TraceEvent& event : in.trace.events) {  // by thread, then start: a range's ops follow it
+    if (event.thread != thread) {
+      thread = event.thread;
+      open_end = INT64_MIN;
+    }
+    const std::string_view name = in.trace.names[event.name];
+    if (event.kind == EventKind::Range && event.category == Category::Optimizer && starts_with(name, "Optimizer.step")) {
+      if (event.start_ns < open_end) continue;  // nested in one already counted
+      ++steps;
+      optimizer_ns += event.duration_ns();
+      optimizer = name;
+      open_end = event.end_ns;
+      continue;
+    }
+    if (event.kind != EventKind::Op || event.start_ns >= open_end) continue;
+    std::int8_t& kind = kind_of_name[event.name];
+    if (kind < 0)
+      kind = starts_with(name, "aten::_foreach_") || starts_with(name, "aten::_fused_") ? 2 : is_per_parameter_update_op(name) ? 1 : 0;
+    if (kind == 1) {
+      ++update_ops;
+      ++update_counts[name];
+    }
+    multi_tensor_ops += kind == 2;
+  }
+  if (steps == 0 || multi_tensor_ops != 0 || update_ops < kMinUpdateOps * steps) return;
+  std::vector<std::pair<std::size_t, std::string_view>> by_count;
+  for (const auto& [name, count] : update_counts) by_count.emplace_back(count, name);
+  std::sort(by_count.rbegin(), by_count.rend());
+  std::vector<std::string> top;
+  for (std::size_t i = 0; i < by_count.size() && i < 4; ++i)
+    top.push_back(fmt::format("{} x{}", by_count[i].second, by_count[i].first));
+  const double per_step_ops = static_cast<double>(update_ops) / static_cast<double>(steps);
+  out.push_back(in.finding(
+      "per_parameter_optimizer",
+      fmt::format("The optimizer updates its parameters one at a time: {:.0f} element-wise ops per optimizer step, "
+                  "each a kernel launch, and no multi-tensor kernel. Use the foreach or fused implementation "
+                  "(torch.optim.AdamW(..., fused=True) or foreach=True; torch::optim's fused Adam where built), which "
+                  "updates every parameter in a few launches.",
+                  per_step_ops),
+      fmt::format("{}: {} step{}, {} update ops ({}), {} per step in the optimizer", optimizer, steps, steps == 1 ? "" : "s",
+                  update_ops, fmt::join(top, ", "), format_ms(static_cast<double>(optimizer_ns) / static_cast<double>(steps))),
+      "use a foreach or fused optimizer", in.per_step(static_cast<double>(optimizer_ns)) / 2));
+}
+
+/// Kernels shorter than this are short, as TensorBoard's plugin counts them.
+inline constexpr std::int64_t kShortKernelNs = 10'000;
+
+/// A GPU idle >= 30 % of the judged steps (the steady ones, while any is), mostly waiting for the
+/// host to launch (HTA's idle-time breakdown: host wait over half its idle time), with short
+/// kernels (their median below the median launch call, or below 10 us): the host's launch rate
+/// sets the step time. Saves the host-wait share of the idle time. Returns whether it fired.
+inline bool host_bound(const RuleInputs& in, const IdleTimeBreakdown& idle, std::vector<Recommendation>& out) {
+  if (in.steps.steps.empty() || (in.steady.steady_steps() == 0 && in.steady.first_call_ns > 0)) return false;
+  const bool partial = in.steady.steady_steps() != 0 && !in.steady.flagged.empty();
+  std::vector<Interval> judged;  // the judged steps, by start
+  for (std::size_t i = 0; i < in.steps.steps.size(); ++i)
+    if (!partial || in.steady.steady[i]) judged.push_back({in.steps.steps[i].start_ns, in.steps.steps[i].end_ns});
+  merge(judged);
+  const double judged_ns = static_cast<double>(total_length(judged));
+  const double judged_steps = static_cast<double>(partial ? in.steady.steady_steps() : in.steps.steps.size());
+  // The idlest GPU of the judged steps.
+  std::uint32_t device = 0;
+  double idle_share = -1;
+  if (partial) {
+    for (const SteadyUtilization& gpu : in.steady.utilization)
+      if (1.0 - gpu.utilization > idle_share) std::tie(device, idle_share) = std::make_pair(gpu.device, 1.0 - gpu.utilization);
+  } else {
+    for (const DeviceMetrics& gpu : in.steps.devices)
+      if (1.0 - gpu.utilization > idle_share) std::tie(device, idle_share) = std::make_pair(gpu.device, 1.0 - gpu.utilization);
+  }
+  if (idle_share < 0.30 || judged_ns <= 0) return false;
+  std::int64_t host_wait_ns = 0, idle_ns = 0;
+  for (const StreamIdleTime& stream : idle.streams)
+    if (stream.device == device) {
+      host_wait_ns += stream.host_wait_ns;
+      idle_ns += stream.idle_ns();
+    }
+  const double host_wait_share = idle_ns > 0 ? static_cast<double>(host_wait_ns) / static_cast<double>(idle_ns) : 0.0;
+  if (host_wait_share <= 0.5) return false;
+  std::vector<std::int64_t> kernel_durations, call_durations;
+  std::size_t short_kernels = 0;
+  for (const GpuEvent& work : in.trace.gpu_events) {
+    if (work.kind != GpuEventKind::Kernel || work.device != device) continue;
+    const auto after = std::upper_bound(judged.begin(), judged.end(), work.start_ns,
+                                        [](std::int64_t time, const Interval& span) { return time < span.start; });
+    if (after == judged.begin() || std::prev(after)->end <= work.start_ns) continue;
+    kernel_durations.push_back(work.duration_ns());
+    short_kernels += work.duration_ns() < kShortKernelNs;
+    const ApiEvent* call = in.call_of(work.correlation);
+    if (call != nullptr && !is_graph_launch(in.trace.names[call->name])) call_durations.push_back(call->duration_ns());
+  }
+  if (kernel_durations.empty()) return false;
+  const double median_kernel = median(kernel_durations);
+  const double median_call = median(call_durations);
+  if (!(median_kernel < static_cast<double>(kShortKernelNs) || (!call_durations.empty() && median_kernel < median_call)))
+    return false;
+  const double saving = idle_share * host_wait_share * judged_ns / judged_steps;
+  out.push_back(in.finding(
+      "host_bound",
+      fmt::format("The GPU idles {:.1f}% of the step waiting for the host to launch its work, and its kernels are "
+                  "short: the host's launch rate, not the GPU, sets the step time. Capture the step in a {} graph "
+                  "(torch.compile(mode=\"reduce-overhead\"), torch.cuda.graphs, at::cuda::CUDAGraph) and fuse small "
+                  "ops (torch.compile){}; a larger batch also gives each launch more work.",
+                  100.0 * idle_share, in.units == MatrixUnits::MatrixCores ? "HIP" : "CUDA",
+                  in.has_backward ? ", and use a fused or foreach optimizer (fused=True, foreach=True)" : ""),
+      fmt::format("GPU {} idle {:.1f}% of the {}steps, {:.1f}% of its idle time waiting for the host (HTA's idle "
+                  "time); median kernel {:.1f} us, median launch call {:.1f} us; {} of {} kernels are short (< {} us)",
+                  device, 100.0 * idle_share, partial ? "steady " : "", 100.0 * host_wait_share, median_kernel / 1e3,
+                  median_call / 1e3, short_kernels, kernel_durations.size(), kShortKernelNs / 1000),
+      "capture the step in a CUDA graph; fuse kernels", saving));
+  return true;
+}
+
 /// Runs of consecutive kernels on one stream, each shorter than the call that launched it: the
 /// GPU finishes every kernel before the CPU has launched the next.
 inline void launch_bound(const RuleInputs& in, std::vector<Recommendation>& out) {
@@ -1014,16 +1162,22 @@ inline void exposed_communication(const CollectiveAnalysis& collectives, std::ve
 /// gives so that none is computed twice.
 inline std::vector<Recommendation> recommendations(const Trace& trace, const StepBreakdown& steps,
                                                    const KernelAttribution& kernels, const CommCompOverlap& overlap,
-                                                   const HostSyncs& syncs, const SteadyState& steady) {
+                                                   const IdleTimeBreakdown& idle, const HostSyncs& syncs,
+                                                   const SteadyState& steady) {
   const detail::RuleInputs in(trace, steps, kernels, overlap, steady);
   std::vector<Recommendation> out;
   detail::dataloader_bound(in, out);
   detail::host_to_device_copies(in, out);
   detail::layout_transposes(in, out);
   detail::tensor_core_use(in, out);
-  detail::gpu_utilization(in, out);
-  detail::launch_bound(in, out);
+  // Host-bound idle time is one finding: the launch-bound stretches and the batch size are its
+  // parts and its alternative.
+  if (!detail::host_bound(in, idle, out)) {
+    detail::gpu_utilization(in, out);
+    detail::launch_bound(in, out);
+  }
   detail::host_synchronizations(in, syncs, out);
+  detail::per_parameter_optimizer(in, out);
   detail::communication(in, out);
   detail::memory_near_capacity(in, out);
   for (Recommendation& finding : out) {
@@ -1037,8 +1191,8 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ste
 /// The findings of one trace (one rank).
 inline std::vector<Recommendation> recommendations(const Trace& trace, const AnalysisOptions& options = {}) {
   const StepBreakdown steps = step_breakdown(trace);
-  return recommendations(trace, steps, kernel_attribution(trace), comm_comp_overlap(trace, options), host_syncs(trace),
-                         steady_state(trace, steps));
+  return recommendations(trace, steps, kernel_attribution(trace), comm_comp_overlap(trace, options),
+                         idle_time_breakdown(trace, options), host_syncs(trace), steady_state(trace, steps));
 }
 
 /// The findings of every rank, a rule found on several ranks as one finding (add_findings_of_ranks),

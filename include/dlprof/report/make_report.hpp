@@ -385,7 +385,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     rounds[1].emplace_back([rank, trace, attribution] {
       rank->report.steady = analysis::steady_state(*trace, rank->report.steps);
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap,
-                                                 rank->report.syncs, rank->report.steady);
+                                                 rank->report.hta.idle_time, rank->report.syncs, rank->report.steady);
     });
   }
   run_in_rounds(rounds, parallel);
