@@ -128,31 +128,30 @@ constexpr bool uses_tensor_cores(std::string_view kernel_name) noexcept {
 /// counts at the name's start or after a character that is not a letter or digit
 /// ("void cutlass::Kernel<cutlass_80_tensorop_...>", "cudnn_infer_volta_scudnn_...").
 constexpr int compute_major_of_kernel_name(std::string_view name) noexcept {
-  struct Named {
-    std::string_view prefix;
-    int major;
+  struct Prefix {
+    std::string_view text;
+    int major;  ///< 0: the architecture's number follows the prefix
   };
-  constexpr Named kArchitectures[] = {{"maxwell_", 5}, {"pascal_", 6}, {"volta_", 7},  {"turing_", 7},
-                                      {"ampere_", 8},  {"hopper_", 9}, {"blackwell_", 10}};
-  constexpr std::string_view kNumbered[] = {"sm", "cutlass_", "cutlass3x_sm"};
-  const auto starts_token = [&](std::size_t at) {
-    if (at == 0) return true;
-    const char before = name[at - 1];
-    return !(detail::is_digit(before) || (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z'));
+  constexpr Prefix kPrefixes[] = {{"maxwell_", 5}, {"pascal_", 6}, {"volta_", 7},  {"turing_", 7}, {"ampere_", 8},
+                                  {"hopper_", 9},  {"blackwell_", 10}, {"sm", 0}, {"cutlass_", 0}, {"cutlass3x_sm", 0}};
+  const auto is_alphanumeric = [](char c) {
+    return detail::is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
   };
   int major = 0;
   for (std::size_t at = 0; at < name.size(); ++at) {
-    if (!starts_token(at)) continue;
+    if (at != 0 && is_alphanumeric(name[at - 1])) continue;  // a prefix starts a token
     const std::string_view rest = name.substr(at);
-    for (const Named& architecture : kArchitectures)
-      if (rest.substr(0, architecture.prefix.size()) == architecture.prefix) major = std::max(major, architecture.major);
-    for (const std::string_view prefix : kNumbered) {
-      if (rest.substr(0, prefix.size()) != prefix) continue;
-      std::size_t i = prefix.size();
+    for (const Prefix& prefix : kPrefixes) {
+      if (rest.front() != prefix.text.front() || rest.substr(0, prefix.text.size()) != prefix.text) continue;
+      if (prefix.major != 0) {
+        major = std::max(major, prefix.major);
+        continue;
+      }
+      std::size_t i = prefix.text.size();
       int number = 0;
       while (i < rest.size() && detail::is_digit(rest[i]) && number < 1000) number = number * 10 + (rest[i++] - '0');
       // Two or three digits, then '_' or a letter (sm90a_): sm80_, sm100_, cutlass_80_.
-      if (i - prefix.size() >= 2 && i - prefix.size() <= 3 && i < rest.size() && !detail::is_digit(rest[i]))
+      if (i - prefix.text.size() >= 2 && i - prefix.text.size() <= 3 && i < rest.size() && !detail::is_digit(rest[i]))
         major = std::max(major, number / 10);
     }
   }
