@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis_trace_builder.hpp"
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -315,6 +317,33 @@ TEST(KeyAveragesTest, GpuTotalAddsTheWorkOfNestedRangesAtAnyDepth) {
   averages.sort_by(dlprof::SortBy::GpuTotalTime);
   EXPECT_THAT(row_names(averages), ElementsAre("loader", "step", "forward", "aten::linear", "aten::addmm", "backward"));
   EXPECT_THAT(averages.table(), HasSubstr("GPU total"));
+}
+
+// Traces whose GPU work carries External ids no op has (DeepSeek's, DLRM's): the work counts for
+// the innermost op around the call that launched it, found by correlation id and time.
+TEST(KeyAveragesTest, WorkWhoseExternalIdIsNoOpsCountsForTheOpAroundItsLaunch) {
+  using dlprof_test::kUs;
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .op("aten::linear", 0, 100 * kUs, 1)
+                                  .op("aten::addmm", 10 * kUs, 90 * kUs, 2)
+                                  .call("cudaLaunchKernel", 20 * kUs, 25 * kUs, 11, 2)
+                                  .kernel("gemm", 30 * kUs, 230 * kUs, 11, 902)  // the id is no op's
+                                  .call("cudaLaunchKernel", 92 * kUs, 95 * kUs, 12, 1)
+                                  .kernel("bias", 240 * kUs, 250 * kUs, 12, 901)
+                                  .op("aten::relu", 200 * kUs, 300 * kUs, 3)
+                                  .call("cudaLaunchKernel", 210 * kUs, 215 * kUs, 13, 3)
+                                  .kernel("relu", 260 * kUs, 265 * kUs, 13, 3)  // linked by its id
+                                  .call("cudaMemcpyAsync", 400 * kUs, 410 * kUs, 14)  // outside every op
+                                  .memcpy(1, 420 * kUs, 440 * kUs, 14, 1024)
+                                  .op("aten::relu", 500 * kUs, 600 * kUs, 4)
+                                  .call("cudaLaunchKernel", 510 * kUs, 515 * kUs, 15, 4)
+                                  .kernel("relu", 520 * kUs, 525 * kUs, 15, 0)  // no id at all
+                                  .trace();
+  const dlprof::KeyAverages averages(trace);
+  EXPECT_EQ(averages.find("aten::addmm")->gpu_ns, 200 * kUs);
+  EXPECT_EQ(averages.find("aten::linear")->gpu_ns, 10 * kUs);
+  EXPECT_EQ(averages.find("aten::linear")->gpu_total_ns, 210 * kUs);
+  EXPECT_EQ(averages.find("aten::relu")->gpu_ns, 10 * kUs);  // one by its id, one by its launch
 }
 
 TEST(KeyAveragesTest, CpuOnlyTraceHasNoGpuColumn) {

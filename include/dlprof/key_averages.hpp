@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -32,7 +33,9 @@ struct KeyAverage {
   std::int64_t min_ns = 0;
   std::int64_t max_ns = 0;
   /// Device time of the kernels, copies and fills launched directly inside these ranges (not in
-  /// ranges nested in them): the work whose External id is theirs.
+  /// ranges nested in them): the work whose External id is theirs, and the work whose External
+  /// id is no range's (absent, or ids of CPU and GPU that disagree) launched by a call made
+  /// directly inside them, as TensorBoard's plugin ties it by time.
   std::int64_t gpu_ns = 0;
   /// gpu_ns plus the device time of the work launched by the ranges nested in these ones, at any
   /// depth: everything the ranges caused on the GPU.
@@ -94,6 +97,26 @@ class BasicKeyAverages {
       found->claimed = true;
       return found->ns;
     };
+    // Work whose External id is no slice's counts for the innermost slice around the call that
+    // launched it (by correlation id): the calls of each thread are walked beside its slices.
+    std::vector<std::uint64_t> slice_ids;
+    for (const TraceEvent& event : trace.events)
+      if (is_slice(event.kind) && event.external_id != 0) slice_ids.push_back(event.external_id);
+    std::sort(slice_ids.begin(), slice_ids.end());
+    std::vector<std::pair<std::uint32_t, std::int64_t>> unlinked;  // (correlation, device time)
+    for (const GpuEvent& work : trace.gpu_events)
+      if (work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync && work.correlation != 0 &&
+          !std::binary_search(slice_ids.begin(), slice_ids.end(), work.external_id))
+        unlinked.emplace_back(work.correlation, work.duration_ns());
+    std::sort(unlinked.begin(), unlinked.end());
+    const auto unlinked_ns = [&unlinked](std::uint32_t correlation) -> std::int64_t {
+      std::int64_t ns = 0;
+      for (auto it = std::lower_bound(unlinked.begin(), unlinked.end(), std::make_pair(correlation, INT64_MIN));
+           it != unlinked.end() && it->first == correlation; ++it)
+        ns += it->second;
+      return ns;
+    };
+    std::size_t next_call = 0;  // into trace.api_events, by thread then start
 
     constexpr std::size_t kNoRow = SIZE_MAX;
     std::vector<std::size_t> row_of_name(trace.names.size(), kNoRow);
@@ -126,13 +149,29 @@ class BasicKeyAverages {
       row.gpu_ns += closed.gpu_self_ns;
       row.gpu_total_ns += closed.gpu_total_ns;
     };
+    // The calls of `thread` that start before `until`, their unlinked work given to the innermost
+    // open slice around them.
+    const auto walk_calls = [&](std::int64_t until) {
+      for (; next_call < trace.api_events.size(); ++next_call) {
+        const ApiEvent& call = trace.api_events[next_call];
+        if (call.thread > thread || (call.thread == thread && call.start_ns >= until)) break;
+        if (call.thread < thread || unlinked.empty()) continue;
+        while (!open.empty() && trace.events[open.back().event].end_ns < call.start_ns) close_innermost();
+        if (open.empty()) continue;
+        const std::int64_t ns = unlinked_ns(call.correlation);
+        open.back().gpu_self_ns += ns;
+        open.back().gpu_total_ns += ns;
+      }
+    };
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
       if (!is_slice(event.kind)) continue;
       if (event.thread != thread) {
+        if (thread != UINT32_MAX) walk_calls(INT64_MAX);  // the last thread's calls after its slices
         while (!open.empty()) close_innermost();
         thread = event.thread;
       }
+      walk_calls(event.start_ns);
       // Rows in the order their names first appear, which is their order among equals.
       std::size_t& row = row_of_name[event.name];
       if (row == kNoRow) {
@@ -153,6 +192,7 @@ class BasicKeyAverages {
       const std::int64_t gpu_self_ns = claim_gpu_ns(event.external_id);
       open.push_back({i, row, 0, gpu_self_ns, gpu_self_ns, counted_flops, flops != 0});
     }
+    walk_calls(INT64_MAX);
     while (!open.empty()) close_innermost();
     for (const MemoryEvent& memory : trace.memory_events) {
       auto peak = std::find_if(peak_memory_.begin(), peak_memory_.end(), [&](const PeakMemory& p) {

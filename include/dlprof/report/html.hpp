@@ -506,19 +506,26 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     }
   }
 
-  html.element("h3", fmt::format("Top ops and ranges by self CPU time ({} of {})", rank.top_ops.size(), rank.op_names));
-  {
+  // The ops by self CPU time and by self GPU time, the GPU's first when it is busy most of the steps.
+  const auto ops_table = [&](const std::vector<KeyAverage>& ops, std::string_view by) {
+    if (ops.empty() && by == "GPU") return;
+    html.element("h3", fmt::format("Top ops and ranges by self {} time ({} of {})", by, ops.size(), rank.op_names));
     std::vector<std::string> headers = {"Name", "Category", "Calls", "Self CPU", "CPU total"};
     if (rank.gpu_activity) headers.insert(headers.end(), {"Self GPU", "GPU total"});
     std::vector<std::vector<std::string>> rows;
-    for (const KeyAverage& op : rank.top_ops) {
+    for (const KeyAverage& op : ops) {
       rows.push_back({op.name, std::string(to_string(op.category)), std::to_string(op.calls),
                       KeyAverages::format_duration(op.self_ns), KeyAverages::format_duration(op.total_ns)});
-      if (rank.gpu_activity)
-        rows.back().insert(rows.back().end(),
-                           {KeyAverages::format_duration(op.gpu_ns), KeyAverages::format_duration(op.gpu_total_ns)});
+      if (rank.gpu_activity) rows.back().insert(rows.back().end(), {gpu_time_cell(op.gpu_ns), gpu_time_cell(op.gpu_total_ns)});
     }
     html.table(headers, rows, 0);
+  };
+  if (rank.gpu_utilization().value_or(0.0) >= 0.5) {
+    ops_table(rank.top_ops_by_gpu, "GPU");
+    ops_table(rank.top_ops, "CPU");
+  } else {
+    ops_table(rank.top_ops, "CPU");
+    ops_table(rank.top_ops_by_gpu, "GPU");
   }
 
   if (rank.gpu_activity) {

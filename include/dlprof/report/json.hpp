@@ -41,7 +41,8 @@
 //      "comm_comp_overlap": {"communication_us", "computation_us", "overlap_us", "overlap_pct"},
 //      "launch_stats": {"launches", "mean_cpu_duration_us", "mean_launch_delay_us",
 //                       "max_launch_delay_us", "runtime_outliers", "launch_delay_outliers", "short_kernels"},
-//      "top_ops": [{"name", "category", "calls", "self_cpu_us", "cpu_total_us", "self_gpu_us", "gpu_total_us"}],
+//      "top_ops": [{"name", "category", "calls", "self_cpu_us", "cpu_total_us", "self_gpu_us", "gpu_total_us"}]
+//                (by self CPU time), "top_ops_by_gpu": [the same] (by self GPU time, those with some),
 //      "top_kernels": [{"name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "gpu_activities", "api_calls": [{"name", "calls", "total_us", "pct", "mean_us", "min_us", "max_us"}],
 //      "memory": [{"device", "peak_allocated_bytes", "capacity_bytes"}],
@@ -84,6 +85,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -452,20 +454,22 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   const std::optional<double> utilization = rank.gpu_utilization();
   json.optional_number(utilization ? std::optional<double>(100.0 * *utilization) : std::nullopt);
 
-  json.key("top_ops");
-  json.begin_array();
-  for (const KeyAverage& op : rank.top_ops) {
-    json.begin_object();
-    json.member("name", op.name);
-    json.member("category", to_string(op.category));
-    json.member_integer("calls", static_cast<std::int64_t>(op.calls));
-    json.member_us("self_cpu_us", op.self_ns);
-    json.member_us("cpu_total_us", op.total_ns);
-    json.member_us("self_gpu_us", op.gpu_ns);
-    json.member_us("gpu_total_us", op.gpu_total_ns);
-    json.end_object();
+  for (const auto& [key, ops] : {std::make_pair("top_ops", &rank.top_ops), std::make_pair("top_ops_by_gpu", &rank.top_ops_by_gpu)}) {
+    json.key(key);
+    json.begin_array();
+    for (const KeyAverage& op : *ops) {
+      json.begin_object();
+      json.member("name", op.name);
+      json.member("category", to_string(op.category));
+      json.member_integer("calls", static_cast<std::int64_t>(op.calls));
+      json.member_us("self_cpu_us", op.self_ns);
+      json.member_us("cpu_total_us", op.total_ns);
+      json.member_us("self_gpu_us", op.gpu_ns);
+      json.member_us("gpu_total_us", op.gpu_total_ns);
+      json.end_object();
+    }
+    json.end_array();
   }
-  json.end_array();
 
   json.key("top_kernels");
   json.begin_array();

@@ -94,6 +94,8 @@ struct RankReport {
   analysis::StepBreakdown steps;
   analysis::HtaAnalyses hta;
   std::vector<KeyAverage> top_ops;  ///< by self time, ProfilerSteps left out, at most top_rows
+  /// By self GPU time, those with some, ProfilerSteps left out, at most top_rows.
+  std::vector<KeyAverage> top_ops_by_gpu;
   std::size_t op_names = 0;         ///< names of ops and ranges in the trace
   std::vector<KernelTotal> top_kernels;  ///< by total time, at most top_rows
   std::size_t kernel_names = 0;
@@ -263,6 +265,11 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
     if (row.category == Category::Step) continue;  // a step's self time is the time outside every op
     ++rank.op_names;
     if (rank.top_ops.size() < options.top_rows) rank.top_ops.push_back(row);
+  }
+  averages.sort_by(SortBy::GpuTime);
+  for (const KeyAverage& row : averages.rows()) {
+    if (rank.top_ops_by_gpu.size() == options.top_rows || row.gpu_ns == 0) break;
+    if (row.category != Category::Step) rank.top_ops_by_gpu.push_back(row);
   }
 
   std::vector<KernelTotal> kernels = kernel_totals(trace, options.analysis, rank.kernel_ns);

@@ -193,8 +193,9 @@ inline void text_hta(fmt::memory_buffer& out, const analysis::HtaAnalyses& hta, 
   }
 }
 
-inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
-  section(out, fmt::format("Top ops and ranges by self CPU time ({} of {})", rank.top_ops.size(), rank.op_names));
+inline void text_ops(fmt::memory_buffer& out, const RankReport& rank, const std::vector<KeyAverage>& ops,
+                     std::string_view title) {
+  section(out, title);
   std::vector<TextColumn> columns = {{"Name", Align::Left, 48}, {"Category", Align::Left}, {"Calls"}, {"Self CPU"},
                                      {"CPU total"}};
   if (rank.gpu_activity) {
@@ -202,16 +203,36 @@ inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
     columns.push_back({"GPU total"});
   }
   TextTable table(std::move(columns));
-  for (const KeyAverage& op : rank.top_ops) {
+  for (const KeyAverage& op : ops) {
     std::vector<std::string> row = {op.name, std::string(to_string(op.category)), std::to_string(op.calls),
                                     KeyAverages::format_duration(op.self_ns), KeyAverages::format_duration(op.total_ns)};
     if (rank.gpu_activity) {
-      row.push_back(KeyAverages::format_duration(op.gpu_ns));
-      row.push_back(KeyAverages::format_duration(op.gpu_total_ns));
+      row.push_back(gpu_time_cell(op.gpu_ns));
+      row.push_back(gpu_time_cell(op.gpu_total_ns));
     }
     table.add_row(std::move(row));
   }
   table.render(out);
+}
+
+/// The ops by self CPU time and, with GPU work, by self GPU time: the GPU's table first when the
+/// GPU is busy most of the steps. A "–" marks no GPU work tied to the op.
+inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
+  const auto by_cpu = [&] {
+    text_ops(out, rank, rank.top_ops, fmt::format("Top ops and ranges by self CPU time ({} of {})", rank.top_ops.size(), rank.op_names));
+  };
+  const auto by_gpu = [&] {
+    if (rank.top_ops_by_gpu.empty()) return;
+    text_ops(out, rank, rank.top_ops_by_gpu, fmt::format("Top ops and ranges by self GPU time ({} of {})",
+                                                         rank.top_ops_by_gpu.size(), rank.op_names));
+  };
+  if (rank.gpu_utilization().value_or(0.0) >= 0.5) {
+    by_gpu();
+    by_cpu();
+  } else {
+    by_cpu();
+    by_gpu();
+  }
 }
 
 inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {

@@ -24,9 +24,15 @@
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
+#include "dlprof/key_averages.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
+
+/// An op's GPU time: "–" where no GPU work is tied to it, never "0ns".
+inline std::string gpu_time_cell(std::int64_t ns) {
+  return ns == 0 ? std::string("\u2013") : KeyAverages::format_duration(ns);
+}
 
 /// A kernel's Tensor Core (matrix-core) cell: "yes", "-", or "n/a" where the list cannot judge
 /// the GPU's kernels.
