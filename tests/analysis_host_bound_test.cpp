@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis_trace_builder.hpp"
+#include "findings.hpp"
 
 namespace {
 
@@ -21,17 +22,8 @@ using dlprof_test::kMs;
 using dlprof_test::kUs;
 using ::testing::HasSubstr;
 
-const Recommendation* rule_of(const std::vector<Recommendation>& found, const std::string& id) {
-  for (const Recommendation& finding : found)
-    if (finding.id == id) return &finding;
-  return nullptr;
-}
-
-std::string all_ids(const std::vector<Recommendation>& found) {
-  std::string out;
-  for (const Recommendation& finding : found) out += finding.id + " ";
-  return out;
-}
+using dlprof_test::finding_ids;
+using dlprof_test::finding_with_id;
 
 /// One 10 ms step of an eager decode: 200 kernels of `kernel_ns`, each launched by a 40 us call
 /// that starts 1 us into its 50 us slot, after the kernel before it ended.
@@ -50,8 +42,8 @@ dlprof::Trace eager_launches(std::int64_t kernel_ns) {
 
 TEST(HostBoundTest, ShortKernelsTheGpuWaitsForTheHostToLaunchAskForGraphsAndFusion) {
   const auto found = dlprof::analysis::recommendations(eager_launches(5 * kUs));
-  const Recommendation* host = rule_of(found, "host_bound");
-  ASSERT_NE(host, nullptr) << all_ids(found);
+  const Recommendation* host = finding_with_id(found, "host_bound");
+  ASSERT_NE(host, nullptr) << finding_ids(found);
   // Idle 9 of the 10 ms; every gap between two kernels waits for the next launch call.
   EXPECT_DOUBLE_EQ(host->impact_ns, 9.0 * kMs);
   EXPECT_DOUBLE_EQ(host->share, 90.0);
@@ -62,15 +54,15 @@ TEST(HostBoundTest, ShortKernelsTheGpuWaitsForTheHostToLaunchAskForGraphsAndFusi
   EXPECT_THAT(host->evidence, HasSubstr("median kernel 5.0 us, median launch call 40.0 us"));
   EXPECT_THAT(host->evidence, HasSubstr("200 of 200 kernels are short (< 10 us)"));
   // One finding for the one cause: neither a larger batch nor the launch-bound stretches apart.
-  EXPECT_EQ(rule_of(found, "low_gpu_utilization"), nullptr);
-  EXPECT_EQ(rule_of(found, "launch_bound"), nullptr);
+  EXPECT_EQ(finding_with_id(found, "low_gpu_utilization"), nullptr);
+  EXPECT_EQ(finding_with_id(found, "launch_bound"), nullptr);
 }
 
 TEST(HostBoundTest, KernelsLongerThanTheirLaunchAreNotHostBound) {
   // 45 us kernels behind 40 us calls: the GPU is busy 90 % of the step.
   const auto found = dlprof::analysis::recommendations(eager_launches(45 * kUs));
-  EXPECT_EQ(rule_of(found, "host_bound"), nullptr) << all_ids(found);
-  EXPECT_EQ(rule_of(found, "low_gpu_utilization"), nullptr);
+  EXPECT_EQ(finding_with_id(found, "host_bound"), nullptr) << finding_ids(found);
+  EXPECT_EQ(finding_with_id(found, "low_gpu_utilization"), nullptr);
 }
 
 TEST(HostBoundTest, AnIdleGpuThatWaitsOnSomethingElseGetsTheBatchSizeAdvice) {
@@ -84,8 +76,8 @@ TEST(HostBoundTest, AnIdleGpuThatWaitsOnSomethingElseGetsTheBatchSizeAdvice) {
         .kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", i * 2 * kMs + 1 * kMs, i * 2 * kMs + 1'800 * kUs, correlation);
   }
   const auto found = dlprof::analysis::recommendations(builder.trace());
-  EXPECT_EQ(rule_of(found, "host_bound"), nullptr) << all_ids(found);
-  EXPECT_NE(rule_of(found, "low_gpu_utilization"), nullptr);
+  EXPECT_EQ(finding_with_id(found, "host_bound"), nullptr) << finding_ids(found);
+  EXPECT_NE(finding_with_id(found, "low_gpu_utilization"), nullptr);
 }
 
 /// Two 20 ms steps, each ending in an optimizer step range of 8 ms holding `params` parameters'
@@ -110,8 +102,8 @@ dlprof::Trace optimizer_steps(std::int64_t params, bool foreach) {
 
 TEST(HostBoundTest, AnOptimizerThatUpdatesOneParameterAtATimeAsksForForeachOrFused) {
   const auto found = dlprof::analysis::recommendations(optimizer_steps(100, false));
-  const Recommendation* loop = rule_of(found, "per_parameter_optimizer");
-  ASSERT_NE(loop, nullptr) << all_ids(found);
+  const Recommendation* loop = finding_with_id(found, "per_parameter_optimizer");
+  ASSERT_NE(loop, nullptr) << finding_ids(found);
   EXPECT_THAT(loop->text, HasSubstr("400 element-wise ops per optimizer step"));
   EXPECT_THAT(loop->text, HasSubstr("fused=True"));
   EXPECT_THAT(loop->evidence, HasSubstr("Optimizer.step#AdamW.step: 2 steps, 800 update ops"));
@@ -122,8 +114,8 @@ TEST(HostBoundTest, AnOptimizerThatUpdatesOneParameterAtATimeAsksForForeachOrFus
 }
 
 TEST(HostBoundTest, AForeachOptimizerOrAFewParametersAreFine) {
-  EXPECT_EQ(rule_of(dlprof::analysis::recommendations(optimizer_steps(100, true)), "per_parameter_optimizer"), nullptr);
-  EXPECT_EQ(rule_of(dlprof::analysis::recommendations(optimizer_steps(7, false)), "per_parameter_optimizer"), nullptr);
+  EXPECT_EQ(finding_with_id(dlprof::analysis::recommendations(optimizer_steps(100, true)), "per_parameter_optimizer"), nullptr);
+  EXPECT_EQ(finding_with_id(dlprof::analysis::recommendations(optimizer_steps(7, false)), "per_parameter_optimizer"), nullptr);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis_trace_builder.hpp"
+#include "findings.hpp"
 
 namespace {
 
@@ -25,17 +26,8 @@ using ::testing::HasSubstr;
 
 using dlprof_test::kUs;
 
-const Recommendation* finding(const std::vector<Recommendation>& found, const std::string& id) {
-  for (const Recommendation& r : found)
-    if (r.id == id) return &r;
-  return nullptr;
-}
-
-std::string rule_ids(const std::vector<Recommendation>& found) {
-  std::string out;
-  for (const Recommendation& r : found) out += r.id + " ";
-  return out;
-}
+using dlprof_test::finding_ids;
+using dlprof_test::finding_with_id;
 
 TEST(HostSyncsTest, ScalarReadsAreOnePointEachNamedByTheOpAndTheUsersLine) {
   const dlprof::Trace trace = dlprof_test::steps_reading_a_scalar();
@@ -68,8 +60,8 @@ TEST(HostSyncsTest, IfTensorIsNamedByTheOutermostScalarRead) {
 
 TEST(HostSyncsTest, ScalarReadsGiveAFindingThatSavesTheIdleTimeAfterThem) {
   const auto found = dlprof::analysis::recommendations(dlprof_test::steps_reading_a_scalar());
-  const Recommendation* reads = finding(found, "scalar_read_syncs");
-  ASSERT_NE(reads, nullptr) << rule_ids(found);
+  const Recommendation* reads = finding_with_id(found, "scalar_read_syncs");
+  ASSERT_NE(reads, nullptr) << finding_ids(found);
   EXPECT_DOUBLE_EQ(reads->impact_ns, 750'000.0);  // 0.75 ms of each 10 ms step
   EXPECT_DOUBLE_EQ(reads->share, 7.5);
   EXPECT_THAT(reads->text, HasSubstr("Tensor.item()"));
@@ -78,8 +70,8 @@ TEST(HostSyncsTest, ScalarReadsGiveAFindingThatSavesTheIdleTimeAfterThem) {
                         "model.py(143): forward"));
   EXPECT_THAT(reads->evidence, HasSubstr("0.750 ms per step saved once gone"));
   // The 4-byte copies are not the problem, and the rules say nothing of them.
-  EXPECT_EQ(finding(found, "copies_wait_for_gpu"), nullptr);
-  EXPECT_EQ(finding(found, "synchronize_calls"), nullptr);
+  EXPECT_EQ(finding_with_id(found, "copies_wait_for_gpu"), nullptr);
+  EXPECT_EQ(finding_with_id(found, "synchronize_calls"), nullptr);
 }
 
 TEST(HostSyncsTest, PointsOutsideTheStepsAreLeftOut) {
@@ -133,8 +125,8 @@ TEST(HostSyncsTest, SynchronizeCallsAreNamedByTheirRangeAndSaveOnlyWhatTheGpuIdl
   EXPECT_EQ(stream.saving_ns, 0);
 
   const auto found = dlprof::analysis::recommendations(trace);
-  const Recommendation* calls = finding(found, "synchronize_calls");
-  ASSERT_NE(calls, nullptr) << rule_ids(found);
+  const Recommendation* calls = finding_with_id(found, "synchronize_calls");
+  ASSERT_NE(calls, nullptr) << finding_ids(found);
   EXPECT_DOUBLE_EQ(calls->impact_ns, 1'000'000.0);
   EXPECT_THAT(calls->text, HasSubstr("CUDA events"));
   EXPECT_THAT(calls->evidence,
@@ -155,7 +147,7 @@ TEST(HostSyncsTest, ASynchronizeCallAfterAnIdleStretchWaitsForNothingAndSavesNot
   ASSERT_EQ(syncs.sites.size(), 1u);
   EXPECT_EQ(syncs.sites[0].wait_ns, 5 * kUs);
   EXPECT_EQ(syncs.sites[0].saving_ns, 5 * kUs);
-  EXPECT_EQ(finding(dlprof::analysis::recommendations(trace), "synchronize_calls"), nullptr);
+  EXPECT_EQ(finding_with_id(dlprof::analysis::recommendations(trace), "synchronize_calls"), nullptr);
 }
 
 /// One 600 ms step: 493 ms of kernels, then a blocking 60-byte cudaMemcpy whose call starts at
@@ -190,8 +182,8 @@ TEST(HostSyncsTest, ACopyFarLongerThanItsTransferIsAWaitForTheGpu) {
   EXPECT_EQ(site.saving_ns, 40 * kMs);
 
   const auto found = dlprof::analysis::recommendations(trace);
-  const Recommendation* waits = finding(found, "copies_wait_for_gpu");
-  ASSERT_NE(waits, nullptr) << rule_ids(found);
+  const Recommendation* waits = finding_with_id(found, "copies_wait_for_gpu");
+  ASSERT_NE(waits, nullptr) << finding_ids(found);
   EXPECT_THAT(waits->evidence, HasSubstr("the host waited 492.998 ms for the GPU at a 60 B copy (cudaMemcpy) in aten::to"));
   EXPECT_THAT(waits->text, HasSubstr("not the copy"));
   EXPECT_DOUBLE_EQ(waits->impact_ns, 40'000'000.0);
@@ -201,11 +193,11 @@ TEST(HostSyncsTest, AnUploadThatWaitedIsNotBlamedAsASlowCopy) {
   // The 60-byte upload waited 493 ms for the kernels: the synchronous-copy rule counts its 2 us
   // transfer and the 16 ms pageable upload, not the wait.
   const auto found = dlprof::analysis::recommendations(copy_waits(/*HtoD*/ 1));
-  const Recommendation* synchronous = finding(found, "synchronous_copies");
-  ASSERT_NE(synchronous, nullptr) << rule_ids(found);
+  const Recommendation* synchronous = finding_with_id(found, "synchronous_copies");
+  ASSERT_NE(synchronous, nullptr) << finding_ids(found);
   EXPECT_THAT(synchronous->evidence, HasSubstr("2 of 2 host-to-device copies synchronous"));
   EXPECT_THAT(synchronous->evidence, HasSubstr("16.002 ms spent in their calls on the CPU"));
-  ASSERT_NE(finding(found, "copies_wait_for_gpu"), nullptr);
+  ASSERT_NE(finding_with_id(found, "copies_wait_for_gpu"), nullptr);
 }
 
 TEST(HostSyncsTest, ACopyWaitNeedsBothTheRatioAndTheFloor) {

@@ -224,11 +224,17 @@ TEST(RecommendationsTest, AmdFloat32GemmsWithoutMatrixCoresSpeakOfMatrixCores) {
 }
 
 TEST(RecommendationsTest, GemmSizesNotMultiplesOfEightAskForPadding) {
-  const auto found = dlprof::analysis::recommendations(gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 100]]"));
+  const auto found = dlprof::analysis::recommendations(
+      gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 100]]", R"(["c10::Half", "c10::Half"])"));
   const Recommendation* padding = find(found, "gemm_dims_not_multiple_of_8");
   ASSERT_NE(padding, nullptr) << ::testing::PrintToString(ids(found));
   EXPECT_THAT(padding->text, HasSubstr("100% of matrix-product kernel time"));
   EXPECT_THAT(padding->evidence, HasSubstr("aten::mm with M=30 N=100 K=64"));
+  // M is the token count, which decides no alignment.
+  EXPECT_EQ(find(dlprof::analysis::recommendations(gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 96]]",
+                                                              R"(["c10::Half", "c10::Half"])")),
+                 "gemm_dims_not_multiple_of_8"),
+            nullptr);
 }
 
 // ---- GPU utilization -------------------------------------------------------------------------------
@@ -429,7 +435,8 @@ TEST(RecommendationsTest, EachFindingSavesTheTimeItsRuleRemovesOrHalvesPerStep) 
       {transposes_for(100'000), "layout_transposes", 100'000, 10.0 / 1.1},
       // A 390 µs float32 GEMM: Tensor Cores halve it; misaligned, padding halves it.
       {gemm_trace("volta_sgemm_128x64_nn", 7, "[[32, 64], [64, 128]]"), "fp32_without_tensor_cores", 195'000, 19.5},
-      {gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 100]]"), "gemm_dims_not_multiple_of_8", 195'000, 19.5},
+      {gemm_trace("volta_h884gemm_64x64_ldg8_nn", 7, "[[30, 64], [64, 100]]", R"(["c10::Half", "c10::Half"])"),
+       "gemm_dims_not_multiple_of_8", 195'000, 19.5},
       // A GPU busy 300 µs of a 1 ms step: its 700 µs idle.
       {busy_for(300'000), "low_gpu_utilization", 700'000, 70.0},
       // 40 launch-bound kernels of 2 µs over 236 µs: the 156 µs of gaps between them.

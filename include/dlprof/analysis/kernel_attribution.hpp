@@ -53,6 +53,7 @@ struct AttributedKernel {
   std::int64_t step = -1;           ///< N of the ProfilerStep#N holding the launch; -1 if none
   std::string_view layer;           ///< empty when no range is around the op
   std::string_view op;              ///< empty when no op launched it
+  std::string_view parent_op;       ///< the op around `op` (aten::_to_copy around aten::copy_); empty if none
   Direction direction = Direction::Forward;
   std::string_view input_dims;      ///< the op's record_shapes texts; empty without them
   std::string_view input_types;
@@ -181,7 +182,11 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
       if (forward != kNone) layer = layer_of(forward);
     }
     if (layer != kNone) row.layer = trace.names[trace.events[layer].name];
-    if (op != kNone) row.op = trace.names[trace.events[op].name];
+    if (op != kNone) {
+      row.op = trace.names[trace.events[op].name];
+      const std::uint32_t parent = tree.self_or_ancestor(tree.parent(op), is_op);
+      if (parent != kNone) row.parent_op = trace.names[trace.events[parent].name];
+    }
     if (const OpInputs* inputs = inputs_of(op)) {
       row.input_dims = trace.names[inputs->dims];
       row.input_types = trace.names[inputs->types];

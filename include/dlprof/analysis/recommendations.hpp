@@ -87,6 +87,7 @@
 #include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/idle_time_breakdown.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
+#include "dlprof/analysis/model_patterns.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/step_breakdown.hpp"
@@ -199,10 +200,7 @@ inline bool is_tensor_core_eligible_op(std::string_view op) noexcept {
 /// record_shapes nothing says, and the op counts (as TensorBoard counts every eligible op): a
 /// half-precision op would have run Tensor Core kernels, which the rule also requires absent.
 inline bool may_compute_in_float32(std::string_view input_types) noexcept {
-  const std::size_t open = input_types.find('"');
-  if (open == std::string_view::npos) return true;
-  const std::size_t close = input_types.find('"', open + 1);
-  return close != std::string_view::npos && input_types.substr(open + 1, close - open - 1) == "float";
+  return input_types.find('"') == std::string_view::npos || first_input_type(input_types) == "float";
 }
 
 /// (M, N, K) of a matrix-product op from its recorded inputs; false for other ops or shapes.
@@ -342,6 +340,10 @@ struct RuleInputs {
   double steps_count = 1;      ///< the steps the window totals are divided by (1 without steps)
   double median_step_ns = 0;   ///< the findings' shares are of this: of the steady steps, while any is
   bool has_backward = false;
+  UnfusedAttention attention;
+  int compute_major = 0;               ///< the trace's highest; from kernel names where no device says (NVIDIA)
+  bool compute_major_from_names = false;
+  std::string_view with_matrix_cores;  ///< an AMD GPU of the trace that has matrix cores
   /// (correlation, index into trace.api_events) of every call with one, by correlation: a sorted
   /// array, not a hash map, as a trace's hundreds of thousands of calls miss the cache in one.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> calls_by_correlation;
@@ -359,6 +361,14 @@ struct RuleInputs {
       if (!any_steady || steady.steady[i]) durations.push_back(steps.steps[i].duration_ns());
     median_step_ns = durations.empty() ? static_cast<double>(t.window_ns()) : median(durations);
     has_backward = has_backward_pass(t);
+    attention = unfused_attention(k);
+    for (const DeviceProperties& device : t.devices) {
+      compute_major = std::max(compute_major, device.compute_major);
+      if (with_matrix_cores.empty() && has_amd_matrix_cores(device.name)) with_matrix_cores = device.name;
+    }
+    // Without deviceProperties, NVIDIA's libraries name the architecture in their kernels' names.
+    compute_major_from_names = units != MatrixUnits::MatrixCores && compute_major == 0;
+    if (compute_major_from_names) compute_major = compute_major_from_kernel_names(t);
     calls_by_correlation.reserve(t.api_events.size());
     for (std::size_t i = 0; i < t.api_events.size(); ++i)
       if (t.api_events[i].correlation != 0)
@@ -368,7 +378,6 @@ struct RuleInputs {
                      [](const auto& a, const auto& b) { return a.first < b.first; });
   }
 
-  /// The API call that issued the GPU work of `correlation`; null for none (or 0).
   /// A window total as time per step.
   double per_step(double window_ns) const noexcept { return window_ns / steps_count; }
 
@@ -377,6 +386,14 @@ struct RuleInputs {
     return time_finding(std::move(id), std::move(text), std::move(evidence), std::move(action), impact_ns, median_step_ns);
   }
 
+  /// Whether the GPU has matrix units the rules know: Tensor Cores from compute capability 7,
+  /// AMD's matrix cores from the Instinct MI100.
+  bool has_matrix_units() const noexcept {
+    if (units == MatrixUnits::Unknown) return false;
+    return units == MatrixUnits::MatrixCores ? !with_matrix_cores.empty() : compute_major >= 7;
+  }
+
+  /// The API call that issued the GPU work of `correlation`; null for none (or 0).
   const ApiEvent* call_of(std::uint32_t correlation) const noexcept {
     if (correlation == 0) return nullptr;
     const auto found = std::lower_bound(calls_by_correlation.begin(), calls_by_correlation.end(), correlation,
@@ -478,43 +495,79 @@ inline void layout_transposes(const RuleInputs& in, std::vector<Recommendation>&
                  "keep the model and inputs in channels_last", in.per_step(static_cast<double>(ns))));
 }
 
+/// Whether unfused attention takes enough GPU time to be a finding of its own (> 15 %).
+inline bool unfused_attention_is_a_finding(const RuleInputs& in) noexcept {
+  return in.attention.blocks != 0 &&
+         percent(static_cast<double>(in.attention.total_ns()), static_cast<double>(in.kernel_ns)) > 15.0;
+}
+
+/// "aten::mm with M=30 N=100 K=64 (c10::Half: rows need multiples of 8)"
+inline std::string describe_gemm(const AttributedKernel& kernel, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                                 std::string_view type, std::uint32_t alignment) {
+  if (alignment != 0)
+    return fmt::format("{} with M={} N={} K={} on a kernel for rows aligned to {} element{} (align{})", kernel.op, m, n, k,
+                       alignment, alignment == 1 ? "" : "s", alignment);
+  return fmt::format("{} with M={} N={} K={} ({}: rows need multiples of {})", kernel.op, m, n, k, type,
+                     16 / element_bytes(type));
+}
+
 inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& out) {
+  const std::vector<AttributedKernel>& rows = in.kernels.kernels;
+  // The token counts: M of the forward matrix products of linear layers. In the weight gradient
+  // (dW = dY^T X) the token count is K, of operands that are transposed views whose rows are the
+  // hidden sizes: it decides no alignment there.
+  std::vector<std::uint64_t> token_counts;
+  for (const AttributedKernel& kernel : rows) {
+    std::uint64_t m = 0, n = 0, k = 0;
+    if (kernel.direction == Direction::Forward && gemm_dims(kernel.op, kernel.input_dims, kernel.input_types, m, n, k))
+      token_counts.push_back(m);
+  }
+  std::sort(token_counts.begin(), token_counts.end());
   bool any_tensor_core = false;
-  std::int64_t eligible_ns = 0, gemm_ns = 0, misaligned_ns = 0;
-  std::string misaligned_example;
-  for (const AttributedKernel& kernel : in.kernels.kernels) {
+  std::int64_t eligible_ns = 0, gemm_ns = 0, misaligned_ns = 0, attention_misaligned_ns = 0;
+  std::string misaligned_example, attention_example;
+  for (std::size_t row = 0; row < rows.size(); ++row) {
+    const AttributedKernel& kernel = rows[row];
     if (kernel.work->kind != GpuEventKind::Kernel) continue;
     any_tensor_core = any_tensor_core || kernel.tensor_cores;
     if (is_tensor_core_eligible_op(kernel.op) && may_compute_in_float32(kernel.input_types)) eligible_ns += kernel.duration_ns;
     std::uint64_t m = 0, n = 0, k = 0;
     if (!gemm_dims(kernel.op, kernel.input_dims, kernel.input_types, m, n, k)) continue;
     gemm_ns += kernel.duration_ns;
-    if (m % 8 == 0 && n % 8 == 0 && k % 8 == 0) continue;
-    misaligned_ns += kernel.duration_ns;
-    if (misaligned_example.empty()) misaligned_example = fmt::format("{} with M={} N={} K={}", kernel.op, m, n, k);
+    // A GEMM loads 16 bytes at a time from rows that start 16-byte aligned: N (the rows of B and
+    // C) and K (of A) decide it, M (the token count) never. The kernel's own alignN says best.
+    const std::string_view type = first_input_type(kernel.input_types);
+    const std::uint32_t bytes = element_bytes(type);
+    const std::uint32_t alignment = kernel_alignment(kernel.name);
+    bool misaligned = false;
+    if (alignment != 0) {
+      misaligned = bytes != 0 ? alignment * bytes < 16 : alignment <= 2;
+    } else {
+      // Float32 GEMMs matter only on Tensor Cores (TF32); 64-bit ones never run on them.
+      if (bytes == 0 || bytes > 4 || (bytes == 4 && !kernel.tensor_cores)) continue;
+      const std::uint64_t needed = 16 / bytes;
+      const bool k_is_tokens = kernel.direction == Direction::Backward &&
+                               std::binary_search(token_counts.begin(), token_counts.end(), k);
+      misaligned = n % needed != 0 || (k % needed != 0 && !k_is_tokens);
+    }
+    if (!misaligned) continue;
+    // Attention's products take the sequence length as N or K: SDPA, not padding, is the fix.
+    const bool attention = in.attention.is_product(row);
+    (attention ? attention_misaligned_ns : misaligned_ns) += kernel.duration_ns;
+    std::string& example = attention ? attention_example : misaligned_example;
+    if (example.empty()) example = describe_gemm(kernel, m, n, k, type, alignment);
   }
   const bool amd = in.units == MatrixUnits::MatrixCores;
-  int compute_major = 0;
-  std::string_view with_matrix_cores;  // an AMD GPU of the trace that has them
-  for (const DeviceProperties& device : in.trace.devices) {
-    compute_major = std::max(compute_major, device.compute_major);
-    if (with_matrix_cores.empty() && has_amd_matrix_cores(device.name)) with_matrix_cores = device.name;
-  }
-  // Without deviceProperties, NVIDIA's libraries name the architecture in their kernels' names.
-  const bool major_from_names = !amd && compute_major == 0;
-  if (major_from_names) compute_major = compute_major_from_kernel_names(in.trace);
   const std::string_view units = to_string(in.units);
-  // Another vendor's kernels (MatrixUnits::Unknown) are not judged: none is known to use its units.
-  if (!any_tensor_core && eligible_ns > 0 && in.units != MatrixUnits::Unknown &&
-      (amd ? !with_matrix_cores.empty() : compute_major >= 7))
+  if (!any_tensor_core && eligible_ns > 0 && in.has_matrix_units())
     out.push_back(in.finding("fp32_without_tensor_cores",
                    fmt::format("Matrix products and convolutions run in float32 and no kernel uses {}, which this GPU "
                                "({}) has: enable automatic mixed precision (torch::autocast / torch.autocast with "
                                "float16 or bfloat16){}.",
                                units,
-                               amd ? std::string(with_matrix_cores)
-                                   : fmt::format("compute capability {}.x{}", compute_major,
-                                                 major_from_names ? ", from its kernels' names" : ""),
+                               amd ? std::string(in.with_matrix_cores)
+                                   : fmt::format("compute capability {}.x{}", in.compute_major,
+                                                 in.compute_major_from_names ? ", from its kernels' names" : ""),
                                amd ? "" : ", or TF32 on Ampere and later"),
                    fmt::format("{} of float32 GEMM/conv kernels ({:.1f}% of kernel time), 0 {} kernels",
                                format_ms(static_cast<double>(eligible_ns)),
@@ -523,15 +576,122 @@ inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& o
                    amd ? "enable automatic mixed precision" : "enable automatic mixed precision or TF32",
                    in.per_step(static_cast<double>(eligible_ns)) / 2));  // Tensor Cores run them at least twice as fast
   const double misaligned_share = percent(static_cast<double>(misaligned_ns), static_cast<double>(gemm_ns));
-  if (misaligned_ns > 0 && misaligned_share > 10.0)
+  const double attention_share = percent(static_cast<double>(attention_misaligned_ns), static_cast<double>(gemm_ns));
+  // Aligned, they run on the vectorised kernels, about twice as fast.
+  if (misaligned_share > 10.0)
     out.push_back(in.finding("gemm_dims_not_multiple_of_8",
-                   fmt::format("{:.0f}% of matrix-product kernel time is in products whose sizes are not multiples "
-                               "of 8, which {} need in half precision: pad batch, hidden and vocabulary sizes to "
-                               "multiples of 8 (64 is better still).",
+                   fmt::format("{:.0f}% of matrix-product kernel time is in products whose rows are not 16-byte aligned "
+                               "(N or K not a multiple of 8 in half precision), so the GEMM libraries fall back to "
+                               "slower kernels off {}: pad the hidden, head and vocabulary sizes to multiples of 8 (64 "
+                               "is better still). The token count (M) need not be.",
                                misaligned_share, units),
                    fmt::format("{} of {} GEMM kernel time; e.g. {}", format_ms(static_cast<double>(misaligned_ns)),
                                format_ms(static_cast<double>(gemm_ns)), misaligned_example),
-                   "pad matrix sizes to multiples of 8", in.per_step(static_cast<double>(misaligned_ns)) / 2));
+                   "pad hidden and vocabulary sizes to multiples of 8", in.per_step(static_cast<double>(misaligned_ns)) / 2));
+  else if (attention_share > 10.0 && !unfused_attention_is_a_finding(in))
+    out.push_back(in.finding("gemm_dims_not_multiple_of_8",
+                   fmt::format("{:.0f}% of matrix-product kernel time is in attention's batched products, whose rows "
+                               "are not 16-byte aligned because the sequence length is not a multiple of 8: use "
+                               "scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention, "
+                               "at::scaled_dot_product_attention), whose fused kernels take any sequence length, "
+                               "rather than padding the sequence.",
+                               attention_share),
+                   fmt::format("{} of {} GEMM kernel time; e.g. {}", format_ms(static_cast<double>(attention_misaligned_ns)),
+                               format_ms(static_cast<double>(gemm_ns)), attention_example),
+                   "use scaled_dot_product_attention", in.per_step(static_cast<double>(attention_misaligned_ns)) / 2));
+}
+
+/// Attention computed op by op (model_patterns.hpp): SDPA's fused kernel never writes the scores,
+/// so the softmax and the scaling, masking and dropout kernels between the products go; the
+/// products remain.
+inline void unfused_attention_rule(const RuleInputs& in, std::vector<Recommendation>& out) {
+  if (!unfused_attention_is_a_finding(in)) return;
+  const UnfusedAttention& attention = in.attention;
+  const double share = percent(static_cast<double>(attention.total_ns()), static_cast<double>(in.kernel_ns));
+  out.push_back(in.finding(
+      "unfused_attention",
+      fmt::format("{:.1f}% of kernel time is attention computed op by op: batched matrix products around {}, which "
+                  "write the whole score matrix to memory and read it back for the scaling, masking, softmax and "
+                  "dropout. Use scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention; "
+                  "at::scaled_dot_product_attention; attn_implementation=\"sdpa\" in Hugging Face models): its "
+                  "FlashAttention and memory-efficient kernels compute the block in one pass.",
+                  share, attention.softmax_op),
+      fmt::format("{} attention blocks: products {}, softmax and the kernels between them {}, of {} kernel time",
+                  attention.blocks, format_ms(static_cast<double>(attention.products_ns)),
+                  format_ms(static_cast<double>(attention.softmax_ns)), format_ms(static_cast<double>(in.kernel_ns))),
+      "use scaled_dot_product_attention (FlashAttention)", in.per_step(static_cast<double>(attention.softmax_ns))));
+}
+
+/// Kernels that only convert dtypes above 10 % of kernel time. Half of them go once weights and
+/// inputs are kept in the compute dtype; the rest (float32 islands such as norms and losses) stay.
+inline void dtype_casts(const RuleInputs& in, std::vector<Recommendation>& out) {
+  std::int64_t cast_ns = 0;
+  std::size_t casts = 0;
+  const AttributedKernel* longest = nullptr;
+  for (const AttributedKernel& kernel : in.kernels.kernels) {
+    if (kernel.work->kind != GpuEventKind::Kernel || !is_dtype_cast_kernel(kernel)) continue;
+    cast_ns += kernel.duration_ns;
+    ++casts;
+    if (longest == nullptr || kernel.duration_ns > longest->duration_ns) longest = &kernel;
+  }
+  const double share = percent(static_cast<double>(cast_ns), static_cast<double>(in.kernel_ns));
+  if (casts == 0 || share <= 10.0) return;
+  std::string where;
+  if (!longest->op.empty())
+    where = longest->parent_op.empty() ? fmt::format(" in {}", longest->op)
+                                       : fmt::format(" in {} under {}", longest->op, longest->parent_op);
+  out.push_back(in.finding(
+      "dtype_casts",
+      fmt::format("{:.1f}% of kernel time converts tensors from one dtype to another: keep weights and inputs in the "
+                  "dtype the model computes in. Load the model in bfloat16 or float16 (model->to(torch::kBFloat16)) "
+                  "or run the whole step in one autocast region, which casts each weight once; cast the inputs once, "
+                  "before the step; and remove .float() / .half() round trips between layers.",
+                  share),
+      fmt::format("{} cast kernels, {} of {} kernel time; the longest {}{}", casts, format_ms(static_cast<double>(cast_ns)),
+                  format_ms(static_cast<double>(in.kernel_ns)), format_ms(static_cast<double>(longest->duration_ns)), where),
+      "keep tensors in the compute dtype", in.per_step(static_cast<double>(cast_ns)) / 2));
+}
+
+/// One kernel of no library, computing in float32 on CUDA cores, above half of the kernel time: a
+/// hand-written kernel a library does better. Half of it is saved, the convention for time a
+/// change speeds up.
+inline void dominant_custom_kernel_rule(const RuleInputs& in, std::vector<Recommendation>& out) {
+  const DominantCustomKernel kernel = dominant_custom_kernel(in.kernels);
+  const double share = percent(static_cast<double>(kernel.ns), static_cast<double>(in.kernel_ns));
+  if (kernel.ns == 0 || share <= 50.0) return;
+  const bool amd = in.units == MatrixUnits::MatrixCores;
+  const std::string_view blas = amd ? "hipBLASLt or rocBLAS" : "cuBLAS or cuBLASLt";
+  out.push_back(in.finding(
+      "dominant_custom_kernel",
+      fmt::format("One kernel that no library provides takes {:.1f}% of kernel time and computes in float32 on the {} "
+                  "cores{}. If it is a matrix product, compare it with {} on the same shapes (torch.matmul, "
+                  "{}){}: a library GEMM is several times faster than a hand-written one. Otherwise compare its "
+                  "achieved bandwidth and FLOP rate with the GPU's limits and tile it through shared memory.",
+                  share, amd ? "shader" : "CUDA",
+                  in.has_matrix_units() ? fmt::format(", not on the {} this GPU has", to_string(in.units)) : std::string(),
+                  blas, amd ? "hipblasLtMatmul" : "cublasGemmEx",
+                  in.has_matrix_units() ? (amd ? " in bfloat16 on matrix cores" : " in TF32 or bfloat16 on Tensor Cores")
+                                        : ""),
+      fmt::format("{}: {} launches, {} of {} kernel time", kernel.name.substr(0, kernel.name.find('(')),
+                  kernel.launches, format_ms(static_cast<double>(kernel.ns)), format_ms(static_cast<double>(in.kernel_ns))),
+      fmt::format("compare the kernel with {}", blas), in.per_step(static_cast<double>(kernel.ns)) / 2));
+}
+
+/// Random tensors generated on the CPU inside the step and copied to the GPU: what the GPU idles
+/// while the host generates them is saved (model_patterns.hpp).
+inline void cpu_tensor_creation_rule(const RuleInputs& in, std::vector<Recommendation>& out) {
+  const CpuTensorCreation creation = cpu_tensor_creation(in.trace, in.steps);
+  if (creation.ops == 0 || creation.gpu_idle_ns <= 0) return;
+  out.push_back(in.finding(
+      "cpu_tensor_creation",
+      fmt::format("The step generates random tensors on the CPU ({}) and copies them to the GPU, which idles while "
+                  "the host fills them: create them on the GPU (torch::randn(sizes, torch::kCUDA); torch.randn(..., "
+                  "device=\"cuda\")), where a kernel fills them and no copy is needed.",
+                  creation.example),
+      fmt::format("{} random op{} on the CPU followed by a host-to-device copy: {} on the host, the GPU idle {} of it",
+                  creation.ops, creation.ops == 1 ? "" : "s", format_ms(static_cast<double>(creation.host_ns)),
+                  format_ms(static_cast<double>(creation.gpu_idle_ns))),
+      "create random tensors on the GPU", in.per_step(static_cast<double>(creation.gpu_idle_ns))));
 }
 
 /// The stretches a thread spent capturing a CUDA or HIP graph, from its BeginCapture call to its
@@ -1170,6 +1330,10 @@ inline std::vector<Recommendation> recommendations(const Trace& trace, const Ste
   detail::host_to_device_copies(in, out);
   detail::layout_transposes(in, out);
   detail::tensor_core_use(in, out);
+  detail::unfused_attention_rule(in, out);
+  detail::dtype_casts(in, out);
+  detail::dominant_custom_kernel_rule(in, out);
+  detail::cpu_tensor_creation_rule(in, out);
   // Host-bound idle time is one finding: the launch-bound stretches and the batch size are its
   // parts and its alternative.
   if (!detail::host_bound(in, idle, out)) {
