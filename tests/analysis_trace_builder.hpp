@@ -22,6 +22,16 @@ inline constexpr std::int64_t kUs = 1'000;
 /// An NCCL all-reduce kernel as CUDA names it.
 inline constexpr std::string_view kNcclAllReduce = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)";
 
+/// PyTorch's bfloat16 add and multiply kernels: one function, told apart by its functor.
+inline constexpr std::string_view kBf16AddKernel =
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >"
+    "(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)";
+inline constexpr std::string_view kBf16MulKernel =
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, "
+    "c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(int, "
+    "at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> "
+    ">, std::array<char*, 3ul>)";
+
 /// The options under which the analyses give HTA 0.5.0's numbers.
 inline dlprof::analysis::AnalysisOptions hta_compat() {
   dlprof::analysis::AnalysisOptions options;

@@ -32,6 +32,11 @@ struct GpuSummary {
   std::int64_t gpu_activities_ns = 0;         ///< sum of the rows' totals
   std::int64_t api_calls_ns = 0;
 
+  /// Whether a GPU activities row is a kernel's, not a copy's or a fill's ("[CUDA memcpy ...]").
+  static bool is_kernel_row(const DurationStats& row) noexcept {
+    return !dlprof::detail::starts_with(row.name, "[CUDA mem");
+  }
+
   /// nvprof's Time(%): the row's share of its section.
   static double percent(const DurationStats& row, std::int64_t section_ns) noexcept {
     return section_ns == 0 ? 0.0 : 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(section_ns);

@@ -30,6 +30,7 @@
 
 #include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/analysis/detail/slice_tree.hpp"
+#include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -71,7 +72,8 @@ struct AttributedKernel {
 struct KernelAttribution {
   std::vector<AttributedKernel> kernels;  ///< by start time
 
-  /// The first `row_limit` rows (0: all), long texts cut to `text_width`.
+  /// The first `row_limit` rows (0: all), long texts cut to `text_width`, kernels by their short
+  /// names (short_kernel_name.hpp).
   std::string table(std::size_t row_limit = 0, std::size_t text_width = 40) const {
     const auto cut = [text_width](std::string_view text) {
       return text.size() > text_width ? text.substr(0, text_width) : text;
@@ -88,7 +90,9 @@ struct KernelAttribution {
       const bool is_kernel = kernel.work->kind == GpuEventKind::Kernel;
       fmt::format_to(line, "{:>5}  {:<{}}  {:<{}}  {:<3}  {:<{}}  {:>10}  {:<2}  {:>14}  {:>14}  {:>6}  {:>10}  {:>8.3f}  {} {}\n",
                      kernel.step < 0 ? std::string("-") : std::to_string(kernel.step), cut(kernel.layer), text_width,
-                     cut(kernel.op), text_width, to_string(kernel.direction), cut(kernel.name), text_width,
+                     cut(kernel.op), text_width, to_string(kernel.direction),
+                     is_kernel ? dlprof::detail::shorten(short_kernel_name(kernel.name), text_width) : std::string(cut(kernel.name)),
+                     text_width,
                      KeyAverages::format_duration(kernel.duration_ns), kernel.tensor_cores ? "TC" : "-",
                      is_kernel ? fmt::format("{}x{}x{}", launch.grid[0], launch.grid[1], launch.grid[2]) : std::string("-"),
                      is_kernel ? fmt::format("{}x{}x{}", launch.block[0], launch.block[1], launch.block[2]) : std::string("-"),

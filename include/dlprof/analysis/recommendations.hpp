@@ -88,6 +88,7 @@
 #include "dlprof/analysis/idle_time_breakdown.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
 #include "dlprof/analysis/model_patterns.hpp"
+#include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/options.hpp"
 #include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/step_breakdown.hpp"
@@ -672,7 +673,7 @@ inline void dominant_custom_kernel_rule(const RuleInputs& in, std::vector<Recomm
                   blas, amd ? "hipblasLtMatmul" : "cublasGemmEx",
                   in.has_matrix_units() ? (amd ? " in bfloat16 on matrix cores" : " in TF32 or bfloat16 on Tensor Cores")
                                         : ""),
-      fmt::format("{}: {} launches, {} of {} kernel time", kernel.name.substr(0, kernel.name.find('(')),
+      fmt::format("{}: {} launches, {} of {} kernel time", short_kernel_name(kernel.name),
                   kernel.launches, format_ms(static_cast<double>(kernel.ns)), format_ms(static_cast<double>(in.kernel_ns))),
       fmt::format("compare the kernel with {}", blas), in.per_step(static_cast<double>(kernel.ns)) / 2));
 }

@@ -1,12 +1,14 @@
 // dlprof/detail/text.hpp: what every layer does with text. A name is whatever bytes a program or
 // a trace file gave: a thread name cut mid-character by prctl's 15 bytes, a kernel name holding
-// `<` and `&`, a terminal escape sequence. Here are the prefix and suffix tests, the one UTF-8
+// `<` and `&`, a terminal escape sequence. Here are the prefix and suffix tests, a text's width in
+// columns and its cut to a column with "..." in the middle, the one UTF-8
 // repair (every byte that is not part of a valid sequence becomes U+FFFD, so that every output
 // is valid UTF-8: Python's json, HTA and Perfetto refuse anything else), the escapes for HTML
 // and for a terminal built on it, and the one warning line on stderr. JSON string literals are
 // format/json_text.hpp's, on the same repair.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +40,36 @@ void for_each_field(std::string_view text, std::string_view separators, bool ski
     if (end == std::string_view::npos) return;
     text.remove_prefix(end + 1);
   }
+}
+
+/// Characters (code points) in `text`, as a terminal gives each a column.
+inline std::size_t text_width(std::string_view text) noexcept {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0u) != 0x80u; }));
+}
+
+/// Byte offset of the `count`th code point of `text` (its size when there are fewer).
+inline std::size_t code_point_offset(std::string_view text, std::size_t count) noexcept {
+  std::size_t offset = 0;
+  for (std::size_t seen = 0; offset < text.size(); ++offset) {
+    if ((static_cast<unsigned char>(text[offset]) & 0xC0u) == 0x80u) continue;
+    if (seen++ == count) return offset;
+  }
+  return text.size();
+}
+
+/// `text` cut to `width` characters with "..." in the middle: a kernel's name says what it is at
+/// the start and which variant at the end (its template arguments and parameters).
+inline std::string shorten(std::string_view text, std::size_t width) {
+  const std::size_t length = text_width(text);
+  if (length <= width) return std::string(text);
+  if (width <= 3) return std::string(text.substr(0, code_point_offset(text, width)));
+  const std::size_t head = (width - 3) * 2 / 3;
+  const std::size_t tail = width - 3 - head;
+  std::string out(text.substr(0, code_point_offset(text, head)));
+  out += "...";
+  out += text.substr(code_point_offset(text, length - tail));
+  return out;
 }
 
 /// Writes "dlprof: warning: <message>" and a newline to stderr in one write, so that lines from

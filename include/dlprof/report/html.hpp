@@ -106,8 +106,9 @@ class HtmlOut {
 
   /// A table of text cells, the first column left-aligned. The cells of `name_column` (if any)
   /// may wrap, and names longer than kNameWidth are shortened with the whole name as a tooltip.
+  /// `full_names`, where given, are the name column's whole names, each its cell's tooltip.
   void table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows,
-             std::size_t name_column = SIZE_MAX) {
+             std::size_t name_column = SIZE_MAX, const std::vector<std::string_view>& full_names = {}) {
     constexpr std::size_t kNameWidth = 120;
     const auto cell_class = [&](std::size_t i) {
       return i == name_column ? std::string_view(" class=\"name\"") : i == 0 ? std::string_view(" class=\"label\"") : "";
@@ -119,10 +120,16 @@ class HtmlOut {
       raw("</th>");
     }
     raw("</tr></thead><tbody>\n");
-    for (const auto& row : rows) {
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const auto& row = rows[r];
       raw("<tr>");
       for (std::size_t i = 0; i < row.size(); ++i) {
-        if (i == name_column && text_width(row[i]) > kNameWidth) {
+        if (i == name_column && r < full_names.size()) {
+          format("<td{} title=\"", cell_class(i));
+          text(full_names[r]);
+          raw("\">");
+          text(shorten(row[i], kNameWidth));
+        } else if (i == name_column && text_width(row[i]) > kNameWidth) {
           format("<td{} title=\"", cell_class(i));
           text(row[i]);
           raw("\">");
@@ -313,7 +320,7 @@ inline void html_top_kernels_chart(HtmlOut& html, const std::string& id, const s
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const KernelTotal& kernel = kernels[i];
     const double y = 5 + kRow * static_cast<double>(i);
-    svg_text(html, kLabel - 8, y + 13, shorten(kernel.name, 58), "end");
+    svg_text(html, kLabel - 8, y + 13, kernel.short_name, "end");
     const double width = longest > 0 ? (kBarEnd - kLabel) * static_cast<double>(kernel.total_ns) / longest : 0;
     mark_rect(html, kLabel, y + 2, width, kRow - 5, kernel_type_color(analysis::kernel_type_bit(kernel.type), 0),
               fmt::format("{}: {} in {} calls ({:.1f}% of kernel time)", kernel.name, KeyAverages::format_duration(kernel.total_ns),
@@ -495,14 +502,17 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     if (!rank.top_kernels.empty()) {
       html_top_kernels_chart(html, id + "-top-kernels", rank.top_kernels);
       std::vector<std::vector<std::string>> rows;
-      for (const KernelTotal& kernel : rank.top_kernels)
-        rows.push_back({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), std::string(tensor_cores_cell(kernel.tensor_cores)),
+      std::vector<std::string_view> full_names;
+      for (const KernelTotal& kernel : rank.top_kernels) {
+        full_names.push_back(kernel.name);
+        rows.push_back({kernel.short_name, std::string(analysis::to_string(kernel.type)), std::string(tensor_cores_cell(kernel.tensor_cores)),
                         std::to_string(kernel.calls), KeyAverages::format_duration(kernel.total_ns),
                         KeyAverages::format_duration(static_cast<std::int64_t>(kernel.mean_ns())),
                         KeyAverages::format_duration(kernel.max_ns), percent_text(kernel.percent)});
+      }
       html.table({"Kernel", "Type", capitalized(analysis::to_string(rank.steps.matrix_units)), "Calls", "Total", "Avg",
                   "Max", "Share"},
-                 rows, 0);
+                 rows, 0, full_names);
     }
   }
 
@@ -527,21 +537,34 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     ops_table(rank.top_ops, "CPU");
     ops_table(rank.top_ops_by_gpu, "GPU");
   }
+  if (!rank.idle_threads.empty()) {
+    html.element("h3", "Idle threads: Python frames of other threads that only wait (left out of the ops above)");
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t i = 0; i < rank.idle_threads.size() && i < report.options.top_rows; ++i) {
+      const IdleThreadTime& thread = rank.idle_threads[i];
+      rows.push_back({thread.thread_name.empty() ? fmt::format("{}", thread.os_tid) : fmt::format("{} ({})", thread.os_tid, thread.thread_name),
+                      KeyAverages::format_duration(thread.wait_ns), std::to_string(thread.waits), std::string(thread.frame)});
+    }
+    html.table({"Thread", "Waiting", "Waits", "Longest in"}, rows, 3);
+  }
 
   if (rank.gpu_activity) {
-    html.element("h3", "nvprof summary (top rows)");
+    html.element("h3", "nvprof summary: copies and fills, and API calls (top rows; kernels: the table above)");
     std::vector<std::vector<std::string>> rows;
-    const auto add = [&](std::string_view type, const std::vector<analysis::DurationStats>& section, std::int64_t total) {
-      for (std::size_t i = 0; i < section.size() && i < report.options.top_rows; ++i) {
-        const analysis::DurationStats& row = section[i];
-        rows.push_back({i == 0 ? std::string(type) : std::string(), percent_text(analysis::GpuSummary::percent(row, total)),
+    const auto add = [&](std::string_view type, const std::vector<analysis::DurationStats>& section, std::int64_t total,
+                         bool without_kernels) {
+      std::size_t shown = 0;
+      for (const analysis::DurationStats& row : section) {
+        if (shown == report.options.top_rows) break;
+        if (without_kernels && analysis::GpuSummary::is_kernel_row(row)) continue;
+        rows.push_back({shown++ == 0 ? std::string(type) : std::string(), percent_text(analysis::GpuSummary::percent(row, total)),
                         KeyAverages::format_duration(row.total_ns), std::to_string(row.calls),
                         KeyAverages::format_duration(static_cast<std::int64_t>(row.mean_ns)),
                         KeyAverages::format_duration(row.min_ns), KeyAverages::format_duration(row.max_ns), std::string(row.name)});
       }
     };
-    add("GPU activities", rank.gpu_summary.gpu_activities, rank.gpu_summary.gpu_activities_ns);
-    add("API calls", rank.gpu_summary.api_calls, rank.gpu_summary.api_calls_ns);
+    add("GPU activities", rank.gpu_summary.gpu_activities, rank.gpu_summary.gpu_activities_ns, true);
+    add("API calls", rank.gpu_summary.api_calls, rank.gpu_summary.api_calls_ns, false);
     html.table({"Type", "Time(%)", "Time", "Calls", "Avg", "Min", "Max", "Name"}, rows, 7);
   }
 
@@ -727,6 +750,8 @@ inline std::string render_html(const Report& report) {
   }
   if (verdict.top_actions == 0) {
     html.element("p", "Top actions: none; no rule found time to save.", "class=\"muted\"");
+    if (verdict.bound != analysis::Bound::NoSteps)
+      if (const std::string healthy = detail::healthy_report_sentence(report); !healthy.empty()) html.element("p", healthy);
   } else {
     html.raw("<ol class=\"actions\">\n");
     for (std::size_t i = 0; i < verdict.top_actions; ++i) {

@@ -43,7 +43,9 @@
 //                       "max_launch_delay_us", "runtime_outliers", "launch_delay_outliers", "short_kernels"},
 //      "top_ops": [{"name", "category", "calls", "self_cpu_us", "cpu_total_us", "self_gpu_us", "gpu_total_us"}]
 //                (by self CPU time), "top_ops_by_gpu": [the same] (by self GPU time, those with some),
-//      "top_kernels": [{"name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
+//      "idle_threads": [{"thread" (OS id), "name", "wait_us", "waits", "frame"}] (threads besides the
+//                training loop's whose Python frames only wait, left out of top_ops),
+//      "top_kernels": [{"name", "short_name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "gpu_activities", "api_calls": [{"name", "calls", "total_us", "pct", "mean_us", "min_us", "max_us"}],
 //      "memory": [{"device", "peak_allocated_bytes", "capacity_bytes"}],
 //      "host_syncs": {"points", "wait_us", "saving_us", "sites": [{"kind" (explicit, scalar_read,
@@ -73,7 +75,8 @@
 //      step), "left_out": [{"rank", "step" (null: the whole trace), "reason" (first_calls, outlier,
 //      mid_flight), "time_us" (the first calls', the step's, the GPU work's from before the window),
 //      "ratio_to_median" (outliers, else null), "calls": [{"name", "duration_us"}]}],
-//      "top_actions": [{"id", "action", "impact_us", "share_pct", "worst_rank"}]},
+//      "top_actions": [{"id", "action", "impact_us", "share_pct", "worst_rank"}], "why" (where no
+//      action saves time and there are steps: what keeps the step healthy, in a sentence; else null)},
 //    "recommendations": [{"id", "text", "evidence", "action", "impact_us" (per step; 0 for a risk or
 //      a note), "share_pct" (of the median step), "severity" (high, medium, low, risk, note),
 //      "ranks", "worst_rank"}] (ranked by impact)}
@@ -471,11 +474,25 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
     json.end_array();
   }
 
+  json.key("idle_threads");
+  json.begin_array();
+  for (const IdleThreadTime& thread : rank.idle_threads) {
+    json.begin_object();
+    json.member_integer("thread", thread.os_tid);
+    json.member("name", thread.thread_name);
+    json.member_us("wait_us", thread.wait_ns);
+    json.member_integer("waits", static_cast<std::int64_t>(thread.waits));
+    json.member("frame", thread.frame);
+    json.end_object();
+  }
+  json.end_array();
+
   json.key("top_kernels");
   json.begin_array();
   for (const KernelTotal& kernel : rank.top_kernels) {
     json.begin_object();
     json.member("name", kernel.name);
+    json.member("short_name", kernel.short_name);
     json.member("type", analysis::to_string(kernel.type));
     json.key("tensor_cores");
     if (kernel.tensor_cores) {
@@ -731,6 +748,15 @@ inline std::string render_json(const Report& report) {
     json.end_object();
   }
   json.end_array();
+  json.key("why");
+  if (const std::string why = verdict.top_actions == 0 && verdict.bound != analysis::Bound::NoSteps
+                                  ? detail::healthy_report_sentence(report)
+                                  : std::string();
+      !why.empty()) {
+    json.string(why);
+  } else {
+    json.null();
+  }
   json.key("top_actions");
   json.begin_array();
   for (std::size_t i = 0; i < verdict.top_actions; ++i) {

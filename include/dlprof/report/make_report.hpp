@@ -35,7 +35,9 @@
 #include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/analysis/host_syncs.hpp"
+#include "dlprof/analysis/idle_threads.hpp"
 #include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
@@ -58,7 +60,10 @@ struct ReportOptions {
 
 /// The device time of every kernel sharing one name.
 struct KernelTotal {
+  /// The width of short_name: the text report's Name column.
+  static constexpr std::size_t kShortNameWidth = 48;
   std::string_view name;
+  std::string short_name;  ///< analysis::short_kernel_names' form, apart from the other top kernels'
   std::uint64_t calls = 0;
   std::int64_t total_ns = 0;
   std::int64_t min_ns = 0;
@@ -70,6 +75,15 @@ struct KernelTotal {
   std::optional<bool> tensor_cores;
 
   double mean_ns() const noexcept { return calls == 0 ? 0.0 : static_cast<double>(total_ns) / static_cast<double>(calls); }
+};
+
+/// A thread besides the training loop's that only waits (analysis::idle_threads).
+struct IdleThreadTime {
+  std::int64_t os_tid = 0;
+  std::string thread_name;
+  std::int64_t wait_ns = 0;
+  std::size_t waits = 0;
+  std::string_view frame;  ///< the frame it waits in longest
 };
 
 /// Memory allocated on one device over time, from the trace's `[memory]` events (profile_memory):
@@ -97,6 +111,9 @@ struct RankReport {
   /// By self GPU time, those with some, ProfilerSteps left out, at most top_rows.
   std::vector<KeyAverage> top_ops_by_gpu;
   std::size_t op_names = 0;         ///< names of ops and ranges in the trace
+  /// Threads besides the training loop's whose Python frames only wait, longest first: their
+  /// waiting frames are left out of the top ops, as they spend no CPU time.
+  std::vector<IdleThreadTime> idle_threads;
   std::vector<KernelTotal> top_kernels;  ///< by total time, at most top_rows
   std::size_t kernel_names = 0;
   std::int64_t kernel_ns = 0;            ///< all kernels' time
@@ -239,6 +256,9 @@ inline std::vector<MemoryCurve> memory_curves(const Trace& trace) {
     curve->points.emplace_back(event.time_ns, event.total_allocated);
     curve->peak_bytes = std::max(curve->peak_bytes, event.total_allocated);
   }
+  // A device whose allocator never held a byte (events with no Total Allocated) has no curve.
+  curves.erase(std::remove_if(curves.begin(), curves.end(), [](const MemoryCurve& curve) { return curve.peak_bytes <= 0; }),
+               curves.end());
   for (MemoryCurve& curve : curves) {
     dlprof::detail::stable_sort_runs(curve.points.begin(), curve.points.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -259,10 +279,29 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
   rank.window_end_ns = trace.window_end_ns;
   rank.gpu_activity = !trace.gpu_events.empty();
 
+  // Waiting frames of idle threads are no op of the step; one that the training loop also waits
+  // in (a DataLoader's queue) stays.
+  std::vector<std::int8_t> idle_frame(trace.names.size(), 0);  // 1: waits off the training threads only
+  {
+    const std::vector<bool> training = analysis::training_threads(trace);
+    for (const TraceEvent& event : trace.events)
+      if (event.kind == EventKind::PythonFrame && event.thread < training.size() && idle_frame[event.name] >= 0 &&
+          analysis::is_waiting_frame(trace.names[event.name]))
+        idle_frame[event.name] = training[event.thread] ? -1 : 1;
+  }
+  for (const analysis::IdleThread& idle : analysis::idle_threads(trace)) {
+    const ThreadInfo& thread = trace.threads[idle.thread];
+    rank.idle_threads.push_back({thread.os_tid, thread.name, idle.wait_ns, idle.waits, idle.frame});
+  }
+  std::vector<std::string_view> idle_frames;  // sorted
+  for (std::size_t name = 0; name < idle_frame.size(); ++name)
+    if (idle_frame[name] == 1) idle_frames.push_back(trace.names[name]);
+  std::sort(idle_frames.begin(), idle_frames.end());
   KeyAverages averages(trace);
   averages.sort_by(SortBy::SelfTime);
   for (const KeyAverage& row : averages.rows()) {
     if (row.category == Category::Step) continue;  // a step's self time is the time outside every op
+    if (std::binary_search(idle_frames.begin(), idle_frames.end(), std::string_view(row.name))) continue;
     ++rank.op_names;
     if (rank.top_ops.size() < options.top_rows) rank.top_ops.push_back(row);
   }
@@ -275,6 +314,10 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
   std::vector<KernelTotal> kernels = kernel_totals(trace, options.analysis, rank.kernel_ns);
   rank.kernel_names = kernels.size();
   if (kernels.size() > options.top_rows) kernels.resize(options.top_rows);
+  std::vector<std::string_view> names;
+  for (const KernelTotal& kernel : kernels) names.push_back(kernel.name);
+  std::vector<std::string> short_names = analysis::short_kernel_names(names, KernelTotal::kShortNameWidth);
+  for (std::size_t i = 0; i < kernels.size(); ++i) kernels[i].short_name = std::move(short_names[i]);
   rank.top_kernels = std::move(kernels);
   rank.gpu_summary = analysis::gpu_summary(trace);
   rank.memory = memory_curves(trace);

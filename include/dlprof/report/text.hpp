@@ -53,25 +53,39 @@ inline void text_step_breakdown(fmt::memory_buffer& out, const analysis::StepBre
     for (const analysis::StepTime& step : breakdown.steps) present = present || step.role_ns[role] != 0;
     if (present) shown.push_back(role);
   }
+  // The step's unit for every column it shows with two significant digits or more; a column whose
+  // largest value is under 0.01 of it gets its own, named in its header: a 41 s step beside 8 ms
+  // of kernels shows "Kernel (ms) 8.000", not "0.008".
   double longest = average_step;
   for (const analysis::StepTime& step : breakdown.steps) longest = std::max(longest, static_cast<double>(step.duration_ns()));
-  const TimeUnit unit = TimeUnit::for_largest(longest);
-
-  section(out, fmt::format("Step time breakdown ({}), TensorBoard's roles by priority", unit.name));
+  const TimeUnit step_unit = TimeUnit::for_largest(longest);
+  std::vector<TimeUnit> units = {step_unit};
+  std::vector<bool> own_unit = {false};
+  for (const std::size_t role : shown) {
+    double largest = average[role];
+    for (const analysis::StepTime& step : breakdown.steps) largest = std::max(largest, static_cast<double>(step.role_ns[role]));
+    const bool own = largest > 0 && largest < 0.01 * step_unit.ns;
+    units.push_back(own ? TimeUnit::for_largest(largest) : step_unit);
+    own_unit.push_back(own && units.back().ns != step_unit.ns);
+  }
+  section(out, fmt::format("Step time breakdown ({}), TensorBoard's roles by priority", step_unit.name));
   std::vector<TextColumn> columns = {{"Step", Align::Left, 28}, {"Total"}};
-  for (const std::size_t role : shown) columns.push_back({std::string(to_string(static_cast<StepRole>(role)))});
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    const std::string_view role = to_string(static_cast<StepRole>(shown[i]));
+    columns.push_back({own_unit[i + 1] ? fmt::format("{} ({})", role, units[i + 1].name) : std::string(role)});
+  }
   TextTable table(std::move(columns));
   for (const analysis::StepTime& step : breakdown.steps) {
-    std::vector<std::string> row = {std::string(step.name), unit.format(static_cast<double>(step.duration_ns()))};
-    for (const std::size_t role : shown) row.push_back(unit.format(static_cast<double>(step.role_ns[role])));
+    std::vector<std::string> row = {std::string(step.name), units[0].format(static_cast<double>(step.duration_ns()))};
+    for (std::size_t i = 0; i < shown.size(); ++i) row.push_back(units[i + 1].format(static_cast<double>(step.role_ns[shown[i]])));
     table.add_row(std::move(row));
   }
   table.add_rule();
-  std::vector<std::string> mean = {fmt::format("Average of {}", breakdown.steps.size()), unit.format(average_step)};
+  std::vector<std::string> mean = {fmt::format("Average of {}", breakdown.steps.size()), units[0].format(average_step)};
   std::vector<std::string> share = {"Share of the average", "100.0%"};
-  for (const std::size_t role : shown) {
-    mean.push_back(unit.format(average[role]));
-    share.push_back(share_of(average[role], average_step));
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    mean.push_back(units[i + 1].format(average[shown[i]]));
+    share.push_back(share_of(average[shown[i]], average_step));
   }
   table.add_row(std::move(mean));
   table.add_row(std::move(share));
@@ -235,35 +249,52 @@ inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
   }
 }
 
+/// Threads besides the training loop's that only wait, whose frames the top ops leave out.
+inline void text_idle_threads(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
+  if (rank.idle_threads.empty()) return;
+  section(out, "Idle threads: Python frames of other threads that only wait (left out of the ops above)");
+  TextTable table({{"Thread", Align::Left, 32}, {"Waiting"}, {"Waits"}, {"Longest in", Align::Left, 56}});
+  for (std::size_t i = 0; i < rank.idle_threads.size() && i < rows; ++i) {
+    const IdleThreadTime& thread = rank.idle_threads[i];
+    table.add_row({thread.thread_name.empty() ? fmt::format("{}", thread.os_tid) : fmt::format("{} ({})", thread.os_tid, thread.thread_name),
+                   KeyAverages::format_duration(thread.wait_ns), std::to_string(thread.waits), std::string(thread.frame)});
+  }
+  table.render(out);
+}
+
 inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {
   section(out, fmt::format("Top kernels by GPU time ({} of {}, {:.3f} ms in all)", rank.top_kernels.size(),
                            rank.kernel_names, static_cast<double>(rank.kernel_ns) / 1e6));
-  TextTable table({{"Name", Align::Left, 48}, {"Type", Align::Left},
+  TextTable table({{"Name", Align::Left, KernelTotal::kShortNameWidth}, {"Type", Align::Left},
                    {std::string(matrix_units_abbreviation(rank.steps.matrix_units)), Align::Left}, {"Calls"}, {"Total"},
                    {"Avg"}, {"Max"}, {"Share"}});
   for (const KernelTotal& kernel : rank.top_kernels)
-    table.add_row({std::string(kernel.name), std::string(analysis::to_string(kernel.type)), std::string(tensor_cores_cell(kernel.tensor_cores)),
+    table.add_row({kernel.short_name, std::string(analysis::to_string(kernel.type)), std::string(tensor_cores_cell(kernel.tensor_cores)),
                    std::to_string(kernel.calls), KeyAverages::format_duration(kernel.total_ns),
                    KeyAverages::format_duration(static_cast<std::int64_t>(kernel.mean_ns())),
                    KeyAverages::format_duration(kernel.max_ns), format_percent(kernel.percent)});
   table.render(out);
 }
 
+/// nvprof's summary without its kernels, which the top kernels show: copies, fills and API calls.
 inline void text_nvprof(fmt::memory_buffer& out, const analysis::GpuSummary& summary, std::size_t rows) {
-  section(out, "nvprof summary (top rows)");
+  section(out, "nvprof summary: copies and fills, and API calls (top rows; kernels: the table above)");
   TextTable table({{"Type", Align::Left}, {"Time(%)"}, {"Time"}, {"Calls"}, {"Avg"}, {"Min"}, {"Max"}, {"Name", Align::Left, 40}});
-  const auto add = [&](std::string_view type, const std::vector<analysis::DurationStats>& section_rows, std::int64_t total) {
-    for (std::size_t i = 0; i < section_rows.size() && i < rows; ++i) {
-      const analysis::DurationStats& row = section_rows[i];
-      table.add_row({i == 0 ? std::string(type) : std::string(), format_percent(analysis::GpuSummary::percent(row, total)),
+  const auto add = [&](std::string_view type, const std::vector<analysis::DurationStats>& section_rows, std::int64_t total,
+                       bool without_kernels) {
+    std::size_t shown = 0;
+    for (const analysis::DurationStats& row : section_rows) {
+      if (shown == rows) break;
+      if (without_kernels && analysis::GpuSummary::is_kernel_row(row)) continue;
+      table.add_row({shown++ == 0 ? std::string(type) : std::string(), format_percent(analysis::GpuSummary::percent(row, total)),
                      KeyAverages::format_duration(row.total_ns), std::to_string(row.calls),
                      KeyAverages::format_duration(static_cast<std::int64_t>(row.mean_ns)),
                      KeyAverages::format_duration(row.min_ns), KeyAverages::format_duration(row.max_ns), std::string(row.name)});
     }
   };
-  add("GPU activities", summary.gpu_activities, summary.gpu_activities_ns);
-  if (!summary.api_calls.empty() && !summary.gpu_activities.empty()) table.add_rule();
-  add("API calls", summary.api_calls, summary.api_calls_ns);
+  add("GPU activities", summary.gpu_activities, summary.gpu_activities_ns, true);
+  if (!summary.api_calls.empty() && table.rows() != 0) table.add_rule();
+  add("API calls", summary.api_calls, summary.api_calls_ns, false);
   table.render(out);
 }
 
@@ -324,6 +355,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
     text_hta(out, rank.hta, options.analysis);
   }
   text_top_ops(out, rank);
+  text_idle_threads(out, rank, options.top_rows);
   if (rank.gpu_activity) {
     text_top_kernels(out, rank);
     text_nvprof(out, rank.gpu_summary, options.top_rows);
@@ -433,7 +465,8 @@ inline void text_recommendations(fmt::memory_buffer& out, const std::vector<anal
 
 /// The answer before the tables: what bounds the step, its time, GPU busy, the top actions.
 inline void text_verdict(fmt::memory_buffer& out, const analysis::Verdict& verdict,
-                         const std::vector<analysis::Recommendation>& recommendations, bool several_ranks) {
+                         const std::vector<analysis::Recommendation>& recommendations, bool several_ranks,
+                         std::string_view healthy) {
   const auto append = std::back_inserter(out);
   if (verdict.bound == analysis::Bound::NoSteps) {
     fmt::format_to(append, "\nVerdict: none; the traces hold no step to judge.\n");
@@ -445,6 +478,8 @@ inline void text_verdict(fmt::memory_buffer& out, const analysis::Verdict& verdi
   if (verdict.top_actions == 0) {
     fmt::format_to(append, "  Top actions: none; no rule found time to save{}.\n",
                    recommendations.empty() ? "" : " (see \"Recommendations\" at the end)");
+    if (!healthy.empty() && verdict.bound != analysis::Bound::NoSteps)
+      fmt::format_to(append, "  {}\n", wrap(terminal_text(healthy), 96, "  "));
     return;
   }
   fmt::format_to(append, "  Top actions, by the time they save:\n");
@@ -493,7 +528,8 @@ inline std::string render_text(const Report& report) {
                  report.options.analysis.hta_compat
                      ? "with HTA's conventions (the last ProfilerStep dropped, times rounded inward to whole us)"
                      : "over every complete step, in exact ns");
-  detail::text_verdict(out, report.verdict, report.recommendations, report.ranks.size() > 1);
+  detail::text_verdict(out, report.verdict, report.recommendations, report.ranks.size() > 1,
+                       detail::healthy_report_sentence(report));
   fmt::format_to(append, "\n");
   for (const RankReport& rank : report.ranks) {
     detail::text_rank(out, rank, report.options);

@@ -25,6 +25,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/make_report.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -38,34 +39,6 @@ inline std::string gpu_time_cell(std::int64_t ns) {
 /// the GPU's kernels.
 inline std::string_view tensor_cores_cell(const std::optional<bool>& tensor_cores) {
   return !tensor_cores ? "n/a" : *tensor_cores ? "yes" : "-";
-}
-
-/// Characters (code points) in `text`, as a terminal gives each a column.
-inline std::size_t text_width(std::string_view text) noexcept {
-  return static_cast<std::size_t>(
-      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0u) != 0x80u; }));
-}
-
-/// Byte offset of the `count`th code point of `text` (its size when there are fewer).
-inline std::size_t code_point_offset(std::string_view text, std::size_t count) noexcept {
-  std::size_t offset = 0;
-  for (std::size_t seen = 0; offset < text.size(); ++offset) {
-    if ((static_cast<unsigned char>(text[offset]) & 0xC0u) == 0x80u) continue;
-    if (seen++ == count) return offset;
-  }
-  return text.size();
-}
-
-/// `text` cut to `width` characters with "..." in the middle: a kernel's name says what it is at
-/// the start and which variant at the end (its template arguments and parameters).
-inline std::string shorten(std::string_view text, std::size_t width) {
-  const std::size_t length = text_width(text);
-  if (length <= width) return std::string(text);
-  if (width <= 3) return std::string(text.substr(0, code_point_offset(text, width)));
-  const std::size_t head = (width - 3) * 2 / 3;
-  const std::size_t tail = width - 3 - head;
-  return fmt::format("{}...{}", text.substr(0, code_point_offset(text, head)),
-                     text.substr(code_point_offset(text, length - tail)));
 }
 
 /// `text` broken into lines of at most `width` characters at spaces (a longer word stays whole),
@@ -131,6 +104,7 @@ class TextTable {
   }
   /// A rule before the next row (before a total or an average).
   void add_rule() { rules_.push_back(rows_.size()); }
+  std::size_t rows() const noexcept { return rows_.size(); }
 
   void render(fmt::memory_buffer& out, std::string_view indent = "  ") const {
     std::vector<std::size_t> widths(columns_.size());
@@ -202,6 +176,42 @@ inline std::string_view bound_sentence(analysis::Bound bound) noexcept {
 /// The verdict's first sentence: what bounds the step, with its share.
 inline std::string verdict_bound_sentence(const analysis::Verdict& verdict) {
   return fmt::format("{} {:.1f}% of it.", bound_sentence(verdict.bound), verdict.bound_share);
+}
+
+/// Why a rank's step needs no change, where no rule found time to save: how busy its GPUs are, how
+/// far its streams' kernels run side by side, how much of its communication computation hides.
+/// "Why: the GPU is busy 97.1% of the steps; its kernels add up to 1.9x the steps' span on 3
+/// streams, running side by side; communication is 96.0% hidden under computation."
+/// With several ranks, `rank` names the one described.
+inline std::string healthy_step_sentence(const analysis::StepBreakdown& steps, const analysis::HtaAnalyses& hta,
+                                         std::optional<std::int64_t> rank = std::nullopt) {
+  if (steps.steps.empty() || steps.devices.empty()) return {};
+  const double span = static_cast<double>(steps.steps.back().end_ns - steps.steps.front().start_ns);
+  double kernel_ns = 0, busy = 0;
+  for (const analysis::DeviceMetrics& device : steps.devices) {
+    kernel_ns += static_cast<double>(device.kernel_ns);
+    busy += device.utilization;
+  }
+  busy /= static_cast<double>(steps.devices.size());
+  std::vector<std::string> parts = {steps.devices.size() == 1
+                                        ? fmt::format("the GPU is busy {:.1f}% of the steps", 100.0 * busy)
+                                        : fmt::format("the {} GPUs are busy {:.1f}% of the steps on average",
+                                                      steps.devices.size(), 100.0 * busy)};
+  if (span > 0 && kernel_ns >= 1.05 * span * static_cast<double>(steps.devices.size()))
+    parts.push_back(fmt::format("{} kernels add up to {:.1f}x the steps' span on {} streams, running side by side",
+                                steps.devices.size() == 1 ? "its" : "their", kernel_ns / span / static_cast<double>(steps.devices.size()),
+                                hta.idle_time.streams.size()));
+  if (hta.overlap.has_communication())
+    parts.push_back(fmt::format("communication is {:.1f}% hidden under computation", hta.overlap.overlap_percent()));
+  return fmt::format("Why{}: {}.", rank ? fmt::format(", on rank {}", *rank) : std::string(), fmt::join(parts, "; "));
+}
+
+/// healthy_step_sentence of the report's first rank, named where there are several.
+inline std::string healthy_report_sentence(const Report& report) {
+  if (report.ranks.empty()) return {};
+  const RankReport& first = report.ranks.front();
+  return healthy_step_sentence(first.steps, first.hta,
+                               report.ranks.size() > 1 ? std::optional<std::int64_t>(first.rank) : std::nullopt);
 }
 
 /// The verdict's second sentence: the median step (and the mean where it differs), GPU busy.
