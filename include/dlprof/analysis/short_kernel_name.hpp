@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <cxxabi.h>
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
@@ -194,9 +197,21 @@ struct KernelNameParts {
   bool templated = false;
 };
 
-inline KernelNameParts kernel_name_parts(std::string_view demangled) {
+inline KernelNameParts kernel_name_parts(std::string_view in_trace) {
   constexpr std::string_view kAnonymous = "(anonymous namespace)::";
   KernelNameParts parts;
+  // A name the trace left mangled (ROCm's Composable Kernel, "_ZN7ck_tile6kentry...") is demangled.
+  std::string_view demangled = in_trace;
+  std::string demangled_storage;
+  if (dlprof::detail::starts_with(in_trace, "_Z")) {
+    int status = 0;
+    const std::string mangled(in_trace);
+    if (char* text = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status); text != nullptr) {
+      if (status == 0) demangled_storage = text;
+      std::free(text);
+    }
+    if (!demangled_storage.empty()) demangled = demangled_storage;
+  }
   for (std::size_t at = 0; at < demangled.size();) {
     const std::size_t found = demangled.find(kAnonymous, at);
     parts.name.append(demangled.substr(at, found == std::string_view::npos ? found : found - at));
@@ -271,9 +286,9 @@ inline ShortKernelName untemplated_short_name(std::string_view name, std::size_t
   return {std::string(name), {}};
 }
 
-inline ShortKernelName short_kernel_name_parts(const KernelNameParts& parts, std::string_view name, std::size_t width) {
+inline ShortKernelName short_kernel_name_parts(const KernelNameParts& parts, std::size_t width) {
   // A plain function loses its parameters; a library's name keeps its tile.
-  if (!parts.templated) return untemplated_short_name(parts.function.empty() ? name : std::string_view(parts.function), width);
+  if (!parts.templated) return untemplated_short_name(parts.function.empty() ? std::string_view(parts.name) : std::string_view(parts.function), width);
   std::string argument;
   for (const std::string_view candidate : parts.arguments)
     if (!is_value_argument(candidate)) {
@@ -292,15 +307,12 @@ inline ShortKernelName short_kernel_name_parts(const KernelNameParts& parts, std
 }
 
 /// `name` in `width` characters, its argument and suffix kept whole where they leave the function
-/// four: the argument tells kernels of one function apart.
+/// four characters and "...": the argument tells kernels of one function apart.
 inline std::string fit_kernel_name(const ShortKernelName& name, std::string_view suffix, std::size_t width) {
   const std::string rest = name.argument + std::string(suffix);
   const std::size_t rest_width = dlprof::detail::text_width(rest);
   if (dlprof::detail::text_width(name.function) + rest_width <= width) return name.function + rest;
-  if (rest_width + 3 + 4 <= width) {
-    const std::size_t room = width - rest_width - 3;
-    return std::string(name.function.substr(0, dlprof::detail::code_point_offset(name.function, room))) + "..." + rest;
-  }
+  if (rest_width + 3 + 4 <= width) return dlprof::detail::shorten(name.function, width - rest_width) + rest;
   return dlprof::detail::shorten(name.function + rest, width);
 }
 
@@ -308,7 +320,7 @@ inline std::string fit_kernel_name(const ShortKernelName& name, std::string_view
 
 /// A kernel's demangled name in short (see above).
 inline std::string short_kernel_name(std::string_view name) {
-  const detail::ShortKernelName parts = detail::short_kernel_name_parts(detail::kernel_name_parts(name), name, SIZE_MAX / 2);
+  const detail::ShortKernelName parts = detail::short_kernel_name_parts(detail::kernel_name_parts(name), SIZE_MAX / 2);
   return parts.function + parts.argument;
 }
 
@@ -324,7 +336,7 @@ inline std::vector<std::string> short_kernel_names(const std::vector<std::string
   std::map<std::string, std::vector<std::size_t>> alike;
   for (std::size_t i = 0; i < names.size(); ++i) {
     parts.push_back(detail::kernel_name_parts(names[i]));
-    shorts.push_back(detail::short_kernel_name_parts(parts.back(), names[i], width));
+    shorts.push_back(detail::short_kernel_name_parts(parts.back(), width));
     out[i] = detail::fit_kernel_name(shorts.back(), {}, width);
     alike[out[i]].push_back(i);
   }
