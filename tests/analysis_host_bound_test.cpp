@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis_trace_builder.hpp"
@@ -27,13 +28,14 @@ using dlprof_test::finding_with_id;
 
 /// One 10 ms step of an eager decode: 200 kernels of `kernel_ns`, each launched by a 40 us call
 /// that starts 1 us into its 50 us slot, after the kernel before it ended.
-dlprof::Trace eager_launches(std::int64_t kernel_ns) {
+dlprof::Trace eager_launches(std::int64_t kernel_ns, std::string_view gpu = "NVIDIA B200",
+                             std::string_view launch = "cudaLaunchKernel") {
   AnalysisTraceBuilder builder;
-  builder.device(0, "NVIDIA B200", 10).step(1, 0, 10 * kMs);
+  builder.device(0, gpu, gpu.find("AMD") != std::string_view::npos ? 9 : 10).step(1, 0, 10 * kMs);
   for (std::int64_t i = 0; i < 200; ++i) {
     const std::int64_t slot = i * 50 * kUs;
     const auto correlation = static_cast<std::uint32_t>(i + 1);
-    builder.call("cudaLaunchKernel", slot + 1 * kUs, slot + 41 * kUs, correlation)
+    builder.call(launch, slot + 1 * kUs, slot + 41 * kUs, correlation)
         .kernel("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16> >()",
                 slot + 50 * kUs - kernel_ns, slot + 50 * kUs, correlation);
   }
@@ -56,6 +58,14 @@ TEST(HostBoundTest, ShortKernelsTheGpuWaitsForTheHostToLaunchAskForGraphsAndFusi
   // One finding for the one cause: neither a larger batch nor the launch-bound stretches apart.
   EXPECT_EQ(finding_with_id(found, "low_gpu_utilization"), nullptr);
   EXPECT_EQ(finding_with_id(found, "launch_bound"), nullptr);
+}
+
+TEST(HostBoundTest, OnAnAmdGpuTheGraphIsAHipGraph) {
+  const auto found = dlprof::analysis::recommendations(eager_launches(5 * kUs, "AMD Instinct MI300X", "hipLaunchKernel"));
+  const Recommendation* host = finding_with_id(found, "host_bound");
+  ASSERT_NE(host, nullptr) << finding_ids(found);
+  EXPECT_THAT(host->text, HasSubstr("HIP graph"));
+  EXPECT_EQ(host->action, "capture the step in a HIP graph; fuse kernels");
 }
 
 TEST(HostBoundTest, KernelsLongerThanTheirLaunchAreNotHostBound) {

@@ -982,7 +982,8 @@ inline bool host_bound(const RuleInputs& in, const IdleTimeBreakdown& idle, std:
                   "time); median kernel {:.1f} us, median launch call {:.1f} us; {} of {} kernels are short (< {} us)",
                   device, 100.0 * idle_share, partial ? "steady " : "", 100.0 * host_wait_share, median_kernel / 1e3,
                   median_call / 1e3, short_kernels, kernel_durations.size(), kShortKernelNs / 1000),
-      "capture the step in a CUDA graph; fuse kernels", saving));
+      fmt::format("capture the step in a {} graph; fuse kernels", in.units == MatrixUnits::MatrixCores ? "HIP" : "CUDA"),
+      saving));
   return true;
 }
 
