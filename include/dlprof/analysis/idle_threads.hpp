@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/trace.hpp"
@@ -73,13 +74,14 @@ inline std::vector<bool> training_threads(const Trace& trace) {
 /// longest wait first.
 inline std::vector<IdleThread> idle_threads(const Trace& trace) {
   const std::vector<bool> training = training_threads(trace);
+  detail::PerName<bool> waiting(trace, is_waiting_frame);
   std::vector<IdleThread> threads;
   std::int64_t open_end = INT64_MIN, longest = 0;
   bool open_is_longest = false;
   IdleThread* current = nullptr;
   for (const TraceEvent& event : trace.events) {  // by thread, then start: enclosing frames first
     if (event.kind != EventKind::PythonFrame || event.thread >= training.size() || training[event.thread]) continue;
-    if (!is_waiting_frame(trace.names[event.name])) continue;
+    if (!waiting(event.name)) continue;
     if (current == nullptr || current->thread != event.thread) {
       threads.push_back({event.thread, 0, 0, {}});
       current = &threads.back();

@@ -108,24 +108,36 @@ inline UnfusedAttention unfused_attention(const KernelAttribution& attribution) 
   return result;
 }
 
-/// A kernel that only converts a tensor's dtype: PyTorch's casting copies (LoadWithCast /
-/// StoreWithCast loaders, bfloat16_copy_kernel_cuda, float8_copy_kernel_cuda), a copy run for
-/// aten::_to_copy (tensor.to(dtype), .float(), autocast's casts) that is not a no-cast copy, or a
-/// Triton kernel fused from _to_copy alone.
-inline bool is_dtype_cast_kernel(const AttributedKernel& kernel) noexcept {
+/// What a kernel's name says of a copy: that it casts (PyTorch's LoadWithCast / StoreWithCast
+/// loaders, bfloat16_copy_kernel_cuda, float8_copy_kernel_cuda, a Triton kernel fused from
+/// _to_copy alone), that it does not (a "nocast" copy), or nothing.
+enum class CopyName : std::int8_t { Casts, NoCast, Unknown };
+
+inline CopyName copy_name(std::string_view name) noexcept {
   using detail::has;
-  const std::string_view name = kernel.name;
   if (has(name, "LoadWithCast") || has(name, "StoreWithCast") || has(name, "bfloat16_copy_kernel") ||
       has(name, "float8_copy_kernel"))
-    return true;
+    return CopyName::Casts;
   const std::size_t fused = name.find("_fused__to_copy");
   if (fused != std::string_view::npos && dlprof::detail::starts_with(name, "triton_")) {
     std::string_view rest = name.substr(fused + 15);  // "_<n>" at most
     if (!rest.empty() && rest.front() == '_') rest.remove_prefix(1);
-    return std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }) ? CopyName::Casts
+                                                                                              : CopyName::Unknown;
   }
-  if (has(name, "nocast")) return false;
+  return has(name, "nocast") ? CopyName::NoCast : CopyName::Unknown;
+}
+
+/// A kernel that only converts a tensor's dtype: one whose name says so (copy_name), or, where
+/// its name does not say, a copy run for aten::_to_copy (tensor.to(dtype), .float(), autocast's
+/// casts).
+inline bool is_dtype_cast_kernel(const AttributedKernel& kernel, CopyName name) noexcept {
+  if (name != CopyName::Unknown) return name == CopyName::Casts;
   return kernel.op == "aten::_to_copy" || (kernel.op == "aten::copy_" && kernel.parent_op == "aten::_to_copy");
+}
+
+inline bool is_dtype_cast_kernel(const AttributedKernel& kernel) noexcept {
+  return is_dtype_cast_kernel(kernel, copy_name(kernel.name));
 }
 
 /// A kernel of a library or of PyTorch itself, which its authors tuned: cuBLAS, cuDNN, CUTLASS,
@@ -168,28 +180,27 @@ struct DominantCustomKernel {
   std::size_t launches = 0;
 };
 
-inline DominantCustomKernel dominant_custom_kernel(const KernelAttribution& attribution) {
+inline DominantCustomKernel dominant_custom_kernel(const Trace& trace, const KernelAttribution& attribution) {
   struct Total {
     std::int64_t ns = 0;
     std::size_t launches = 0;
     const AttributedKernel* first = nullptr;
     bool tensor_cores = false;
   };
-  std::map<std::string_view, Total> by_name;
+  std::vector<Total> by_name(trace.names.size());  // by Trace::names index: no string compared
   for (const AttributedKernel& kernel : attribution.kernels) {
     if (kernel.work->kind != GpuEventKind::Kernel) continue;
-    Total& total = by_name[kernel.name];
+    Total& total = by_name[kernel.work->name];
     total.ns += kernel.duration_ns;
     ++total.launches;
     total.tensor_cores = total.tensor_cores || kernel.tensor_cores;
     if (total.first == nullptr) total.first = &kernel;
   }
-  const auto top = std::max_element(by_name.begin(), by_name.end(),
-                                    [](const auto& a, const auto& b) { return a.second.ns < b.second.ns; });
-  if (top == by_name.end() || top->second.tensor_cores || is_library_kernel(top->first) ||
-      !computes_in_float32(*top->second.first))
+  const auto top = std::max_element(by_name.begin(), by_name.end(), [](const Total& a, const Total& b) { return a.ns < b.ns; });
+  if (top == by_name.end() || top->first == nullptr || top->tensor_cores || is_library_kernel(top->first->name) ||
+      !computes_in_float32(*top->first))
     return {};
-  return {top->first, top->second.ns, top->second.launches};
+  return {top->first->name, top->ns, top->launches};
 }
 
 /// Ops that fill a tensor with random values: on the CPU, the host generates every element.

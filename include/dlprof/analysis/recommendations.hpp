@@ -207,6 +207,9 @@ inline bool may_compute_in_float32(std::string_view input_types) noexcept {
 /// (M, N, K) of a matrix-product op from its recorded inputs; false for other ops or shapes.
 inline bool gemm_dims(std::string_view op, std::string_view dims, std::string_view types, std::uint64_t& m,
                       std::uint64_t& n, std::uint64_t& k) {
+  if (op != "aten::mm" && op != "aten::bmm" && op != "aten::matmul" && op != "aten::addmm" && op != "aten::baddbmm" &&
+      op != "aten::linear")
+    return false;
   ::dlprof::detail::flops::ParsedInputs inputs;
   if (!inputs.parse(dims, types, {})) return false;
   using ::dlprof::detail::flops::Shape;
@@ -629,8 +632,9 @@ inline void dtype_casts(const RuleInputs& in, std::vector<Recommendation>& out) 
   std::int64_t cast_ns = 0;
   std::size_t casts = 0;
   const AttributedKernel* longest = nullptr;
+  PerName<CopyName> name_of_copy(in.trace, copy_name);
   for (const AttributedKernel& kernel : in.kernels.kernels) {
-    if (kernel.work->kind != GpuEventKind::Kernel || !is_dtype_cast_kernel(kernel)) continue;
+    if (kernel.work->kind != GpuEventKind::Kernel || !is_dtype_cast_kernel(kernel, name_of_copy(kernel.work->name))) continue;
     cast_ns += kernel.duration_ns;
     ++casts;
     if (longest == nullptr || kernel.duration_ns > longest->duration_ns) longest = &kernel;
@@ -657,7 +661,7 @@ inline void dtype_casts(const RuleInputs& in, std::vector<Recommendation>& out) 
 /// hand-written kernel a library does better. Half of it is saved, the convention for time a
 /// change speeds up.
 inline void dominant_custom_kernel_rule(const RuleInputs& in, std::vector<Recommendation>& out) {
-  const DominantCustomKernel kernel = dominant_custom_kernel(in.kernels);
+  const DominantCustomKernel kernel = dominant_custom_kernel(in.trace, in.kernels);
   const double share = percent(static_cast<double>(kernel.ns), static_cast<double>(in.kernel_ns));
   if (kernel.ns == 0 || share <= 50.0) return;
   const bool amd = in.units == MatrixUnits::MatrixCores;

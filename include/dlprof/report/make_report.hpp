@@ -284,9 +284,10 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
   std::vector<std::int8_t> idle_frame(trace.names.size(), 0);  // 1: waits off the training threads only
   {
     const std::vector<bool> training = analysis::training_threads(trace);
+    analysis::detail::PerName<bool> waiting(trace, analysis::is_waiting_frame);
     for (const TraceEvent& event : trace.events)
       if (event.kind == EventKind::PythonFrame && event.thread < training.size() && idle_frame[event.name] >= 0 &&
-          analysis::is_waiting_frame(trace.names[event.name]))
+          waiting(event.name))
         idle_frame[event.name] = training[event.thread] ? -1 : 1;
   }
   for (const analysis::IdleThread& idle : analysis::idle_threads(trace)) {
