@@ -1,8 +1,8 @@
 // bench/writer_bench.cpp: how fast a recorded window becomes a file, in events per second
 // (DESIGN.md's target for writing: >= 5 M events/s), stage by stage:
 //
-//   BM_collector_build_trace  drained ring events (ticks) -> Trace: clock map, name resolution,
-//                             per-thread ordering and nesting (detail::build_trace)
+//   BM_assemble_trace         drained ring events (ticks) -> Trace: clock map, name resolution,
+//                             per-thread ordering and nesting (detail::assemble_trace)
 //   BM_write_chrome_trace     Trace -> Chrome-trace JSON in a reused memory buffer
 //   BM_trace_save             Trace::save to /tmp: JSON into a fresh buffer, then a temporary
 //                             file and a rename; /gzip:1 compresses it with zlib (level 6)
@@ -145,7 +145,7 @@ const Window& window() {
 
 dlprof::Trace build(DrainedEvents drained) {
   const Window& w = window();
-  dlprof::Trace trace = dlprof::detail::build_trace(std::move(drained), w.clock, w.start_ns, w.end_ns);
+  dlprof::Trace trace = dlprof::detail::assemble_trace(std::move(drained), w.clock, w.start_ns, w.end_ns, dlprof::detail::InternedNames());
   trace.pid = static_cast<std::int64_t>(::getpid());
   trace.process_name = "train.py";
   trace.clock_source = "tsc";
@@ -160,13 +160,13 @@ const dlprof::Trace& trace() {
 
 dlprof::Trace trace_copy() { return trace(); }
 
-void BM_collector_build_trace(benchmark::State& state) {
+void BM_assemble_trace(benchmark::State& state) {
   const Window& w = window();
   for (auto _ : state) {
-    state.PauseTiming();  // build_trace consumes its input: copy it untimed
+    state.PauseTiming();  // assemble_trace consumes its input: copy it untimed
     DrainedEvents input = w.drained;
     state.ResumeTiming();
-    dlprof::Trace built = dlprof::detail::build_trace(std::move(input), w.clock, w.start_ns, w.end_ns);
+    dlprof::Trace built = dlprof::detail::assemble_trace(std::move(input), w.clock, w.start_ns, w.end_ns, dlprof::detail::InternedNames());
     benchmark::DoNotOptimize(built.events.data());
     state.PauseTiming();  // freeing the result is not part of building it
     built = dlprof::Trace{};
@@ -174,7 +174,7 @@ void BM_collector_build_trace(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(w.events));
 }
-BENCHMARK(BM_collector_build_trace)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_assemble_trace)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
 void BM_write_chrome_trace(benchmark::State& state) {
   const dlprof::Trace& input = trace();
@@ -321,15 +321,15 @@ void print_summary(const dlprof_bench::SummaryReporter& results) {
     if (!rate) return std::nullopt;
     return *rate / 1e6;
   };
-  const auto build_rate = per_second("BM_collector_build_trace/min_time:1.000");
+  const auto build_rate = per_second("BM_assemble_trace/min_time:1.000");
   const auto write_rate = per_second("BM_write_chrome_trace/min_time:1.000");
   std::optional<double> pipeline;
   if (build_rate && write_rate) pipeline = 1.0 / (1.0 / *build_rate + 1.0 / *write_rate);
   fmt::print("\nMillions of events per second ({} events, {} threads), from the figures above:\n", window().events,
              kThreads);
   print_ratio("write_chrome_trace (into memory)", write_rate, 5.0, /*at_most=*/false);
-  print_ratio("build_trace (collector)", build_rate);
-  print_ratio("build_trace + write_chrome_trace", pipeline);
+  print_ratio("assemble_trace", build_rate);
+  print_ratio("assemble_trace + write_chrome_trace", pipeline);
   print_ratio("Trace::save, uncompressed, /tmp", per_second("BM_trace_save/gzip:0/real_time"));
   print_ratio("Trace::save, gzip, /tmp", per_second("BM_trace_save/gzip:1/real_time"));
   fmt::print("GPU side ({} launches: calls + kernels, with annotations and flows):\n", kLaunches);

@@ -3,7 +3,7 @@
 // (cuptiActivityGetNextRecord, cuptiGetCallbackName: both work without a driver), translated by
 // RecordCollector, joined to a CPU trace by merge_device_activity and written as Kineto's Chrome
 // trace JSON, which is parsed back and checked value by value (TRACE_FORMAT.md §2.3-2.6).
-#include <dlprof/detail/window/collector.hpp>
+#include <dlprof/detail/window/assemble.hpp>
 #include <dlprof/detail/backends/cupti_library.hpp>
 #include <dlprof/detail/backends/cupti_records.hpp>
 #include <dlprof/detail/backends/gpu_activity.hpp>
@@ -255,7 +255,7 @@ dlprof::DeviceProperties a100(int id = 0) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The CPU side: a Trace laid out as build_trace() lays it out, with ranges that pushed external
+// The CPU side: a Trace laid out as assemble_trace() lays it out, with ranges that pushed external
 // ids (thread ordinal = thread index + 1).
 
 std::uint64_t pushed_id(std::uint32_t sequence, std::uint32_t thread = 0) {
@@ -302,7 +302,7 @@ class CpuTrace {
     return *this;
   }
 
-  /// Ordered by thread, then as order_and_nest() orders a thread: what build_trace() hands on.
+  /// Ordered by thread, then as order_and_nest() orders a thread: what assemble_trace() hands on.
   dlprof::Trace finish() {
     dlprof::Trace trace = trace_;
     std::stable_sort(trace.events.begin(), trace.events.end(),

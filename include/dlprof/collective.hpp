@@ -63,7 +63,7 @@ inline std::string collective_range_name(std::string_view backend, std::string_v
 
 /// Every field of `call` but its sequence number, which changes at every call (so that the
 /// descriptions of a training loop's calls intern to a few names), in the order collective_call()
-/// (detail/window/collector.hpp) reads them; a separator inside a field becomes a space.
+/// (detail/window/assemble.hpp) reads them; a separator inside a field becomes a space.
 inline std::string collective_description(const Collective& call) {
   std::string ranks;
   if (call.group_ranks.empty()) {

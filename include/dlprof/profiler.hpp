@@ -50,7 +50,8 @@
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/control/capture_signal.hpp"
 #include "dlprof/detail/control/watchdog.hpp"
-#include "dlprof/detail/window/collector.hpp"
+#include "dlprof/detail/window/assemble.hpp"
+#include "dlprof/detail/window/drain.hpp"
 #include "dlprof/detail/window/crash_file.hpp"
 #include "dlprof/detail/window/flight_log.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
@@ -1023,8 +1024,8 @@ class BasicProfiler {
   }
 
   std::shared_ptr<const Trace> build(detail::ClosedWindow&& window) const {
-    auto trace = std::make_shared<Trace>(
-        detail::build_trace(std::move(window.drained), window.clock, window.start_ns, window.end_ns));
+    auto trace = std::make_shared<Trace>(detail::assemble_trace(std::move(window.drained), window.clock, window.start_ns,
+                                                                window.end_ns, detail::InternedNames()));
     if (window.with_flops) detail::estimate_op_costs(*trace);
     const auto pushed_to_trace = detail::assign_external_ids(*trace);
     if (window.device_activity)

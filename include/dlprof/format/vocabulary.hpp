@@ -157,6 +157,9 @@ inline constexpr std::string_view kWarpsPerSm = "warps per SM";
 inline constexpr std::string_view kGrid = "grid";
 inline constexpr std::string_view kBlock = "block";
 inline constexpr std::string_view kAchievedOccupancy = "est. achieved occupancy %";
+/// kAchievedOccupancy's value when Kineto's calculator fails: it then returns an occupancy of -1,
+/// written as (int)(0.5 + -1 * 100.0). TensorBoard's plugin skips negative values.
+inline constexpr int kOccupancyUnknown = -99;
 inline constexpr std::string_view kBytes = "bytes";
 inline constexpr std::string_view kMemoryBandwidth = "memory bandwidth (GB/s)";
 inline constexpr std::string_view kFromDevice = "fromDevice";

@@ -1,5 +1,5 @@
 // dlprof/import/crash_dump.hpp: the trace in the file a flight recorder leaves when its process
-// dies of a fatal signal (detail/window/crash_file.hpp lays it out). read_trace() and
+// dies of a fatal signal (format/crash_file.hpp lays it out). read_trace() and
 // dlprof-report read such a file as they read a JSON trace; `dlprof-report --export FILE` writes
 // it as one for other tools.
 //
@@ -22,8 +22,8 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/clock.hpp"
-#include "dlprof/detail/window/collector.hpp"
-#include "dlprof/detail/window/crash_file.hpp"
+#include "dlprof/detail/window/assemble.hpp"
+#include "dlprof/format/crash_file.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -69,10 +69,10 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
     }
   };
 
-  constexpr std::uint32_t kSlots = FlightLog::kMaxThreads + 1;  // the last: the crashing thread when the log had none
+  constexpr std::uint32_t kSlots = kFlightThreadSlots + 1;  // the last: the crashing thread when the log had none
   std::vector<std::int32_t> thread_of_slot(kSlots, -1);
   DrainedEvents drained;
-  std::vector<ThreadRing::OpenRange> open_ranges;
+  std::vector<OpenRange> open_ranges;
   std::vector<std::uint32_t> open_range_threads;
   CrashFileNames names;
   bool whole = false;
@@ -127,8 +127,8 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
         if (body.size() < sizeof(slot)) break;
         std::memcpy(&slot, body.data(), sizeof(slot));
         if (slot.slot >= kSlots || thread_of_slot[slot.slot] < 0) break;
-        for (std::size_t i = 0; i < (body.size() - sizeof(slot)) / sizeof(ThreadRing::OpenRange); ++i) {
-          ThreadRing::OpenRange range;
+        for (std::size_t i = 0; i < (body.size() - sizeof(slot)) / sizeof(OpenRange); ++i) {
+          OpenRange range;
           std::memcpy(&range, body.data() + sizeof(slot) + i * sizeof(range), sizeof(range));
           open_ranges.push_back(range);
           open_range_threads.push_back(static_cast<std::uint32_t>(thread_of_slot[slot.slot]));
@@ -159,7 +159,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
                                        [&](const Event& event) { return event.start < from || event.start > to; }),
                         thread.events.end());
   for (std::size_t i = 0; i < open_ranges.size(); ++i) {
-    const ThreadRing::OpenRange& range = open_ranges[i];
+    const OpenRange& range = open_ranges[i];
     if (range.start < from || range.start > to) continue;
     drained.threads[open_range_threads[i]].events.push_back(
         Event{range.name, range.start, {to}, RecordKind::Range, range.category, range.correlation_sequence});
@@ -178,7 +178,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
   const ClockMap clock = ClockMap::through(header.origin, header.crash, header.ns_per_tick);
   header.reason[sizeof(header.reason) - 1] = '\0';
   header.process_name[sizeof(header.process_name) - 1] = '\0';
-  Trace trace = build_trace(std::move(drained), clock, clock.to_realtime_ns(from), header.crash.realtime_ns, names);
+  Trace trace = assemble_trace(std::move(drained), clock, clock.to_realtime_ns(from), header.crash.realtime_ns, names);
   trace.pid = header.pid;
   trace.process_name = header.process_name;
   trace.clock_source = header.clock_is_tsc != 0 ? "tsc" : "clock_monotonic";

@@ -37,6 +37,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/device_properties.hpp"
+#include "dlprof/format/vocabulary.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -146,9 +147,8 @@ constexpr std::string_view to_string(OccupancyError error) noexcept {
 /// cuda_occupancy.h writes it.
 inline constexpr int kUnlimitedBlocks = std::numeric_limits<int>::max();
 
-/// Kineto's "est. achieved occupancy %" when its calculator fails: it then returns an occupancy of
-/// -1, written as (int)(0.5 + -1 * 100.0). TensorBoard's plugin skips negative values.
-inline constexpr int kKinetoOccupancyUnknown = -99;
+/// Kineto's "est. achieved occupancy %" when its calculator fails (format/vocabulary.hpp).
+inline constexpr int kKinetoOccupancyUnknown = kineto::arg::kOccupancyUnknown;
 
 /// The three kernel args Kineto computes (DeviceProperties.cpp: blocksPerSm, warpsPerSm,
 /// kernelOccupancy; CuptiActivity.cpp writes the last as (int)(0.5 + occupancy * 100.0)), in

@@ -16,10 +16,6 @@
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
 
-constexpr std::uint64_t make_external_id(std::uint32_t thread_ordinal, std::uint32_t sequence) noexcept {
-  return (std::uint64_t{thread_ordinal} << 32) | sequence;
-}
-
 /// Push and pop of the backend's external correlation stack; set once by the backend, before
 /// kCorrelating is first raised, and never reset.
 using PushExternalId = void (*)(std::uint64_t id) noexcept;

@@ -50,13 +50,6 @@ constexpr std::size_t interned_name_bytes(std::size_t length) noexcept {
 /// table. An OpInputs event carries two of them (types and concrete values) in one word.
 static_assert(((kMaxNameTableBytes / interned_name_bytes(0) + 2) << 1) < (std::uint64_t{1} << 32),
               "interned ids must fit in 32 bits");
-inline std::int64_t pack_op_input_names(NameId types, NameId concrete) noexcept {
-  return static_cast<std::int64_t>((types & 0xFFFFFFFFu) | (concrete << 32));
-}
-inline std::pair<NameId, NameId> unpack_op_input_names(std::int64_t packed) noexcept {
-  const auto bits = static_cast<std::uint64_t>(packed);
-  return {bits & 0xFFFFFFFFu, bits >> 32};
-}
 
 class InternTable {
  public:

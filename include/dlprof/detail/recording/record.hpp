@@ -82,5 +82,31 @@ constexpr std::pair<MemoryDeviceType, std::int32_t> unpack_memory_device(std::ui
 }
 static_assert(sizeof(Event) == 32, "two events per cache line");
 
+/// An OpInputs record's two interned ids (types and concrete values) in its one word: interned
+/// ids fit in 32 bits (name_table.hpp).
+inline std::int64_t pack_op_input_names(NameId types, NameId concrete) noexcept {
+  return static_cast<std::int64_t>((types & 0xFFFFFFFFu) | (concrete << 32));
+}
+inline std::pair<NameId, NameId> unpack_op_input_names(std::int64_t packed) noexcept {
+  const auto bits = static_cast<std::uint64_t>(packed);
+  return {bits & 0xFFFFFFFFu, bits >> 32};
+}
+
+/// A range that began and has not ended: what its thread's ring tracks of it, so that a window
+/// closing inside it (or a crash) still shows it.
+struct OpenRange {
+  NameId name;
+  std::int64_t start;
+  Category category;
+  std::uint32_t correlation_sequence;
+};
+
+/// A range's external correlation id: (thread ordinal << 32 | sequence), unique in the process
+/// without a shared counter, and recoverable from the range's event and its ring
+/// (correlation.hpp).
+constexpr std::uint64_t make_external_id(std::uint32_t thread_ordinal, std::uint32_t sequence) noexcept {
+  return (std::uint64_t{thread_ordinal} << 32) | sequence;
+}
+
 }  // namespace detail
 DLPROF_END_NAMESPACE

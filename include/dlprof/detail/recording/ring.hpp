@@ -125,12 +125,7 @@ class ThreadRing {
   /// A range open on the ring's thread, recorded when it began: at the end of a window, ranges
   /// still open are saved clipped to the window's end (a loop-body range around the step() that
   /// ends the window, a range around stop()), so they are counted rather than lost.
-  struct OpenRange {
-    NameId name;
-    std::int64_t start;
-    Category category;
-    std::uint32_t correlation_sequence;
-  };
+  using OpenRange = detail::OpenRange;
   /// Open ranges tracked per thread; deeper ones are counted as dropped if a window ends inside them.
   static constexpr std::uint32_t kTrackedOpenRanges = 32;
 

@@ -1,21 +1,14 @@
-// dlprof/detail/window/crash_file.hpp: what the flight recorder leaves when the process dies of a
-// fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), and the handler that writes it.
+// dlprof/detail/window/crash_file.hpp: the handler that writes the file the flight recorder
+// leaves when the process dies of a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), in the
+// layout format/crash_file.hpp spells for the writer and the reader.
 //
 // The handler may not allocate, lock or use stdio, so the file holds raw records rather than a
 // trace: the flight log's threads and events, the crashing thread's ring and open ranges, and
 // the text of every name they use. import/crash_dump.hpp turns it into a Trace (dlprof-report
 // reads it directly). The file is `<dir>/<worker>.<unix_time_ns>.dlprof-crash`, beside the traces
-// of the directory handler; its layout, in the machine's byte order:
-//   CrashHeader
-//   records, each a CrashRecordHeader and `bytes` of payload:
-//     Thread      a FlightThread
-//     Events      a CrashSlot, then Events (the thread's, in order)
-//     OpenRanges  a CrashSlot, then ThreadRing::OpenRange entries, outermost first
-//     Name        a NameId, then the name's bytes
-//     End         nothing: the file is whole
-// After writing it, the handler puts back the handler that was there before and raises the
-// signal again, so the program's own handler runs, or the process dies of the signal with its
-// usual exit status and core dump.
+// of the directory handler. After writing it, the handler puts back the handler that was there
+// before and raises the signal again, so the program's own handler runs, or the process dies of
+// the signal with its usual exit status and core dump.
 #pragma once
 
 #include <fcntl.h>
@@ -40,45 +33,10 @@
 #include "dlprof/detail/recording/site.hpp"
 #include "dlprof/detail/window/flight_log.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
+#include "dlprof/format/crash_file.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-inline constexpr char kCrashMagic[8] = {'D', 'L', 'P', 'R', 'O', 'F', 'C', 'R'};
-inline constexpr std::uint32_t kCrashFileVersion = 1;
-inline constexpr std::string_view kCrashFileSuffix = ".dlprof-crash";
-
-struct CrashHeader {
-  char magic[8];
-  std::uint32_t version;
-  std::uint32_t header_bytes;  ///< sizeof(CrashHeader): a reader refuses another layout
-  std::int32_t signal;
-  std::uint32_t clock_is_tsc;
-  std::int64_t pid;
-  std::int64_t step;               ///< the step the process was in
-  std::int64_t step_start_tick;    ///< when it began
-  std::int64_t step_os_tid;        ///< the thread that began it (the one calling step())
-  std::int64_t window_start_tick;  ///< where the kept steps begin
-  ClockSample origin;              ///< taken when the recorder started
-  ClockSample crash;               ///< taken by the handler
-  double ns_per_tick;              ///< the process's tick period when the recorder started
-  std::int64_t rank;
-  std::int64_t world_size;
-  char reason[160];
-  char process_name[64];
-};
-
-enum class CrashRecordKind : std::uint32_t { Thread = 1, Events = 2, OpenRanges = 3, Name = 4, End = 5 };
-
-struct CrashRecordHeader {
-  std::uint32_t kind;
-  std::uint32_t bytes;
-};
-
-struct CrashSlot {
-  std::uint32_t slot;
-  std::uint32_t reserved;
-};
 
 /// Writes through a buffer on the handler's stack with write(2) alone.
 class SignalSafeFile {
@@ -250,7 +208,7 @@ inline bool write_crash_file(CrashTarget& target, int signal, const char* reason
     ring->open_ranges(open);
     const CrashSlot head{slot, 0};
     if (open.size != 0)
-      file.record(CrashRecordKind::OpenRanges, &head, sizeof(head), open.ranges, open.size * sizeof(ThreadRing::OpenRange));
+      file.record(CrashRecordKind::OpenRanges, &head, sizeof(head), open.ranges, open.size * sizeof(OpenRange));
   }
 
   // The text of each name used, once.

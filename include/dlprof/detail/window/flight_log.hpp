@@ -31,18 +31,11 @@
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
-#include "dlprof/detail/window/collector.hpp"
+#include "dlprof/detail/window/drain.hpp"
+#include "dlprof/format/crash_file.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-/// A thread whose events the log holds: plain bytes, so the crash handler writes it as it is.
-struct FlightThread {
-  std::int64_t os_tid = 0;
-  std::uint32_t ordinal = 0;
-  std::uint32_t slot = 0;
-  char name[64] = {};
-};
 
 /// The kind of the record heading each thread's block of events in the log: `name` holds the
 /// thread's slot, `start` how many events follow. No ring record has this kind.
@@ -52,7 +45,7 @@ template <class Deferred = void>
 class BasicFlightLog {
  public:
   /// Threads the log can tell apart among its kept steps; events of more are dropped and counted.
-  static constexpr std::uint32_t kMaxThreads = 1024;
+  static constexpr std::uint32_t kMaxThreads = kFlightThreadSlots;
 
   /// A log of `capacity_events` (rounded up to a power of two) keeping at most `max_steps` steps,
   /// starting at `start_tick`. Allocates all it will use.

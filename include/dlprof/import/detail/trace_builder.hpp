@@ -25,7 +25,6 @@
 #include <rapidjson/document.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/backends/occupancy.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
@@ -1182,7 +1181,7 @@ class TraceBuilder {
     kernel.est_achieved_occupancy_percent = static_cast<int>(
         arg_value(event, Arg::AchievedOccupancy, [&](const RawValue& value) {
           return signed_of(value, kineto::arg::kAchievedOccupancy, INT32_MAX);
-        }).value_or(kKinetoOccupancyUnknown));
+        }).value_or(kineto::arg::kOccupancyUnknown));
     return kernel;
   }
 

@@ -1,6 +1,7 @@
-// dlprof/detail/window/collector.hpp: turns the events of every ring into a Trace at the end of a
-// recording window: filters them to the window, maps ticks to CLOCK_REALTIME ns, resolves names,
-// orders them per thread and makes ranges nest strictly.
+// dlprof/detail/window/assemble.hpp: a closed window's events, drained from the rings
+// (drain.hpp), a flight log or a crash file, made into a Trace: ticks mapped to CLOCK_REALTIME ns,
+// names resolved, events ordered per thread and ranges made to nest strictly. A pure function of
+// its input: it touches no ring and no process state, so the offline reader compiles it.
 #pragma once
 
 #include <algorithm>
@@ -17,10 +18,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/clock.hpp"
-#include "dlprof/detail/recording/correlation.hpp"
 #include "dlprof/detail/recording/record.hpp"
-#include "dlprof/detail/recording/ring_registry.hpp"
-#include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/flops.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
@@ -41,44 +39,6 @@ struct DrainedEvents {
   std::uint64_t clipped_open = 0;  ///< ranges still open at the window's end, saved ending there
   std::int64_t end_tick = INT64_MAX;  ///< the window's end, where those ranges end
 };
-
-/// Empties every ring, keeping the events that started inside [start_tick, end_tick]: later ones
-/// belong to no window, earlier ones to a window already closed. A range that began in the window
-/// and is still open at its end (one around the step() or stop() that ends it) is kept, ending at
-/// `end_tick`, and counted in clipped_open; when it ends later its own event is outside every
-/// window. Ranges open deeper than a ring tracks are counted as dropped.
-template <class Deferred = void>
-DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
-  DrainedEvents drained;
-  drained.end_tick = end_tick;
-  std::vector<ThreadRing::OpenRange> open;
-  RingRegistry::instance().drain_all([&](ThreadRing& ring) {
-    DrainedEvents::Thread thread{ring.os_tid(), ring.thread_ordinal(), ring.thread_name(), {}};
-    // Read before the events: a range that ends in between is in both, and kept once below.
-    open.clear();
-    if (!ring.exited() && !ring.superseded()) drained.dropped += ring.open_ranges(open);
-    thread.events.reserve(ring.pending());  // one allocation instead of a growth per doubling
-    ring.drain([&](const Event* first, std::size_t count) { thread.events.insert(thread.events.end(), first, first + count); });
-    // Copied in bulk, then the few outside the window dropped: testing each event on its way
-    // would cost the drain about a third more (perf, bench/torch_bench's recording modes).
-    thread.events.erase(std::remove_if(thread.events.begin(), thread.events.end(),
-                                       [&](const Event& event) { return event.start < start_tick || event.start > end_tick; }),
-                        thread.events.end());
-    drained.dropped += ring.take_new_drops();
-    for (const ThreadRing::OpenRange& range : open) {
-      if (range.start < start_tick || range.start > end_tick) continue;
-      const bool ended_meanwhile = std::any_of(thread.events.begin(), thread.events.end(), [&](const Event& event) {
-        return event.kind == RecordKind::Range && event.start == range.start && event.name == range.name;
-      });
-      if (ended_meanwhile) continue;
-      thread.events.push_back(Event{range.name, range.start, {end_tick}, RecordKind::Range, range.category, range.correlation_sequence});
-      ++drained.clipped_open;
-    }
-    if (!thread.events.empty()) drained.threads.push_back(std::move(thread));
-  });
-  drained.dropped += RingRegistry::instance().take_ringless_events();
-  return drained;
-}
 
 /// Orders one thread's events (start ascending, enclosing range first) and shortens any range
 /// that would end after the range enclosing its start, so that slices nest strictly as
@@ -172,20 +132,11 @@ inline CollectiveCall collective_call(std::string_view description, std::int64_t
   return call;
 }
 
-/// The names of a process's own events: the intern table's, resolved under its lock.
-struct InternedNames {
-  template <class Fn>
-  void with_lock(Fn&& fn) const {
-    InternTable::instance().with_lock(std::forward<Fn>(fn));
-  }
-  std::string_view operator()(NameId id) const { return name_of_unlocked(id); }
-};
-
 /// `names` gives the text of name ids: with_lock(fn) runs fn while its texts may be read, and
 /// names(id) is the text.
-template <class Names = InternedNames>
-Trace build_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
-                         std::int64_t window_end_ns, const Names& names = Names()) {
+template <class Names>
+Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
+                     std::int64_t window_end_ns, const Names& names) {
   Trace trace;
   trace.window_start_ns = window_start_ns;
   trace.window_end_ns = window_end_ns;
