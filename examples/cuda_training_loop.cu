@@ -14,6 +14,7 @@
 //
 // Without a usable GPU it says why and exits with status 2.
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -467,6 +468,7 @@ struct Options {
   std::string log_dir = "./log/cuda_training_loop";
   bool pinned = true;
   bool profile = true;
+  int crash_at = -1;
   std::string stats_path;
   bool help = false;
 };
@@ -484,6 +486,8 @@ and GPU activity in one trace). The profiler waits 1 step, warms up 1, records -
                             host memory the batches are copied from (default pinned)
   --log-dir DIR             where the trace is written (default ./log/cuda_training_loop)
   --profile on|off          off runs the same loop with the profiler never started, to measure its cost
+  --crash-at N              step N dies of SIGSEGV inside a range, its kernels queued (with
+                            DLPROF_MODE=flight-recorder, the crash file keeps the last steps)
   --stats FILE              also time every kernel of the recorded steps with CUDA events and write
                             what scripts/gpu_validate.py checks the trace against to FILE (JSON)
   --help                    this text
@@ -497,7 +501,7 @@ Options parse_options(int argc, char** argv) {
   Options options;
   bool steps_given = false;
   dlprof_examples::for_each_flag(
-      argc, argv, {"--steps", "--active", "--batch-size", "--host-memory", "--log-dir", "--profile", "--stats"},
+      argc, argv, {"--steps", "--active", "--batch-size", "--host-memory", "--log-dir", "--profile", "--crash-at", "--stats"},
       options.help, [&](std::string_view flag, std::string_view value) {
         if (flag == "--steps") {
           options.steps = parse_int(flag, value, 1, 1'000'000);
@@ -508,6 +512,7 @@ Options parse_options(int argc, char** argv) {
         else if (flag == "--host-memory") throw UsageError(fmt::format("--host-memory expects pageable or pinned, got '{}'", value));
         else if (flag == "--profile" && (value == "on" || value == "off")) options.profile = value == "on";
         else if (flag == "--profile") throw UsageError(fmt::format("--profile expects on or off, got '{}'", value));
+        else if (flag == "--crash-at") options.crash_at = parse_int(flag, value, 0, 1'000'000);
         else if (value.empty()) throw UsageError(fmt::format("{} needs a non-empty value", flag));
         else if (flag == "--log-dir") options.log_dir = std::string(value);
         else options.stats_path = std::string(value);
@@ -562,6 +567,15 @@ void write_stats(const std::string& path, const std::vector<std::int64_t>& recor
                      options.pinned ? "pinned" : "pageable", options.batch_size, fmt::join(recorded_steps, ", "), launches,
                      timed, timed_ms, by_kernel, mean_step_ms);
   if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", path));
+}
+
+/// A fatal signal inside a range while the step's kernels are queued: a store to a page the
+/// process may not touch.
+[[noreturn]] void crash_inside_a_range() {
+  DLPROF_RANGE("crash_site");
+  void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  *static_cast<volatile int*>(page) = 1;
+  std::abort();
 }
 
 }  // namespace
@@ -644,6 +658,7 @@ int main(int argc, char** argv) {
       CUDA_CHECK(cudaEventRecord(batch.consumed, compute_stream));
       model.sgd_step(kLearningRate);
       gpu_step.end();
+      if (step == options.crash_at) crash_inside_a_range();
       if (step + 1 < options.steps) {
         // After this step's work is queued: a pageable copy blocks the host while the GPU computes.
         DLPROF_RANGE("prefetch", Category::DataLoader);

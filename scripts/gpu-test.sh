@@ -39,10 +39,17 @@ if [[ -n $torch_prefix ]]; then
   prefix_path+=";$torch_prefix"
   echo "== LibTorch: $(python3 -c 'import torch; print(torch.__version__)') at $torch_prefix"
 fi
+# A PyTorch wheel's include directory carries its own fmt (PyTorch 2.11's is fmt 12), which the
+# compiler finds before the one dlprof links: used header-only, nothing links against another
+# fmt's library.
+torch_flags=()
+if [[ -n $torch_prefix && -f $torch_prefix/../../include/fmt/format-inl.h ]]; then
+  torch_flags=(-DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY)
+fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
 
 echo "== build ($build; log in $logs/build.log)"
-cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_WERROR=ON \
+cmake -S . -B "$build" "${generator[@]}" "${torch_flags[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_WERROR=ON \
   -DDLPROF_WITH_CUDA=ON -DDLPROF_WITH_TORCH=ON -DDLPROF_BUILD_BENCH=OFF \
   -DCMAKE_PREFIX_PATH="$prefix_path" -DZLIB_ROOT="$deps" >"$logs/configure.log" 2>&1 ||
   { tail -40 "$logs/configure.log"; exit 1; }

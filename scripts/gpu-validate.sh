@@ -8,11 +8,18 @@
 #     collecting CPU ranges and CUPTI activity;
 #  4. runs it under DLPROF_MODE=flight-recorder with CUDA activity and checks that a dump asked for
 #     by the trigger file holds kernels;
-#  5. where Python's PyTorch brings a LibTorch with NCCL, builds examples/distributed_training
-#     against it and trains one rank over NCCL: its trace must hold the all-reduces as
-#     record_param_comms ops with their args, NCCL kernels linked to them, and distributedInfo
-#     with backend nccl, pg_config and nccl_version.
-# Exits 1 when a check of step 2, 4 or 5 fails (after the others have run), 0 otherwise.
+#  5. runs it under the flight recorder with CUDA activity until it dies of SIGSEGV (--crash-at):
+#     the process must die of that signal, and dlprof-report must read the crash file, marked with
+#     the signal and holding the steps before it;
+#  6. where Python's PyTorch brings a LibTorch with CUDA, builds examples/distributed_training and
+#     bench/torch_profiler_side_by_side against it, then
+#     - trains one rank over NCCL: its trace must hold the all-reduces as record_param_comms ops
+#       with their args, NCCL kernels linked to them, and distributedInfo with backend nccl,
+#       pg_config and nccl_version;
+#     - runs dlprof beside torch.profiler (LibTorch's Kineto profiler) on the same training loop
+#       (scripts/gpu_side_by_side.py): the kernel multisets, the kernels linked to ops, the
+#       step-time overhead and the CPU cost per kernel launch of each.
+# Exits 1 when a check of step 2, 4, 5 or 6 fails (after the others have run), 0 otherwise.
 #
 # Environment:
 #   DLPROF_DEPS_PREFIX  an install prefix holding what the machine's packages lack: fmt's headers
@@ -20,30 +27,67 @@
 #                       zlib development package. Passed to CMake as CMAKE_PREFIX_PATH. Defaults
 #                       to .carry/deps when scripts/gpu-carry.sh has filled it.
 #   GPU_VALIDATE_RUNS   profiler-off/profiler-on run pairs for the overhead figure (default 3)
+#   GPU_VALIDATE_ROUNDS rounds of the side-by-side runs (default 3)
+#   GPU_VALIDATE_OUT    a directory that receives what is worth keeping: the side-by-side summary
+#                       and its train traces (gzip), the crash file, the flight recorder's dump
 #   CUDAARCHS           GPU architectures to build for (CMake's variable; default 80;90)
 # Extra arguments go to every run of the example, e.g. `scripts/gpu-validate.sh --host-memory pageable`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build/gpu-validate
+torch_build=$build-torch
 runs=${GPU_VALIDATE_RUNS:-3}
-configure=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPROF_WITH_CUDA=ON -DDLPROF_BUILD_TESTS=OFF
-           -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=ON)
+out=${GPU_VALIDATE_OUT:-}
 if [[ -z ${DLPROF_DEPS_PREFIX:-} && -d .carry/deps ]]; then
   DLPROF_DEPS_PREFIX=$PWD/.carry/deps
 fi
-if [[ -n ${DLPROF_DEPS_PREFIX:-} ]]; then
-  configure+=(-DCMAKE_PREFIX_PATH="$DLPROF_DEPS_PREFIX" -DZLIB_ROOT="$DLPROF_DEPS_PREFIX")
-fi
+generator=()
 if command -v ninja >/dev/null; then
-  configure+=(-G Ninja)
+  generator=(-G Ninja)
+fi
+common=(-DCMAKE_BUILD_TYPE=Release -DDLPROF_WITH_CUDA=ON -DDLPROF_BUILD_TESTS=OFF -DDLPROF_BUILD_EXAMPLES=ON
+        "${generator[@]}")
+deps_prefix=()
+if [[ -n ${DLPROF_DEPS_PREFIX:-} ]]; then
+  common+=(-DZLIB_ROOT="$DLPROF_DEPS_PREFIX")
+  deps_prefix=(-DCMAKE_PREFIX_PATH="$DLPROF_DEPS_PREFIX")
+fi
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+# A PyTorch wheel's include directory carries its own fmt (PyTorch 2.11's is fmt 12), which the
+# compiler finds before the one dlprof links: used header-only, nothing links against another
+# fmt's library.
+torch_flags=()
+if [[ -n $torch_prefix && -f $torch_prefix/../../include/fmt/format-inl.h ]]; then
+  torch_flags=(-DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY)
+fi
+if [[ -n $out ]]; then
+  mkdir -p "$out"
 fi
 
-echo "== build ($build)"
-cmake "${configure[@]}" >/dev/null
-cmake --build "$build" --target cuda_training_loop -j "$(nproc)"
+# Both builds at once: the CUDA example and dlprof-report, and what builds against LibTorch.
+echo "== build ($build${torch_prefix:+ and $torch_build})"
+cmake -S . -B "$build" "${common[@]}" "${deps_prefix[@]}" -DDLPROF_BUILD_BENCH=OFF >/dev/null
+torch_built=0
+if [[ -n $torch_prefix ]]; then
+  cmake -S . -B "$torch_build" "${common[@]}" "${torch_flags[@]}" -DDLPROF_WITH_TORCH=ON -DDLPROF_BUILD_BENCH=ON \
+    -DCMAKE_PREFIX_PATH="${DLPROF_DEPS_PREFIX:+$DLPROF_DEPS_PREFIX;}$torch_prefix" >/dev/null
+  cmake --build "$torch_build" --target distributed_training torch_profiler_side_by_side -j "$(nproc)" \
+    >"$torch_build.log" 2>&1 &
+  torch_builder=$!
+fi
+cmake --build "$build" --target cuda_training_loop dlprof_report -j "$(nproc)"
+if [[ -n $torch_prefix ]]; then
+  if wait "$torch_builder"; then
+    torch_built=1
+  else
+    grep -E 'error' -A5 "$torch_build.log" | head -60
+  fi
+fi
 example=$build/examples/cuda_training_loop
+report=$build/tools/dlprof-report
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+python3 -c 'import torch; print(f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}")' 2>/dev/null || true
 
 echo "== trace checked against the program's own measurements"
 rm -rf "$build/log" "$build/stats.json"
@@ -100,24 +144,48 @@ if not kernels:
     sys.exit("gpu-validate: the flight recorder's dump has no kernels")
 EOF
 
+if [[ -n $out ]]; then
+  for dump in "$build"/flight-log/*.pt.trace.json; do
+    gzip -c "$dump" >"$out/flight-dump.pt.trace.json.gz"
+  done
+fi
+
+echo "== a crash with CUDA activity: the flight recorder's crash file"
+rm -rf "$build/crash-log"
+crash_status=0
+DLPROF_MODE=flight-recorder DLPROF_ACTIVITIES=cpu,cuda DLPROF_FLIGHT_STEPS=3 \
+  "$example" --steps 12 --crash-at 8 --log-dir "$build/crash-log" "$@" >/dev/null 2>"$build/crash.stderr" || crash_status=$?
+crash_files=("$build"/crash-log/*.dlprof-crash)
+if ((crash_status != 128 + 11)); then
+  echo "gpu-validate: --crash-at 8 exited with status $crash_status, not 139 (SIGSEGV)" >&2
+  tail -5 "$build/crash.stderr" >&2
+  validation=1
+elif [[ ! -f ${crash_files[0]} ]]; then
+  echo "gpu-validate: the crash left no .dlprof-crash file in $build/crash-log" >&2
+  validation=1
+else
+  if [[ -n $out ]]; then
+    cp "${crash_files[0]}" "$out/"
+  fi
+  "$report" --format json "$build/crash-log" >"$build/crash-report.json" || validation=1
+  python3 - "$build/crash-report.json" <<'EOF' || validation=1
+import json, sys
+rank = json.load(open(sys.argv[1]))["ranks"][0]
+steps = [s["step"] for s in rank["step_breakdown"]]
+print(f"crash file: died of SIGSEGV; dlprof-report reads it: {rank['flight_recorder_dump']!r}, steps {steps}")
+if "SIGSEGV" not in str(rank["flight_recorder_dump"]) or not steps:
+    sys.exit("gpu-validate: the crash file's report names no SIGSEGV or holds no step")
+EOF
+fi
+
 echo "== one rank over NCCL: collectives recorded, NCCL kernels linked to them"
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
 if [[ -z $torch_prefix ]]; then
   echo "skipped: Python has no PyTorch, so there is no LibTorch with NCCL to build against"
 else
-  nccl_build=$build-nccl
-  nccl_configure=(-S . -B "$nccl_build" -DCMAKE_BUILD_TYPE=Release -DDLPROF_WITH_CUDA=ON -DDLPROF_WITH_TORCH=ON
-                  -DDLPROF_BUILD_TESTS=OFF -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=ON
-                  -DCMAKE_PREFIX_PATH="${DLPROF_DEPS_PREFIX:+$DLPROF_DEPS_PREFIX;}$torch_prefix")
-  if [[ -n ${DLPROF_DEPS_PREFIX:-} ]]; then
-    nccl_configure+=(-DZLIB_ROOT="$DLPROF_DEPS_PREFIX")
-  fi
-  if command -v ninja >/dev/null; then
-    nccl_configure+=(-G Ninja)
-  fi
-  cmake "${nccl_configure[@]}" >/dev/null
-  if ! cmake --build "$nccl_build" --target distributed_training -j "$(nproc)"; then
-    echo "gpu-validate: distributed_training does not build against $torch_prefix" >&2
+  nccl_build=$torch_build
+  if ((torch_built == 0)); then
+    echo "gpu-validate: distributed_training or torch_profiler_side_by_side does not build against $torch_prefix" \
+      "($torch_build.log)" >&2
     validation=1
   else
     rm -rf "$nccl_build/log"
@@ -138,21 +206,39 @@ ranges = [e for e in events if e.get("name", "").startswith("nccl:all_reduce")]
 external = {e.get("args", {}).get("External id") for e in comms + ranges} - {None}
 nccl = [e for e in events if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower()]
 linked = [e for e in nccl if e.get("args", {}).get("External id") in external]
+work = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        and e.get("args", {}).get("External id") in external]
+world = int(info.get("world_size", 1) or 1)
 print(f"NCCL run: backend {info.get('backend')!r}, nccl_version {info.get('nccl_version')!r}, "
-      f"{len(info.get('pg_config', []))} group(s); {len(comms)} all-reduces recorded, {len(nccl)} NCCL kernels, "
-      f"{len(linked)} linked to an all-reduce")
+      f"{len(info.get('pg_config', []))} group(s), world size {world}; {len(comms)} all-reduces recorded, "
+      f"{len(nccl)} NCCL kernels, {len(linked)} linked to an all-reduce; GPU work linked to an all-reduce: "
+      + (", ".join(f"{e.get('cat')} {e.get('name')}" for e in work[:4]) or "none"))
 problems = []
 if info.get("backend") != "nccl" or not info.get("nccl_version") or not info.get("pg_config"):
     problems.append("distributedInfo lacks backend nccl, nccl_version or pg_config")
 if not comms:
     problems.append("no record_param_comms all-reduce")
-if not nccl:
+if not nccl and world == 1:
+    # One rank has nothing to exchange: NCCL copies the buffer or, in place, does nothing.
+    print("one rank: NCCL runs no ring kernel, so the kernel link is checked only with two ranks or more")
+elif not nccl:
     problems.append("no NCCL kernel")
 elif len(linked) < len(nccl):
     problems.append(f"{len(nccl) - len(linked)} NCCL kernels not linked to their all-reduce")
 if problems:
     sys.exit("gpu-validate: " + "; ".join(problems))
 EOF
+
+    echo "== dlprof beside torch.profiler on the same training loop"
+    rm -rf "$torch_build/side-by-side"
+    python3 scripts/gpu_side_by_side.py --program "$torch_build/bench/torch_profiler_side_by_side" \
+      --out "$torch_build/side-by-side" --rounds "${GPU_VALIDATE_ROUNDS:-3}" || validation=1
+    if [[ -n $out && -f $torch_build/side-by-side/side_by_side.json ]]; then
+      cp "$torch_build/side-by-side/side_by_side.json" "$out/"
+      for profiler in dlprof torch; do
+        gzip -c "$torch_build/side-by-side/train/$profiler.pt.trace.json" >"$out/train-$profiler.pt.trace.json.gz"
+      done
+    fi
   fi
 fi
 

@@ -239,6 +239,54 @@ TEST_F(CuptiBackendTest, KernelsOfAScheduledRunLinkToTheRangesThatLaunchedThem) 
   EXPECT_EQ(json["deviceProperties"][0]["numSms"], 132);
 }
 
+// The calls LibTorch makes around every op that change nothing on the GPU (cudaGetDevice,
+// cudaGetLastError, cuDevicePrimaryCtxGetState): CUPTI is asked not to record them, each time its
+// kinds are enabled, and a record of one that an older CUPTI still writes stays out of the trace
+// while the launch beside it is kept.
+TEST_F(CuptiBackendTest, CallsThatChangeNothingOnTheGpuStayOutOfTheTrace) {
+  CuptiBackend backend(played_driver(), played_cupti());
+  use(backend);
+  dlprof::Profiler profiler(
+      dlprof::ProfilerOptions{}.activities({dlprof::Activity::CPU, dlprof::Activity::CUDA}));
+  profiler.start();
+  {
+    DLPROF_RANGE("op");
+    dlprof_test::record_call(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020);
+    launch_kernel("_Z4stepv", 7);
+    dlprof_test::record_call(CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020);
+  }
+  profiler.stop();
+  EXPECT_THAT(played.runtime_apis_off, testing::IsSupersetOf({CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+                                                               CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+                                                               CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000}));
+  EXPECT_THAT(played.runtime_apis_off, testing::Not(testing::Contains(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)));
+  EXPECT_THAT(played.runtime_apis_off,
+              testing::Not(testing::Contains(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020)));
+  EXPECT_THAT(played.driver_apis_off, testing::IsSupersetOf({CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+                                                              CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent}));
+  EXPECT_THAT(played.driver_apis_off, testing::Not(testing::Contains(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)));
+
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const nlohmann::json json = load_trace(*trace);
+  std::vector<std::string> calls;
+  for (const auto& event : json["traceEvents"])
+    if (event.value("cat", "") == "cuda_runtime") calls.push_back(event["name"]);
+  EXPECT_THAT(calls, testing::ElementsAre("cudaLaunchKernel"));
+}
+
+TEST(UntracedApiTest, QueriesAreLeftOutUnderEveryEntryPointNameAndWorkIsKept) {
+  using dlprof::detail::is_untraced_api;
+  for (const char* name : {"cudaGetDevice", "cudaStreamIsCapturing_ptsz", "cudaStreamGetCaptureInfo_v2",
+                           "cudaStreamGetCaptureInfo_v2_ptsz", "cuDevicePrimaryCtxGetState", "cuCtxGetDevice_v2",
+                           "cuKernelGetName", "cudaGetDriverEntryPointByVersion_ptsz"})
+    EXPECT_TRUE(is_untraced_api(name)) << name;
+  for (const char* name : {"cudaLaunchKernel", "cudaLaunchKernelExC_ptsz", "cuLaunchKernel", "cudaMemcpyAsync",
+                           "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMalloc", "cudaEventQuery",
+                           "cudaGraphLaunch", "cudaGetDeviceX", "", "_v2", "cudaGetDevice_vX"})
+    EXPECT_FALSE(is_untraced_api(name)) << name;
+}
+
 // An NCCL all-reduce: its kernel links to the nccl:all_reduce range inside the collective's
 // record_param_comms op, as Kineto links it to c10d's nccl:all_reduce op, and is communication to
 // HTA's kernel types.

@@ -39,6 +39,7 @@ struct Played {
   CUpti_BuffersCallbackCompleteFunc completed = nullptr;
   CUpti_TimestampCallbackFunc timestamp = nullptr;
   std::vector<std::uint64_t> external_ids;  // CUPTI's external correlation stack
+  std::vector<CUpti_CallbackId> runtime_apis_off, driver_apis_off;  // cuptiActivityEnable{Runtime,Driver}Api(id, 0)
   std::vector<std::uint8_t> pending;        // records completed at the next flush
   std::uint32_t next_correlation = 100;
 };
@@ -142,6 +143,14 @@ inline CuptiLibrary played_cupti() {
     const std::size_t valid = played.pending.size();
     played.pending.clear();
     played.completed(nullptr, 0, buffer, size, valid);
+    return CUPTI_SUCCESS;
+  };
+  cupti.enable_runtime_api = [](CUpti_CallbackId cbid, std::uint8_t enable) {
+    if (enable == 0) played.runtime_apis_off.push_back(cbid);
+    return CUPTI_SUCCESS;
+  };
+  cupti.enable_driver_api = [](CUpti_CallbackId cbid, std::uint8_t enable) {
+    if (enable == 0) played.driver_apis_off.push_back(cbid);
     return CUPTI_SUCCESS;
   };
   cupti.get_num_dropped_records = [](CUcontext, std::uint32_t, std::size_t* dropped) {

@@ -80,6 +80,7 @@ class CuptiBackend final : public GpuBackend {
                                    cupti_.describe(result)));
       return false;
     }
+    leave_out_untraced_apis();
     g_push_external_id.store(&push_external_id, std::memory_order_relaxed);
     g_pop_external_id.store(&pop_external_id, std::memory_order_relaxed);
     enabled_ = true;
@@ -112,6 +113,12 @@ class CuptiBackend final : public GpuBackend {
 
   void discard_before(std::int64_t tick) override { collector_->discard_before(clock().from_ticks(tick)); }
 
+  /// The runtime and driver calls the trace leaves out (is_untraced_api), by callback id.
+  struct UntracedApis {
+    std::vector<CUpti_CallbackId> runtime, driver;
+  };
+  const UntracedApis& untraced_apis() const noexcept { return untraced_; }
+
   /// Why GPU activity is not collected; empty while it is, or before the first attempt.
   std::string unavailable_reason() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -119,6 +126,32 @@ class CuptiBackend final : public GpuBackend {
   }
 
  private:
+  /// Asks CUPTI to record none of the calls the trace leaves out, where it can (CUDA 12.6 and
+  /// later): enabling RUNTIME and DRIVER turns every call back on, so after each enable. The
+  /// collector drops the records of those calls that an older CUPTI still writes.
+  void leave_out_untraced_apis() {
+    if (cupti_.enable_runtime_api != nullptr)
+      for (const CUpti_CallbackId cbid : untraced_.runtime) cupti_.enable_runtime_api(cbid, 0);
+    if (cupti_.enable_driver_api != nullptr)
+      for (const CUpti_CallbackId cbid : untraced_.driver) cupti_.enable_driver_api(cbid, 0);
+  }
+
+  /// The callback ids of the untraced calls this CUPTI knows, found by name once: their ids
+  /// differ from one CUDA version to the next.
+  void find_untraced_apis() {
+    if (cupti_.get_callback_name == nullptr) return;
+    const auto find = [this](CUpti_CallbackDomain domain, std::uint32_t end, std::vector<CUpti_CallbackId>& ids) {
+      for (std::uint32_t cbid = 1; cbid < end; ++cbid) {
+        const char* name = nullptr;
+        if (cupti_.get_callback_name(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr &&
+            is_untraced_api(api_display_name(name)))
+          ids.push_back(cbid);
+      }
+    };
+    find(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, untraced_.runtime);
+    find(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, untraced_.driver);
+  }
+
   bool probe() {
     std::string error;
     if (!libraries_given_ && !driver_.open(error)) return warn_unavailable(error);
@@ -153,6 +186,7 @@ class CuptiBackend final : public GpuBackend {
     if (const CUptiResult result = cupti_.register_callbacks(&buffer_requested, &buffer_completed);
         result != CUPTI_SUCCESS)
       return warn_unavailable(fmt::format("cuptiActivityRegisterCallbacks failed: {}", cupti_.describe(result)));
+    find_untraced_apis();
     return true;
   }
 
@@ -232,6 +266,7 @@ class CuptiBackend final : public GpuBackend {
   std::vector<CUpti_ActivityKind> kinds_;
   std::vector<DeviceProperties> devices_;
   std::string cupti_version_;
+  UntracedApis untraced_;
   std::string driver_version_;
   std::unique_ptr<BufferPool> pool_;  // 32 MiB lent to CUPTI, up to 256 MiB under load
   std::unique_ptr<RecordCollector> collector_;

@@ -109,6 +109,9 @@ struct CuptiLibrary {
   CUptiResult (*get_callback_name)(CUpti_CallbackDomain domain, std::uint32_t cbid, const char** name) = nullptr;
   CUptiResult (*push_external_correlation_id)(CUpti_ExternalCorrelationKind kind, std::uint64_t id) = nullptr;
   CUptiResult (*pop_external_correlation_id)(CUpti_ExternalCorrelationKind kind, std::uint64_t* id) = nullptr;
+  /// Records of one runtime or driver call on or off; null in CUPTIs before CUDA 12.6.
+  CUptiResult (*enable_runtime_api)(CUpti_CallbackId cbid, std::uint8_t enable) = nullptr;
+  CUptiResult (*enable_driver_api)(CUpti_CallbackId cbid, std::uint8_t enable) = nullptr;
 
   /// Opens libcupti.so.<major> of the CUPTI these headers describe: first where the dynamic
   /// loader looks, then in the toolkit dlprof was configured with; DLPROF_CUPTI_LIBRARY names
@@ -152,6 +155,8 @@ struct CuptiLibrary {
         load_symbol<decltype(push_external_correlation_id)>(library, "cuptiActivityPushExternalCorrelationId");
     pop_external_correlation_id =
         load_symbol<decltype(pop_external_correlation_id)>(library, "cuptiActivityPopExternalCorrelationId");
+    enable_runtime_api = load_symbol<decltype(enable_runtime_api)>(library, "cuptiActivityEnableRuntimeApi");
+    enable_driver_api = load_symbol<decltype(enable_driver_api)>(library, "cuptiActivityEnableDriverApi");
     if (get_version == nullptr || subscribe == nullptr || register_callbacks == nullptr || enable == nullptr ||
         disable == nullptr || flush_all == nullptr || get_next_record == nullptr ||
         push_external_correlation_id == nullptr || pop_external_correlation_id == nullptr) {

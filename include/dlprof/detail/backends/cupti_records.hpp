@@ -108,6 +108,81 @@ inline std::string api_display_name(std::string_view callback_name) {
   return std::string(callback_name);
 }
 
+/// Whether a runtime or driver call (its name as api_display_name spells it) stays out of the
+/// trace: calls that ask something or set the calling thread's device and change nothing on the
+/// GPU. LibTorch makes several per op (cudaGetDevice, cuDevicePrimaryCtxGetState,
+/// cudaGetLastError), and recording each costs the launching thread about what the launch's own
+/// record does. Kineto leaves most of them out too (its runtime block list). Per-thread-stream
+/// (`_ptsz`) and later (`_v2`) entry points count as the call they stand for.
+inline bool is_untraced_api(std::string_view name) noexcept {
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (const std::string_view tail : {std::string_view("_ptsz"), std::string_view("_ptds")}) {
+      if (name.size() > tail.size() && name.substr(name.size() - tail.size()) == tail) {
+        name.remove_suffix(tail.size());
+        stripped = true;
+      }
+    }
+    const std::size_t version = name.rfind("_v");
+    if (version != std::string_view::npos && version + 2 < name.size() &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(version + 2), name.end(),
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      name = name.substr(0, version);
+      stripped = true;
+    }
+  }
+  static constexpr std::string_view kUntraced[] = {  // sorted
+      "cuCtxGetCurrent",
+      "cuCtxGetDevice",
+      "cuCtxGetId",
+      "cuCtxGetStreamPriorityRange",
+      "cuCtxSetCurrent",
+      "cuDeviceGet",
+      "cuDeviceGetAttribute",
+      "cuDevicePrimaryCtxGetState",
+      "cuDriverGetVersion",
+      "cuFuncGetAttribute",
+      "cuFuncGetName",
+      "cuFuncGetParamInfo",
+      "cuGetErrorName",
+      "cuGetErrorString",
+      "cuGetProcAddress",
+      "cuKernelGetAttribute",
+      "cuKernelGetFunction",
+      "cuKernelGetName",
+      "cuPointerGetAttribute",
+      "cuPointerGetAttributes",
+      "cuStreamGetCaptureInfo",
+      "cuStreamGetCtx",
+      "cuStreamGetId",
+      "cuStreamIsCapturing",
+      "cuThreadExchangeStreamCaptureMode",
+      "cudaDeviceGetAttribute",
+      "cudaDriverGetVersion",
+      "cudaFuncGetAttributes",
+      "cudaFuncGetName",
+      "cudaGetDevice",
+      "cudaGetDeviceCount",
+      "cudaGetDeviceFlags",
+      "cudaGetDeviceProperties",
+      "cudaGetDriverEntryPoint",
+      "cudaGetDriverEntryPointByVersion",
+      "cudaGetErrorName",
+      "cudaGetErrorString",
+      "cudaGetFuncBySymbol",
+      "cudaGetKernel",
+      "cudaGetLastError",
+      "cudaPeekAtLastError",
+      "cudaPointerGetAttributes",
+      "cudaRuntimeGetVersion",
+      "cudaSetDevice",
+      "cudaStreamGetCaptureInfo",
+      "cudaStreamIsCapturing",
+      "cudaThreadExchangeStreamCaptureMode",
+  };
+  return std::binary_search(std::begin(kUntraced), std::end(kUntraced), name);
+}
+
 /// CUPTI's overhead kinds as Kineto names them.
 inline std::string_view overhead_kind_name(CUpti_ActivityOverheadKind kind) noexcept {
   switch (kind) {
@@ -253,14 +328,17 @@ class RecordCollector {
         const auto& call = reinterpret_cast<const CUpti_ActivityAPI&>(record);
         if (!keep(call.correlationId)) return;
         window_max_correlation_ = std::max(window_max_correlation_, call.correlationId);
+        const bool driver = record.kind == CUPTI_ACTIVITY_KIND_DRIVER;
+        const ApiName name = api_name(driver, call.cbid);
+        if (name.untraced) return;  // recorded by a CUPTI that cannot leave single calls out
         ApiEvent event;
         event.start_ns = static_cast<std::int64_t>(call.start);
         event.end_ns = static_cast<std::int64_t>(call.end);
-        event.driver = record.kind == CUPTI_ACTIVITY_KIND_DRIVER;
+        event.driver = driver;
         event.cbid = call.cbid;
         event.correlation = call.correlationId;
         event.thread = call.threadId;  // the OS thread id: the backend sets CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM
-        event.name = api_name(event.driver, call.cbid);
+        event.name = name.id;
         store(activity_.api, event);
         return;
       }
@@ -443,17 +521,25 @@ class RecordCollector {
     return found->second;
   }
 
-  std::uint32_t api_name(bool driver, std::uint32_t cbid) {
+  struct ApiName {
+    std::uint32_t id = 0;
+    bool untraced = false;  ///< is_untraced_api
+  };
+
+  ApiName api_name(bool driver, std::uint32_t cbid) {
     const std::uint64_t key = (std::uint64_t{driver} << 32) | cbid;
-    auto [found, inserted] = api_names_.try_emplace(key, 0u);
+    auto [found, inserted] = api_names_.try_emplace(key);
     if (inserted) {
       const char* name = nullptr;
       const CUpti_CallbackDomain domain = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
       if (cupti_.get_callback_name == nullptr || cupti_.get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS ||
-          name == nullptr)
-        found->second = intern(fmt::format("{} API call {}", driver ? "driver" : "runtime", cbid));
-      else
-        found->second = intern(api_display_name(name));
+          name == nullptr) {
+        found->second.id = intern(fmt::format("{} API call {}", driver ? "driver" : "runtime", cbid));
+      } else {
+        std::string display_name = api_display_name(name);
+        found->second.untraced = is_untraced_api(display_name);
+        found->second.id = intern(std::move(display_name));
+      }
     }
     return found->second;
   }
@@ -465,7 +551,7 @@ class RecordCollector {
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t> name_index_;
   std::unordered_map<const char*, std::uint32_t> kernel_names_;
-  std::unordered_map<std::uint64_t, std::uint32_t> api_names_;
+  std::unordered_map<std::uint64_t, ApiName> api_names_;
   std::size_t stored_ = 0;
   bool keep_newest_ = false;
   std::int64_t discard_before_ = INT64_MIN;  ///< records that end before it are not wanted
