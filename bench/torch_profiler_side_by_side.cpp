@@ -125,8 +125,9 @@ class DlprofUnderTest final : public ProfilerUnderTest {
                   .activities(std::move(activities))
                   .schedule(dlprof::schedule(kWaitSteps, kWarmupSteps, kActiveSteps, /*repeat=*/1))
                   .record_shapes(true)
-                  .on_trace_ready(dlprof::TraceHandler([path](const dlprof::Trace& trace) { trace.save(path); },
-                                                       /*run_in_background=*/true))) {}
+                  .on_trace_ready(dlprof::TraceHandler(
+                      [path](const dlprof::Trace& trace) { dlprof::save_chrome_trace(trace, path); },
+                      /*run_in_background=*/true))) {}
   void start() override { prof_.start(); }
   void step(int /*step*/) override { prof_.step(); }
   void finish() override {

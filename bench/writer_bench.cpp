@@ -196,7 +196,7 @@ void BM_trace_save(benchmark::State& state) {
   const bool gzip = state.range(0) != 0;
   const std::string path =
       fmt::format("/tmp/dlprof_writer_bench_{}.pt.trace.json{}", static_cast<long>(::getpid()), gzip ? ".gz" : "");
-  for (auto _ : state) input.save(path);
+  for (auto _ : state) dlprof::save_chrome_trace(input, path);
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(input.events.size()));
   if (FILE* file = std::fopen(path.c_str(), "rb")) {
     std::fseek(file, 0, SEEK_END);

@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
     print_usage();
     return 0;
   }
-  const dlprof::DistributedInfo launched = dlprof::DistributedInfo::from_environment();
+  const dlprof::DistributedInfo launched = dlprof::distributed_info_from_environment();
   const int rank = static_cast<int>(launched.rank), world_size = static_cast<int>(launched.world_size);
   const std::string master = environment("MASTER_ADDR", "127.0.0.1");
   const std::string port_text = environment("MASTER_PORT", "29500");

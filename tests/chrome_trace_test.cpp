@@ -325,7 +325,7 @@ class ChromeTraceDistributedInfoTest : public ::testing::Test {
   using RankAndSize = std::pair<std::int64_t, std::int64_t>;
 
   static RankAndSize rank_and_size() {
-    const dlprof::DistributedInfo info = dlprof::DistributedInfo::from_environment();
+    const dlprof::DistributedInfo info = dlprof::distributed_info_from_environment();
     return {info.rank, info.world_size};
   }
 
@@ -688,7 +688,7 @@ TEST(ChromeTraceTest, ThreadNameCutByPrctlMidCharacterStillSavesValidJson) {
   }
   ASSERT_NE(trace, nullptr);
   const fs::path path = dir.path() / "cut.pt.trace.json";
-  trace->save(path.string());
+  dlprof::save_chrome_trace(*trace, path.string());
   const std::string text = read_file(path);
   EXPECT_TRUE(is_valid_utf8(text));
   json document;
@@ -797,12 +797,12 @@ TEST(ChromeTraceTest, HostileNamesMakeAFilePythonAndRapidJsonAccept) {
 }
 
 TEST(ChromeTraceTest, SavedHostileNamesMakeAFilePythonAccepts) {
-  // Through Trace::save and the atomic file, plain and gzip: the same repaired text.
+  // Through save_chrome_trace and the atomic file, plain and gzip: the same repaired text.
   const TempDir dir;
   const fs::path plain = dir.path() / "saved.pt.trace.json";
   const fs::path compressed = dir.path() / "saved.pt.trace.json.gz";
-  hostile_trace().save(plain.string());
-  hostile_trace().save(compressed.string());
+  dlprof::save_chrome_trace(hostile_trace(), plain.string());
+  dlprof::save_chrome_trace(hostile_trace(), compressed.string());
   const std::string text = read_file(plain);
   EXPECT_TRUE(is_valid_utf8(text));
   EXPECT_EQ(read_gzip(compressed), chrome_text(hostile_trace(), compressed.string()));
@@ -952,7 +952,7 @@ TEST(ChromeTraceTest, SaveWritesParsableJsonAtomically) {
   WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("saved", kBaseNs + 2'000, kBaseNs + 3'000);
   const fs::path path = dir.path() / "w.1.pt.trace.json";
-  builder.trace().save(path.string());
+  dlprof::save_chrome_trace(builder.trace(), path.string());
 
   const std::string text = read_file(path);
   EXPECT_EQ(text, chrome_text(builder.trace(), path.string()));
@@ -962,7 +962,7 @@ TEST(ChromeTraceTest, SaveWritesParsableJsonAtomically) {
   EXPECT_THAT(files, ElementsAre("w.1.pt.trace.json")) << "no temporary file may be left behind";
 }
 
-// Trace::save streams through a bounded buffer; a trace of several MiB must come out byte for
+// save_chrome_trace streams through a bounded buffer; a trace of several MiB must come out byte for
 // byte as the whole-buffer writer produces it, plain and gzip.
 TEST(ChromeTraceTest, SaveStreamsLargeTracesWithoutChangingABytePlainOrGzip) {
   const TempDir dir;
@@ -972,11 +972,11 @@ TEST(ChromeTraceTest, SaveStreamsLargeTracesWithoutChangingABytePlainOrGzip) {
   ASSERT_GT(expected_plain.size(), std::size_t{4} << 20) << "the trace must span several flushes";
 
   const fs::path plain = dir.path() / "big.pt.trace.json";
-  builder.trace().save(plain.string());
+  dlprof::save_chrome_trace(builder.trace(), plain.string());
   EXPECT_EQ(read_file(plain), expected_plain);
 
   const fs::path compressed = dir.path() / "big.pt.trace.json.gz";
-  builder.trace().save(compressed.string());
+  dlprof::save_chrome_trace(builder.trace(), compressed.string());
   EXPECT_EQ(read_gzip(compressed), chrome_text(builder.trace(), compressed.string()));
 }
 
@@ -985,7 +985,7 @@ TEST(ChromeTraceTest, SaveToGzPathWritesGzip) {
   WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.event("compressed", kBaseNs + 2'000, kBaseNs + 3'000);
   const fs::path path = dir.path() / "w.1.pt.trace.json.gz";
-  builder.trace().save(path.string());
+  dlprof::save_chrome_trace(builder.trace(), path.string());
 
   const std::string raw = read_file(path);
   ASSERT_GE(raw.size(), 2u);
@@ -1007,7 +1007,7 @@ TEST(ChromeTraceTest, SaveToUnwritablePathThrowsNamingThePath) {
   for (const char* name : {"trace.json", "trace.json.gz"}) {
     const std::string path = (dir.path() / "file" / "sub" / name).string();
     try {
-      builder.trace().save(path);
+      dlprof::save_chrome_trace(builder.trace(), path);
       ADD_FAILURE() << "save(" << path << ") did not throw";
     } catch (const std::runtime_error& error) {
       EXPECT_THAT(error.what(), HasSubstr(path));
@@ -1054,12 +1054,12 @@ TEST(ChromeTraceTest, SaveThroughASymlinkReplacesItsTargetAndKeepsTheLink) {
   fs::create_symlink(dir.path() / "link.pt.trace.json", dir.path() / "runs" / "chain.pt.trace.json");
 
   const fs::path link = dir.path() / "link.pt.trace.json";
-  builder.trace().save(link.string());
+  dlprof::save_chrome_trace(builder.trace(), link.string());
   EXPECT_TRUE(is_link(link));
   EXPECT_EQ(read_file(dir.path() / "runs" / "real.pt.trace.json"), chrome_text(builder.trace(), link.string()));
 
   const fs::path chain = dir.path() / "runs" / "chain.pt.trace.json";
-  builder.trace().save(chain.string());
+  dlprof::save_chrome_trace(builder.trace(), chain.string());
   EXPECT_TRUE(is_link(chain));
   EXPECT_TRUE(is_link(link));
   EXPECT_EQ(read_file(dir.path() / "runs" / "real.pt.trace.json"), chrome_text(builder.trace(), chain.string()));
@@ -1068,7 +1068,7 @@ TEST(ChromeTraceTest, SaveThroughASymlinkReplacesItsTargetAndKeepsTheLink) {
   // name given.
   fs::create_symlink("runs/new.pt.trace.json.gz", dir.path() / "dangling.pt.trace.json.gz");
   const fs::path dangling = dir.path() / "dangling.pt.trace.json.gz";
-  builder.trace().save(dangling.string());
+  dlprof::save_chrome_trace(builder.trace(), dangling.string());
   EXPECT_TRUE(is_link(dangling));
   EXPECT_EQ(read_gzip(dir.path() / "runs" / "new.pt.trace.json.gz"), chrome_text(builder.trace(), dangling.string()));
 
@@ -1087,7 +1087,7 @@ TEST(ChromeTraceTest, SaveToAFifoWritesIntoItForItsReader) {
 
   std::string received;
   std::thread reader([&] { received = read_fifo(fifo, std::chrono::seconds(20)); });
-  builder.trace().save(fifo.string());  // waits for the reader's open
+  dlprof::save_chrome_trace(builder.trace(), fifo.string());  // waits for the reader's open
   reader.join();
   EXPECT_EQ(received, chrome_text(builder.trace(), fifo.string()));
   EXPECT_TRUE(json::accept(received));
@@ -1109,7 +1109,7 @@ TEST(ChromeTraceTest, SaveToAFifoWhoseReaderLeavesFailsWithoutEndingTheProcess) 
   std::string error;
   std::thread writer([&] {
     try {
-      builder.trace().save(fifo.string());  // more than a pipe holds: blocks until the reader leaves
+      dlprof::save_chrome_trace(builder.trace(), fifo.string());  // more than a pipe holds: blocks until the reader leaves
     } catch (const std::runtime_error& failure) {
       error = failure.what();
     }
@@ -1129,8 +1129,8 @@ TEST(ChromeTraceTest, SaveToDevNullWritesIntoTheDeviceWithoutReplacingIt) {
   fs::create_symlink("/dev/null", dir.path() / "discard.pt.trace.json");
   std::string error;
   try {
-    builder.trace().save("/dev/null");
-    builder.trace().save((dir.path() / "discard.pt.trace.json").string());  // through a link to it
+    dlprof::save_chrome_trace(builder.trace(), "/dev/null");
+    dlprof::save_chrome_trace(builder.trace(), (dir.path() / "discard.pt.trace.json").string());  // through a link to it
   } catch (const std::runtime_error& failure) {
     error = failure.what();  // without root, a writer that replaces files cannot write in /dev
   }
@@ -1151,7 +1151,7 @@ TEST(ChromeTraceTest, SaveToADirectoryIsRefusedNamingIt) {
   const TempDir dir;
   WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   try {
-    builder.trace().save(dir.path().string());
+    dlprof::save_chrome_trace(builder.trace(), dir.path().string());
     ADD_FAILURE() << "save(" << dir.path() << ") did not throw";
   } catch (const std::runtime_error& error) {
     EXPECT_EQ(error.what(), fmt::format("dlprof: cannot write trace '{}': it is a directory", dir.path().string()));

@@ -348,7 +348,7 @@ TEST_F(ReferenceTraceTest, OrderPromisedByTraceHpp) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// dlprof's own traces, written by Trace::save and read back field by field
+// dlprof's own traces, written by save_chrome_trace and read back field by field
 
 Trace every_kind_of_event() {
   Trace trace;
@@ -704,7 +704,7 @@ TEST(ImportRoundTripTest, SavedTraceReadsBackFieldByField) {
     SCOPED_TRACE(file);
     TempDir dir;
     const std::string path = (dir.path() / file).string();
-    expected.save(path);
+    dlprof::save_chrome_trace(expected, path);
     expect_same(expected, dlprof::read_trace(path));
   }
 }
@@ -713,12 +713,12 @@ TEST(ImportRoundTripTest, ReadTraceSavedAgainIsTheSameTrace) {
   const Trace first = dlprof::parse_trace(
       [] {
         TempDir dir;
-        every_kind_of_event().save((dir.path() / "a.json").string());
+        dlprof::save_chrome_trace(every_kind_of_event(), (dir.path() / "a.json").string());
         return dlprof_test::read_file(dir.path() / "a.json");
       }(),
       "a.json");
   TempDir dir;
-  first.save((dir.path() / "b.json").string());
+  dlprof::save_chrome_trace(first, (dir.path() / "b.json").string());
   expect_same(first, dlprof::read_trace((dir.path() / "b.json").string()));
 }
 
@@ -740,7 +740,7 @@ TEST(ImportRoundTripTest, HostileNamesReadBackRepairedAndSaveAgainUnchanged) {
     SCOPED_TRACE(file);
     TempDir dir;
     const std::string path = (dir.path() / file).string();
-    written.save(path);
+    dlprof::save_chrome_trace(written, path);
     dlprof::ReadOptions strict;
     strict.strict = true;
     const Trace read = dlprof::read_trace(path, strict);
@@ -762,7 +762,7 @@ TEST(ImportRoundTripTest, HostileNamesReadBackRepairedAndSaveAgainUnchanged) {
     EXPECT_THAT(read.metadata, ::testing::Contains(std::pair<std::string, std::string>(repaired, "\"value\"")));
 
     const std::string again = (dir.path() / "again.pt.trace.json").string();
-    read.save(again);
+    dlprof::save_chrome_trace(read, again);
     const std::string first_text = dlprof_test::read_gzip(path);  // zlib reads a plain file as it is
     std::string second_text = dlprof_test::read_file(again);
     // traceName is the path each was saved to.
@@ -1002,7 +1002,7 @@ TEST(ImportRoundTripTest, NonFiniteCounterSamplesRoundTrip) {
   }
   TempDir dir;
   const std::string path = (dir.path() / "nan.pt.trace.json").string();
-  written.save(path);
+  dlprof::save_chrome_trace(written, path);
   dlprof::ReadOptions strict;
   strict.strict = true;
   for (const Trace& read : {dlprof::read_trace(path), dlprof::read_trace(path, strict)}) {
@@ -1159,7 +1159,7 @@ TEST(ImportErrorTest, NestingBombsStopAtTheDepthLimit) {
 
 TEST(ImportErrorTest, EveryPrefixOfATraceLoadsOrFailsCleanly) {
   TempDir dir;
-  every_kind_of_event().save((dir.path() / "t.json").string());
+  dlprof::save_chrome_trace(every_kind_of_event(), (dir.path() / "t.json").string());
   const std::string json = dlprof_test::read_file(dir.path() / "t.json");
   // Under a sanitizer every fourth prefix, and each of the last 16: every kind of cut end is met
   // many times over, in a quarter of the time.
@@ -1891,7 +1891,7 @@ TEST(ImportSplitTest, EventsLeftOutOnEitherSideAreCountedOnce) {
 
 TEST(ImportSplitTest, EveryPrefixFailsAsOnOneThread) {
   TempDir dir;
-  every_kind_of_event().save((dir.path() / "t.json").string());
+  dlprof::save_chrome_trace(every_kind_of_event(), (dir.path() / "t.json").string());
   const std::string json = dlprof_test::read_file(dir.path() / "t.json");
   EXPECT_TRUE(parts_parse_reads(json, json.size() / 2));
   // Every third prefix (ninth under a sanitizer), and the whole text: each kind of cut end is met
@@ -2399,7 +2399,7 @@ TEST(ImportRoundTripTest, PythonFramesAndUnknownOccupancyReadBackAsWritten) {
 
   TempDir dir;
   const std::string path = (dir.path() / "again.pt.trace.json").string();
-  trace.save(path);
+  dlprof::save_chrome_trace(trace, path);
   EXPECT_THAT(dlprof_test::read_file(path), HasSubstr(R"("cat": "python_function", "name": "nn.Module: Linear_0")"));
   expect_same(trace, dlprof::read_trace(path));
 }

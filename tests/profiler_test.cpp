@@ -561,7 +561,7 @@ TEST(ProfilerTest, NameTableBytesOutOfRangeIsRejected) {
 TEST(ProfilerTest, FullRingCountsExactlyTheDroppedEvents) {
   const TempDir dir;
   dlprof::Profiler prof(dlprof::ProfilerOptions{}.events_per_thread(64).on_trace_ready(
-      [&](const dlprof::Trace& trace) { trace.save((dir.path() / "dropped.json").string()); }));
+      [&](const dlprof::Trace& trace) { dlprof::save_chrome_trace(trace, (dir.path() / "dropped.json").string()); }));
   prof.start();
   for (int i = 0; i < 100; ++i) {
     DLPROF_RANGE("profiler_ring_filler");

@@ -1371,7 +1371,7 @@ TEST(TraceWindowsTest, ASummarizingReadHoldsOneTraceAtATime) {
   const fs::path dir = tmp.path() / "run";
   fs::create_directories(dir);
   const std::vector<dlprof::Trace> traces = two_ranks_with_collectives();
-  for (const dlprof::Trace& trace : traces) trace.save((dir / fmt::format("rank{}.pt.trace.json", trace.distributed.rank)).string());
+  for (const dlprof::Trace& trace : traces) dlprof::save_chrome_trace(trace, (dir / fmt::format("rank{}.pt.trace.json", trace.distributed.rank)).string());
   std::ofstream(dir / "config.json") << R"({"lr": 0.1})";
 
   std::vector<std::string> order;

@@ -374,7 +374,7 @@ int run(int argc, char** argv) {
       throw InputError(without_library_prefix(error.what()));
     }
     try {
-      trace.save(options.export_trace);
+      dlprof::save_chrome_trace(trace, options.export_trace);
     } catch (const std::runtime_error& error) {
       throw InputError(without_library_prefix(error.what()));
     }

@@ -61,6 +61,7 @@
 #include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/text.hpp"
+#include "dlprof/distributed.hpp"
 #include "dlprof/export/chrome_trace.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
@@ -276,7 +277,7 @@ TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "",
           throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, detail::errno_text(error)));
         const std::string path =
             fmt::format("{}/{}.{}.pt.trace.json{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), gzip ? ".gz" : "");
-        trace.save(path);
+        save_chrome_trace(trace, path);
       },
       /*run_in_background=*/true);
   handler.directory = std::move(dir);
@@ -1111,7 +1112,7 @@ class BasicProfiler {
     header.step_os_tid = detail::current_os_tid();
     header.origin = flight_origin_;
     header.ns_per_tick = detail::process_ns_per_tick();
-    const DistributedInfo distributed = DistributedInfo::from_environment();
+    const DistributedInfo distributed = distributed_info_from_environment();
     header.rank = distributed.rank;
     header.world_size = distributed.world_size;
     const std::string process = detail::process_name();

@@ -28,6 +28,7 @@
 #include "dlprof/collective.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/distributed.hpp"
 #include "dlprof/torch.hpp"
 #include "dlprof/trace.hpp"
 

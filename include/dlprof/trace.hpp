@@ -4,22 +4,15 @@
 // import/chrome_trace.hpp's.
 #pragma once
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <functional>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/event.hpp"
 
@@ -52,61 +45,6 @@ struct DistributedInfo {
   std::string nccl_version;              ///< "2.21.5"; empty when unknown
   /// Written as dlprof_clock_offset: what dlprof-report puts the ranks on one clock with.
   std::optional<ClockOffset> clock_offset;
-
-  /// Reads the launchers' variables, first match wins: torchrun (RANK/WORLD_SIZE), Slurm
-  /// (SLURM_PROCID/SLURM_NTASKS), Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), MPICH/PMI
-  /// (PMI_RANK/PMI_SIZE). Otherwise rank 0 of 1. A rank variable whose value is not an integer
-  /// from 0 ("-5", "abc") is passed over, with a warning on stderr (once per variable and value):
-  /// the next launcher's variables, or rank 0 of 1, are used instead. A world size that is
-  /// unusable or not above the rank becomes the rank plus one.
-  static DistributedInfo from_environment() {
-    static constexpr std::pair<const char*, const char*> kLaunchers[] = {
-        {"RANK", "WORLD_SIZE"},
-        {"SLURM_PROCID", "SLURM_NTASKS"},
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"PMI_RANK", "PMI_SIZE"},
-    };
-    DistributedInfo info;
-    for (const auto& [rank_variable, size_variable] : kLaunchers) {
-      const char* rank_text = std::getenv(rank_variable);
-      if (rank_text == nullptr || *rank_text == '\0') continue;
-      std::int64_t rank = 0;
-      if (!parse_non_negative(rank_text, &rank)) {
-        warn_unusable_rank(rank_variable, rank_text);
-        continue;
-      }
-      std::int64_t size = 0;
-      info.rank = rank;
-      info.world_size = parse_non_negative(std::getenv(size_variable), &size) && size > rank ? size : rank + 1;
-      return info;
-    }
-    return info;
-  }
-
- private:
-  static bool parse_non_negative(const char* text, std::int64_t* value) {
-    if (text == nullptr || *text == '\0') return false;
-    char* end = nullptr;
-    errno = 0;
-    const long long parsed = std::strtoll(text, &end, 10);
-    if (errno != 0 || *end != '\0' || parsed < 0) return false;
-    *value = parsed;
-    return true;
-  }
-
-  /// Each window reads the variables again: the same bad value is reported once.
-  static void warn_unusable_rank(const char* variable, const char* value) {
-    struct Warned {
-      std::mutex mutex;  // guards values
-      std::set<std::string, std::less<>> values;
-    };
-    static Warned* const warned = new Warned;  // never destroyed: a Profiler stopped at exit may warn
-    {
-      const std::lock_guard<std::mutex> lock(warned->mutex);
-      if (!warned->values.insert(std::string(variable) + '=' + value).second) return;
-    }
-    detail::print_warning(std::string(variable) + "='" + value + "' is not a rank (an integer from 0): ignored");
-  }
 };
 
 /// What a collective moved: the args of its `record_param_comms` op, which is the op of category
@@ -129,69 +67,6 @@ struct CollectiveCall {
   std::int64_t peer = -1;  ///< send: "Dst Rank"; recv: "Src Rank"
   std::int64_t seq = -1;   ///< "Seq"
 };
-
-namespace detail {
-
-/// The process groups a program registered, for the distributedInfo of its traces.
-struct ProcessGroupRegistry {
-  std::mutex mutex;
-  std::vector<ProcessGroupInfo> groups;
-  std::string nccl_version;
-  std::optional<ClockOffset> clock_offset;
-};
-
-inline ProcessGroupRegistry& process_group_registry() {
-  static ProcessGroupRegistry* registry = new ProcessGroupRegistry();  // never destroyed: used at exit
-  return *registry;
-}
-
-}  // namespace detail
-
-/// Lists `group` in the distributedInfo of the traces written from now on (a group of the same
-/// name is replaced); the first group registered gives the backend. dlprof/torch_distributed.hpp
-/// registers the groups it wraps.
-inline void register_process_group(ProcessGroupInfo group) {
-  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
-  const std::lock_guard<std::mutex> lock(registry.mutex);
-  for (ProcessGroupInfo& known : registry.groups)
-    if (known.name == group.name) {
-      known = std::move(group);
-      return;
-    }
-  registry.groups.push_back(std::move(group));
-}
-
-/// Writes `version` ("2.21.5", c10d::getNcclVersion()) as distributedInfo's nccl_version in the
-/// traces written from now on.
-inline void register_nccl_version(std::string_view version) {
-  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
-  const std::lock_guard<std::mutex> lock(registry.mutex);
-  registry.nccl_version = std::string(version);
-}
-
-/// Writes `offset` into the traces written from now on (ProfiledProcessGroup::align_clocks).
-inline void set_clock_offset(const ClockOffset& offset) {
-  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
-  const std::lock_guard<std::mutex> lock(registry.mutex);
-  registry.clock_offset = offset;
-}
-
-/// The environment's rank and world size (DistributedInfo::from_environment) with the process
-/// groups and the clock offset registered so far.
-inline DistributedInfo distributed_info_of_this_process() {
-  DistributedInfo info = DistributedInfo::from_environment();
-  detail::ProcessGroupRegistry& registry = detail::process_group_registry();
-  const std::lock_guard<std::mutex> lock(registry.mutex);
-  info.groups = registry.groups;
-  info.nccl_version = registry.nccl_version;
-  info.clock_offset = registry.clock_offset;
-  if (!info.groups.empty()) {
-    const std::string& config = info.groups.front().backend_config;
-    const std::size_t colon = config.find(':');
-    info.backend = colon == std::string::npos ? config : config.substr(colon + 1);
-  }
-  return info;
-}
 
 /// A thread that recorded events in the window.
 struct ThreadInfo {
@@ -370,19 +245,6 @@ struct ReadResult {
   bool empty() const noexcept { return skipped_events == 0 && ignored_values == 0 && notes.empty(); }
 };
 
-namespace detail {
-
-/// Whether save_chrome_trace(const T&, const std::string&) can be called: argument-dependent
-/// lookup finds it once export/chrome_trace.hpp is included. Trace::save's check.
-template <class T, class = void>
-struct has_chrome_trace_writer : std::false_type {};
-template <class T>
-struct has_chrome_trace_writer<
-    T, std::void_t<decltype(save_chrome_trace(std::declval<const T&>(), std::declval<const std::string&>()))>>
-    : std::true_type {};
-
-}  // namespace detail
-
 /// What one recording window collected. Events are ordered by thread, then by start time,
 /// enclosing ranges before the ranges they enclose; ranges on one thread nest strictly.
 struct Trace {
@@ -426,23 +288,6 @@ struct Trace {
 
   std::string_view name_of(const TraceEvent& event) const noexcept { return names[event.name]; }
   std::int64_t window_ns() const noexcept { return window_end_ns - window_start_ns; }
-
-  /// Writes the trace as torch.profiler/Kineto Chrome-trace JSON: save_chrome_trace(*this, path)
-  /// of export/chrome_trace.hpp, which says how (gzip for ".gz", atomically, links followed,
-  /// devices and FIFOs written in place; std::runtime_error naming the path when it cannot). A
-  /// template so that this header needs no writer (no file I/O, no zlib): it compiles where the
-  /// writer's header is included (profiler.hpp includes it), and elsewhere stops with a message
-  /// that names it.
-  template <class Self = Trace>
-  void save(const std::string& path) const {
-    if constexpr (detail::has_chrome_trace_writer<Self>::value) {
-      save_chrome_trace(static_cast<const Self&>(*this), path);
-    } else {
-      static_assert(detail::has_chrome_trace_writer<Self>::value,
-                    "Trace::save writes with the Chrome-trace writer: #include <dlprof/export/chrome_trace.hpp> "
-                    "(or <dlprof/profiler.hpp>) where save() is called");
-    }
-  }
 };
 
 DLPROF_END_NAMESPACE

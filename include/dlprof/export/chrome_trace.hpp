@@ -891,7 +891,7 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
 /// rename. A symbolic link is written through (its target replaced, the link kept); a character
 /// device or a FIFO is written in place, never replaced. Streams through a bounded buffer, so
 /// memory stays flat however many events the trace holds. Throws std::runtime_error naming the
-/// path and the reason when it cannot. Trace::save(path) calls this.
+/// path and the reason when it cannot.
 template <class Deferred = void>
 void save_chrome_trace(const Trace& trace, const std::string& path) {
   detail::AtomicFile file(path, detail::ends_with(path, ".gz"));
