@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
   fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {}\n\n", first_loss, last_loss, step - 1);
   if (prof.mode() != dlprof::Mode::Scheduled) {  // DLPROF_MODE: what it recorded is in its directory
     fmt::print("dlprof ran with DLPROF_MODE={}: {} trace(s) written; read them with dlprof-report DIR\n",
-               prof.mode() == dlprof::Mode::Off ? "off" : prof.mode() == dlprof::Mode::OnDemand ? "on-demand" : "flight-recorder",
+               dlprof::to_string(prof.mode()),
                prof.mode() == dlprof::Mode::FlightRecorder ? prof.dumps() : (prof.last_trace() != nullptr ? 1u : 0u));
     return prof.errors().empty() ? 0 : 1;
   }

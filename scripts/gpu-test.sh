@@ -50,7 +50,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || 
 
 echo "== build ($build; log in $logs/build.log)"
 cmake -S . -B "$build" "${generator[@]}" "${torch_flags[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLPROF_WERROR=ON \
-  -DDLPROF_WITH_CUDA=ON -DDLPROF_WITH_TORCH=ON -DDLPROF_BUILD_BENCH=OFF \
+  -DDLPROF_USE_CUDA=ON -DDLPROF_USE_TORCH=ON -DDLPROF_BUILD_BENCH=OFF \
   -DCMAKE_PREFIX_PATH="$prefix_path" -DZLIB_ROOT="$deps" >"$logs/configure.log" 2>&1 ||
   { tail -40 "$logs/configure.log"; exit 1; }
 grep '^-- dlprof' "$logs/configure.log" || true

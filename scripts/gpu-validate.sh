@@ -46,7 +46,7 @@ generator=()
 if command -v ninja >/dev/null; then
   generator=(-G Ninja)
 fi
-common=(-DCMAKE_BUILD_TYPE=Release -DDLPROF_WITH_CUDA=ON -DDLPROF_BUILD_TESTS=OFF -DDLPROF_BUILD_EXAMPLES=ON
+common=(-DCMAKE_BUILD_TYPE=Release -DDLPROF_USE_CUDA=ON -DDLPROF_BUILD_TESTS=OFF -DDLPROF_BUILD_EXAMPLES=ON
         "${generator[@]}")
 deps_prefix=()
 if [[ -n ${DLPROF_DEPS_PREFIX:-} ]]; then
@@ -70,7 +70,7 @@ echo "== build ($build${torch_prefix:+ and $torch_build})"
 cmake -S . -B "$build" "${common[@]}" "${deps_prefix[@]}" -DDLPROF_BUILD_BENCH=OFF >/dev/null
 torch_built=0
 if [[ -n $torch_prefix ]]; then
-  cmake -S . -B "$torch_build" "${common[@]}" "${torch_flags[@]}" -DDLPROF_WITH_TORCH=ON -DDLPROF_BUILD_BENCH=ON \
+  cmake -S . -B "$torch_build" "${common[@]}" "${torch_flags[@]}" -DDLPROF_USE_TORCH=ON -DDLPROF_BUILD_BENCH=ON \
     -DCMAKE_PREFIX_PATH="${DLPROF_DEPS_PREFIX:+$DLPROF_DEPS_PREFIX;}$torch_prefix" >/dev/null
   cmake --build "$torch_build" --target distributed_training torch_profiler_side_by_side -j "$(nproc)" \
     >"$torch_build.log" 2>&1 &

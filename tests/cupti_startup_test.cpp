@@ -14,7 +14,7 @@
 
 namespace {
 
-static_assert(DLPROF_WITH_CUPTI, "this test checks a program linked with dlprof::cupti");
+static_assert(DLPROF_HAS_CUPTI, "this test checks a program linked with dlprof::cupti");
 
 std::size_t count_of(const std::string& text, const std::string& needle) {
   std::size_t count = 0;

@@ -27,7 +27,7 @@
 
 #include "analysis_trace_builder.hpp"
 
-#if defined(DLPROF_WITH_IMPORT) && DLPROF_WITH_IMPORT
+#if defined(DLPROF_HAS_IMPORT) && DLPROF_HAS_IMPORT
 #  include <dlprof/import/chrome_trace.hpp>
 #endif
 
@@ -1131,7 +1131,7 @@ TEST(ReportProfilerTest, ReportOfTheLastWindowAndFromAHandler) {
   EXPECT_THAT(text, HasSubstr("No GPU activity in this trace"));
 }
 
-#if defined(DLPROF_WITH_IMPORT) && DLPROF_WITH_IMPORT
+#if defined(DLPROF_HAS_IMPORT) && DLPROF_HAS_IMPORT
 
 namespace fs = std::filesystem;
 
@@ -1464,6 +1464,6 @@ TEST(TraceWindowsTest, ReportShowsTheWindowItIsAskedFor) {
 }
 #endif
 
-#endif  // DLPROF_WITH_IMPORT
+#endif  // DLPROF_HAS_IMPORT
 
 }  // namespace

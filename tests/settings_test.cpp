@@ -150,6 +150,24 @@ TEST(SettingsTest, UnknownVariablesAreWarnedAboutAndOthersIgnored) {
   EXPECT_EQ(settings.values[0].name, "DLPROF_NVTX");
 }
 
+TEST(SettingsTest, ABuildOptionInTheEnvironmentIsNamedAsOne) {
+  const auto settings = settings_of({"DLPROF_USE_TORCH=1", "DLPROF_BUILD_TESTS=ON", "DLPROF_WITH_FLOPS=1"});
+  EXPECT_THAT(settings.warnings,
+              ElementsAre(HasSubstr("DLPROF_USE_TORCH is an option of dlprof's CMake build, not a setting"),
+                          HasSubstr("DLPROF_BUILD_TESTS is an option of dlprof's CMake build, not a setting")));
+  ASSERT_EQ(settings.values.size(), 1u);
+  EXPECT_EQ(settings.values[0].name, "DLPROF_WITH_FLOPS");
+}
+
+TEST(SettingsTest, EachModeHasOneWordBothWays) {
+  for (const dlprof::Mode mode :
+       {dlprof::Mode::Scheduled, dlprof::Mode::Off, dlprof::Mode::OnDemand, dlprof::Mode::FlightRecorder})
+    EXPECT_EQ(dlprof::detail::parse_mode(dlprof::to_string(mode)), mode) << dlprof::to_string(mode);
+  EXPECT_EQ(dlprof::to_string(dlprof::Mode::FlightRecorder), "flight-recorder");
+  EXPECT_EQ(dlprof::detail::parse_mode(" On-Demand "), dlprof::Mode::OnDemand);
+  EXPECT_FALSE(dlprof::detail::parse_mode("ondemand").has_value());
+}
+
 TEST(SettingsTest, ModeOffIsRead) {
   EXPECT_EQ(launched_with({"DLPROF_MODE=off"}).mode, dlprof::Mode::Off);
   EXPECT_EQ(launched_with({"DLPROF_MODE=Scheduled"}).mode, dlprof::Mode::Scheduled);
@@ -253,6 +271,46 @@ TEST(SettingsTest, TriggerFileTextNamesTheCaptureAndItsOptions) {
   EXPECT_THAT(problems, ElementsAre(HasSubstr("'steps=lots'"), HasSubstr("'steps=0'"), HasSubstr("'please'"),
                                     HasSubstr("'record_shapes=maybe'"), HasSubstr("'activities=tpu'"),
                                     HasSubstr("'seconds=-1'")));
+}
+
+// What dlprof-capture writes into a trigger file is what the Profiler reads back, and a request
+// for the defaults is an empty file.
+TEST(SettingsTest, TriggerFileTextIsWrittenAsItIsRead) {
+  using dlprof::detail::CaptureRequest;
+  using dlprof::detail::format_capture_request;
+  EXPECT_EQ(format_capture_request(CaptureRequest{}), "");
+  CaptureRequest steps;
+  steps.steps = 20;
+  EXPECT_EQ(format_capture_request(steps), "steps=20\n");
+  CaptureRequest full;
+  full.steps = 3;
+  full.duration_ns = 1'500'000'001;
+  full.record_shapes = true;
+  full.profile_memory = false;
+  full.with_flops = true;
+  full.activities = std::vector<dlprof::Activity>{dlprof::Activity::CPU, dlprof::Activity::CUDA};
+  const std::string text = format_capture_request(full);
+  EXPECT_EQ(text, "steps=3 seconds=1.500000001 record_shapes=1 profile_memory=0 with_flops=1 activities=cpu,cuda\n");
+  std::vector<std::string> problems;
+  const CaptureRequest read = dlprof::detail::parse_capture_request(text, problems);
+  EXPECT_THAT(problems, IsEmpty());
+  EXPECT_EQ(read.steps, full.steps);
+  EXPECT_EQ(read.duration_ns, full.duration_ns);
+  EXPECT_EQ(read.record_shapes, full.record_shapes);
+  EXPECT_EQ(read.profile_memory, full.profile_memory);
+  EXPECT_EQ(read.with_flops, full.with_flops);
+  EXPECT_EQ(read.activities, full.activities);
+}
+
+// dlprof-capture waits for the files dlprof-report reads: one rule for both.
+TEST(SettingsTest, TraceFileNamesAreTheReadersAndTheCaptureToolsAlike) {
+  using dlprof::detail::is_trace_file_name;
+  for (const char* name : {"host_12.1716423322123456789.pt.trace.json", "host_12.1.pt.trace.json.gz",
+                           "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "benchmark_result_493459_trace.json",
+                           "vm_1.17.dlprof-crash"})
+    EXPECT_TRUE(is_trace_file_name(name)) << name;
+  for (const char* name : {"host_12.1.pt.trace.json.tmp.42.0", "trigger", "config.txt", ".json", "notes.md"})
+    EXPECT_FALSE(is_trace_file_name(name)) << name;
 }
 
 /// Runs `steps` steps, each with a range.

@@ -39,7 +39,7 @@ using testing::ElementsAre;
 using testing::ElementsAreArray;
 using testing::IsEmpty;
 
-static_assert(DLPROF_WITH_TORCH, "this test checks a program linked with dlprof::torch");
+static_assert(DLPROF_HAS_TORCH, "this test checks a program linked with dlprof::torch");
 
 /// The example's CNN with the range of its own forward: the root of the ranges.
 struct ProfiledCnnImpl : dlprof_examples::MnistCnnImpl {

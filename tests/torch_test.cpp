@@ -21,7 +21,7 @@ namespace {
 using testing::Contains;
 using testing::IsSupersetOf;
 
-static_assert(DLPROF_WITH_TORCH, "this test checks a program linked with dlprof::torch");
+static_assert(DLPROF_HAS_TORCH, "this test checks a program linked with dlprof::torch");
 
 /// A matmul, a sum and its backward: the smallest step with numbered ops and autograd nodes.
 void tiny_step() {
@@ -492,7 +492,7 @@ TEST(TorchTest, ProfileMemoryRecordsLibTorchAllocationsAndThePeak) {
   EXPECT_THAT(averages.table(), testing::HasSubstr("Peak memory:  CPU "));
 }
 
-#if DLPROF_WITH_CUPTI
+#if DLPROF_HAS_CUPTI
 // On a GPU: the kernels LibTorch launches link to the op that launched them, through the External
 // id each op pushes to CUPTI.
 TEST(TorchCudaTest, KernelsLinkToTheInnermostOpThatLaunchedThem) {

@@ -192,20 +192,13 @@ Job read_job(pid_t pid) {
   return job;
 }
 
-bool is_trace_name(std::string_view name) {
-  const auto ends_with = [&](std::string_view suffix) {
-    return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
-  };
-  return ends_with(".pt.trace.json") || ends_with(".pt.trace.json.gz") || ends_with(".dlprof-crash");
-}
-
 /// The trace files of `dir` now (none when it does not exist yet).
 std::set<std::string> traces_in(const std::string& dir) {
   std::set<std::string> names;
   DIR* listing = ::opendir(dir.c_str());
   if (listing == nullptr) return names;
   while (const dirent* entry = ::readdir(listing))
-    if (is_trace_name(entry->d_name)) names.insert(entry->d_name);
+    if (dlprof::detail::is_trace_file_name(entry->d_name)) names.insert(entry->d_name);
   ::closedir(listing);
   return names;
 }
@@ -215,7 +208,9 @@ void write_trigger_file(const std::string& path, std::optional<std::int64_t> ste
   const std::string temporary = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
   {
     std::ofstream out(temporary, std::ios::trunc);
-    if (steps) out << "steps=" << *steps << "\n";
+    dlprof::detail::CaptureRequest request;
+    if (steps) request.steps = *steps;
+    out << dlprof::detail::format_capture_request(request);
     out.flush();
     if (!out) throw CaptureError(fmt::format("cannot write the trigger file {}: {}", temporary, std::strerror(errno)));
   }
@@ -253,7 +248,9 @@ int run(const Options& options) {
     if ((options.steps || signal == 0 || !options.trigger_file.empty()) && trigger_file.empty())
       throw CaptureError(signal == 0 ? fmt::format("process {} takes no signal (DLPROF_SIGNAL=none) and has no trigger file",
                                                    *options.pid)
-                                     : "--steps needs the job's trigger file (DLPROF_TRIGGER_FILE); its signal asks for 5 steps");
+                                     : fmt::format("--steps needs the job's trigger file (DLPROF_TRIGGER_FILE); its signal "
+                                                   "asks for {} steps",
+                                                   dlprof::detail::kDefaultCaptureSteps));
     if (signal != 0 && !catches_signal(*options.pid, signal)) {
       if (trigger_file.empty())
         throw CaptureError(fmt::format(

@@ -86,9 +86,6 @@ template <class T>
 inline constexpr bool is_complete_v<T, std::void_t<decltype(sizeof(T))>> = true;
 }  // namespace detail
 
-/// What to collect. CUDA needs a program linked with dlprof::cupti (or including dlprof/cupti.hpp).
-enum class Activity : std::uint8_t { CPU = 0, CUDA = 1 };
-
 /// Something to do with each finished trace. Any callable converts to a handler that runs on the
 /// thread calling step()/stop(); a handler marked `background` (tensorboard_trace_handler is)
 /// runs on the Profiler's writer thread instead, so writing files stays off the training thread.
@@ -276,7 +273,8 @@ TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "",
         if (const int error = detail::make_directories(dir); error != 0)
           throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, detail::errno_text(error)));
         const std::string path =
-            fmt::format("{}/{}.{}.pt.trace.json{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), gzip ? ".gz" : "");
+            fmt::format("{}/{}.{}{}{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), detail::kTraceFileSuffix,
+                        gzip ? detail::kGzipSuffix : std::string_view());
         save_chrome_trace(trace, path);
       },
       /*run_in_background=*/true);
@@ -287,45 +285,8 @@ TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "",
 
 namespace detail {
 
-/// On demand: the steps a capture records when the request names no number, and the most it may.
-inline constexpr std::int64_t kDefaultCaptureSteps = 5;
-inline constexpr std::int64_t kMaxCaptureSteps = 1'000'000;
-/// On demand, in a program that does not call step(): how long a capture records when the request
-/// says no time, and the most it may.
-inline constexpr std::int64_t kDefaultCaptureNs = 10'000'000'000;
-inline constexpr std::int64_t kMaxCaptureNs = 86'400'000'000'000;
 /// How often step() looks for the trigger file, at most.
 inline constexpr std::int64_t kTriggerFilePeriodNs = 200'000'000;
-
-/// cpu, cuda or cpu,cuda, as DLPROF_ACTIVITIES and a trigger file's activities= give them.
-inline std::optional<std::vector<Activity>> parse_activities(std::string_view text) {
-  std::vector<Activity> kinds;
-  bool valid = true;
-  for_each_field(text, ",", /*skip_empty=*/false, [&](std::string_view piece) {
-    const std::string word = lowercase(trimmed(piece));
-    if (word == "cpu")
-      kinds.push_back(Activity::CPU);
-    else if (word == "cuda")
-      kinds.push_back(Activity::CUDA);
-    else
-      valid = false;
-    return valid;
-  });
-  if (!valid) return std::nullopt;
-  return kinds;
-}
-
-/// A request for a capture: how many steps (or, with duration_ns, how long), and the options the
-/// capture records with where they differ from the Profiler's.
-struct CaptureRequest {
-  std::int64_t steps = kDefaultCaptureSteps;
-  std::int64_t duration_ns = 0;  ///< > 0: a capture of this long, whether or not steps are taken
-  std::optional<bool> record_shapes;
-  std::optional<bool> profile_memory;
-  std::optional<bool> with_flops;
-  std::optional<std::vector<Activity>> activities;
-  std::string source;  ///< what asked, for messages
-};
 
 /// The options a Profiler runs with: the program's, with the settings of the environment and of
 /// the DLPROF_CONFIG file over them (settings.hpp), and what was wrong with those settings.
@@ -454,57 +415,6 @@ void print_warning_once(const std::string& message) {
   if (std::find(printed->begin(), printed->end(), message) != printed->end()) return;
   printed->push_back(message);
   print_warning(message);
-}
-
-/// The capture a trigger file asks for. Its text is empty (the defaults) or words of the form
-/// key=value between blanks: steps=N, seconds=T (a capture of T seconds instead of steps: for a
-/// program that does not call step()), record_shapes=B, profile_memory=B, with_flops=B (B as
-/// DLPROF_RECORD_SHAPES takes it) and activities=cpu|cuda|cpu,cuda. Anything else is warned about
-/// through `problems`, and left out of the request.
-template <class Deferred = void>
-CaptureRequest parse_capture_request(std::string_view text, std::vector<std::string>& problems) {
-  CaptureRequest request;
-  request.source = "the trigger file";
-  for_each_field(text, " \t\r\n", /*skip_empty=*/true, [&](std::string_view word) {
-    const std::size_t equals = word.find('=');
-    const std::string_view key = word.substr(0, equals);
-    const std::string_view value = equals == std::string_view::npos ? std::string_view() : word.substr(equals + 1);
-    const auto flag = [&](std::optional<bool>& field) {
-      field = parse_flag(value);
-      if (!field) problems.push_back(fmt::format("trigger file: '{}': expected {}=1 or {}=0", terminal_text(word), key, key));
-    };
-    if (key == "steps") {
-      const std::optional<std::int64_t> count = parse_count(value);
-      if (count && *count >= 1 && *count <= kMaxCaptureSteps)
-        request.steps = *count;
-      else
-        problems.push_back(fmt::format("trigger file: '{}' is not steps=N with N in [1, {}]; capturing {} steps",
-                                       terminal_text(word), kMaxCaptureSteps, request.steps));
-    } else if (key == "seconds") {
-      const std::optional<double> seconds = parse_factor(value);
-      if (seconds && *seconds > 0 && *seconds * 1e9 <= static_cast<double>(kMaxCaptureNs))
-        request.duration_ns = static_cast<std::int64_t>(*seconds * 1e9);
-      else
-        problems.push_back(fmt::format("trigger file: '{}' is not seconds=T with T in (0, {}]", terminal_text(word),
-                                       kMaxCaptureNs / 1'000'000'000));
-    } else if (key == "record_shapes") {
-      flag(request.record_shapes);
-    } else if (key == "profile_memory") {
-      flag(request.profile_memory);
-    } else if (key == "with_flops") {
-      flag(request.with_flops);
-    } else if (key == "activities") {
-      request.activities = parse_activities(value);
-      if (!request.activities)
-        problems.push_back(fmt::format("trigger file: '{}': expected activities=cpu, cuda or cpu,cuda", terminal_text(word)));
-    } else {
-      problems.push_back(fmt::format("trigger file: '{}' is not one of steps=, seconds=, record_shapes=, profile_memory=, "
-                                     "with_flops=, activities=; left out",
-                                     terminal_text(word)));
-    }
-    return true;
-  });
-  return request;
 }
 
 /// A closed window's events and what turning them into a Trace needs, taken on the training
@@ -1603,9 +1513,9 @@ using ProfilingScope = BasicProfilingScope<>;
 
 DLPROF_END_NAMESPACE
 
-#if defined(DLPROF_WITH_CUPTI) && DLPROF_WITH_CUPTI
+#if defined(DLPROF_HAS_CUPTI) && DLPROF_HAS_CUPTI
 #  include "dlprof/cupti.hpp"
 #endif
-#if defined(DLPROF_WITH_TORCH) && DLPROF_WITH_TORCH
+#if defined(DLPROF_HAS_TORCH) && DLPROF_HAS_TORCH
 #  include "dlprof/torch.hpp"
 #endif

@@ -7,10 +7,9 @@
 // A value that does not parse, or that the Profiler refuses, is warned about (the variable, the
 // value, where it came from and what is kept) and changes nothing: the job never dies over a
 // profiler setting. An unknown DLPROF_* name is warned about too, in case it is a misspelling.
-// The variables are listed in README.md ("Leave it on").
+// The names and the words of their values are format/launch_protocol.hpp's; README.md ("Leave
+// it on") lists them.
 #pragma once
-
-#include <signal.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -24,36 +23,11 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
-#include "dlprof/schedule.hpp"
+#include "dlprof/format/launch_protocol.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 
-/// DLPROF_MODE: when the Profiler records.
-///  * Scheduled: the steps its schedule selects.
-///  * Off: never; every range stays idle, and start(), step() and stop() count steps and do
-///    nothing else, allocating nothing.
-///  * OnDemand: when asked, the next steps (Profiler::capture(), the capture signal, the trigger
-///    file), then it goes back to idle and can be asked again.
-///  * FlightRecorder: always, into memory that holds the last steps; a trace of them is written
-///    when asked (Profiler::dump(), the signal, the trigger file), after a slow step, when an
-///    exception leaves a ProfilingScope, on std::terminate and on a fatal signal.
-enum class Mode : std::uint8_t { Scheduled, Off, OnDemand, FlightRecorder };
-
 namespace detail {
-
-/// Every DLPROF_* variable dlprof reads; another name is warned about.
-inline constexpr std::string_view kSettingNames[] = {
-    "DLPROF_MODE",          "DLPROF_SCHEDULE",       "DLPROF_ACTIVITIES",        "DLPROF_OUTPUT",
-    "DLPROF_WORKER",        "DLPROF_GZIP",           "DLPROF_RECORD_SHAPES",     "DLPROF_PROFILE_MEMORY",
-    "DLPROF_WITH_FLOPS",    "DLPROF_GPU_RECORDS",    "DLPROF_EVENTS_PER_THREAD", "DLPROF_CONFIG",
-    "DLPROF_NVTX",          "DLPROF_CUPTI_LIBRARY",  "DLPROF_SIGNAL",            "DLPROF_TRIGGER_FILE",
-    "DLPROF_FLIGHT_STEPS",  "DLPROF_SLOW_STEP_FACTOR"};
-
-inline bool is_setting_name(std::string_view name) noexcept {
-  for (const std::string_view known : kSettingNames)
-    if (name == known) return true;
-  return false;
-}
 
 /// One setting and where it came from: "the environment" or "<file>:<line>".
 struct Setting {
@@ -77,116 +51,6 @@ struct Settings {
     return nullptr;
   }
 };
-
-inline std::string_view trimmed(std::string_view text) noexcept {
-  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!text.empty() && blank(text.front())) text.remove_prefix(1);
-  while (!text.empty() && blank(text.back())) text.remove_suffix(1);
-  return text;
-}
-
-inline std::string lowercase(std::string_view text) {
-  std::string lower(text);
-  for (char& c : lower)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return lower;
-}
-
-/// 1/0, true/false, yes/no, on/off, in any case.
-inline std::optional<bool> parse_flag(std::string_view text) {
-  const std::string word = lowercase(trimmed(text));
-  if (word == "1" || word == "true" || word == "yes" || word == "on") return true;
-  if (word == "0" || word == "false" || word == "no" || word == "off") return false;
-  return std::nullopt;
-}
-
-/// A decimal count: digits only, at most 2^63 - 1.
-inline std::optional<std::int64_t> parse_count(std::string_view text) {
-  text = trimmed(text);
-  if (text.empty() || text.size() > 19) return std::nullopt;
-  std::uint64_t value = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (value > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
-  return static_cast<std::int64_t>(value);
-}
-
-/// A decimal number from 0, such as 3 or 2.5.
-inline std::optional<double> parse_factor(std::string_view text) {
-  const std::string word(trimmed(text));
-  if (word.empty() || word.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  const double value = std::strtod(word.c_str(), &end);
-  if (end != word.c_str() + word.size() || !(value >= 0) || value > 1e9) return std::nullopt;
-  return value;
-}
-
-/// `wait,warmup,active[,repeat[,skip_first]]`, as torch.profiler.schedule's arguments. Sets
-/// `problem` and returns nothing when the text is not one.
-inline std::optional<Schedule> parse_schedule(std::string_view text, std::string& problem) {
-  std::int64_t fields[5] = {0, 0, 0, 0, 0};
-  std::size_t count = 0;
-  bool valid = true;
-  for_each_field(text, ",", /*skip_empty=*/false, [&](std::string_view piece) {
-    const std::optional<std::int64_t> field = parse_count(piece);
-    valid = field.has_value() && count < 5;
-    if (valid) fields[count++] = *field;
-    return valid;
-  });
-  if (!valid || count < 3) {
-    problem = "expected wait,warmup,active[,repeat[,skip_first]]: three to five counts";
-    return std::nullopt;
-  }
-  try {
-    return schedule(fields[0], fields[1], fields[2], fields[3], fields[4]);
-  } catch (const std::invalid_argument& error) {
-    problem = error.what();
-    return std::nullopt;
-  }
-}
-
-/// DLPROF_MODE's words: scheduled, off, on-demand, flight-recorder (in any case).
-inline std::optional<Mode> parse_mode(std::string_view text) {
-  const std::string word = lowercase(trimmed(text));
-  if (word == "scheduled") return Mode::Scheduled;
-  if (word == "off") return Mode::Off;
-  if (word == "on-demand") return Mode::OnDemand;
-  if (word == "flight-recorder") return Mode::FlightRecorder;
-  return std::nullopt;
-}
-
-/// The modes that take requests for a capture or a dump, by signal or trigger file.
-inline constexpr bool takes_requests(Mode mode) noexcept { return mode == Mode::OnDemand || mode == Mode::FlightRecorder; }
-
-/// The signal that asks for a capture or a dump when DLPROF_SIGNAL does not name one.
-inline constexpr int kDefaultCaptureSignal = SIGUSR2;
-
-/// A signal that may ask for a capture: a number, or a name such as USR2 or SIGUSR2. Signals that
-/// mean a fault, or that cannot be caught, are refused.
-inline std::optional<int> parse_capture_signal(std::string_view text) {
-  std::string name = lowercase(trimmed(text));
-  if (starts_with(name, "sig")) name.erase(0, 3);
-  int signal = 0;
-  if (name == "usr1")
-    signal = SIGUSR1;
-  else if (name == "usr2")
-    signal = SIGUSR2;
-  else if (name == "hup")
-    signal = SIGHUP;
-  else if (const std::optional<std::int64_t> number = parse_count(name); number && *number <= SIGRTMAX)
-    signal = static_cast<int>(*number);
-  for (const int refused : {0, SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
-    if (signal == refused) return std::nullopt;
-  return signal;
-}
-
-/// DLPROF_SIGNAL's value: a capture signal (parse_capture_signal), or 0 for `none`.
-inline std::optional<int> parse_signal_setting(std::string_view text) {
-  if (lowercase(trimmed(text)) == "none") return 0;
-  return parse_capture_signal(text);
-}
 
 /// Reads `DLPROF_NAME = value` lines from `path` into `settings`, leaving out names already set.
 template <class Deferred = void>
@@ -247,7 +111,10 @@ Settings read_settings(const char* const* environment) {
     if (equals == std::string_view::npos) continue;
     const std::string name(text.substr(0, equals));
     if (!is_setting_name(name)) {
-      settings.warnings.push_back("unknown variable " + terminal_text(name) + " in the environment: dlprof ignores it");
+      settings.warnings.push_back(
+          is_build_option_name(name)
+              ? terminal_text(name) + " is an option of dlprof's CMake build, not a setting: dlprof ignores it in the environment"
+              : "unknown variable " + terminal_text(name) + " in the environment: dlprof ignores it");
       continue;
     }
     settings.values.push_back(Setting{name, std::string(text.substr(equals + 1)), "the environment"});

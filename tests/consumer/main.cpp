@@ -2,7 +2,7 @@
 // Built with dlprof::cupti it asks for CUDA activity too; built with dlprof::import it reads the
 // trace back and finds the range.
 #include <dlprof/profiler.hpp>
-#if defined(DLPROF_WITH_IMPORT)
+#if defined(DLPROF_HAS_IMPORT)
 #  include <dlprof/import/chrome_trace.hpp>
 #endif
 
@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   const std::filesystem::path dir = argv[1];
   std::filesystem::remove_all(dir);
   {
-#if defined(DLPROF_WITH_CUPTI)
+#if defined(DLPROF_HAS_CUPTI)
     const auto activities = {dlprof::Activity::CPU, dlprof::Activity::CUDA};
 #else
     const auto activities = {dlprof::Activity::CPU};
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "expected one trace in {}, found {}\n", dir.string(), traces);
     return 1;
   }
-#if defined(DLPROF_WITH_IMPORT)
+#if defined(DLPROF_HAS_IMPORT)
   const std::vector<dlprof::Trace> read = dlprof::read_trace_set({dir.string()});
   const auto& events = read.at(0).events;
   if (std::none_of(events.begin(), events.end(), [&](const dlprof::TraceEvent& e) { return read[0].name_of(e) == "consumer"; })) {

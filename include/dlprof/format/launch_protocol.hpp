@@ -40,8 +40,7 @@ enum class Mode : std::uint8_t { Scheduled, Off, OnDemand, FlightRecorder };
 
 namespace detail {
 
-/// Every DLPROF_* variable dlprof reads; another name is warned about. Build options (CMake's
-/// DLPROF_WITH_CUDA, ...) and compile definitions are not variables and never appear here.
+/// Every DLPROF_* variable dlprof reads; another name is warned about.
 inline constexpr std::string_view kSettingNames[] = {
     "DLPROF_MODE",          "DLPROF_SCHEDULE",       "DLPROF_ACTIVITIES",        "DLPROF_OUTPUT",
     "DLPROF_WORKER",        "DLPROF_GZIP",           "DLPROF_RECORD_SHAPES",     "DLPROF_PROFILE_MEMORY",
@@ -53,6 +52,12 @@ inline bool is_setting_name(std::string_view name) noexcept {
   for (const std::string_view known : kSettingNames)
     if (name == known) return true;
   return false;
+}
+
+/// DLPROF_USE_CUDA, DLPROF_BUILD_TESTS, ...: the names of dlprof's CMake options, which a
+/// launcher may set in the environment by mistake. (Compile definitions are DLPROF_HAS_*.)
+inline bool is_build_option_name(std::string_view name) noexcept {
+  return starts_with(name, "DLPROF_USE_") || starts_with(name, "DLPROF_BUILD_");
 }
 
 inline std::string_view trimmed(std::string_view text) noexcept {

@@ -128,6 +128,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
+#include "dlprof/format/launch_protocol.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/import/crash_dump.hpp"
 #include "dlprof/import/detail/chunked_parse.hpp"
@@ -468,11 +469,6 @@ inline Trace read_one(const std::string& path, const ReadOptions& options, std::
   return read_bytes(path, options, file_index, file_count, [&] { return read_file(path, options.max_json_bytes); });
 }
 
-inline bool is_trace_file_name(const std::filesystem::path& path) {
-  const std::string name = path.filename().string();
-  return ends_with(name, ".json") || ends_with(name, ".gz") || ends_with(name, kCrashFileSuffix);
-}
-
 }  // namespace detail::json
 
 /// Reads one trace file (JSON or gzip-compressed JSON, whatever its name). Throws TraceReadError.
@@ -515,7 +511,8 @@ inline std::vector<TraceSetFile> trace_set_files(const std::vector<std::string>&
     std::vector<std::string> found;
     for (fs::directory_iterator entry(path, error), end; !error && entry != end; entry.increment(error)) {
       std::error_code entry_error;
-      if (is_trace_file_name(entry->path()) && !entry->is_directory(entry_error)) found.push_back(entry->path().string());
+      if (detail::is_trace_file_name(entry->path().filename().string()) && !entry->is_directory(entry_error))
+        found.push_back(entry->path().string());
     }
     if (error) throw TraceReadError(path, error.message());
     if (found.empty()) throw TraceReadError(path, "no trace files (*.json, *.gz, *.dlprof-crash) in the directory");

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#if DLPROF_WITH_LIBDEFLATE
+#if DLPROF_HAS_LIBDEFLATE
 #  include <libdeflate.h>
 #endif
 
@@ -81,7 +81,7 @@ class PagesFaultedAhead {
 /// which folds with carry-less multiplication where the CPU has it (zlib 1.2's bytewise CRC takes
 /// a sixth of reading a trace), or zlib's crc32_z without libdeflate.
 inline std::uint32_t crc32(std::uint32_t crc, const unsigned char* data, std::size_t size) noexcept {
-#if DLPROF_WITH_LIBDEFLATE
+#if DLPROF_HAS_LIBDEFLATE
   return libdeflate_crc32(crc, data, size);
 #else
   return static_cast<std::uint32_t>(crc32_z(crc, data, size));
@@ -342,7 +342,7 @@ enum class WholeInflation : std::uint8_t {
   Failed,  ///< anything else: zlib reads the data again and names what is wrong
 };
 
-#if DLPROF_WITH_LIBDEFLATE
+#if DLPROF_HAS_LIBDEFLATE
 /// Inflates gzip data of one member with libdeflate, whole, into `output` (empty, with room for
 /// the size the trailer announces): three times zlib's speed on a trace (bench/HISTORY.md).
 inline WholeInflation inflate_whole(std::string_view compressed, ByteBuffer& output) {
@@ -380,7 +380,7 @@ inline std::optional<ByteBuffer> inflate_as_announced(std::string_view compresse
   ByteBuffer output;
   output.reserve(static_cast<std::size_t>(announced) + ByteBuffer::kPadding);
   const PagesFaultedAhead faulted(output.data(), static_cast<std::size_t>(announced));  // joined before `output` goes
-#if DLPROF_WITH_LIBDEFLATE
+#if DLPROF_HAS_LIBDEFLATE
   switch (inflate_whole(compressed, output)) {
     case WholeInflation::Done:
       if (progress) progress(compressed.size(), compressed.size());
@@ -418,7 +418,7 @@ inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit) {
   output.reserve(static_cast<std::size_t>(std::min(
                      std::max<std::uint64_t>(GzipInflater::announced_size(compressed), compressed.size() * 4ull), most)) +
                  kSpare);
-#if DLPROF_WITH_LIBDEFLATE
+#if DLPROF_HAS_LIBDEFLATE
   if (inflate_whole(compressed, output) == WholeInflation::Done) return output;
 #endif
   GzipInflater inflater(compressed);
