@@ -56,7 +56,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-// Kineto's base for 2024-05-23 (TRACE_FORMAT.md §2.1 example): 1716423322 s floored to a
+// Kineto's base for 2024-05-23 (docs/trace-format.md §2.1 example): 1716423322 s floored to a
 // multiple of 7,889,238 s.
 constexpr std::int64_t kBaseNs = 1'711'964'646'000'000'000;
 
@@ -211,7 +211,7 @@ TEST(ChromeTraceTest, RankMatchesHtaRegexOnAnEarlyLine) {
   const std::string text = chrome_text(builder.trace());
   EXPECT_THAT(text, HasSubstr("\"rank\": 3"));
 
-  // HTA takes the rank from the first line matching this regex (TRACE_FORMAT.md §3.1).
+  // HTA takes the rank from the first line matching this regex (docs/trace-format.md §3.1).
   const std::regex hta_rank(R"("rank":\s+(\d+))");
   std::istringstream lines(text);
   std::string line;

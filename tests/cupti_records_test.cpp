@@ -2,7 +2,7 @@
 // packed into an activity buffer as CUPTI packs them, walked by the real libcupti
 // (cuptiActivityGetNextRecord, cuptiGetCallbackName: both work without a driver), translated by
 // RecordCollector, joined to a CPU trace by merge_device_activity and written as Kineto's Chrome
-// trace JSON, which is parsed back and checked value by value (TRACE_FORMAT.md §2.3-2.6).
+// trace JSON, which is parsed back and checked value by value (docs/trace-format.md §2.3-2.6).
 #include <dlprof/detail/window/assemble.hpp>
 #include <dlprof/detail/backends/cupti_library.hpp>
 #include <dlprof/detail/backends/cupti_records.hpp>
@@ -40,7 +40,7 @@ using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// Kineto's base time for 2024-05 (TRACE_FORMAT.md §2.1): a multiple of 7,889,238 s.
+// Kineto's base time for 2024-05 (docs/trace-format.md §2.1): a multiple of 7,889,238 s.
 constexpr std::int64_t kBaseNs = 1'711'964'646'000'000'000;
 // The window: from 1 s after the base (ts 1000000.000) for 10 ms.
 constexpr std::int64_t kWindowStart = kBaseNs + 1'000'000'000;
@@ -600,7 +600,7 @@ TEST_F(CuptiRecordsTest, RuntimeAndDriverCallsAreNamedFromCuptisCallbackTable) {
   EXPECT_EQ(call.at("args").at("External id"), trace_id_of(written.trace, "forward"));
   EXPECT_EQ(call.at("args").at("cbid"), 211);
   EXPECT_EQ(call.at("args").at("correlation"), 20);
-  // The kernel it launched carries the same External id (TRACE_FORMAT.md §2.4).
+  // The kernel it launched carries the same External id (docs/trace-format.md §2.4).
   const json launched = the_event(written.document, slice("kernel", 20), "kernel");
   ASSERT_FALSE(launched.is_null());
   EXPECT_EQ(launched.at("args").at("External id"), call.at("args").at("External id"));
@@ -653,7 +653,7 @@ TEST_F(CuptiRecordsTest, Ac2gFlowLinksTheLaunchToItsKernelAndOnlyWhenBothAreInTh
   EXPECT_EQ(ns_of(end.at("ts")), at(1'200'001));
   EXPECT_EQ(end.at("bp"), "e");
   EXPECT_EQ(launched.at("args").at("correlation"), call.at("args").at("correlation"));
-  // Each flow event right after its slice (TRACE_FORMAT.md §2.5).
+  // Each flow event right after its slice (docs/trace-format.md §2.5).
   EXPECT_EQ(index_of(written.document, start), index_of(written.document, call) + 1);
   EXPECT_EQ(index_of(written.document, end), index_of(written.document, launched) + 1);
 

@@ -236,7 +236,7 @@ TEST(OccupancyTest, H100RegisterFileHoldsOneBlockOf1024ThreadsAt64Registers) {
 // --- Kineto's kernel args. ---
 
 TEST(OccupancyTest, ReproducesTheKernelArgsOfAnA100Trace) {
-  // TRACE_FORMAT.md §2.6, HTA's nccl_data.json: cudnn::bn_bw_1C11_kernel_new, grid [512,1,1],
+  // docs/trace-format.md §2.6, HTA's nccl_data.json: cudnn::bn_bw_1C11_kernel_new, grid [512,1,1],
   // block [512,1,1], 40 registers, 400 bytes of shared memory, "blocks per SM": 4.740741,
   // "warps per SM": 75.851852, "est. achieved occupancy %": 75. 512 / 4.740741 = 108 SMs: an A100.
   const KernelOccupancy occupancy = compute_occupancy(launch(512, 40, 400, 0, 512), a100());

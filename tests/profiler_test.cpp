@@ -97,7 +97,7 @@ class ScheduledRun {
   dlprof::Profiler prof_;
 };
 
-// --- the schedule state machine (TRACE_FORMAT.md §1.2) -------------------------------------------
+// --- the schedule state machine (docs/trace-format.md §1.2) -------------------------------------------
 
 TEST(ProfilerScheduleTest, TorchWorkedExampleSavesTwoCyclesInTheRightStepCalls) {
   // skip_first=2, wait=1, warmup=1, active=2, repeat=2: NONE NONE NONE WARMUP RECORD RECORD_AND_SAVE
@@ -110,7 +110,7 @@ TEST(ProfilerScheduleTest, TorchWorkedExampleSavesTwoCyclesInTheRightStepCalls) 
 }
 
 TEST(ProfilerScheduleTest, SkipFirstWaitUsesAbsoluteStepNumbers) {
-  // TRACE_FORMAT.md §1.1: steps 0-2 NONE, 3 WARMUP, 4 RECORD, 5 RECORD_AND_SAVE, then NONE.
+  // docs/trace-format.md §1.1: steps 0-2 NONE, 3 WARMUP, 4 RECORD, 5 RECORD_AND_SAVE, then NONE.
   ScheduledRun run(dlprof::schedule(/*wait=*/2, /*warmup=*/1, /*active=*/2, /*repeat=*/1, /*skip_first=*/3,
                                     /*skip_first_wait=*/true));
   run.run(12);

@@ -1,7 +1,7 @@
 // dlprof/collective.hpp: collectives (all-reduce, broadcast, send, ...) recorded as torch.profiler
 // records c10d's: a `record_param_comms` op carrying what the call moved, around a
 // `gloo:all_reduce`-style range of category Communication, which is what HTA's and TensorBoard's
-// distributed views read (TRACE_FORMAT.md §2.4). The range is an NVTX range too, and while GPU
+// distributed views read (docs/trace-format.md §2.4). The range is an NVTX range too, and while GPU
 // activity is recorded the NCCL kernels launched inside it link to it.
 //
 //   {

@@ -11,7 +11,7 @@
 //   fmt::print("{}", prof.key_averages());   // per-name table, as torch's
 //   fmt::print("{}", prof.report());         // where the step time went, and what to change
 //
-// The Profiler follows torch.profiler.profile's state machine exactly (TRACE_FORMAT.md §1.2):
+// The Profiler follows torch.profiler.profile's state machine exactly (docs/trace-format.md §1.2):
 // ProfilerStep#N carries the absolute step number, warm-up steps are never recorded,
 // on_trace_ready fires inside the step() that leaves a RecordAndSave step and in stop() while
 // recording, and a window that ends without RecordAndSave is discarded.
@@ -875,7 +875,7 @@ class BasicProfiler {
 
   /// The window just closed becomes a Trace for last_trace() and the handlers. Built on the
   /// writer thread unless a handler must run on this one, so that prof.step() only drains the
-  /// rings: building costs as much again per recorded op (bench/RESULTS.md).
+  /// rings: building costs as much again per recorded op.
   void trace_ready() { hand_over(close_window(), /*handlers_here=*/false); }
 
   std::shared_ptr<detail::ClosedWindow> close_window() {

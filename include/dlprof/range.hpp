@@ -66,7 +66,7 @@ class ScopedRange {
   /// Range whose name is formatted with fmt, only when it will be recorded or shown in NVTX.
   /// The check is inline and the formatting out of line: left to the compiler, the whole
   /// constructor (fmt and a try/catch inside) is not inlined, and an idle DLPROF_RANGE_F would
-  /// pay a call just to read the flag (bench/HISTORY.md).
+  /// pay a call just to read the flag.
   template <class... Args>
   DLPROF_ALWAYS_INLINE ScopedRange(Category category, fmt::format_string<Args...> format, Args&&... args) noexcept
       : flags_(detail::active_flags()) {

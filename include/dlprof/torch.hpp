@@ -156,10 +156,10 @@ class LookupHistory {
 /// The interned texts of an op's inputs (dims, types, concrete values), cached per thread by the
 /// raw values they are made of: a training step calls the same ops on the same shapes again and
 /// again, and formatting three texts with fmt and interning them costs more than the rest of the
-/// observer together (bench/HISTORY.md, 2026-11-23 05:42). A lookup walks the inputs once into a
-/// key of words on the stack, hashes it and probes an open-addressed table from the hash's low
-/// bits: each slot holds the hash's high half and where the entry lies in an arena, so only an
-/// entry whose slot matches is read and compared word by word. A miss formats, interns and
+/// observer together. A lookup walks the inputs once into a key of words on the stack, hashes it
+/// and probes an open-addressed table from the hash's low bits: each slot holds the hash's high
+/// half and where the entry lies in an arena, so only an entry whose slot matches is read and
+/// compared word by word. A miss formats, interns and
 /// appends the entry (hash, texts, key) to the arena. Entries lie there in the order they were
 /// first seen, a step's op order, so a step in steady state reads the arena front to back.
 ///
@@ -183,8 +183,8 @@ class InputTextCache {
 
   /// Starts loading the inputs' tensor objects, which the key reads: after an op's compute has
   /// run they are rarely in cache, and loading them together overlaps their misses. Every line
-  /// the object spans, to its last byte: allocations are 16-byte aligned, so a 192-byte TensorImpl
-  /// (LibTorch 1.13) spans four lines three times in four, and its dtype lies in the fourth.
+  /// the object spans, to its last byte: allocations are 16-byte aligned, so a TensorImpl of
+  /// 192 bytes spans four lines three times in four, and its dtype lies in the fourth.
   static void prefetch_inputs(const at::RecordFunction& fn) noexcept {
     for (const c10::IValue& input : fn.inputs()) {
       if (!input.isTensor()) continue;

@@ -48,7 +48,7 @@ struct DistributedInfo {
 };
 
 /// What a collective moved: the args of its `record_param_comms` op, which is the op of category
-/// Communication that starts at `start_ns` on `thread` (c10d's record, TRACE_FORMAT.md §2.4).
+/// Communication that starts at `start_ns` on `thread` (c10d's record, docs/trace-format.md §2.4).
 struct CollectiveCall {
   std::uint32_t thread = 0;  ///< index into Trace::threads
   std::int64_t start_ns = 0;

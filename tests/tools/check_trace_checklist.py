@@ -1,4 +1,4 @@
-"""Checks a trace file against the writer checklist of TRACE_FORMAT.md §6 (what torch.profiler's
+"""Checks a trace file against the writer checklist of docs/trace-format.md §6 (what torch.profiler's
 files give TensorBoard, HTA and Perfetto). Standard library only.
 
 Usage: check_trace_checklist.py TRACE_DIR_OR_FILE [--expect-steps 3,4,5]

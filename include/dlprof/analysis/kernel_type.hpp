@@ -10,7 +10,7 @@
 // The patterns are matched by hand: no regular expression runs per event.
 //
 // HTA's main branch has since widened COMMUNICATION to (^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)
-// (TRACE_FORMAT.md §3.5 quotes it); kernel_type(name) follows the released 0.5.0, the version the
+// (docs/trace-format.md §3.5 quotes it); kernel_type(name) follows the released 0.5.0, the version the
 // agreement checks run against.
 //
 // HTA's rule counts today's communication kernels outside NCCL as computation: DeepEP's

@@ -1,7 +1,7 @@
 // dlprof/analysis/step_breakdown.hpp: where each ProfilerStep's time went, as TensorBoard's
 // profiler plugin draws its Overview, and the GPU summary under it. The rules are those of the
 // plugin's sources (github.com/pytorch/kineto, tb_plugin/torch_tb_profiler/profiler: trace.py,
-// event_parser.py, overall_parser.py, gpu_metrics_parser.py; TRACE_FORMAT.md §4.3–4.5). Its
+// event_parser.py, overall_parser.py, gpu_metrics_parser.py; docs/trace-format.md §4.3–4.5). Its
 // release on PyPI, 0.4.3, predates three of their fixes: it ignores the category `cuda_runtime`,
 // keeps no user_annotation range but ProfilerStep#N and its five collectives, and reads Kineto's
 // GPU-side copy of a ProfilerStep#N as a second step. tests/tools/check_tb_agreement.py checks

@@ -1,6 +1,6 @@
 // dlprof/export/chrome_trace.hpp: writes a Trace as the Chrome-trace JSON that torch.profiler
 // (Kineto) writes, so TensorBoard's profiler plugin, Holistic Trace Analysis and Perfetto open it
-// unchanged. The field-by-field contract is ../shared/TRACE_FORMAT.md §6; in short:
+// unchanged. The field-by-field contract is docs/trace-format.md §6; in short:
 //  * top level in Kineto's order: schemaVersion, deviceProperties, distributedInfo (one line,
 //    `"rank": N` with a space, which HTA's rank regex needs), metadata, displayTimeUnit,
 //    baseTimeNanoseconds, traceEvents (Record Window End last), traceName;

@@ -3,7 +3,7 @@
 // both directions: the writer (export/chrome_trace.hpp), the reader (import/), the CUPTI
 // translator, the recording side (ProfilerStep#N, DataLoader and module ranges) and the analyses
 // that tell a step or a DataLoader range by its name. A word spelled anywhere else is a word
-// that can drift; ../shared/TRACE_FORMAT.md is the field-by-field contract.
+// that can drift; docs/trace-format.md is the field-by-field contract.
 //
 // Standard headers and detail/text.hpp only, no fmt: the recording headers include this.
 #pragma once

@@ -1,5 +1,5 @@
 // dlprof/import/chrome_trace.hpp: reads Chrome-trace JSON written by dlprof or by
-// torch.profiler/Kineto (any era of ../shared/TRACE_FORMAT.md) back into a dlprof::Trace, so the
+// torch.profiler/Kineto (any era of docs/trace-format.md) back into a dlprof::Trace, so the
 // analyses that run in-process run offline on anyone's traces. Needs the dlprof::import target
 // (RapidJSON and zlib).
 //

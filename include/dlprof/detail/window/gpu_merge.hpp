@@ -1,5 +1,5 @@
 // dlprof/detail/window/gpu_merge.hpp: joins a window's GPU activity to its CPU trace, the way Kineto
-// joins CUPTI's records to PyTorch's ops (TRACE_FORMAT.md §2.4-2.6):
+// joins CUPTI's records to PyTorch's ops (docs/trace-format.md §2.4-2.6):
 //  * times go through the window's tick map, so CPU and GPU share one axis;
 //  * an API call belongs to the window when it started inside it; a kernel, copy or fill when
 //    the call that launched it did (or, with no call recorded, when it started inside it);

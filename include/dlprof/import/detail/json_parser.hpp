@@ -5,13 +5,10 @@
 // broken file sees. The parts of a large text go through the faster JsonScanner
 // (json_scanner.hpp), which reads a subset of what RapidJSON reads, into the same handler calls.
 //
-// Why RapidJSON (bench/HISTORY.md, "Reading traces", has the figures): with the same handler and
-// mapping behind each, on the 15 MB V100 trace, RapidJSON's in-situ SAX reader parses and maps at
-// ~500 MB/s, simdjson's On-Demand API (3.0.1, Debian's) at ~380 MB/s and nlohmann's SAX parser at
-// ~125 MB/s; peak memory is 24 MiB for RapidJSON and nlohmann, 41 MiB for simdjson, whose
-// structural index and string buffer come on top of the text. RapidJSON also validates the whole
-// document, reports the byte offset of every syntax error, and is header-only (simdjson needs
-// its shared library). In-situ parsing unescapes strings inside the text, so names are views
+// Why RapidJSON: with the same handler behind it, its in-situ SAX reader is the fastest of the
+// general readers on Kineto's traces and needs no memory beyond the text (simdjson's structural
+// index and string buffer come on top of it). It also validates the whole document, reports the
+// byte offset of every syntax error, and is header-only. In-situ parsing unescapes strings inside the text, so names are views
 // into it (no copy), and numbers arrive as their text (kParseNumbersAsStringsFlag), which
 // timestamps need (json_number.hpp).
 #pragma once
