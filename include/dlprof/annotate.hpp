@@ -25,7 +25,7 @@
 #include <utility>
 
 #include "dlprof/config.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/range.hpp"
 

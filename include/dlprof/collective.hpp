@@ -26,7 +26,7 @@
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/site.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/range.hpp"
 
 DLPROF_BEGIN_NAMESPACE

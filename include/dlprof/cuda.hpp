@@ -46,7 +46,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/active.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/range.hpp"
 
 DLPROF_BEGIN_NAMESPACE

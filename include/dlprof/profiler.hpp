@@ -761,11 +761,13 @@ class BasicProfiler {
   }
 
   void transit(Action previous, Action current) {
-    transit_cpu(previous, current);
+    run_action_map(previous, current);
     if (current == Action::None) disable_collectors();  // idle steps pay nothing for CUPTI or op observers
   }
 
-  void transit_cpu(Action previous, Action current) {
+  /// What torch.profiler's action map does on the step from `previous` to `current`: prepare,
+  /// start, stop and save the trace, or discard a window a schedule left without saving.
+  void run_action_map(Action previous, Action current) {
     const bool was_recording = previous == Action::Record || previous == Action::RecordAndSave;
     const bool recording = current == Action::Record || current == Action::RecordAndSave;
     if (previous == Action::RecordAndSave) {

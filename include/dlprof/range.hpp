@@ -33,7 +33,7 @@
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/site.hpp"
 #include "dlprof/detail/recording/slow_path.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 

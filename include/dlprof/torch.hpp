@@ -56,7 +56,7 @@
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/detail/text.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/format/vocabulary.hpp"
 
 DLPROF_BEGIN_NAMESPACE

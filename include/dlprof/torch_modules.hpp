@@ -72,7 +72,7 @@
 #include "dlprof/detail/recording/nvtx.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/range.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/device_properties.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 

@@ -49,7 +49,7 @@
 #include "dlprof/analysis/detail/intervals.hpp"
 #include "dlprof/analysis/kernel_type.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
 

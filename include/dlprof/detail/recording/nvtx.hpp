@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/active.hpp"
 #include "dlprof/detail/recording/site.hpp"

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/config.hpp"
 
 DLPROF_BEGIN_NAMESPACE

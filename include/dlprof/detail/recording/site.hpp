@@ -17,7 +17,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/slow_path.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {

@@ -28,7 +28,7 @@
 #include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
-#include "dlprof/event.hpp"
+#include "dlprof/category.hpp"
 #include "dlprof/import/detail/json_number.hpp"
 #include "dlprof/format/json_text.hpp"
 #include "dlprof/format/vocabulary.hpp"
@@ -170,7 +170,7 @@ inline Category range_category(std::string_view name) noexcept {
 /// (CUDA; ROCm, whose HIP calls and kernels Kineto writes under the CUDA categories; XPU; MTIA;
 /// PrivateUse1 backends), as Holistic Trace Analysis 0.6 groups them, and the legacy
 /// (PyTorch < 1.10) spellings.
-enum class Cat : std::uint8_t {
+enum class CatMeaning : std::uint8_t {
   Op,             // cpu_op, Operator
   Range,          // user_annotation, cpu_instant_event slices
   PythonFrame,    // python_function
@@ -186,37 +186,37 @@ enum class Cat : std::uint8_t {
   NotWork,        // cuda_event, cuda_profiler_range: markers on device rows, not work
 };
 
-inline const KeyTable<Cat>& categories() {
+inline const KeyTable<CatMeaning>& categories() {
   namespace cat = kineto::cat;
-  static const KeyTable<Cat> table(std::array<std::pair<std::string_view, Cat>, 29>{{
-      {cat::kCpuOp, Cat::Op},
-      {cat::kOperatorLegacy, Cat::Op},
-      {cat::kUserAnnotation, Cat::Range},
-      {cat::kPythonFunction, Cat::PythonFrame},
-      {cat::kCpuInstantEvent, Cat::Range},
-      {cat::kCudaRuntime, Cat::Runtime},
-      {cat::kRuntimeLegacy, Cat::Runtime},
-      {cat::kRuntimeLowerLegacy, Cat::Runtime},
-      {cat::kXpuRuntime, Cat::Runtime},
-      {cat::kMtiaRuntime, Cat::Runtime},
-      {cat::kPrivateUse1Runtime, Cat::Runtime},
-      {cat::kCudaDriver, Cat::Driver},
-      {cat::kXpuDriver, Cat::Driver},
-      {cat::kPrivateUse1Driver, Cat::Driver},
-      {cat::kMtiaCcpEvents, Cat::Kernel},
-      {cat::kKernel, Cat::Kernel},
-      {cat::kKernelLegacy, Cat::Kernel},
-      {cat::kGpuMemcpy, Cat::Memcpy},
-      {cat::kMemcpyLegacy, Cat::Memcpy},
-      {cat::kGpuMemset, Cat::Memset},
-      {cat::kMemsetLegacy, Cat::Memset},
-      {cat::kCudaSync, Cat::Sync},
-      {cat::kGpuUserAnnotation, Cat::GpuAnnotation},
-      {cat::kOverhead, Cat::Overhead},
-      {cat::kTrace, Cat::Span},
-      {cat::kTraceLower, Cat::Span},
-      {cat::kCudaEvent, Cat::NotWork},
-      {cat::kCudaProfilerRange, Cat::NotWork},
+  static const KeyTable<CatMeaning> table(std::array<std::pair<std::string_view, CatMeaning>, 29>{{
+      {cat::kCpuOp, CatMeaning::Op},
+      {cat::kOperatorLegacy, CatMeaning::Op},
+      {cat::kUserAnnotation, CatMeaning::Range},
+      {cat::kPythonFunction, CatMeaning::PythonFrame},
+      {cat::kCpuInstantEvent, CatMeaning::Range},
+      {cat::kCudaRuntime, CatMeaning::Runtime},
+      {cat::kRuntimeLegacy, CatMeaning::Runtime},
+      {cat::kRuntimeLowerLegacy, CatMeaning::Runtime},
+      {cat::kXpuRuntime, CatMeaning::Runtime},
+      {cat::kMtiaRuntime, CatMeaning::Runtime},
+      {cat::kPrivateUse1Runtime, CatMeaning::Runtime},
+      {cat::kCudaDriver, CatMeaning::Driver},
+      {cat::kXpuDriver, CatMeaning::Driver},
+      {cat::kPrivateUse1Driver, CatMeaning::Driver},
+      {cat::kMtiaCcpEvents, CatMeaning::Kernel},
+      {cat::kKernel, CatMeaning::Kernel},
+      {cat::kKernelLegacy, CatMeaning::Kernel},
+      {cat::kGpuMemcpy, CatMeaning::Memcpy},
+      {cat::kMemcpyLegacy, CatMeaning::Memcpy},
+      {cat::kGpuMemset, CatMeaning::Memset},
+      {cat::kMemsetLegacy, CatMeaning::Memset},
+      {cat::kCudaSync, CatMeaning::Sync},
+      {cat::kGpuUserAnnotation, CatMeaning::GpuAnnotation},
+      {cat::kOverhead, CatMeaning::Overhead},
+      {cat::kTrace, CatMeaning::Span},
+      {cat::kTraceLower, CatMeaning::Span},
+      {cat::kCudaEvent, CatMeaning::NotWork},
+      {cat::kCudaProfilerRange, CatMeaning::NotWork},
   }});
   return table;
 }
@@ -784,22 +784,22 @@ class TraceBuilder {
 
   /// The category of a slice whose "cat" the reader does not know: device work, as Holistic Trace
   /// Analysis takes it (a category naming kernels or copies, or a slice on a stream), or nothing.
-  static std::optional<Cat> unknown_device_category(std::string_view category, const RawEvent& event) noexcept {
+  static std::optional<CatMeaning> unknown_device_category(std::string_view category, const RawEvent& event) noexcept {
     const auto names = [&](std::string_view word) {
       return std::search(category.begin(), category.end(), word.begin(), word.end(), [](char a, char b) {
                return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
              }) != category.end();
     };
-    if (names("memcpy")) return Cat::Memcpy;
-    if (names("memset")) return Cat::Memset;
-    if (names("kernel") || event.arg(Arg::Stream) != nullptr) return Cat::Kernel;
+    if (names("memcpy")) return CatMeaning::Memcpy;
+    if (names("memset")) return CatMeaning::Memset;
+    if (names("kernel") || event.arg(Arg::Stream) != nullptr) return CatMeaning::Kernel;
     return std::nullopt;
   }
 
   void add_slice(const RawEvent& event) {
     const RawValue* category_value = event.field(EventField::Cat);
     if (category_value == nullptr || category_value->type != JsonType::String) return;  // no category: unknown
-    std::optional<Cat> category = categories().find(category_value->text);
+    std::optional<CatMeaning> category = categories().find(category_value->text);
     bool unknown_device = false;
     if (!category) {
       category = unknown_device_category(category_value->text, event);
@@ -808,7 +808,7 @@ class TraceBuilder {
     }
     const std::int64_t start = start_of(event);
     const std::int64_t end = end_of(event, start);
-    if (*category == Cat::NotWork) return;
+    if (*category == CatMeaning::NotWork) return;
     add_slice_of(event, *category, start, end);
     see_time(start, end);  // once the event is in: a skipped one leaves no trace
     if (unknown_device) {
@@ -820,25 +820,25 @@ class TraceBuilder {
     }
   }
 
-  void add_slice_of(const RawEvent& event, Cat category, std::int64_t start, std::int64_t end) {
+  void add_slice_of(const RawEvent& event, CatMeaning category, std::int64_t start, std::int64_t end) {
     switch (category) {
-      case Cat::Op:
-      case Cat::Range:
-      case Cat::PythonFrame: add_cpu_slice(event, category, start, end); break;
-      case Cat::Runtime:
-      case Cat::Driver: add_api_call(event, category == Cat::Driver, start, end); break;
-      case Cat::Kernel:
-      case Cat::Memcpy:
-      case Cat::Memset:
-      case Cat::Sync:
-      case Cat::GpuAnnotation: add_gpu_work(event, category, start, end); break;
-      case Cat::Overhead: trace_.overhead_events.push_back(OverheadEvent{start, end, intern(name_of(event))}); break;
-      case Cat::Span:  // the window: counted by see_time
-      case Cat::NotWork: break;
+      case CatMeaning::Op:
+      case CatMeaning::Range:
+      case CatMeaning::PythonFrame: add_cpu_slice(event, category, start, end); break;
+      case CatMeaning::Runtime:
+      case CatMeaning::Driver: add_api_call(event, category == CatMeaning::Driver, start, end); break;
+      case CatMeaning::Kernel:
+      case CatMeaning::Memcpy:
+      case CatMeaning::Memset:
+      case CatMeaning::Sync:
+      case CatMeaning::GpuAnnotation: add_gpu_work(event, category, start, end); break;
+      case CatMeaning::Overhead: trace_.overhead_events.push_back(OverheadEvent{start, end, intern(name_of(event))}); break;
+      case CatMeaning::Span:  // the window: counted by see_time
+      case CatMeaning::NotWork: break;
     }
   }
 
-  void add_cpu_slice(const RawEvent& event, Cat category, std::int64_t start, std::int64_t end) {
+  void add_cpu_slice(const RawEvent& event, CatMeaning category, std::int64_t start, std::int64_t end) {
     const std::string_view name = name_of(event);
     TraceEvent slice;
     slice.start_ns = start;
@@ -849,12 +849,12 @@ class TraceBuilder {
     if (is_profiler_step(name)) {
       slice.kind = EventKind::Step;
       slice.category = Category::Step;
-    } else if (category == Cat::Op) {
+    } else if (category == CatMeaning::Op) {
       slice.kind = EventKind::Op;
       // Ops nested in a backward frame join it in sort_and_categorise().
       slice.category = is_backward_op(name) ? Category::Backward : Category::User;
     } else {
-      slice.kind = category == Cat::PythonFrame ? EventKind::PythonFrame : EventKind::Range;
+      slice.kind = category == CatMeaning::PythonFrame ? EventKind::PythonFrame : EventKind::Range;
       slice.category = range_category(name);
       if (const RawValue* named = event.arg(Arg::DlprofCategory); named != nullptr && slice.kind == EventKind::Range)
         if (const std::optional<std::string_view> text = text_of(*named, kineto::arg::kDlprofCategory))
@@ -1051,7 +1051,7 @@ class TraceBuilder {
     return stream == std::int64_t{UINT32_MAX} ? -1 : stream;
   }
 
-  void add_gpu_work(const RawEvent& event, Cat category, std::int64_t start, std::int64_t end) {
+  void add_gpu_work(const RawEvent& event, CatMeaning category, std::int64_t start, std::int64_t end) {
     const std::string_view name = name_of(event);
     const Id pid = id_of_field(event.field(EventField::Pid), "pid");
     const Id tid = id_of_field(event.field(EventField::Tid), "tid");
@@ -1079,14 +1079,14 @@ class TraceBuilder {
     // stream's row without naming it: gpu_user_annotation spans, and the "stream 7" rows of traces
     // before 2022. Any other row is a thread (MTIA's dma_request copies), and the work is on no
     // stream (-1), as HTA reads it.
-    const bool row_is_stream = category == Cat::GpuAnnotation || !tid.is_number;
+    const bool row_is_stream = category == CatMeaning::GpuAnnotation || !tid.is_number;
     work.stream = stream.value_or(row_is_stream ? tid.number : -1);
     switch (category) {
-      case Cat::Kernel:
+      case CatMeaning::Kernel:
         work.kind = GpuEventKind::Kernel;
         work.kernel = kernel_details(event);
         break;
-      case Cat::Memcpy: {
+      case CatMeaning::Memcpy: {
         work.kind = GpuEventKind::Memcpy;
         work.copy.bytes = bytes_of(event);
         const CopyKinds kinds = copy_kinds_of(name);  // "Memcpy HtoD (Pageable -> Device)"
@@ -1104,13 +1104,13 @@ class TraceBuilder {
         }
         break;
       }
-      case Cat::Memset: {
+      case CatMeaning::Memset: {
         work.kind = GpuEventKind::Memset;
         work.copy.bytes = bytes_of(event);
         work.copy.destination_kind = fill_kind_of(name);  // "Memset (Device)"
         break;
       }
-      case Cat::Sync: {
+      case CatMeaning::Sync: {
         work.kind = GpuEventKind::Sync;
         const RawValue* kind = event.arg(Arg::CudaSyncKind);
         work.sync.type = sync_type_of(kind != nullptr && kind->type == JsonType::String ? kind->text : name);
@@ -1120,15 +1120,15 @@ class TraceBuilder {
         work.stream = stream.value_or(-1);
         break;
       }
-      case Cat::GpuAnnotation: work.kind = GpuEventKind::Annotation; break;
-      case Cat::Op:
-      case Cat::Range:
-      case Cat::PythonFrame:
-      case Cat::Runtime:
-      case Cat::Driver:
-      case Cat::Overhead:
-      case Cat::Span:
-      case Cat::NotWork: break;
+      case CatMeaning::GpuAnnotation: work.kind = GpuEventKind::Annotation; break;
+      case CatMeaning::Op:
+      case CatMeaning::Range:
+      case CatMeaning::PythonFrame:
+      case CatMeaning::Runtime:
+      case CatMeaning::Driver:
+      case CatMeaning::Overhead:
+      case CatMeaning::Span:
+      case CatMeaning::NotWork: break;
     }
     trace_.gpu_events.push_back(work);
   }

@@ -1,4 +1,4 @@
-// dlprof/event.hpp: what kind of work a range measures. Categories colour the range in
+// dlprof/category.hpp: what kind of work a range measures. Categories colour the range in
 // Nsight Systems (NVTX category and colour) and group time in dlprof's summaries.
 #pragma once
 
