@@ -44,8 +44,8 @@ using dlprof_bench::ReferenceTrace;
 using dlprof_bench::kReferenceTraces;
 
 std::uint64_t json_bytes(const std::string& path) {
-  const auto bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
-  return dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX).size();
+  const auto bytes = dlprof::detail::reader::read_file(path, UINT32_MAX);
+  return dlprof::detail::reader::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX).size();
 }
 
 /// Every analysis of the report (make_report); returns something of it so that none is optimised

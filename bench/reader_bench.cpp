@@ -48,9 +48,9 @@ struct Text {
 };
 
 Text load(const std::string& path) {
-  const dlprof::detail::json::ByteBuffer bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
-  const dlprof::detail::json::ByteBuffer json =
-      dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX);
+  const dlprof::detail::reader::ByteBuffer bytes = dlprof::detail::reader::read_file(path, UINT32_MAX);
+  const dlprof::detail::reader::ByteBuffer json =
+      dlprof::detail::reader::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX);
   Text text;
   text.json.assign(json.data(), json.size());
   // Every event object carries exactly one "ph" key.
@@ -78,10 +78,10 @@ void BM_read_trace(benchmark::State& state, const ReferenceTrace& set) {
 void BM_gunzip(benchmark::State& state, const ReferenceTrace& set) {
   const std::string path = first_file(set.directory);
   const Text text = load(path);
-  const dlprof::detail::json::ByteBuffer bytes = dlprof::detail::json::read_file(path, UINT32_MAX);
+  const dlprof::detail::reader::ByteBuffer bytes = dlprof::detail::reader::read_file(path, UINT32_MAX);
   for (auto _ : state) {
-    dlprof::detail::json::ByteBuffer json =
-        dlprof::detail::json::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX);
+    dlprof::detail::reader::ByteBuffer json =
+        dlprof::detail::reader::gunzip(std::string_view(bytes.data(), bytes.size()), UINT32_MAX);
     benchmark::DoNotOptimize(json.data());
   }
   set_rates(state, text);

@@ -1531,7 +1531,7 @@ TEST(ImportHugeTest, DefaultLimitTakesTextsOfFourGiBAndMore) {
 }
 
 TEST(ImportHugeTest, LoggedEventsKeepTheirPlaceFarIntoTheText) {
-  using namespace dlprof::detail::json;
+  using namespace dlprof::detail::reader;
   // A part that starts 6 GiB into the text: values are logged from their event's start.
   std::string text = R"([{"ph": "X", "name": "late", "ts": 12.5, "args": {"Input Dims": [[2, 3]], "External id": 9}}])";
   const std::string pristine = text;
@@ -1718,7 +1718,7 @@ class ShiftedText {
   char* text() noexcept { return buffer_.data() + shift_; }
 
  private:
-  dlprof::detail::json::ByteBuffer buffer_;
+  dlprof::detail::reader::ByteBuffer buffer_;
   std::size_t shift_;
 };
 
@@ -1727,7 +1727,7 @@ class ShiftedText {
 /// parse it on one thread), wherever the text lies against 16-byte blocks (which decides where
 /// a cut may be).
 bool parts_parse_reads(const std::string& json, std::size_t from) {
-  using namespace dlprof::detail::json;
+  using namespace dlprof::detail::reader;
   for (std::size_t shift = 0; shift < 16; ++shift) {
     ShiftedText shifted(json, shift);
     char* const text = shifted.text();
@@ -1784,7 +1784,7 @@ TEST(ImportSplitTest, PartsInMemoryAreCutWhereNoScanReadsTheNextPart) {
   EXPECT_TRUE(parts_parse_reads(json, 64)) << "one part per event or two";
   expect_split_reads_the_same(json);
 
-  using namespace dlprof::detail::json;
+  using namespace dlprof::detail::reader;
   for (std::size_t shift = 0; shift < 16; ++shift) {
     SCOPED_TRACE(shift);
     ShiftedText shifted(json, shift);
@@ -1915,7 +1915,7 @@ TEST_F(ReferenceTraceTest, SplitParseReadsWhatOneThreadReads) {
     expect_same(dlprof::read_trace(path, one_thread), dlprof::read_trace(path, two_threads));
     // Kineto's layout is cut where the reader cuts it, not read on one thread after all.
     const std::string compressed = dlprof_test::read_file(path);
-    const dlprof::detail::json::ByteBuffer text = dlprof::detail::json::gunzip(compressed, UINT64_MAX);
+    const dlprof::detail::reader::ByteBuffer text = dlprof::detail::reader::gunzip(compressed, UINT64_MAX);
     EXPECT_TRUE(parts_parse_reads(std::string(text.data(), text.size()), text.size() * 2 / 5));
   }
 }
@@ -1925,7 +1925,7 @@ TEST_F(ReferenceTraceTest, FilesAreReadPartByPartAsWhole) {
   // of 1 byte (a cut after nearly every event, parts out and buffers reused all the time).
   TempDir dir;
   const std::string compressed = dlprof_test::read_file(only_file("hta-1rank-v100-resnet-ns"));
-  const dlprof::detail::json::ByteBuffer text = dlprof::detail::json::gunzip(compressed, UINT64_MAX);
+  const dlprof::detail::reader::ByteBuffer text = dlprof::detail::reader::gunzip(compressed, UINT64_MAX);
   const std::string path = (dir.path() / "v100.json").string();
   std::ofstream(path, std::ios::binary).write(text.data(), static_cast<std::streamsize>(text.size()));
   dlprof::ReadOptions whole;
@@ -2034,14 +2034,14 @@ TEST(ImportCrcTest, FoldedCrcEqualsZlibs) {
   }
   for (std::size_t size : {0u, 1u, 63u, 64u, 127u, 128u, 129u, 1000u, 4096u, 65'537u})
     for (std::size_t offset = 0; offset < 17; ++offset)
-      ASSERT_EQ(dlprof::detail::json::crc32(0x12345678u, bytes.data() + offset, size),
+      ASSERT_EQ(dlprof::detail::reader::crc32(0x12345678u, bytes.data() + offset, size),
                 crc32_z(0x12345678u, bytes.data() + offset, size))
           << size << " at " << offset;
 }
 
 TEST(ImportNumberTest, ScaledExactlyAndRoundedOnce) {
-  using dlprof::detail::json::NumberError;
-  using dlprof::detail::json::to_int64;
+  using dlprof::detail::reader::NumberError;
+  using dlprof::detail::reader::to_int64;
   const auto ns = [](std::string_view text) {
     std::int64_t value = 0;
     const NumberError error = to_int64(text, 3, std::int64_t{1} << 62, false, &value);

@@ -19,7 +19,7 @@
 
 namespace {
 
-namespace scan = dlprof::detail::json;
+namespace scan = dlprof::detail::reader;
 
 /// Every call a handler gets, as text: "key ph @12".
 struct ScannerCallLog {

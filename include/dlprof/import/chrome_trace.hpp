@@ -188,7 +188,7 @@ struct ReadProgress {
   std::uint64_t bytes_total = 0;  ///< of that many
 };
 
-namespace detail::json {
+namespace detail::reader {
 
 /// ReadOptions::max_json_bytes's default: half the machine's physical memory, and at least 4 GiB.
 inline std::uint64_t default_max_json_bytes() noexcept {
@@ -202,7 +202,7 @@ inline std::uint64_t default_max_json_bytes() noexcept {
   return bytes;
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 
 struct ReadOptions {
   /// Called from the reading thread every few thousand events, every 16 MiB of data inflated
@@ -213,7 +213,7 @@ struct ReadOptions {
   /// refused with an error instead of filling memory. Some texts are held whole in memory (the
   /// text of a gzip member under 4 GiB, a text read again to place an error's line and column),
   /// so the default is half the machine's physical memory, and at least 4 GiB.
-  std::uint64_t max_json_bytes = detail::json::default_max_json_bytes();
+  std::uint64_t max_json_bytes = detail::reader::default_max_json_bytes();
   /// A JSON text is parsed in parts of about this many bytes, cut between two events, on two
   /// threads (what the trace holds is the same); a file that is not gzip, and gzip data whose text
   /// is not the size its trailer announces (several members, or a text of 4 GiB or more), is read
@@ -224,7 +224,7 @@ struct ReadOptions {
   bool strict = false;
 };
 
-namespace detail::json {
+namespace detail::reader {
 
 /// Line and column (from 1, in bytes) of `offset` in `text`.
 inline std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) noexcept {
@@ -469,17 +469,17 @@ inline Trace read_one(const std::string& path, const ReadOptions& options, std::
   return read_bytes(path, options, file_index, file_count, [&] { return read_file(path, options.max_json_bytes); });
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 
 /// Reads one trace file (JSON or gzip-compressed JSON, whatever its name). Throws TraceReadError.
 inline Trace read_trace(const std::string& path, const ReadOptions& options = {}) {
-  return detail::json::read_one(path, options, 0, 1);
+  return detail::reader::read_one(path, options, 0, 1);
 }
 
 /// Reads a trace from memory: JSON text, or gzip-compressed JSON. `source_name` names it in
 /// errors and progress. Throws TraceReadError.
 inline Trace parse_trace(std::string_view json, std::string_view source_name, const ReadOptions& options = {}) {
-  using namespace detail::json;
+  using namespace detail::reader;
   return read_bytes(std::string(source_name), options, 0, 1, [&] {
     if (json.size() > options.max_json_bytes)
       fail_file(fmt::format("the text has {} bytes, more than the limit of {} (ReadOptions::max_json_bytes)", json.size(),
@@ -488,7 +488,7 @@ inline Trace parse_trace(std::string_view json, std::string_view source_name, co
   });
 }
 
-namespace detail::json {
+namespace detail::reader {
 
 /// A file of a trace set: named on its own, or found in a named directory.
 struct TraceSetFile {
@@ -522,7 +522,7 @@ inline std::vector<TraceSetFile> trace_set_files(const std::vector<std::string>&
   return files;
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 
 /// The files read_trace_set() reads for `paths`, in its order: each file named, and each named
 /// directory's files ending in ".json" or ".gz" (sorted; not its subdirectories). Throws
@@ -530,7 +530,7 @@ inline std::vector<TraceSetFile> trace_set_files(const std::vector<std::string>&
 /// no such file.
 inline std::vector<std::string> trace_set_files(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
-  for (detail::json::TraceSetFile& file : detail::json::trace_set_files(paths)) files.push_back(std::move(file.path));
+  for (detail::reader::TraceSetFile& file : detail::reader::trace_set_files(paths)) files.push_back(std::move(file.path));
   return files;
 }
 
@@ -552,7 +552,7 @@ std::vector<TraceWindow<std::invoke_result_t<Summarize&, Trace&&>>> read_trace_w
                                                                                        const ReadOptions& options,
                                                                                        Summarize&& summarize) {
   using Summary = std::invoke_result_t<Summarize&, Trace&&>;
-  const std::vector<detail::json::TraceSetFile> files = detail::json::trace_set_files(paths);
+  const std::vector<detail::reader::TraceSetFile> files = detail::reader::trace_set_files(paths);
   // What windowing reads of a trace, kept beside its summary.
   struct FileTrace {
     std::int64_t rank;
@@ -568,7 +568,7 @@ std::vector<TraceWindow<std::invoke_result_t<Summarize&, Trace&&>>> read_trace_w
   for (std::size_t i = 0; i < files.size(); ++i) {
     Trace trace;
     try {
-      trace = detail::json::read_one(files[i].path, options, i, files.size());
+      trace = detail::reader::read_one(files[i].path, options, i, files.size());
     } catch (const TraceReadError& error) {
       if (options.strict || !files[i].in_directory) throw;
       unreadable.push_back(error);

@@ -45,7 +45,7 @@
 #include "dlprof/import/detail/trace_handler.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 inline bool is_json_space(char c) noexcept { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -471,5 +471,5 @@ bool parse_in_parts(Parts& source, std::uint64_t total_bytes, TraceHandler& hand
   return parse_after_events(last->part.base, last->after_events, last->part.end, handler, last->part.base_offset);
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE

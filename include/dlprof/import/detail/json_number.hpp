@@ -12,7 +12,7 @@
 #include "dlprof/config.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 enum class NumberError : std::uint8_t {
   None,
@@ -158,5 +158,5 @@ inline NumberError to_double(std::string_view text, double* value) noexcept {
   return NumberError::None;
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE

@@ -33,7 +33,7 @@
 #include "dlprof/import/detail/trace_handler.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 /// RapidJSON's handler concept over TraceHandler (or another handler with its calls), with the
 /// offset of each token in the text: in-situ strings and numbers point into it; the stream, which
@@ -168,5 +168,5 @@ inline void parse_json_in_place(char* text, std::size_t size, TraceHandler& hand
   check_json_end(run_json_parser(text, 0, handler), text, size);
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE

@@ -30,7 +30,7 @@
 #include "dlprof/import/detail/trace_handler.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 /// How a scan ended.
 enum class ScanEnd : std::uint8_t {
@@ -330,5 +330,5 @@ ScanResult scan_json(char* text, std::size_t start, Handler& handler, std::size_
   return JsonScanner<Handler>(text, start, handler, stop_after, base_offset).scan();
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE

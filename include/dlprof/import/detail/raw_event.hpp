@@ -19,7 +19,7 @@
 #include "dlprof/format/vocabulary.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 enum class JsonType : std::uint8_t { Null, Bool, Number, String, Array, Object };
 
@@ -431,5 +431,5 @@ class RawEventLog {
   bool overflowed_ = false;
 };
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE

@@ -36,7 +36,7 @@
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 /// A problem at a byte offset of the JSON text. The public functions turn it into a
 /// TraceReadError that names the file, the offset, the line and the column.
@@ -412,18 +412,18 @@ class TraceBuilder {
   }
 
   std::int64_t signed_of(const RawValue& value, std::string_view key, std::int64_t limit) const {
-    return json::signed_of(numeric(value), key, limit);
+    return reader::signed_of(numeric(value), key, limit);
   }
   std::uint64_t unsigned_of(const RawValue& value, std::string_view key, std::uint64_t limit) const {
-    return json::unsigned_of(numeric(value), key, limit);
+    return reader::unsigned_of(numeric(value), key, limit);
   }
   std::uint64_t id_of(const RawValue& value, std::string_view key, std::uint64_t limit) const {
-    return json::id_of(numeric(value), key, limit);
+    return reader::id_of(numeric(value), key, limit);
   }
   std::int64_t nanoseconds_of(const RawValue& value, std::string_view key) const {
-    return json::nanoseconds_of(numeric(value), key);
+    return reader::nanoseconds_of(numeric(value), key);
   }
-  float float_of(const RawValue& value, std::string_view key) const { return json::float_of(numeric(value), key); }
+  float float_of(const RawValue& value, std::string_view key) const { return reader::float_of(numeric(value), key); }
 
   /// `convert()`, or nothing when it fails in a lenient read (the value is counted as ignored).
   template <class Convert>
@@ -664,7 +664,7 @@ class TraceBuilder {
   Id id_of_field(const RawValue* value, std::string_view key) const {
     if (value == nullptr) return {};  // Perfetto takes a missing pid or tid as 0
     if (value->type == JsonType::String) return Id{trailing_integer(value->text), value->text, false};
-    return Id{json::signed_of(*value, key, INT64_MAX), {}, true};
+    return Id{reader::signed_of(*value, key, INT64_MAX), {}, true};
   }
 
   std::uint32_t intern(std::string_view text) {
@@ -1461,5 +1461,5 @@ class TraceBuilder {
   bool any_time_ = false;
 };
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE

@@ -34,7 +34,7 @@
 #include "dlprof/config.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 /// Faults in the pages of a new mapped buffer on a thread of its own while the caller writes into
 /// it, until the object goes. MADV_POPULATE_WRITE maps each page writable without writing to it,
@@ -434,5 +434,5 @@ inline ByteBuffer gunzip(std::string_view compressed, std::uint64_t limit) {
   return output;
 }
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE

@@ -29,7 +29,7 @@
 #include "dlprof/import/detail/trace_builder.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-namespace detail::json {
+namespace detail::reader {
 
 /// Nesting deeper than this is refused: Kineto's deepest value (an arg holding lists of lists)
 /// is 6 levels down; a "[[[[..." bomb ends here with an error.
@@ -592,5 +592,5 @@ class TraceHandler {
   JsonType capture_value_type_ = JsonType::Array;
 };
 
-}  // namespace detail::json
+}  // namespace detail::reader
 DLPROF_END_NAMESPACE
