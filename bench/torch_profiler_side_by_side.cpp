@@ -3,14 +3,21 @@
 // activities and options, so that scripts/gpu_side_by_side.py can compare their traces and their
 // costs process for process, alternating.
 //
-//   torch_profiler_side_by_side --profiler none|dlprof|torch --workload train|launch --log-dir DIR
-//                               [--batch-size N] [--launches N] [--warmup-steps N]
+//   torch_profiler_side_by_side --profiler none|dlprof|torch --workload train|launch|roofline
+//                               --log-dir DIR [--batch-size N] [--launches N] [--warmup-steps N]
 //
 // Workloads, each step ending when the host has the GPU's result:
 //   train   dlprof_examples::MnistCnn on fixed CUDA batches of --batch-size images: zero_grad,
 //           forward, cross-entropy, backward, SGD with momentum, loss.item();
 //   launch  --launches in-place adds to a one-element CUDA tensor (one ATen op and one kernel
-//           launch each), then torch::cuda::synchronize(): what a profiler costs per launch.
+//           launch each), then torch::cuda::synchronize(): what a profiler costs per launch;
+//   roofline ops of known FLOPs and bytes near the GPU's limits, then torch::cuda::synchronize():
+//           --launches BF16 8192x8192x8192 matmuls (compute-bound, Tensor Cores), one of 8191
+//           (no multiple of 8), FP32 4096^3 matmuls with TF32 off and on, an add of two 2^28-element
+//           BF16 tensors (memory-bound), softmax, layer_norm, a BF16 3x3 convolution, an
+//           embedding lookup, a cast and, with LibTorch 2, flash attention. Recorded with
+//           with_flops, and by dlprof with the GPUs' clocks read every 10 ms: the trace a
+//           roofline is checked on.
 // After --warmup-steps steps with no profiler (cuDNN's choices, the caching allocator), 7 steps
 // run under torch.profiler.schedule(wait=1, warmup=1, active=5) with CPU and CUDA activities and
 // record_shapes:
@@ -26,9 +33,11 @@
 // times (launch workload), and the time to close the window (that call, and stop() or
 // disableProfiler() and save).
 // Without a CUDA device it says so and exits with status 77.
+#include <ATen/Context.h>
 #include <dlprof/profiler.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -70,10 +79,10 @@ struct Options {
 
 void print_usage() {
   fmt::print(
-      "Usage: torch_profiler_side_by_side --profiler none|dlprof|torch --workload train|launch --log-dir DIR\n"
+      "Usage: torch_profiler_side_by_side --profiler none|dlprof|torch --workload train|launch|roofline --log-dir DIR\n"
       "                                   [--batch-size N] [--launches N] [--warmup-steps N] [--device cuda|cpu]\n"
       "  --batch-size N     images per training step (default 256)\n"
-      "  --launches N       kernel launches per launch step (default 1000)\n"
+      "  --launches N       kernel launches per launch step, BF16 matmuls per roofline step (default 1000)\n"
       "  --warmup-steps N   steps run before the schedule, with no profiler (default 20)\n"
       "  --device D         cuda (default), or cpu to try the loop and the profilers' calls without a GPU\n");
 }
@@ -91,10 +100,12 @@ Options parse_options(int argc, char** argv) {
         else if (flag == "--profiler" && (value == "none" || value == "dlprof" || value == "torch"))
           options.profiler = std::string(value);
         else if (flag == "--profiler") throw UsageError(fmt::format("--profiler expects none, dlprof or torch, got '{}'", value));
-        else if (flag == "--workload" && (value == "train" || value == "launch")) options.workload = std::string(value);
+        else if (flag == "--workload" && (value == "train" || value == "launch" || value == "roofline"))
+          options.workload = std::string(value);
         else if (flag == "--device" && (value == "cuda" || value == "cpu")) options.cuda = value == "cuda";
         else if (flag == "--device") throw UsageError(fmt::format("--device expects cuda or cpu, got '{}'", value));
-        else if (flag == "--workload") throw UsageError(fmt::format("--workload expects train or launch, got '{}'", value));
+        else if (flag == "--workload")
+          throw UsageError(fmt::format("--workload expects train, launch or roofline, got '{}'", value));
         else if (value.empty()) throw UsageError("--log-dir needs a non-empty value");
         else options.log_dir = std::string(value);
       });
@@ -120,11 +131,13 @@ class ProfilerUnderTest {
 
 class DlprofUnderTest final : public ProfilerUnderTest {
  public:
-  DlprofUnderTest(const std::string& path, std::vector<dlprof::Activity> activities)
+  DlprofUnderTest(const std::string& path, std::vector<dlprof::Activity> activities, bool with_flops)
       : prof_(dlprof::ProfilerOptions{}
                   .activities(std::move(activities))
                   .schedule(dlprof::schedule(kWaitSteps, kWarmupSteps, kActiveSteps, /*repeat=*/1))
                   .record_shapes(true)
+                  .with_flops(with_flops)
+                  .device_counter_period(std::chrono::milliseconds(with_flops ? 10 : 20))
                   .on_trace_ready(dlprof::TraceHandler(
                       [path](const dlprof::Trace& trace) { dlprof::save_chrome_trace(trace, path); },
                       /*run_in_background=*/true))) {}
@@ -141,8 +154,11 @@ class DlprofUnderTest final : public ProfilerUnderTest {
 
 class KinetoUnderTest final : public ProfilerUnderTest {
  public:
-  KinetoUnderTest(std::string path, std::set<torch::profiler::impl::ActivityType> activities)
-      : path_(std::move(path)), activities_(std::move(activities)) {}
+  KinetoUnderTest(std::string path, std::set<torch::profiler::impl::ActivityType> activities, bool with_flops)
+      : path_(std::move(path)),
+        config_(torch::profiler::impl::ProfilerState::KINETO, /*report_input_shapes=*/true, /*profile_memory=*/false,
+                /*with_stack=*/false, with_flops),
+        activities_(std::move(activities)) {}
   void begin_step(int step) override {
     range_.emplace(at::RecordScope::USER_SCOPE);
     if (range_->isActive()) range_->before(fmt::format("ProfilerStep#{}", step));
@@ -157,7 +173,7 @@ class KinetoUnderTest final : public ProfilerUnderTest {
 
  private:
   std::string path_;
-  torch::profiler::impl::ProfilerConfig config_{torch::profiler::impl::ProfilerState::KINETO, /*report_input_shapes=*/true};
+  torch::profiler::impl::ProfilerConfig config_;
   std::set<torch::profiler::impl::ActivityType> activities_;
   std::optional<at::RecordFunction> range_;
 };
@@ -170,6 +186,55 @@ double thread_cpu_ms() {
   timespec now{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
+}
+
+/// The roofline workload's step (see the file comment): the tensors are made once, outside it.
+std::function<void()> roofline_workload(const torch::Device& device, int matmuls) {
+  const auto bf16 = torch::TensorOptions().device(device).dtype(torch::kBFloat16);
+  const auto fp32 = torch::TensorOptions().device(device).dtype(torch::kFloat32);
+  struct Tensors {
+    torch::Tensor a, b, a_odd, b_odd, fp32_a, fp32_b, x, y, rows, gamma, beta, image, filter, table, tokens, q, k, v;
+  };
+  auto t = std::make_shared<Tensors>();
+  t->a = torch::randn({8192, 8192}, bf16);
+  t->b = torch::randn({8192, 8192}, bf16);
+  t->a_odd = torch::randn({8191, 8191}, bf16);
+  t->b_odd = torch::randn({8191, 8191}, bf16);
+  t->fp32_a = torch::randn({4096, 4096}, fp32);
+  t->fp32_b = torch::randn({4096, 4096}, fp32);
+  t->x = torch::randn({std::int64_t{1} << 28}, bf16);
+  t->y = torch::randn({std::int64_t{1} << 28}, bf16);
+  t->rows = torch::randn({8192, 8192}, bf16);
+  t->gamma = torch::ones({8192}, bf16);
+  t->beta = torch::zeros({8192}, bf16);
+  t->image = torch::randn({32, 256, 56, 56}, bf16);
+  t->filter = torch::randn({256, 256, 3, 3}, bf16);
+  t->table = torch::randn({50304, 4096}, bf16);
+  t->tokens = torch::randint(0, 50304, {8, 2048}, torch::TensorOptions().device(device).dtype(torch::kLong));
+  t->q = torch::randn({8, 16, 4096, 128}, bf16);
+  t->k = torch::randn({8, 16, 4096, 128}, bf16);
+  t->v = torch::randn({8, 16, 4096, 128}, bf16);
+  const bool cuda = device.is_cuda();
+  return [t, matmuls, cuda] {
+    torch::NoGradGuard no_grad;
+    for (int i = 0; i < matmuls; ++i) torch::mm(t->a, t->b);
+    torch::mm(t->a_odd, t->b_odd);
+    at::globalContext().setAllowTF32CuBLAS(false);
+    torch::mm(t->fp32_a, t->fp32_b);
+    at::globalContext().setAllowTF32CuBLAS(true);
+    torch::mm(t->fp32_a, t->fp32_b);
+    at::globalContext().setAllowTF32CuBLAS(false);
+    torch::add(t->x, t->y);
+    torch::softmax(t->rows, -1);
+    torch::layer_norm(t->rows, {8192}, t->gamma, t->beta);
+    torch::conv2d(t->image, t->filter, {}, 1, 1);
+    torch::embedding(t->table, t->tokens);
+    t->rows.to(torch::kFloat32);
+#if TORCH_VERSION_MAJOR >= 2
+    at::scaled_dot_product_attention(t->q, t->k, t->v);
+#endif
+    if (cuda) torch::cuda::synchronize();
+  };
 }
 
 /// Runs the scheduled steps under `profiler`: the active steps' times and the window's close.
@@ -245,8 +310,10 @@ int main(int argc, char** argv) {
     launch_loop_cpu_ms.push_back(thread_cpu_ms() - cpu_begin);
     if (options.cuda) torch::cuda::synchronize();
   };
-  const std::function<void()> work =
-      options.workload == "train" ? std::function<void()>(train) : std::function<void()>(launch);
+  std::function<void()> work;
+  if (options.workload == "train") work = train;
+  else if (options.workload == "launch") work = launch;
+  else work = roofline_workload(device, options.launches);
   for (int step = 0; step < options.warmup_steps; ++step) work();
 
   std::unique_ptr<ProfilerUnderTest> profiler;
@@ -254,11 +321,11 @@ int main(int argc, char** argv) {
   if (options.profiler == "dlprof") {
     std::vector<dlprof::Activity> activities{dlprof::Activity::CPU};
     if (options.cuda) activities.push_back(dlprof::Activity::CUDA);
-    profiler = std::make_unique<DlprofUnderTest>(trace_path, std::move(activities));
+    profiler = std::make_unique<DlprofUnderTest>(trace_path, std::move(activities), options.workload == "roofline");
   } else if (options.profiler == "torch") {
     std::set<ActivityType> activities{ActivityType::CPU};
     if (options.cuda) activities.insert(ActivityType::CUDA);
-    profiler = std::make_unique<KinetoUnderTest>(trace_path, std::move(activities));
+    profiler = std::make_unique<KinetoUnderTest>(trace_path, std::move(activities), options.workload == "roofline");
   }
   else profiler = std::make_unique<ProfilerUnderTest>();
 

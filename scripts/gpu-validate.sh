@@ -18,8 +18,14 @@
 #       pg_config and nccl_version;
 #     - runs dlprof beside torch.profiler (LibTorch's Kineto profiler) on the same training loop
 #       (scripts/gpu_side_by_side.py): the kernel multisets, the kernels linked to ops, the
-#       step-time overhead and the CPU cost per kernel launch of each.
-# Exits 1 when a check of step 2, 4, 5 or 6 fails (after the others have run), 0 otherwise.
+#       step-time overhead and the CPU cost per kernel launch of each;
+#     - runs the roofline workload under both (scripts/gpu_roofline_check.py): a BF16 matmul must
+#       reach a plausible share of the dense peak and never pass it, and dlprof's trace must hold
+#       the GPU's clocks, power and clock limits read from NVML; dlprof-report reads both traces;
+#  7. where Python has PyTorch, records reference traces with torch.profiler itself
+#     (scripts/gpu_reference_traces.py: memory, stacks, modules and FLOPs, with and without a leak)
+#     into GPU_VALIDATE_OUT, and dlprof-report reads them.
+# Exits 1 when a check of step 2, 4, 5, 6 or 7 fails (after the others have run), 0 otherwise.
 #
 # Environment:
 #   DLPROF_DEPS_PREFIX  an install prefix holding what the machine's packages lack: fmt's headers
@@ -29,7 +35,8 @@
 #   GPU_VALIDATE_RUNS   profiler-off/profiler-on run pairs for the overhead figure (default 3)
 #   GPU_VALIDATE_ROUNDS rounds of the side-by-side runs (default 3)
 #   GPU_VALIDATE_OUT    a directory that receives what is worth keeping: the side-by-side summary
-#                       and its train traces (gzip), the crash file, the flight recorder's dump
+#                       and its train traces (gzip), the roofline traces and summary, the
+#                       reference traces, the crash file, the flight recorder's dump
 #   CUDAARCHS           GPU architectures to build for (CMake's variable; default 80;90)
 # Extra arguments go to every run of the example, e.g. `scripts/gpu-validate.sh --host-memory pageable`.
 set -euo pipefail
@@ -239,7 +246,37 @@ EOF
         gzip -c "$torch_build/side-by-side/train/$profiler.pt.trace.json" >"$out/train-$profiler.pt.trace.json.gz"
       done
     fi
+
+    echo "== the roofline workload: a BF16 matmul against the dense peak, the GPU's clocks beside it"
+    roofline=$torch_build/roofline
+    rm -rf "$roofline"
+    for profiler in dlprof torch; do
+      "$torch_build/bench/torch_profiler_side_by_side" --profiler "$profiler" --workload roofline --launches 40 \
+        --warmup-steps 5 --log-dir "$roofline" || validation=1
+    done
+    python3 scripts/gpu_roofline_check.py --dlprof "$roofline/dlprof.pt.trace.json" --torch "$roofline/torch.pt.trace.json" \
+      ${out:+--summary "$out/roofline.json"} || validation=1
+    for profiler in dlprof torch; do
+      "$report" "$roofline/$profiler.pt.trace.json" >"$roofline/$profiler-report.txt" || validation=1
+      echo "-- dlprof-report of the $profiler trace"
+      head -30 "$roofline/$profiler-report.txt"
+      if [[ -n $out ]]; then
+        cp "$roofline/$profiler-report.txt" "$out/roofline-$profiler-report.txt"
+        gzip -c "$roofline/$profiler.pt.trace.json" >"$out/roofline-$profiler.pt.trace.json.gz"
+      fi
+    done
   fi
+fi
+
+echo "== reference traces of torch.profiler itself: memory, stacks, modules, FLOPs"
+if [[ -z $torch_prefix || -z $out ]]; then
+  echo "skipped: needs Python's PyTorch and GPU_VALIDATE_OUT to keep the traces in"
+else
+  python3 scripts/gpu_reference_traces.py "$out/reference-traces" || validation=1
+  for name in transformer leak; do
+    "$report" "$out/reference-traces/$name" >"$out/reference-traces/$name-report.txt" 2>&1 || validation=1
+    head -25 "$out/reference-traces/$name-report.txt"
+  done
 fi
 
 if ((validation != 0)); then

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -23,6 +25,7 @@ namespace dlprof_test {
 using dlprof::detail::CudaDriver;
 using dlprof::detail::CuptiBackend;
 using dlprof::detail::CuptiLibrary;
+using dlprof::detail::NvmlLibrary;
 
 /// What the played driver and CUPTI session were asked, and what they answer.
 struct Played {
@@ -42,8 +45,29 @@ struct Played {
   std::vector<CUpti_CallbackId> runtime_apis_off, driver_apis_off;  // cuptiActivityEnable{Runtime,Driver}Api(id, 0)
   std::vector<std::uint8_t> pending;        // records completed at the next flush
   std::uint32_t next_correlation = 100;
+  // NVML: the GPUs it knows by PCI bus id.
+  int nvml_init_result = 0;
+  std::vector<std::string> nvml_bus_ids = {"00000000:19:00.0"};
 };
 inline Played played;
+
+/// What each played NVML reading gives: set by a test while the sampler's thread reads.
+struct PlayedReadings {
+  std::atomic<unsigned int> sm_mhz{1755};
+  std::atomic<unsigned int> memory_mhz{2619};
+  std::atomic<unsigned int> milliwatts{612'400};
+  std::atomic<unsigned long long> clock_reasons{0x4};  // the software power cap
+  std::atomic<int> count{0};                           // nvmlDeviceGetClockInfo(SM) calls
+
+  void reset() {
+    sm_mhz = 1755;
+    memory_mhz = 2619;
+    milliwatts = 612'400;
+    clock_reasons = 0x4;
+    count = 0;
+  }
+};
+inline PlayedReadings readings;
 
 inline CudaDriver played_driver() {
   CudaDriver driver;
@@ -94,11 +118,52 @@ inline CudaDriver played_driver() {
     ++played.synchronizations;
     return CUDA_SUCCESS;
   };
+  driver.device_get_pci_bus_id = [](char* bus_id, int length, CUdevice device) {
+    // The driver's form ("0000:19:00.0"); NVML's own has an 8-digit domain and takes both.
+    std::snprintf(bus_id, static_cast<std::size_t>(length), "0000:%02x:00.0", 0x19 + static_cast<int>(device));
+    return CUDA_SUCCESS;
+  };
   driver.get_error_name = [](CUresult result, const char** name) {
     *name = result == CUDA_ERROR_UNKNOWN ? "CUDA_ERROR_UNKNOWN" : "CUDA_ERROR_NO_DEVICE";
     return CUDA_SUCCESS;
   };
   return driver;
+}
+
+/// NVML with one GPU per bus id in played.nvml_bus_ids: device i is bus 0x19 + i. It answers as
+/// the driver's NVML does: "0000:19:00.0" and "00000000:19:00.0" name one device.
+inline NvmlLibrary played_nvml() {
+  NvmlLibrary nvml;
+  nvml.init = [] { return played.nvml_init_result; };
+  nvml.shutdown = [] { return 0; };
+  nvml.error_string = [](int result) { return result == 4 ? "Insufficient Permissions" : "Unknown Error"; };
+  nvml.device_by_pci_bus_id = [](const char* bus_id, dlprof::detail::nvml::Device* device) {
+    unsigned int domain = 0, bus = 0;
+    if (std::sscanf(bus_id, "%x:%x:", &domain, &bus) != 2) return 2;  // NVML_ERROR_INVALID_ARGUMENT
+    for (std::size_t i = 0; i < played.nvml_bus_ids.size(); ++i) {
+      unsigned int known_domain = 0, known_bus = 0;
+      std::sscanf(played.nvml_bus_ids[i].c_str(), "%x:%x:", &known_domain, &known_bus);
+      if (known_domain == domain && known_bus == bus) {
+        *device = reinterpret_cast<dlprof::detail::nvml::Device>(i + 1);
+        return 0;
+      }
+    }
+    return 6;  // NVML_ERROR_NOT_FOUND
+  };
+  nvml.clock_info = [](dlprof::detail::nvml::Device, dlprof::detail::nvml::ClockType type, unsigned int* mhz) {
+    if (type == dlprof::detail::nvml::kSmClock) ++readings.count;
+    *mhz = type == dlprof::detail::nvml::kSmClock ? readings.sm_mhz.load() : readings.memory_mhz.load();
+    return 0;
+  };
+  nvml.power_usage = [](dlprof::detail::nvml::Device, unsigned int* milliwatts) {
+    *milliwatts = readings.milliwatts;
+    return 0;
+  };
+  nvml.clocks_event_reasons = [](dlprof::detail::nvml::Device, unsigned long long* reasons) {
+    *reasons = readings.clock_reasons;
+    return 0;
+  };
+  return nvml;
 }
 
 /// The real libcupti (it reads buffers and names callbacks without a driver), with the calls that

@@ -16,12 +16,18 @@
 // MEMCPY2, MEMSET, RUNTIME, DRIVER, SYNCHRONIZATION, EXTERNAL_CORRELATION, OVERHEAD, and MEMORY2
 // with profile_memory. CUPTI is enabled from the warm-up steps on, so its start-up cost falls
 // outside the recorded steps, and disabled when the schedule goes idle.
+//
+// Where the driver's NVML is present, each GPU's SM and memory clocks, power and clock limits
+// are read every GpuCollectionOptions::device_counter_period while a window records, and written
+// as counter tracks on the GPU's row.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +40,8 @@
 #include "dlprof/detail/backends/cupti_library.hpp"
 #include "dlprof/detail/backends/cupti_records.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
+#include "dlprof/detail/backends/gpu_clock_sampler.hpp"
+#include "dlprof/detail/backends/nvml_library.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
 
@@ -52,9 +60,10 @@ class CuptiBackend final : public GpuBackend {
   /// A backend that opens libcuda.so.1 and libcupti itself (what instance() holds).
   CuptiBackend() = default;
   /// A backend over entry points given instead of opened: how the tests play a driver without a
-  /// device, CUPTI owned by another profiler, or counters restricted to administrators.
-  CuptiBackend(CudaDriver driver, CuptiLibrary cupti)
-      : libraries_given_(true), driver_(std::move(driver)), cupti_(std::move(cupti)) {}
+  /// device, CUPTI owned by another profiler, or counters restricted to administrators. Without
+  /// `nvml`, no clocks or power are read.
+  CuptiBackend(CudaDriver driver, CuptiLibrary cupti, std::optional<NvmlLibrary> nvml = std::nullopt)
+      : libraries_given_(true), driver_(std::move(driver)), cupti_(std::move(cupti)), nvml_(std::move(nvml)) {}
 
   bool enable(const GpuCollectionOptions& options) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -81,6 +90,7 @@ class CuptiBackend final : public GpuBackend {
       return false;
     }
     leave_out_untraced_apis();
+    counter_period_ = options.device_counter_period;
     g_push_external_id.store(&push_external_id, std::memory_order_relaxed);
     g_pop_external_id.store(&pop_external_id, std::memory_order_relaxed);
     enabled_ = true;
@@ -90,6 +100,7 @@ class CuptiBackend final : public GpuBackend {
   void disable() override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!enabled_) return;
+    sampler_.stop();
     for (const CUpti_ActivityKind kind : kinds_) cupti_.disable(kind);
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // hand back buffers; nothing is collecting
     enabled_ = false;
@@ -98,6 +109,13 @@ class CuptiBackend final : public GpuBackend {
   void begin_window() override {
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // warm-up records: read and discarded
     collector_->begin_window(clock(), devices_);
+    sampler_.stop();
+    std::uint64_t dropped = 0;
+    (void)sampler_.take(dropped);
+    if (sampler_.attached() && counter_period_.count() > 0) {
+      sampler_.read();  // the clocks as the window opens, however short it is
+      sampler_.start(counter_period_);
+    }
   }
 
   DeviceActivity end_window() override {
@@ -106,12 +124,20 @@ class CuptiBackend final : public GpuBackend {
     if (driver_.ctx_get_current(&context) == CUDA_SUCCESS && context != nullptr) driver_.ctx_synchronize();
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     DeviceActivity activity = collector_->end_window();
+    if (sampler_.attached() && counter_period_.count() > 0) {
+      sampler_.stop();
+      sampler_.read();  // and as it closes
+      activity.device_counters = sampler_.take(activity.stats.dropped_device_counters);
+    }
     activity.stats.cupti_version = cupti_version_;
     activity.stats.driver_version = driver_version_;
     return activity;
   }
 
-  void discard_before(std::int64_t tick) override { collector_->discard_before(clock().from_ticks(tick)); }
+  void discard_before(std::int64_t tick) override {
+    collector_->discard_before(clock().from_ticks(tick));
+    sampler_.discard_before(clock().from_ticks(tick));
+  }
 
   /// The runtime and driver calls the trace leaves out (is_untraced_api), by callback id.
   struct UntracedApis {
@@ -187,7 +213,33 @@ class CuptiBackend final : public GpuBackend {
         result != CUPTI_SUCCESS)
       return warn_unavailable(fmt::format("cuptiActivityRegisterCallbacks failed: {}", cupti_.describe(result)));
     find_untraced_apis();
+    attach_nvml();
     return true;
+  }
+
+  /// Finds NVML and the devices in it, for clocks and power. Where it cannot, one warning says
+  /// why, and kernels, copies and calls are recorded as ever.
+  void attach_nvml() {
+    std::string reason;
+    if (!libraries_given_) {
+      nvml_.emplace();
+      if (!nvml_->open("libnvidia-ml.so.1", reason)) nvml_.reset();
+    }
+    if (nvml_) {
+      std::vector<std::string> bus_ids;
+      for (int ordinal = 0; ordinal < static_cast<int>(devices_.size()); ++ordinal) bus_ids.push_back(pci_bus_id(ordinal));
+      if (sampler_.attach(*nvml_, bus_ids, &timestamp_ns, reason) && reason.empty()) return;
+    }
+    if (!reason.empty()) detail::print_warning("GPU clocks and power will not be recorded: " + reason);
+  }
+
+  std::string pci_bus_id(int ordinal) const {
+    CUdevice device = 0;
+    char bus_id[32] = {};
+    if (driver_.device_get_pci_bus_id == nullptr || driver_.device_get(&device, ordinal) != CUDA_SUCCESS ||
+        driver_.device_get_pci_bus_id(bus_id, sizeof(bus_id) - 1, device) != CUDA_SUCCESS)
+      return {};
+    return bus_id;
   }
 
   DeviceProperties device_properties(int ordinal) const {
@@ -230,6 +282,7 @@ class CuptiBackend final : public GpuBackend {
   static std::uint64_t CUPTIAPI timestamp() {
     return static_cast<std::uint64_t>(s_clock_.from_ticks(now_ticks()));
   }
+  static std::int64_t timestamp_ns() { return s_clock_.from_ticks(now_ticks()); }
 
   static void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
@@ -270,6 +323,9 @@ class CuptiBackend final : public GpuBackend {
   std::string driver_version_;
   std::unique_ptr<BufferPool> pool_;  // 32 MiB lent to CUPTI, up to 256 MiB under load
   std::unique_ptr<RecordCollector> collector_;
+  std::optional<NvmlLibrary> nvml_;
+  GpuClockSampler sampler_;
+  std::chrono::nanoseconds counter_period_{0};
   // Read by CUPTI's callbacks, which carry no user pointer; set by probe() before CUPTI can call.
   static inline BackendClock s_clock_{};
   static inline CuptiBackend* s_active_ = nullptr;

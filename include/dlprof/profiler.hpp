@@ -164,6 +164,16 @@ class ProfilerOptions {
     gpu_records_per_window_ = count;
     return *this;
   }
+  /// With Activity::CUDA, where the driver's NVML is present: how often each GPU's SM and memory
+  /// clocks, power and clock limits are read while a window records (20 ms by default; zero
+  /// never). They are written as counter tracks on the GPU's row.
+  ProfilerOptions& device_counter_period(std::chrono::milliseconds period) {
+    if (period.count() < 0 || period > std::chrono::hours(1))
+      throw std::invalid_argument(fmt::format(
+          "dlprof::ProfilerOptions::device_counter_period must be in [0 ms, 1 h], got {} ms", period.count()));
+    device_counter_period_ = period;
+    return *this;
+  }
   ProfilerOptions& record_shapes(bool on) {
     record_shapes_ = on;
     return *this;
@@ -211,6 +221,7 @@ class ProfilerOptions {
   const std::vector<TraceHandler>& handlers() const noexcept { return handlers_; }
   std::size_t events_per_thread() const noexcept { return events_per_thread_; }
   std::size_t gpu_records_per_window() const noexcept { return gpu_records_per_window_; }
+  std::chrono::milliseconds device_counter_period() const noexcept { return device_counter_period_; }
   std::size_t name_table_bytes() const noexcept { return name_table_bytes_; }
   bool record_shapes() const noexcept { return record_shapes_; }
   bool profile_memory() const noexcept { return profile_memory_; }
@@ -231,6 +242,7 @@ class ProfilerOptions {
   std::vector<TraceHandler> handlers_;
   std::size_t events_per_thread_ = detail::kDefaultEventsPerThread;
   std::size_t gpu_records_per_window_ = detail::kDefaultGpuRecordsPerWindow;
+  std::chrono::milliseconds device_counter_period_{20};
   std::size_t name_table_bytes_ = detail::kDefaultNameTableBytes;
   bool record_shapes_ = false;
   bool profile_memory_ = false;
@@ -817,7 +829,8 @@ class BasicProfiler {
           // A framework's allocator reports its own allocations (a caching allocator's tensors rather
           // than its cudaMalloc blocks): CUPTI's memory records would count them twice.
           detail::GpuCollectionOptions{options_.profile_memory() && op_observer_ == nullptr,
-                                       options_.gpu_records_per_window(), mode_ == Mode::FlightRecorder});
+                                       options_.gpu_records_per_window(), mode_ == Mode::FlightRecorder,
+                                       options_.device_counter_period()});
       if (!gpu_enabled_) {  // unavailable: warned once, CPU only from now on
         gpu_backend_ = nullptr;
         gpu_unavailable_ = true;

@@ -192,6 +192,25 @@ struct MemoryEvent {
   std::uint32_t thread = 0;  ///< index into Trace::threads
 };
 
+/// What a device counter measures: a GPU's clocks, power and the reasons its clocks are held
+/// below their maximum, read from NVML while a window records.
+enum class DeviceCounterKind : std::uint8_t {
+  SmClockMhz,
+  MemoryClockMhz,
+  PowerWatts,
+  LimitedByPower,        ///< 1 while the power cap or the power brake holds the clocks down, else 0
+  LimitedByTemperature,  ///< 1 while a thermal slowdown does
+  LimitedOtherwise,      ///< 1 while anything else does (a hardware slowdown, an applications-clock setting, sync boost)
+};
+
+/// One reading of a device counter, on the device's row of the trace.
+struct DeviceCounterSample {
+  std::int64_t time_ns = 0;
+  double value = 0;
+  std::uint32_t device = 0;
+  DeviceCounterKind kind = DeviceCounterKind::SmClockMhz;
+};
+
 /// A CPU slice whose args name a GPU stream, as torch.compile's Inductor writes its Triton
 /// launches (cpu_op "triton_poi_fused_add_0" with "stream": 7). Read from files only.
 struct CpuSliceOnStream {
@@ -219,6 +238,7 @@ struct GpuCollectionStats {
   std::uint64_t unknown_records = 0;    ///< records of kinds dlprof does not translate, skipped
   std::uint64_t late_records = 0;       ///< records of an earlier window that arrived after it closed
   std::uint64_t clipped_annotations = 0;///< gpu_user_annotation spans shortened so slices nest
+  std::uint64_t dropped_device_counters = 0;  ///< clock and power readings that gave way to newer ones
   std::string cupti_version;            ///< e.g. "13.0"; empty if unknown
   std::string driver_version;
 };
@@ -276,6 +296,8 @@ struct Trace {
   std::vector<ApiEvent> api_events;
   std::vector<MemoryEvent> memory_events;
   std::vector<OverheadEvent> overhead_events;
+  /// Clocks, power and clock limits of the GPUs, by device, kind and time.
+  std::vector<DeviceCounterSample> device_counters;
   /// The CPU slices of `events` that name a GPU stream, by start. Holistic Trace Analysis takes
   /// any event with a stream for GPU work and counts their CPU time as GPU time; the analyses do
   /// so only with AnalysisOptions::hta_compat.

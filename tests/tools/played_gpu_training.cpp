@@ -1,8 +1,8 @@
 // Writes the trace of a training loop whose GPU is played (tests/played_cuda.hpp): the real
 // Profiler, CUPTI backend, collector and writer, fed the activity records CUPTI would produce
-// for a step of H2D copies, forward/backward GEMMs, an all-reduce and an optimizer update. The
-// trace is then opened by HTA and TensorBoard's plugin (check_trace_tools.py --gpu), which is
-// how a trace's GPU side is checked on a machine without a GPU.
+// for a step of H2D copies, forward/backward GEMMs, an all-reduce and an optimizer update, and the
+// clocks and power a played NVML reads. The trace is then opened by HTA and TensorBoard's plugin
+// (check_trace_tools.py --gpu), which is how a trace's GPU side is checked without a GPU.
 //
 // Usage: played_gpu_training TRACE_DIR
 #include <chrono>
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "played_gpu_training: libcupti could not be loaded\n");
     return 1;
   }
-  static CuptiBackend backend(played_driver(), std::move(cupti));
+  static CuptiBackend backend(played_driver(), std::move(cupti), played_nvml());
   dlprof::detail::g_gpu_backend.store(+[]() -> dlprof::detail::GpuBackend& { return backend; });
 
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}

@@ -204,6 +204,7 @@ void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stat
       {top::kGpuUnknownRecords, stats.unknown_records},
       {top::kGpuLateRecords, stats.late_records},
       {top::kGpuClippedAnnotations, stats.clipped_annotations},
+      {top::kDroppedDeviceCounters, stats.dropped_device_counters},
   };
   for (const auto& [name, value] : counters) {
     json.key(",\n  ", name);
@@ -222,6 +223,7 @@ void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stat
 /// Fixed JSON text of the device events, joined to vocabulary names at compile time.
 namespace chrome_piece {
 inline constexpr std::string_view kSliceOpening = "  {\"ph\": \"X\", \"cat\": \"";
+inline constexpr std::string_view kCounterOpening = "  {\"ph\": \"C\", \"cat\": \"";
 inline constexpr std::string_view kNameKey = "\", \"name\": ";
 inline constexpr std::string_view kFlowCategory = ", \"cat\": \"";
 inline constexpr std::string_view kFlowName = "\", \"name\": \"";
@@ -367,7 +369,7 @@ class GpuEventWriter {
 
   void write_all(const std::function<void(std::string_view)>& flush, fmt::memory_buffer& out, std::size_t flush_bytes) {
     if (trace_.api_events.empty() && trace_.gpu_events.empty() && trace_.memory_events.empty() &&
-        trace_.overhead_events.empty())
+        trace_.overhead_events.empty() && trace_.device_counters.empty())
       return;
     // A flow is drawn only between two slices that are both in the trace.
     correlations_.build(trace_);
@@ -393,6 +395,10 @@ class GpuEventWriter {
     for (const OverheadEvent& overhead : trace_.overhead_events) {
       maybe_flush();
       write_overhead(overhead);
+    }
+    for (const DeviceCounterSample& sample : trace_.device_counters) {
+      maybe_flush();
+      write_device_counter(sample);
     }
   }
 
@@ -585,8 +591,10 @@ class GpuEventWriter {
   void write_gpu_metadata() {
     namespace name = kineto::name;
     namespace arg = kineto::arg;
+    constexpr std::int64_t kNoRow = -1;  // a device with counters only
     std::vector<std::pair<std::uint32_t, std::int64_t>> rows;
     for (const GpuEvent& work : trace_.gpu_events) rows.emplace_back(work.device, row_of(work));
+    for (const DeviceCounterSample& sample : trace_.device_counters) rows.emplace_back(sample.device, kNoRow);
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     std::int64_t last_device = -1;
@@ -597,6 +605,7 @@ class GpuEventWriter {
         metadata(name::kProcessLabels, device, 0, arg::kLabels, fmt::format("GPU {}", device), 0, true);
         metadata(name::kProcessSortIndex, device, 0, arg::kSortIndex, {}, kGpuSortIndexOffset + device, false);
       }
+      if (row == kNoRow) continue;
       const std::string label = row >= kSyncRowOffset ? fmt::format("stream {} (sync)", row - kSyncRowOffset)
                                                       : fmt::format("stream {} ", row);
       metadata(name::kThreadName, device, row, arg::kName, label, 0, true);
@@ -622,6 +631,21 @@ class GpuEventWriter {
     integer_arg<json_piece::kComma, arg::kMemoryBytes>(memory.bytes);
     integer_arg<json_piece::kComma, arg::kTotalAllocated>(memory.total_allocated);
     integer_arg<json_piece::kComma, arg::kTotalReserved>(memory.total_reserved);
+    json_.raw("}},\n");
+  }
+
+  /// A counter on the GPU's process, which Perfetto draws as a graph beside its streams.
+  void write_device_counter(const DeviceCounterSample& sample) {
+    static_assert(std::size(kineto::name::kDeviceCounters) ==
+                  static_cast<std::size_t>(DeviceCounterKind::LimitedOtherwise) + 1);
+    json_.raw(joined_text<chrome_piece::kCounterOpening, kineto::cat::kCounter, chrome_piece::kNameKey>);
+    json_.string(kineto::name::kDeviceCounters[static_cast<std::size_t>(sample.kind)]);
+    json_.raw(", \"pid\": ");
+    json_.integer(sample.device);
+    json_.raw(", \"tid\": 0, \"ts\": ");
+    json_.microseconds(relative_(sample.time_ns));
+    json_.raw(key_text<json_piece::kArgsOpening, kineto::arg::kValue>);
+    json_.sample(sample.value);
     json_.raw("}},\n");
   }
 

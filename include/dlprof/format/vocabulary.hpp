@@ -89,6 +89,7 @@ inline constexpr std::string_view kCuptiDroppedRecords = "dlprof_cupti_dropped_r
 inline constexpr std::string_view kGpuUnknownRecords = "dlprof_gpu_unknown_records";
 inline constexpr std::string_view kGpuLateRecords = "dlprof_gpu_late_records";
 inline constexpr std::string_view kGpuClippedAnnotations = "dlprof_gpu_clipped_annotations";
+inline constexpr std::string_view kDroppedDeviceCounters = "dlprof_dropped_device_counters";
 /// A flight recorder's dump: why it was written (Trace::flight_recorder_dump).
 inline constexpr std::string_view kFlightRecorder = "dlprof_flight_recorder";
 
@@ -242,6 +243,14 @@ inline constexpr std::string_view kThreadSortIndex = "thread_sort_index";
 inline constexpr std::string_view kRecordParamComms = "record_param_comms";
 /// process_labels' label of the process whose threads ran the CPU side.
 inline constexpr std::string_view kCpuLabel = "CPU";
+/// dlprof's GPU counter tracks ("ph": "C", one `{"value": v}` each, on the device's pid), indexed
+/// by DeviceCounterKind: Perfetto draws each as a graph under the GPU's process.
+inline constexpr std::string_view kDeviceCounters[] = {"SM clock (MHz)",
+                                                       "Memory clock (MHz)",
+                                                       "Power (W)",
+                                                       "Clock limited by power",
+                                                       "Clock limited by temperature",
+                                                       "Clock limited otherwise"};
 }  // namespace name
 
 /// Kineto's spelling of CUPTI's enums, indexed by their values: CUpti_ActivityMemcpyKind

@@ -55,6 +55,8 @@ struct CudaDriver {
   CUresult (*ctx_get_current)(CUcontext* context) = nullptr;
   CUresult (*ctx_synchronize)() = nullptr;
   CUresult (*get_error_name)(CUresult error, const char** name) = nullptr;
+  /// "0000:3b:00.0": how NVML finds the device; null in a driver without it.
+  CUresult (*device_get_pci_bus_id)(char* bus_id, int length, CUdevice device) = nullptr;
 
   /// Opens libcuda.so.1; on failure returns false with the reason in `error`.
   bool open(std::string& error) {
@@ -74,6 +76,7 @@ struct CudaDriver {
     ctx_get_current = load_symbol<decltype(ctx_get_current)>(library, "cuCtxGetCurrent");
     ctx_synchronize = load_symbol<decltype(ctx_synchronize)>(library, "cuCtxSynchronize");
     get_error_name = load_symbol<decltype(get_error_name)>(library, "cuGetErrorName");
+    device_get_pci_bus_id = load_symbol<decltype(device_get_pci_bus_id)>(library, "cuDeviceGetPCIBusId");
     if (init == nullptr || device_get_count == nullptr || device_get == nullptr || device_get_attribute == nullptr ||
         device_get_name == nullptr || device_total_mem == nullptr || ctx_get_current == nullptr ||
         ctx_synchronize == nullptr) {

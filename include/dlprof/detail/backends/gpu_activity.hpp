@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -63,6 +64,7 @@ struct DeviceActivity {
   std::vector<ApiEvent> api;
   std::vector<RawMemoryEvent> memory;
   std::vector<OverheadEvent> overhead;
+  std::vector<DeviceCounterSample> device_counters;  ///< on the backend's clock, as the records
   std::vector<ExternalCorrelation> external_correlations;
   std::vector<std::string> names;
   std::vector<DeviceProperties> devices;
@@ -81,6 +83,9 @@ struct GpuCollectionOptions {
   /// A window holding max_records_per_window drops its oldest records to make room for new ones
   /// (the flight recorder, which wants the last steps), rather than the new ones.
   bool keep_newest = false;
+  /// How often the GPUs' clocks, power and clock limits are read (NVML) while a window records;
+  /// zero: never.
+  std::chrono::nanoseconds device_counter_period = std::chrono::milliseconds(20);
 };
 
 /// A source of GPU activity. The Profiler drives it from its state machine: enable() when a

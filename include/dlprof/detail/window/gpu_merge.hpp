@@ -292,6 +292,26 @@ void merge_device_activity(Trace& trace, DeviceActivity&& activity, const ClockM
     trace.memory_events.push_back(event);
   }
 
+  // Counters: a value holds until the next reading, so the last reading before the window is
+  // its value at the start.
+  std::vector<DeviceCounterSample> counters = std::move(activity.device_counters);
+  for (DeviceCounterSample& sample : counters) sample.time_ns = to_ns(sample.time_ns);
+  std::stable_sort(counters.begin(), counters.end(), [](const DeviceCounterSample& a, const DeviceCounterSample& b) {
+    return std::tie(a.device, a.kind, a.time_ns) < std::tie(b.device, b.kind, b.time_ns);
+  });
+  for (std::size_t i = 0; i < counters.size(); ++i) {
+    DeviceCounterSample sample = counters[i];
+    if (sample.time_ns > trace.window_end_ns) continue;
+    if (sample.time_ns < trace.window_start_ns) {
+      const bool next_is_before = i + 1 < counters.size() && counters[i + 1].device == sample.device &&
+                                  counters[i + 1].kind == sample.kind &&
+                                  counters[i + 1].time_ns <= trace.window_start_ns;
+      if (next_is_before) continue;
+      sample.time_ns = trace.window_start_ns;
+    }
+    trace.device_counters.push_back(sample);
+  }
+
   for (const OverheadEvent& raw : activity.overhead) {
     OverheadEvent overhead = raw;
     overhead.start_ns = to_ns(raw.start_ns);

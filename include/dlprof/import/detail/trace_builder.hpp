@@ -239,13 +239,14 @@ enum class TopKey : std::uint8_t {
   GpuUnknownRecords,
   GpuLateRecords,
   GpuClippedAnnotations,
+  DroppedDeviceCounters,
   CuptiVersion,
   DriverVersion,
 };
 
 inline const KeyTable<TopKey>& top_level_keys() {
   namespace key = kineto::key;
-  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 21>{{
+  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 22>{{
       {key::kTraceEvents, TopKey::TraceEvents},
       {key::kDeviceProperties, TopKey::DeviceProperties},
       {key::kDistributedInfo, TopKey::DistributedInfo},
@@ -265,6 +266,7 @@ inline const KeyTable<TopKey>& top_level_keys() {
       {key::kGpuUnknownRecords, TopKey::GpuUnknownRecords},
       {key::kGpuLateRecords, TopKey::GpuLateRecords},
       {key::kGpuClippedAnnotations, TopKey::GpuClippedAnnotations},
+      {key::kDroppedDeviceCounters, TopKey::DroppedDeviceCounters},
       {key::kCuptiVersion, TopKey::CuptiVersion},
       {key::kCudaDriverVersion, TopKey::DriverVersion},
   }});
@@ -489,6 +491,7 @@ class TraceBuilder {
       case TopKey::GpuUnknownRecords: count(trace_.gpu.unknown_records); break;
       case TopKey::GpuLateRecords: count(trace_.gpu.late_records); break;
       case TopKey::GpuClippedAnnotations: count(trace_.gpu.clipped_annotations); break;
+      case TopKey::DroppedDeviceCounters: count(trace_.gpu.dropped_device_counters); break;
       case TopKey::CuptiVersion: text(trace_.gpu.cupti_version); break;
       case TopKey::DriverVersion: text(trace_.gpu.driver_version); break;
       case TopKey::TraceEvents:
@@ -1230,6 +1233,7 @@ class TraceBuilder {
   void add_counter(const RawEvent& event) {
     const std::int64_t time = start_of(event);
     const std::string_view name = name_of(event);
+    if (add_device_counter(event, time, name)) return;
     const std::uint32_t thread = event_thread(event);
     see_time(time, time);
     for (const auto& [series, value] : event.numeric_args) {
@@ -1248,6 +1252,26 @@ class TraceBuilder {
       counter.kind = EventKind::Counter;
       trace_.events.push_back(counter);
     }
+  }
+
+  /// dlprof's GPU counters (kDeviceCounters, `{"value": v}` on the device's pid) are the
+  /// device's; false for any other counter.
+  bool add_device_counter(const RawEvent& event, std::int64_t time, std::string_view name) {
+    const auto* known = std::find(std::begin(kineto::name::kDeviceCounters), std::end(kineto::name::kDeviceCounters), name);
+    if (known == std::end(kineto::name::kDeviceCounters)) return false;
+    const Id pid = id_of_field(event.field(EventField::Pid), "pid");
+    constexpr std::int64_t kMaxDevice = 4095;  // a process id is no device
+    if (!pid.is_number || pid.number < 0 || pid.number > kMaxDevice) return false;
+    see_time(time, time);
+    for (const auto& [series, value] : event.numeric_args) {
+      if (series != kineto::arg::kValue) continue;
+      double number = 0;
+      if (to_double(value.text, &number) != NumberError::None) return false;
+      trace_.device_counters.push_back(
+          {time, number, static_cast<std::uint32_t>(pid.number),
+           static_cast<DeviceCounterKind>(known - std::begin(kineto::name::kDeviceCounters))});
+    }
+    return true;
   }
 
   void add_metadata_event(const RawEvent& event) {
@@ -1362,6 +1386,7 @@ class TraceBuilder {
       shift(call.end_ns);
     }
     for (MemoryEvent& memory : trace_.memory_events) shift(memory.time_ns);
+    for (DeviceCounterSample& sample : trace_.device_counters) shift(sample.time_ns);
     for (OverheadEvent& overhead : trace_.overhead_events) {
       shift(overhead.start_ns);
       shift(overhead.end_ns);
@@ -1427,6 +1452,10 @@ class TraceBuilder {
                      [](const MemoryEvent& a, const MemoryEvent& b) { return a.time_ns < b.time_ns; });
     stable_sort_runs(trace_.overhead_events.begin(), trace_.overhead_events.end(),
                      [](const OverheadEvent& a, const OverheadEvent& b) { return a.start_ns < b.start_ns; });
+    stable_sort_runs(trace_.device_counters.begin(), trace_.device_counters.end(),
+                     [](const DeviceCounterSample& a, const DeviceCounterSample& b) {
+                       return std::tie(a.device, a.kind, a.time_ns) < std::tie(b.device, b.kind, b.time_ns);
+                     });
     stable_sort_runs(trace_.cpu_slices_on_streams.begin(), trace_.cpu_slices_on_streams.end(),
                      [](const CpuSliceOnStream& a, const CpuSliceOnStream& b) { return a.start_ns < b.start_ns; });
   }
