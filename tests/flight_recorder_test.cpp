@@ -369,6 +369,28 @@ TEST(FlightRecorderTest, ACrashFileHoldsTheKeptStepsTheThreadsRangesAndTheirName
   EXPECT_EQ(windows.size(), 1u);
 }
 
+TEST(FlightRecorderTest, CrashDirectoryTakesTheCrashFileWhereNoHandlerWrites) {
+  TempDir dir;
+  TempDir handler_dir;
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 2)
+                                .on_trace_ready(dlprof::tensorboard_trace_handler(handler_dir.path().string(), "dumps"))
+                                .crash_directory((dir.path() / "crashes").string(), "rank 0"));
+  profiler.start();
+  profiler.step();
+  {
+    dlprof::detail::CrashTarget* target = dlprof::detail::g_crash_target.load();
+    ASSERT_NE(target, nullptr);
+    ASSERT_TRUE(dlprof::detail::write_crash_file(*target, SIGABRT, "SIGABRT"));
+  }
+  profiler.stop();
+  const std::vector<fs::path> crash_files = files_in(dir.path() / "crashes");
+  ASSERT_EQ(crash_files.size(), 1u);
+  EXPECT_THAT(crash_files[0].filename().string(), StartsWith("rank 0."));
+  EXPECT_TRUE(files_in(handler_dir.path()).empty()) << "the handler's directory holds no crash file";
+  EXPECT_EQ(dlprof::read_trace(crash_files[0].string()).flight_recorder_dump, "SIGABRT in step 1");
+}
+
 TEST(FlightRecorderTest, ACutOrDamagedCrashFileReadsWhatItHoldsAndABadOneIsRefused) {
   TempDir dir;
   KeptTraces kept;

@@ -713,4 +713,22 @@ TEST(ProfilerTensorboardHandlerTest, EmptyDirectoryIsRejected) {
   EXPECT_THROW(dlprof::tensorboard_trace_handler(""), std::invalid_argument);
 }
 
+TEST(ProfilerOptionsTest, ACrashFileGoesWhereCrashDirectorySaysElseToTheFirstDirectoryHandler) {
+  EXPECT_EQ(dlprof::ProfilerOptions{}.crash_file_directory(), std::nullopt) << "no directory: no crash file";
+  dlprof::ProfilerOptions handlers;
+  handlers.on_trace_ready([](const dlprof::Trace&) {})
+      .on_trace_ready(dlprof::tensorboard_trace_handler("/tmp/first", "w1"))
+      .on_trace_ready(dlprof::tensorboard_trace_handler("/tmp/second", "w2"));
+  ASSERT_TRUE(handlers.crash_file_directory().has_value());
+  EXPECT_EQ(handlers.crash_file_directory()->directory, "/tmp/first");
+  EXPECT_EQ(handlers.crash_file_directory()->worker, "w1");
+  handlers.crash_directory("/tmp/crashes", "rank3");
+  EXPECT_EQ(handlers.crash_file_directory()->directory, "/tmp/crashes");
+  EXPECT_EQ(handlers.crash_file_directory()->worker, "rank3");
+  const auto alone = dlprof::ProfilerOptions{}.crash_directory("/tmp/crashes").crash_file_directory();
+  ASSERT_TRUE(alone.has_value());
+  EXPECT_EQ(alone->worker, dlprof::detail::default_worker_name());
+  EXPECT_THROW(dlprof::ProfilerOptions{}.crash_directory(""), std::invalid_argument);
+}
+
 }  // namespace

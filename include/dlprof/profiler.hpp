@@ -1,5 +1,6 @@
 // dlprof/profiler.hpp: the include of the file that owns the training loop. Ranges (range.hpp), schedules (schedule.hpp), traces
-// (trace.hpp), the summary table (key_averages.hpp) and the Profiler that ties them together.
+// (trace.hpp), the summary table (key_averages.hpp), the options (profiler_options.hpp) and the
+// Profiler that ties them together.
 // The report (prof.report()) needs <dlprof/report.hpp> in the file that calls it:
 //
 //   dlprof::Profiler prof(dlprof::ProfilerOptions{}
@@ -48,7 +49,9 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/active.hpp"
 #include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/control/capture_requests.hpp"
 #include "dlprof/detail/control/capture_signal.hpp"
+#include "dlprof/detail/control/slow_step_policy.hpp"
 #include "dlprof/detail/control/watchdog.hpp"
 #include "dlprof/detail/window/assemble.hpp"
 #include "dlprof/detail/window/drain.hpp"
@@ -57,6 +60,7 @@
 #include "dlprof/detail/backends/gpu_activity.hpp"
 #include "dlprof/detail/window/gpu_merge.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
+#include "dlprof/detail/window/publisher.hpp"
 #include "dlprof/detail/backends/op_observer.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
@@ -65,6 +69,7 @@
 #include "dlprof/export/chrome_trace.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/profiler_options.hpp"
 #include "dlprof/range.hpp"
 #include "dlprof/schedule.hpp"
 #include "dlprof/settings.hpp"
@@ -86,336 +91,7 @@ template <class T>
 inline constexpr bool is_complete_v<T, std::void_t<decltype(sizeof(T))>> = true;
 }  // namespace detail
 
-/// Something to do with each finished trace. Any callable converts to a handler that runs on the
-/// thread calling step()/stop(); a handler marked `background` (tensorboard_trace_handler is)
-/// runs on the Profiler's writer thread instead, so writing files stays off the training thread.
-struct TraceHandler {
-  std::function<void(const Trace&)> callback;
-  bool background = false;
-  /// The directory it writes traces to, and the worker name of its files, when it is a
-  /// directory handler: the flight recorder writes its crash file there.
-  std::string directory;
-  std::string worker;
-
-  TraceHandler() = default;
-  template <class Callable, class = std::enable_if_t<std::is_invocable_v<Callable&, const Trace&> &&
-                                                     !std::is_same_v<std::decay_t<Callable>, TraceHandler>>>
-  TraceHandler(Callable&& callable, bool run_in_background = false)  // NOLINT: implicit by design
-      : callback(std::forward<Callable>(callable)), background(run_in_background) {}
-};
-
-/// Options of a Profiler, set with chained calls:
-///   dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 3)).on_trace_ready(handler)
-class ProfilerOptions {
- public:
-  /// 2^28 events: 8 GiB per thread, far beyond any useful window.
-  static constexpr std::size_t kMaxEventsPerThread = std::size_t{1} << 28;
-  static constexpr std::size_t kMinNameTableBytes = 4096;
-  static constexpr std::size_t kMaxFlightSteps = 10'000;
-  static constexpr std::size_t kDefaultFlightSteps = 5;
-  static constexpr double kDefaultSlowStepFactor = 3.0;
-
-  ProfilerOptions& activities(std::initializer_list<Activity> kinds) {
-    activities_.assign(kinds.begin(), kinds.end());
-    return *this;
-  }
-  /// The same, chosen at run time (e.g. CUDA only when a device is present).
-  ProfilerOptions& activities(std::vector<Activity> kinds) {
-    activities_ = std::move(kinds);
-    return *this;
-  }
-  ProfilerOptions& schedule(Schedule value) {
-    schedule_ = value;
-    return *this;
-  }
-  /// Adds a handler; several may be set and run in the order given.
-  ProfilerOptions& on_trace_ready(TraceHandler handler) {
-    if (!handler.callback) throw std::invalid_argument("dlprof::ProfilerOptions::on_trace_ready: empty handler");
-    handlers_.push_back(std::move(handler));
-    return *this;
-  }
-  /// Capacity of each thread's ring, in events (32 bytes each), rounded up to a power of two.
-  /// When a ring is full, further events of the window are dropped and counted.
-  ProfilerOptions& events_per_thread(std::size_t count) {
-    if (count < 2 || count > kMaxEventsPerThread)
-      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::events_per_thread must be in [2, {}], got {}",
-                                              kMaxEventsPerThread, count));
-    events_per_thread_ = count;
-    return *this;
-  }
-  /// Heap memory the process's table of run-time names may take (DLPROF_RANGE_F and
-  /// ScopedRange(std::string_view) names, marks, counters, op and module names), shared by every
-  /// Profiler. Names are kept for the life of the process; a new name past the limit is recorded
-  /// as "<dlprof: name table full>" and counted in its window's trace (dlprof_overflowed_names)
-  /// and report. Literal names (DLPROF_RANGE) never enter the table.
-  ProfilerOptions& name_table_bytes(std::size_t bytes) {
-    if (bytes < kMinNameTableBytes || bytes > detail::kMaxNameTableBytes)
-      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::name_table_bytes must be in [{}, {}], got {}",
-                                              kMinNameTableBytes, detail::kMaxNameTableBytes, bytes));
-    name_table_bytes_ = bytes;
-    return *this;
-  }
-  /// With Activity::CUDA: GPU records (kernels, copies, API calls, ...) one window may hold,
-  /// about 150 bytes each, allocated as they arrive. Further records are dropped and counted.
-  ProfilerOptions& gpu_records_per_window(std::size_t count) {
-    if (count < 1 || count > kMaxEventsPerThread)
-      throw std::invalid_argument(fmt::format("dlprof::ProfilerOptions::gpu_records_per_window must be in [1, {}], got {}",
-                                              kMaxEventsPerThread, count));
-    gpu_records_per_window_ = count;
-    return *this;
-  }
-  /// With Activity::CUDA, where the driver's NVML is present: how often each GPU's SM and memory
-  /// clocks, power and clock limits are read while a window records (20 ms by default; zero
-  /// never). They are written as counter tracks on the GPU's row.
-  ProfilerOptions& device_counter_period(std::chrono::milliseconds period) {
-    if (period.count() < 0 || period > std::chrono::hours(1))
-      throw std::invalid_argument(fmt::format(
-          "dlprof::ProfilerOptions::device_counter_period must be in [0 ms, 1 h], got {} ms", period.count()));
-    device_counter_period_ = period;
-    return *this;
-  }
-  ProfilerOptions& record_shapes(bool on) {
-    record_shapes_ = on;
-    return *this;
-  }
-  ProfilerOptions& profile_memory(bool on) {
-    profile_memory_ = on;
-    return *this;
-  }
-  ProfilerOptions& with_flops(bool on) {
-    with_flops_ = on;
-    return *this;
-  }
-  /// When the Profiler records (settings.hpp); DLPROF_MODE overrides it.
-  ProfilerOptions& mode(Mode value) {
-    mode_ = value;
-    return *this;
-  }
-  /// Mode::FlightRecorder: the last steps kept in memory, at most kMaxFlightSteps. The recorder's
-  /// memory is fixed when it starts: besides the rings, a log of flight_steps × events_per_thread
-  /// events (32 bytes each; 10 MiB by default), which keeps fewer steps when they hold more.
-  ProfilerOptions& flight_steps(std::size_t steps) {
-    if (steps < 1 || steps > kMaxFlightSteps)
-      throw std::invalid_argument(
-          fmt::format("dlprof::ProfilerOptions::flight_steps must be in [1, {}], got {}", kMaxFlightSteps, steps));
-    flight_steps_ = steps;
-    return *this;
-  }
-  /// Mode::FlightRecorder: a step longer than `factor` times the median of the recent steps is
-  /// dumped with the steps before it (at most one such dump a minute); 0 turns this off.
-  ProfilerOptions& slow_step_factor(double factor) {
-    if (!(factor == 0 || (factor > 1 && factor <= 1e6)))
-      throw std::invalid_argument(
-          fmt::format("dlprof::ProfilerOptions::slow_step_factor must be 0 (off) or in (1, 1e6], got {}", factor));
-    slow_step_factor_ = factor;
-    return *this;
-  }
-  /// Backend written in distributedInfo (torch writes the process group's, e.g. "nccl").
-  ProfilerOptions& distributed_backend(std::string backend) {
-    distributed_backend_ = std::move(backend);
-    return *this;
-  }
-
-  const std::vector<Activity>& activities() const noexcept { return activities_; }
-  const Schedule& schedule() const noexcept { return schedule_; }
-  const std::vector<TraceHandler>& handlers() const noexcept { return handlers_; }
-  std::size_t events_per_thread() const noexcept { return events_per_thread_; }
-  std::size_t gpu_records_per_window() const noexcept { return gpu_records_per_window_; }
-  std::chrono::milliseconds device_counter_period() const noexcept { return device_counter_period_; }
-  std::size_t name_table_bytes() const noexcept { return name_table_bytes_; }
-  bool record_shapes() const noexcept { return record_shapes_; }
-  bool profile_memory() const noexcept { return profile_memory_; }
-  bool with_flops() const noexcept { return with_flops_; }
-  const std::string& distributed_backend() const noexcept { return distributed_backend_; }
-  Mode mode() const noexcept { return mode_; }
-  std::size_t flight_steps() const noexcept { return flight_steps_; }
-  double slow_step_factor() const noexcept { return slow_step_factor_; }
-  bool wants(Activity kind) const noexcept {
-    for (Activity a : activities_)
-      if (a == kind) return true;
-    return false;
-  }
-
- private:
-  std::vector<Activity> activities_{Activity::CPU};
-  Schedule schedule_;
-  std::vector<TraceHandler> handlers_;
-  std::size_t events_per_thread_ = detail::kDefaultEventsPerThread;
-  std::size_t gpu_records_per_window_ = detail::kDefaultGpuRecordsPerWindow;
-  std::chrono::milliseconds device_counter_period_{20};
-  std::size_t name_table_bytes_ = detail::kDefaultNameTableBytes;
-  bool record_shapes_ = false;
-  bool profile_memory_ = false;
-  bool with_flops_ = false;
-  std::string distributed_backend_;
-  Mode mode_ = Mode::Scheduled;
-  std::size_t flight_steps_ = kDefaultFlightSteps;
-  double slow_step_factor_ = kDefaultSlowStepFactor;
-};
-
 namespace detail {
-
-inline std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
-
-inline std::string process_name() {
-#if defined(__GLIBC__)
-  return program_invocation_short_name;
-#else
-  return "process";
-#endif
-}
-
-}  // namespace detail
-
-/// torch.profiler.tensorboard_trace_handler: writes each trace to
-/// `<dir>/<worker>.<unix_time_ns>.pt.trace.json[.gz]`, creating `dir` if needed, on the
-/// Profiler's background writer. `worker` defaults to "<hostname>_<pid>". A failure (directory
-/// not writable, disk full) is reported through Profiler::errors() and stderr; training goes on.
-/// A template for the reason BasicProfiler is one: the writer compiles where a handler is made.
-template <class Deferred = void>
-TraceHandler tensorboard_trace_handler(std::string dir, std::string worker = "", bool gzip = false) {
-  if (dir.empty()) throw std::invalid_argument("dlprof::tensorboard_trace_handler: dir is empty");
-  if (worker.empty()) worker = fmt::format("{}_{}", detail::host_name(), static_cast<long>(::getpid()));
-  TraceHandler handler(
-      [dir, worker, gzip](const Trace& trace) {
-        if (const int error = detail::make_directories(dir); error != 0)
-          throw std::runtime_error(fmt::format("cannot create trace directory '{}': {}", dir, detail::errno_text(error)));
-        const std::string path =
-            fmt::format("{}/{}.{}{}{}", dir, worker, detail::clock_ns(CLOCK_REALTIME), detail::kTraceFileSuffix,
-                        gzip ? detail::kGzipSuffix : std::string_view());
-        save_chrome_trace(trace, path);
-      },
-      /*run_in_background=*/true);
-  handler.directory = std::move(dir);
-  handler.worker = std::move(worker);
-  return handler;
-}
-
-namespace detail {
-
-/// How often step() looks for the trigger file, at most.
-inline constexpr std::int64_t kTriggerFilePeriodNs = 200'000'000;
-
-/// The options a Profiler runs with: the program's, with the settings of the environment and of
-/// the DLPROF_CONFIG file over them (settings.hpp), and what was wrong with those settings.
-struct LaunchedOptions {
-  ProfilerOptions options;
-  Mode mode = Mode::Scheduled;
-  int capture_signal = kDefaultCaptureSignal;  ///< on demand: the signal that asks for a capture (0: none)
-  std::string trigger_file;      ///< on demand: the file whose appearance asks for a capture
-  std::vector<std::string> warnings;
-};
-
-template <class Deferred = void>
-LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings) {
-  const Mode program_mode = options.mode();
-  LaunchedOptions launched{std::move(options), program_mode, kDefaultCaptureSignal, {}, settings.warnings};
-  ProfilerOptions& set = launched.options;
-  const auto refuse = [&launched](const Setting& setting, std::string_view problem, std::string_view kept) {
-    launched.warnings.push_back(fmt::format("{}: {}; keeping {}", setting.described(), problem, kept));
-  };
-  if (const Setting* mode = settings.find("DLPROF_MODE")) {
-    if (const std::optional<Mode> parsed = parse_mode(mode->value))
-      launched.mode = *parsed;
-    else
-      refuse(*mode, "expected scheduled, off, on-demand or flight-recorder", "the program's mode");
-  }
-  set.mode(launched.mode);
-  if (const Setting* signal = settings.find("DLPROF_SIGNAL")) {
-    if (const std::optional<int> number = parse_signal_setting(signal->value))
-      launched.capture_signal = *number;
-    else
-      refuse(*signal, "expected a signal that asks for nothing else, such as USR1, USR2 or a number, or none", "SIGUSR2");
-  }
-  if (const Setting* trigger = settings.find("DLPROF_TRIGGER_FILE")) launched.trigger_file = trigger->value;
-  if (!takes_requests(launched.mode))
-    for (const std::string_view name : {"DLPROF_SIGNAL", "DLPROF_TRIGGER_FILE"})
-      if (const Setting* unused = settings.find(name))
-        launched.warnings.push_back(unused->described() +
-                                    ": asks for captures and dumps, which only DLPROF_MODE=on-demand and flight-recorder take");
-  if (launched.mode != Mode::FlightRecorder)
-    for (const std::string_view name : {"DLPROF_FLIGHT_STEPS", "DLPROF_SLOW_STEP_FACTOR"})
-      if (const Setting* unused = settings.find(name))
-        launched.warnings.push_back(unused->described() + ": sets the flight recorder, which only DLPROF_MODE=flight-recorder runs");
-  if (const Setting* factor = settings.find("DLPROF_SLOW_STEP_FACTOR")) {
-    const std::optional<double> value = parse_factor(factor->value);
-    try {
-      if (!value) throw std::invalid_argument("expected a number, such as 3 or 2.5, or 0 for off");
-      set.slow_step_factor(*value);
-    } catch (const std::invalid_argument& error) {
-      refuse(*factor, error.what(), fmt::format("{}", set.slow_step_factor()));
-    }
-  }
-  if (const Setting* schedule = settings.find("DLPROF_SCHEDULE")) {
-    std::string problem;
-    if (const std::optional<Schedule> parsed = parse_schedule(schedule->value, problem))
-      set.schedule(*parsed);
-    else
-      refuse(*schedule, problem, "the program's schedule");
-  }
-  if (const Setting* activities = settings.find("DLPROF_ACTIVITIES")) {
-    if (std::optional<std::vector<Activity>> kinds = parse_activities(activities->value))
-      set.activities(std::move(*kinds));
-    else
-      refuse(*activities, "expected cpu, cuda or cpu,cuda", "the program's activities");
-  }
-  const auto flag = [&](std::string_view name, bool current, auto&& apply) {
-    const Setting* setting = settings.find(name);
-    if (setting == nullptr) return;
-    if (const std::optional<bool> on = parse_flag(setting->value))
-      apply(*on);
-    else
-      refuse(*setting, "expected 1 or 0 (true/false, yes/no, on/off)", current ? "on" : "off");
-  };
-  flag("DLPROF_RECORD_SHAPES", set.record_shapes(), [&](bool on) { set.record_shapes(on); });
-  flag("DLPROF_PROFILE_MEMORY", set.profile_memory(), [&](bool on) { set.profile_memory(on); });
-  flag("DLPROF_WITH_FLOPS", set.with_flops(), [&](bool on) { set.with_flops(on); });
-  const auto count = [&](std::string_view name, std::size_t current, auto&& apply) {
-    const Setting* setting = settings.find(name);
-    if (setting == nullptr) return;
-    const std::optional<std::int64_t> value = parse_count(setting->value);
-    if (!value) {
-      refuse(*setting, "expected a count", std::to_string(current));
-      return;
-    }
-    try {
-      apply(static_cast<std::size_t>(*value));
-    } catch (const std::invalid_argument& error) {
-      refuse(*setting, error.what(), std::to_string(current));
-    }
-  };
-  count("DLPROF_EVENTS_PER_THREAD", set.events_per_thread(), [&](std::size_t n) { set.events_per_thread(n); });
-  count("DLPROF_GPU_RECORDS", set.gpu_records_per_window(), [&](std::size_t n) { set.gpu_records_per_window(n); });
-  count("DLPROF_FLIGHT_STEPS", set.flight_steps(), [&](std::size_t n) { set.flight_steps(n); });
-
-  const Setting* output = settings.find("DLPROF_OUTPUT");
-  const Setting* worker = settings.find("DLPROF_WORKER");
-  const Setting* gzip = settings.find("DLPROF_GZIP");
-  bool compressed = false;
-  if (gzip != nullptr) {
-    if (const std::optional<bool> on = parse_flag(gzip->value))
-      compressed = *on;
-    else
-      refuse(*gzip, "expected 1 or 0 (true/false, yes/no, on/off)", "uncompressed traces");
-  }
-  if (output == nullptr) {
-    for (const Setting* alone : {worker, gzip})
-      if (alone != nullptr)
-        launched.warnings.push_back(alone->described() + ": names how DLPROF_OUTPUT writes, and DLPROF_OUTPUT is not set");
-  } else if (trimmed(output->value).empty()) {
-    refuse(*output, "is empty", "no trace directory");
-  } else if (!set.handlers().empty()) {
-    launched.warnings.push_back(output->described() +
-                                ": the program sets its own on_trace_ready handlers; no directory handler is added");
-  } else {
-    set.on_trace_ready(tensorboard_trace_handler(output->value, worker != nullptr ? worker->value : "", compressed));
-  }
-  return launched;
-}
 
 /// Prints `message` unless this process has printed it already: several Profilers made with the
 /// same settings warn once.
@@ -428,22 +104,6 @@ void print_warning_once(const std::string& message) {
   printed->push_back(message);
   print_warning(message);
 }
-
-/// A closed window's events and what turning them into a Trace needs, taken on the training
-/// thread so the trace can be built on another.
-struct ClosedWindow {
-  DrainedEvents drained;
-  std::optional<DeviceActivity> device_activity;
-  ClockMap clock;
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-  std::uint64_t overflowed_names = 0;
-  std::string clock_source;
-  std::string flight_reason;  ///< a flight recorder's dump: why it was written
-  bool record_shapes = false;  ///< the options it was recorded with
-  bool profile_memory = false;
-  bool with_flops = false;
-};
 
 }  // namespace detail
 
@@ -475,9 +135,11 @@ class BasicProfiler {
     static_cast<void>(detail::g_capture_signal_at_load<Deferred>);
     detail::LaunchedOptions launched = detail::apply_settings(std::move(options), detail::read_settings(::environ));
     options_ = std::move(launched.options);
+    publisher_.emplace(options_.handlers(), [this](detail::ClosedWindow&& window) { return build(std::move(window)); });
+    slow_steps_ = detail::SlowStepPolicy(options_.slow_step_factor());
     mode_ = launched.mode;
     if (detail::takes_requests(mode_)) {
-      trigger_file_ = std::move(launched.trigger_file);
+      requests_.emplace(std::move(launched.trigger_file));
       if (launched.capture_signal != 0)
         if (const std::string problem = detail::install_capture_signal(launched.capture_signal); !problem.empty())
           launched.warnings.push_back(fmt::format("signal {} cannot ask for {}: {}; {} and DLPROF_TRIGGER_FILE still can",
@@ -502,7 +164,7 @@ class BasicProfiler {
     if (inherited()) {
       // The parent's writer and watcher threads do not exist here and their locks may be held
       // for good: they are left as they are, never waited for or destroyed.
-      static_cast<void>(writer_.release());
+      publisher_->abandon_in_child();
       static_cast<void>(watcher_.release());
       return;
     }
@@ -603,7 +265,7 @@ class BasicProfiler {
       return;
     }
     if (controller_.load(std::memory_order_acquire) == std::this_thread::get_id() ||
-        (writer_ != nullptr && writer_->on_writer_thread())) {
+        publisher_->on_writer_thread()) {
       stop_requested_.store(true, std::memory_order_release);
       return;
     }
@@ -651,10 +313,10 @@ class BasicProfiler {
   /// Flight-recorder dumps written since construction, and slow steps not dumped because one was
   /// dumped less than a minute before.
   std::uint64_t dumps() const noexcept { return dumps_; }
-  std::uint64_t slow_steps_not_dumped() const noexcept { return slow_steps_not_dumped_; }
+  std::uint64_t slow_steps_not_dumped() const noexcept { return slow_steps_.slow_steps_not_dumped(); }
   /// Capture or dump requests by signal this Profiler refused: signals that arrived together with
   /// the one taken (they ask once), and those within 10 s after it (one is taken per 10 s at most).
-  std::uint64_t signals_refused() const noexcept { return signal_requests_.refused(); }
+  std::uint64_t signals_refused() const noexcept { return requests_ ? requests_->signals_refused() : 0; }
 
   bool started() const noexcept { return started_; }
   /// step() calls since construction: the N of the current ProfilerStep#N.
@@ -668,10 +330,7 @@ class BasicProfiler {
   /// writer thread is waited for (except from a background handler, which is handed its trace).
   std::shared_ptr<const Trace> last_trace() const {
     if (inherited()) return nullptr;  // the parent's, guarded by a lock its writer may hold for good
-    std::unique_lock<std::mutex> lock(results_mutex_);
-    if (writer_ == nullptr || !writer_->on_writer_thread())
-      trace_published_.wait(lock, [this] { return traces_in_progress_ == 0; });
-    return last_trace_;
+    return publisher_->last_trace();
   }
 
   /// Per-name summary of the most recent trace; empty before the first one.
@@ -703,10 +362,7 @@ class BasicProfiler {
   /// each handler is also printed to stderr.
   std::vector<std::string> errors() const {
     if (inherited()) return {};
-    std::lock_guard<std::mutex> lock(results_mutex_);
-    std::vector<std::string> all = errors_;
-    if (errors_left_out_ != 0) all.push_back(fmt::format("{} more errors left out", errors_left_out_));
-    return all;
+    return publisher_->errors();
   }
 
  private:
@@ -716,7 +372,7 @@ class BasicProfiler {
    public:
     ControlLock(BasicProfiler& profiler, const char* method) : profiler_(profiler) {
       if (profiler.controller_.load(std::memory_order_acquire) == std::this_thread::get_id() ||
-          (profiler.writer_ != nullptr && profiler.writer_->on_writer_thread()))
+          profiler.publisher_->on_writer_thread())
         throw std::logic_error(
             fmt::format("dlprof::Profiler::{}(): called from an on_trace_ready handler; only stop() may be", method));
       profiler.control_mutex_.lock();
@@ -737,7 +393,7 @@ class BasicProfiler {
 
   /// `save`: whether a window still recording is saved (handlers run) or dropped.
   void stop_locked(bool save = true) {
-    if (started_ && detail::takes_requests(mode_)) warn_of_refused_signals(/*flush=*/true);
+    if (started_ && requests_) warn_of_refused_signals(/*flush=*/true);
     if (started_ && mode_ == Mode::FlightRecorder) {
       stop_flight_recorder();
     } else if (started_) {
@@ -761,7 +417,7 @@ class BasicProfiler {
       if (mode_ == Mode::OnDemand) end_capture();
       started_ = false;
       detail::g_started_profiler.store(nullptr);
-      if (writer_) writer_->wait_idle();
+      publisher_->wait_idle();
     }
     stop_requested_.store(false, std::memory_order_release);  // also a request made by the handlers just run
   }
@@ -914,39 +570,9 @@ class BasicProfiler {
     window.with_flops = options_.with_flops();
   }
 
-  /// Builds the window's trace and hands it to the handlers: on the writer thread, unless a
-  /// handler must run on this one or `handlers_here` asks for all of them here (std::terminate).
+  /// The window's trace goes to last_trace() and the handlers (detail/window/publisher.hpp).
   void hand_over(std::shared_ptr<detail::ClosedWindow> window, bool handlers_here) {
-    const auto& handlers = options_.handlers();
-    const bool runs_here = handlers_here || std::any_of(handlers.begin(), handlers.end(), [](const TraceHandler& h) { return !h.background; });
-    if (!runs_here) {
-      {
-        std::lock_guard<std::mutex> lock(results_mutex_);
-        ++traces_in_progress_;
-      }
-      background_writer().submit([this, window] {
-        std::shared_ptr<const Trace> finished;
-        try {
-          finished = build(std::move(*window));
-        } catch (const std::exception& error) {
-          record_error(fmt::format("building the trace failed: {}", error.what()), kBuildingTraces);
-        } catch (...) {
-          record_error("building the trace failed: unknown exception", kBuildingTraces);
-        }
-        publish(finished, /*was_in_progress=*/true);
-        if (finished != nullptr)
-          for (const TraceHandler& handler : options_.handlers()) run_handler(handler, *finished);
-      });
-      return;
-    }
-    const std::shared_ptr<const Trace> finished = build(std::move(*window));
-    publish(finished, /*was_in_progress=*/false);
-    for (const TraceHandler& handler : handlers) {
-      if (handler.background && !handlers_here)
-        background_writer().submit([this, finished, &handler] { run_handler(handler, *finished); });
-      else
-        run_handler(handler, *finished);
-    }
+    publisher_->publish(std::move(window), handlers_here);
   }
 
   std::shared_ptr<const Trace> build(detail::ClosedWindow&& window) const {
@@ -967,28 +593,6 @@ class BasicProfiler {
     if (window.with_flops) trace->metadata.emplace_back("with_flops", "1");
     trace->flight_recorder_dump = std::move(window.flight_reason);
     return trace;
-  }
-
-  /// Makes `trace` the last one (null: its build failed, the previous one stays).
-  void publish(std::shared_ptr<const Trace> trace, bool was_in_progress) {
-    {
-      std::lock_guard<std::mutex> lock(results_mutex_);
-      if (trace != nullptr) last_trace_ = std::move(trace);
-      if (was_in_progress) --traces_in_progress_;
-    }
-    trace_published_.notify_all();
-  }
-
-  /// Runs one handler; a failure is recorded and training goes on.
-  void run_handler(const TraceHandler& handler, const Trace& trace) {
-    const auto source = static_cast<std::size_t>(&handler - options_.handlers().data());
-    try {
-      handler.callback(trace);
-    } catch (const std::exception& error) {
-      record_error(fmt::format("on_trace_ready handler failed: {}", error.what()), source);
-    } catch (...) {
-      record_error("on_trace_ready handler failed: unknown exception", source);
-    }
   }
 
   // The flight recorder (Mode::FlightRecorder).
@@ -1020,7 +624,7 @@ class BasicProfiler {
     disable_collectors();
     started_ = false;
     detail::g_started_profiler.store(nullptr);
-    if (writer_) writer_->wait_idle();
+    publisher_->wait_idle();
   }
 
   /// Prepares what a fatal signal's handler writes, which may then only fill in the moment.
@@ -1045,14 +649,12 @@ class BasicProfiler {
     target->step.store(step_num_, std::memory_order_relaxed);
     target->dump = &BasicProfiler::dump_on_terminate;
     target->profiler = this;
-    const auto handler = std::find_if(options_.handlers().begin(), options_.handlers().end(),
-                                      [](const TraceHandler& h) { return !h.directory.empty(); });
-    if (handler != options_.handlers().end()) {
-      const std::string prefix = fmt::format("{}/{}.", handler->directory, handler->worker);
-      if (const int error = detail::make_directories(handler->directory); error != 0)
+    if (const std::optional<TraceDirectory> crash_files = options_.crash_file_directory()) {
+      const std::string prefix = fmt::format("{}/{}.", crash_files->directory, crash_files->worker);
+      if (const int error = detail::make_directories(crash_files->directory); error != 0)
         detail::print_warning_once(fmt::format("flight recorder: cannot create the trace directory '{}' ({}): a crash "
                                                "will leave no file",
-                                               detail::terminal_text(handler->directory), detail::errno_text(error)));
+                                               detail::terminal_text(crash_files->directory), detail::errno_text(error)));
       else if (prefix.size() + 48 > sizeof(target->path_prefix))
         detail::print_warning_once(fmt::format("flight recorder: the trace directory's path is longer than {} bytes: a "
                                                "crash will leave no file",
@@ -1083,46 +685,18 @@ class BasicProfiler {
     close_step();
     flight_log_->append_step(step_num_, detail::now_ticks());
     if (gpu_enabled_) gpu_backend_->discard_before(flight_log_->window_start_tick());
-    std::string reason = slow_step_reason();
-    if (signal_requests_.take(detail::clock_ns(CLOCK_MONOTONIC)) && reason.empty()) reason = "the dump signal";
+    std::string reason = slow_steps_
+                             .step_ended(step_num_, last_step_ticks_, detail::process_ns_per_tick(),
+                                         detail::clock_ns(CLOCK_MONOTONIC), std::exchange(dumped_in_step_, false))
+                             .value_or("");
+    const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
+    if (requests_->take_signal(now) && reason.empty()) reason = "the dump signal";
     warn_of_refused_signals(/*flush=*/false);
-    if (trigger_file_request() && reason.empty()) reason = "the trigger file";
-    hang_dumped_in_step_ = false;
+    if (requests_->take_trigger_file(now) && reason.empty()) reason = "the trigger file";
     ++step_num_;
     crash_target_->step.store(step_num_, std::memory_order_relaxed);
     if (!reason.empty()) flight_dump(reason, /*handlers_here=*/false);
     open_step();
-  }
-
-  /// Why the step just ended is dumped as a slow step: it took more than slow_step_factor times
-  /// the median of the 21 steps before it and over a millisecond more than it, and no slow step
-  /// or hang was dumped in the last minute. Empty otherwise. No step is judged before 21 have
-  /// ended: warm-up steps vary too much to be a baseline. A step in which a dump ran is not
-  /// judged, since dlprof slowed it; every other step joins the steps the median is taken over.
-  std::string slow_step_reason() {
-    const std::int64_t ticks = last_step_ticks_;
-    std::string reason;
-    if (std::exchange(dumped_in_step_, false)) return reason;
-    const std::optional<std::int64_t> median = recent_steps_.median();
-    if (options_.slow_step_factor() != 0 && median) {
-      const double ns_per_tick = detail::process_ns_per_tick();
-      if (static_cast<double>(ticks) > options_.slow_step_factor() * static_cast<double>(*median) &&
-          static_cast<double>(ticks - *median) * ns_per_tick > kSlowStepMinExcessNs) {
-        const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-        if (now >= next_slow_step_dump_ns_) {
-          const double ms_per_tick = ns_per_tick / 1e6;
-          reason = fmt::format("slow step {}: {:.3f} ms, {:.1f}x the median {:.3f} ms of the {} steps before it", step_num_,
-                               static_cast<double>(ticks) * ms_per_tick,
-                               static_cast<double>(ticks) / static_cast<double>(std::max<std::int64_t>(*median, 1)),
-                               static_cast<double>(*median) * ms_per_tick, detail::RecentSteps::kCount);
-          next_slow_step_dump_ns_ = now + kSlowStepDumpIntervalNs;
-        } else {
-          ++slow_steps_not_dumped_;
-        }
-      }
-    }
-    recent_steps_.add(ticks);
-    return reason;
   }
 
   /// The watcher's look at a flight recorder's step in progress: one that has run longer than
@@ -1131,21 +705,13 @@ class BasicProfiler {
   /// shares the slow steps' limit of one dump a minute: a hang found sooner after one is dumped
   /// once that minute has passed, if the step still runs.
   void dump_if_hung() {
-    if (!step_recorded_ || hang_dumped_in_step_) return;
-    const std::optional<std::int64_t> median = recent_steps_.median();
-    if (!median) return;
+    if (!step_recorded_) return;
     const std::int64_t now_tick = detail::now_ticks();
     const double ns_per_tick = detail::process_ns_per_tick();
     const std::int64_t running = now_tick - step_start_ticks_;
-    if (!detail::is_hung(static_cast<double>(running) * ns_per_tick, static_cast<double>(*median) * ns_per_tick,
-                         options_.slow_step_factor()))
-      return;
-    const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-    if (now < next_slow_step_dump_ns_) return;
-    next_slow_step_dump_ns_ = now + kSlowStepDumpIntervalNs;
-    hang_dumped_in_step_ = true;
-    flight_dump(detail::hang_reason(step_num_, running, *median, ns_per_tick, crash_target_->header.step_os_tid,
-                                    detail::threads_inside_now(), now_tick),
+    if (!slow_steps_.step_running(running, ns_per_tick, detail::clock_ns(CLOCK_MONOTONIC))) return;
+    flight_dump(detail::hang_reason(step_num_, running, *slow_steps_.median_ticks(), ns_per_tick,
+                                    crash_target_->header.step_os_tid, detail::threads_inside_now(), now_tick),
                 /*handlers_here=*/false);
   }
 
@@ -1208,9 +774,7 @@ class BasicProfiler {
 
   /// A request from code: `amount` steps, or -amount ns. False when one is pending or running.
   bool ask_for_capture(std::int64_t amount) {
-    if (mode_ != Mode::OnDemand || capturing_.load(std::memory_order_acquire)) return false;
-    std::int64_t none = 0;
-    if (!requested_capture_.compare_exchange_strong(none, amount, std::memory_order_acq_rel)) return false;
+    if (mode_ != Mode::OnDemand || capturing_.load(std::memory_order_acquire) || !requests_->ask(amount)) return false;
     watcher_wake_.notify_all();
     return true;
   }
@@ -1255,22 +819,7 @@ class BasicProfiler {
   /// (`stepping`), a capture of steps begins at the next step; from the watcher, in a program
   /// without steps, every capture is timed.
   void take_capture_requests(bool stepping) {
-    std::vector<detail::CaptureRequest> requests;
-    if (const std::int64_t amount = requested_capture_.exchange(0, std::memory_order_acq_rel); amount != 0) {
-      detail::CaptureRequest request;
-      request.source = amount > 0 ? "prof.capture()" : "prof.capture_for()";
-      if (amount > 0) request.steps = amount;
-      if (amount < 0) request.duration_ns = -amount;
-      requests.push_back(std::move(request));
-    }
-    if (signal_requests_.take(detail::clock_ns(CLOCK_MONOTONIC))) {
-      detail::CaptureRequest request;
-      request.source = "the capture signal";
-      requests.push_back(std::move(request));
-    }
-    warn_of_refused_signals(/*flush=*/false);
-    if (std::optional<detail::CaptureRequest> request = trigger_file_request()) requests.push_back(std::move(*request));
-    for (detail::CaptureRequest& request : requests) {
+    for (detail::CaptureRequest& request : requests_->take_all(detail::clock_ns(CLOCK_MONOTONIC), "capture")) {
       if (capture_running()) {
         detail::print_warning(timed_capture_end_ns_ != 0
                                   ? fmt::format("capture asked by {} refused: a timed capture is still running", request.source)
@@ -1326,50 +875,9 @@ class BasicProfiler {
     capturing_.store(false, std::memory_order_release);
   }
 
-  /// Says how many requests by signal were refused, once per 10 s at most (a storm of signals
-  /// prints one line), or now with `flush`.
   void warn_of_refused_signals(bool flush) {
-    const std::uint64_t refused = signal_requests_.refusals_to_report(detail::clock_ns(CLOCK_MONOTONIC), flush);
-    if (refused == 0) return;
-    detail::print_warning(fmt::format("{} {} request{} by signal refused: signals that arrive together ask once, and one "
-                                      "request by signal is taken every {} s at most",
-                                      refused, mode_ == Mode::OnDemand ? "capture" : "dump", refused == 1 ? "" : "s",
-                                      detail::kCaptureSignalIntervalNs / 1'000'000'000));
-  }
-
-  /// What the trigger file asks for, reading and removing it when it is there; nothing when it is
-  /// not, or when it was looked for less than kTriggerFilePeriodNs ago.
-  std::optional<detail::CaptureRequest> trigger_file_request() {
-    if (trigger_file_.empty()) return std::nullopt;
-    const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-    if (now < next_trigger_check_ns_) return std::nullopt;
-    next_trigger_check_ns_ = now + detail::kTriggerFilePeriodNs;
-    const int fd = ::open(trigger_file_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-      if (errno != ENOENT && !trigger_file_warned_) {
-        trigger_file_warned_ = true;
-        detail::print_warning(fmt::format("DLPROF_TRIGGER_FILE={}: cannot read it: {}", detail::terminal_text(trigger_file_),
-                                          detail::errno_text(errno)));
-      }
-      return std::nullopt;
-    }
-    std::string text;
-    char chunk[256];
-    for (ssize_t read = 0; text.size() < 4096 && (read = ::read(fd, chunk, sizeof(chunk))) > 0;)
-      text.append(chunk, static_cast<std::size_t>(read));
-    ::close(fd);
-    if (::unlink(trigger_file_.c_str()) != 0 && errno != ENOENT) {
-      if (!trigger_file_warned_)
-        detail::print_warning(fmt::format("DLPROF_TRIGGER_FILE={}: cannot remove it ({}): it asks for nothing until it is "
-                                          "removed",
-                                          detail::terminal_text(trigger_file_), detail::errno_text(errno)));
-      trigger_file_warned_ = true;
-      return std::nullopt;
-    }
-    std::vector<std::string> problems;
-    detail::CaptureRequest request = detail::parse_capture_request(text, problems);
-    for (const std::string& problem : problems) detail::print_warning(problem);
-    return request;
+    requests_->warn_of_refused_signals(detail::clock_ns(CLOCK_MONOTONIC), flush,
+                                       mode_ == Mode::OnDemand ? "capture" : "dump");
   }
 
   void open_step() {
@@ -1405,32 +913,6 @@ class BasicProfiler {
                              to_string(previous), to_string(current), step_num_));
   }
 
-  /// What failed, for record_error: a handler's index in the options, or the building of traces.
-  static constexpr std::size_t kBuildingTraces = SIZE_MAX;
-  /// Errors kept for errors(); later ones are counted.
-  static constexpr std::size_t kMaxErrorsKept = 256;
-
-  /// Keeps `message` for errors() and prints it if it is the first failure of `source`: a handler
-  /// that fails on every window (a full disk) prints once, not once per window.
-  void record_error(std::string message, std::size_t source) {
-    std::lock_guard<std::mutex> lock(results_mutex_);
-    if (std::find(failed_sources_.begin(), failed_sources_.end(), source) == failed_sources_.end()) {
-      failed_sources_.push_back(source);
-      detail::print_warning(fmt::format("{} (later failures of it are kept in Profiler::errors(), not printed)", message));
-    }
-    if (errors_.size() < kMaxErrorsKept)
-      errors_.push_back(std::move(message));
-    else
-      ++errors_left_out_;
-  }
-
-  detail::BackgroundWriter<>& background_writer() {
-    if (!writer_) writer_ = std::make_unique<detail::BackgroundWriter<>>();
-    return *writer_;
-  }
-
-  static constexpr std::int64_t kSlowStepDumpIntervalNs = 60'000'000'000;
-  static constexpr double kSlowStepMinExcessNs = 1e6;
   /// On demand: a program that has not called step() for this long is served by the watcher.
   static constexpr std::int64_t kNoStepsNs = 1'000'000'000;
 
@@ -1440,13 +922,10 @@ class BasicProfiler {
   std::unique_ptr<detail::CrashTarget> crash_target_;  // what a fatal signal writes
   detail::ClockSample flight_origin_{};
   std::int64_t last_step_ticks_ = 0;  // the duration of the step that ended last
-  detail::RecentSteps recent_steps_;  // the steps a slow step or a hang is judged against
-  std::int64_t next_slow_step_dump_ns_ = 0;
+  detail::SlowStepPolicy slow_steps_{0};  // the flight recorder's rules, with options_'s factor
   std::uint64_t dumps_ = 0;
-  std::uint64_t slow_steps_not_dumped_ = 0;
   bool dumped_in_step_ = false;  // a dump ran in the step in progress
-  bool hang_dumped_in_step_ = false;  // the step in progress was dumped as a hang
-  detail::CaptureSignalRequests signal_requests_;
+  std::optional<detail::CaptureRequests> requests_;  // on demand and flight recorder: what asks for a capture or dump
   std::optional<Schedule> capture_;       // on demand: the current or last capture's steps
   std::int64_t capture_steps_ = 0;        // its recorded steps
   std::int64_t capture_last_step_ = -1;   // its last recorded step
@@ -1457,15 +936,11 @@ class BasicProfiler {
   };
   std::optional<CaptureOptions> options_before_capture_;  // the Profiler's own, while a capture changes them
   std::atomic<bool> capturing_{false};    // a capture is asked for or running
-  std::atomic<std::int64_t> requested_capture_{0};  // set by capture() (steps) or capture_for() (-ns), taken by step()
   std::int64_t last_step_call_ns_ = 0;     // CLOCK_MONOTONIC of the last step() (or start())
   std::unique_ptr<std::thread> watcher_;   // on demand: ends timed captures, serves programs without steps
   std::mutex watcher_mutex_;
   std::condition_variable watcher_wake_;
   bool watcher_stopping_ = false;
-  std::string trigger_file_;
-  std::int64_t next_trigger_check_ns_ = 0;
-  bool trigger_file_warned_ = false;  // an unreadable or stuck trigger file is warned about once
   const std::uint32_t generation_;  // the fork generation this Profiler was made in
   std::mutex control_mutex_;
   std::atomic<std::thread::id> controller_{};  // the thread inside start(), step() or stop(), if any
@@ -1488,14 +963,9 @@ class BasicProfiler {
   std::uint64_t overflowed_names_before_window_ = 0;
   std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under kOverflowName
   detail::DrainedEvents drained_;
-  mutable std::mutex results_mutex_;  // guards last_trace_, traces_in_progress_ and errors_ (the writer thread sets them)
-  mutable std::condition_variable trace_published_;
-  std::shared_ptr<const Trace> last_trace_;
-  int traces_in_progress_ = 0;  // windows closed whose trace is not yet last_trace_
-  std::vector<std::string> errors_;
-  std::uint64_t errors_left_out_ = 0;
-  std::vector<std::size_t> failed_sources_;  // what has failed and been printed once
-  std::unique_ptr<detail::BackgroundWriter<>> writer_;  // last: joined before the members it uses die
+  // Last: its writer thread, which builds traces and runs handlers with the members above, ends
+  // before they do.
+  std::optional<detail::TracePublisher<>> publisher_;
 };
 
 using Profiler = BasicProfiler<>;

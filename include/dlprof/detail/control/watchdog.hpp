@@ -2,17 +2,12 @@
 //
 // A slow step is dumped when it ends; a step that never ends (a collective waiting for a dead
 // rank, a deadlock, an I/O stall) would leave nothing. The Profiler's watcher thread therefore
-// looks at the step in progress: once it has run longer than the slow-step factor times the
-// median of the steps before it, and kHangGraceNs more, it is dumped while it runs, once, with
-// every thread's open ranges. The grace leaves a step that is merely slow to be dumped whole when
-// it ends. The rule is judged only once the history the median needs exists.
+// looks at the step in progress, and once SlowStepPolicy (slow_step_policy.hpp) takes it for hung,
+// dumps it while it runs with what every thread is inside: this file says what that is.
 #pragma once
 
 #include <algorithm>
-#include <array>
-#include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,48 +15,13 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/control/slow_step_policy.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-/// The durations of the last steps (in ticks), and their median once there are enough of them.
-class RecentSteps {
- public:
-  /// Steps the median is taken over; no step is judged before this many have ended.
-  static constexpr std::size_t kCount = 21;
-
-  void add(std::int64_t ticks) noexcept {
-    ticks_[count_ % kCount] = ticks;
-    ++count_;
-  }
-
-  /// The median of the last kCount steps; nothing until that many have been added.
-  std::optional<std::int64_t> median() const noexcept {
-    if (count_ < kCount) return std::nullopt;
-    std::array<std::int64_t, kCount> sorted = ticks_;
-    const auto middle = sorted.begin() + kCount / 2;
-    std::nth_element(sorted.begin(), middle, sorted.end());
-    return *middle;
-  }
-
-  std::size_t count() const noexcept { return count_; }
-
- private:
-  std::array<std::int64_t, kCount> ticks_{};
-  std::size_t count_ = 0;
-};
-
-/// A step in progress is taken for hung once it has run this long beyond factor × median.
-inline constexpr double kHangGraceNs = 500e6;
-
-/// Whether a step that has run `running_ns` so far is hung against the `median_ns` of the steps
-/// before it and the slow-step `factor` (0: never).
-inline bool is_hung(double running_ns, double median_ns, double factor) noexcept {
-  return factor != 0 && running_ns > factor * median_ns + kHangGraceNs;
-}
 
 /// A duration for a message: "812.345 ms", or "41.020 s" from a second.
 inline std::string duration_text(double ns) {
