@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -212,16 +213,23 @@ class DeviceCounterTraceTest : public testing::Test {
     if (!probe.open(error)) GTEST_SKIP() << "libcupti is not available here: " << error;
   }
   void TearDown() override { dlprof::detail::g_gpu_backend.store(nullptr); }
+
+  /// A Profiler of CPU and CUDA activity over a played GPU whose NVML is read every `period`.
+  std::unique_ptr<dlprof::Profiler> profiler_reading_every(std::chrono::milliseconds period) {
+    static CuptiBackend* current = nullptr;
+    current = &backend_;
+    dlprof::detail::g_gpu_backend.store(+[]() -> dlprof::detail::GpuBackend& { return *current; });
+    return std::make_unique<dlprof::Profiler>(dlprof::ProfilerOptions{}
+                                                  .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
+                                                  .device_counter_period(period));
+  }
+
+  CuptiBackend backend_{played_driver(), played_cupti(), played_nvml()};
 };
 
 TEST_F(DeviceCounterTraceTest, AWindowHasTheGpusClocksOnItsRowWrittenAndReadBack) {
-  static CuptiBackend* current = nullptr;
-  CuptiBackend backend(played_driver(), played_cupti(), played_nvml());
-  current = &backend;
-  dlprof::detail::g_gpu_backend.store(+[]() -> dlprof::detail::GpuBackend& { return *current; });
-  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
-                                .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
-                                .device_counter_period(std::chrono::milliseconds(1)));
+  const auto owned = profiler_reading_every(std::chrono::milliseconds(1));
+  dlprof::Profiler& profiler = *owned;
   profiler.start();
   {
     DLPROF_RANGE("step");
@@ -277,13 +285,8 @@ TEST_F(DeviceCounterTraceTest, AWindowHasTheGpusClocksOnItsRowWrittenAndReadBack
 }
 
 TEST_F(DeviceCounterTraceTest, APeriodOfZeroReadsNothing) {
-  static CuptiBackend* current = nullptr;
-  CuptiBackend backend(played_driver(), played_cupti(), played_nvml());
-  current = &backend;
-  dlprof::detail::g_gpu_backend.store(+[]() -> dlprof::detail::GpuBackend& { return *current; });
-  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
-                                .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
-                                .device_counter_period(std::chrono::milliseconds(0)));
+  const auto owned = profiler_reading_every(std::chrono::milliseconds(0));
+  dlprof::Profiler& profiler = *owned;
   profiler.start();
   dlprof_test::launch_kernel("_Z4gemmv", 7, 50'000);
   profiler.stop();
