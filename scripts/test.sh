@@ -3,7 +3,10 @@
 #  1. the main build with -Wall -Wextra -Werror (all tests, consumer-package tests included, and
 #     the demo's trace opened by Holistic Trace Analysis and TensorBoard's profiler plugin);
 #  2. AddressSanitizer + UndefinedBehaviorSanitizer (all unit tests);
-#  3. ThreadSanitizer (all unit tests: rings, ranges and the profiler's writer thread among them).
+#  3. ThreadSanitizer (the unit tests of code that runs on several threads: rings, ranges, the
+#     Profiler's writer, publisher and watcher, the flight recorder, the GPU clock sampler, the
+#     reader's two-thread parse and the report's parallel analyses; tests/CMakeLists.txt lists
+#     the single-threaded ones it leaves out).
 # Each configuration lives in its own build/<name> directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,14 +34,11 @@ configure_and_build() {
 
 echo "== main build (-Wall -Wextra -Werror)"
 # Line tables only (-g1, the CUDA example's host code too): stack traces name files and lines, and
-# compiling takes a quarter less than with full debug information. The tools are compiled at -O2
-# and the examples at -O1, in two thirds of -O2's time: the warnings that need the optimiser see
-# the whole SDK there. The test programs and the benchmarks (built, not run, so that they keep
-# compiling) are compiled at -O0 without debug information, in 60 % of -O1's time; the sanitizer
-# builds below keep line tables for their reports.
+# compiling takes a quarter less than with full debug information. The tools are compiled at -O2,
+# the test programs, the examples and the benchmarks (built, not run, so that they keep compiling)
+# at -O1, in two thirds of -O2's time.
 configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" "-DDLPROF_TEST_OPTIMIZATION=-O0;-g0" \
-  -DDLPROF_EXAMPLE_OPTIMIZATION=-O1 \
+  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DDLPROF_TEST_OPTIMIZATION=-O1 \
   -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
 ctest --test-dir build/main -j "$jobs" --output-on-failure
 
