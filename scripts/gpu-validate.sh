@@ -34,9 +34,10 @@
 #                       to .carry/deps when scripts/gpu-carry.sh has filled it.
 #   GPU_VALIDATE_RUNS   profiler-off/profiler-on run pairs for the overhead figure (default 3)
 #   GPU_VALIDATE_ROUNDS rounds of the side-by-side runs (default 3)
-#   GPU_VALIDATE_OUT    a directory that receives what is worth keeping: the side-by-side summary
-#                       and its train traces (gzip), the roofline traces and summary, the
-#                       reference traces, the crash file, the flight recorder's dump
+#   GPU_VALIDATE_OUT    a directory that receives what is worth keeping, as one archive
+#                       (gpu-validate.tar.gz): the side-by-side summary and its train traces
+#                       (gzip), the roofline traces, summary and reports, the reference traces,
+#                       the crash file, the flight recorder's dump
 #   CUDAARCHS           GPU architectures to build for (CMake's variable; default 80;90)
 # Extra arguments go to every run of the example, e.g. `scripts/gpu-validate.sh --host-memory pageable`.
 set -euo pipefail
@@ -277,6 +278,11 @@ else
     "$report" "$out/reference-traces/$name" >"$out/reference-traces/$name-report.txt" 2>&1 || validation=1
     head -25 "$out/reference-traces/$name-report.txt"
   done
+fi
+
+# The device tool brings a few files of a call back: what is kept goes back as one archive.
+if [[ -n $out ]]; then
+  tar -czf "$out.tar.gz" -C "$out" . && rm -rf "${out:?}"/* && mv "$out.tar.gz" "$out/gpu-validate.tar.gz"
 fi
 
 if ((validation != 0)); then
