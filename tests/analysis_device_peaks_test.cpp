@@ -1,14 +1,18 @@
 // The roofs: every reference trace's GPU is found in the table by what its deviceProperties say,
 // the figures are dense ones (never the 2:4-sparse), and the table's rows agree with themselves
-// the way the hardware does (TF32 at half BF16's rate, FP8 at twice it).
+// the way the hardware does (TF32 at half BF16's rate, FP8 at twice it); the peaks a user gives
+// are read, or refused with their fault.
 #include <dlprof/analysis/device_peaks.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace device_peaks_test {
 
@@ -114,6 +118,56 @@ TEST(DevicePeaksTest, EveryRowAgreesWithItselfAsTheHardwareDoes) {
       EXPECT_LT(row.mamf_bf16, bf16) << "a measured rate below the peak";
     }
   }
+}
+
+TEST(DevicePeaksTest, EveryRowHasTheLastLevelCacheOfItsDieButTheB200s) {
+  for (const dlprof::analysis::DevicePeaks& row : dlprof::analysis::detail::kDevicePeaks) {
+    SCOPED_TRACE(std::string(row.model));
+    if (row.model == "NVIDIA B200") {
+      EXPECT_EQ(row.cache_mb, 0) << "NVIDIA publishes no L2 size for the B200";
+    } else {
+      EXPECT_GE(row.cache_mb, 4);
+    }
+  }
+  DeviceProperties h200;
+  h200.name = "NVIDIA H200";
+  h200.compute_major = 9;
+  EXPECT_EQ(find_device_peaks(h200)->cache_mb, 50);
+}
+
+TEST(DevicePeaksTest, PeaksAUserGivesAreReadWithEachUnitAndRefusedWithTheirFault) {
+  const auto peaks = dlprof::analysis::parse_device_peaks(
+      "# an RTX 4090, dense\nbf16=165.2, fp16 = 165.2\ntf32=82.6\nfp32=82.6  # the CUDA cores\n"
+      "vector.fp16=82.6, matrix.int8=660.6, memory=1.008, boost_mhz=2520, cache_mb=72, mamf=150\n");
+  EXPECT_EQ(peaks.matrix_peak(Precision::BF16), 165.2);
+  EXPECT_EQ(peaks.matrix_peak(Precision::FP16), 165.2);
+  EXPECT_EQ(peaks.matrix_peak(Precision::TF32), 82.6);
+  EXPECT_EQ(peaks.matrix_peak(Precision::FP32), 0);
+  EXPECT_EQ(peaks.vector_peak(Precision::FP32), 82.6);
+  EXPECT_EQ(peaks.vector_peak(Precision::FP16), 82.6);
+  EXPECT_EQ(peaks.matrix_peak(Precision::INT8), 660.6);
+  EXPECT_EQ(peaks.memory_tb_per_s, 1.008);
+  EXPECT_EQ(peaks.boost_mhz, 2520);
+  EXPECT_EQ(peaks.cache_mb, 72);
+  EXPECT_EQ(peaks.mamf_bf16, 150);
+  EXPECT_EQ(dlprof::analysis::parse_device_peaks("matrix.fp32=163.4,memory=5.3").matrix_peak(Precision::FP32), 163.4);
+
+  const auto refused = [](std::string_view text) {
+    try {
+      dlprof::analysis::parse_device_peaks(text);
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused("bf16=989"), "peaks: no memory bandwidth (memory=TB/s) is given");
+  EXPECT_EQ(refused("memory=3.35"), "peaks: no FLOP peak (e.g. bf16=TFLOP/s) is given");
+  EXPECT_EQ(refused("bf16=989, memory=3.35, bf16=900"), "peaks: 'bf16' is given twice");
+  EXPECT_EQ(refused("bf16=fast, memory=3.35"), "peaks: the value of 'bf16' is no number of 0 or more: 'fast'");
+  EXPECT_EQ(refused("bf16=-1, memory=3.35"), "peaks: the value of 'bf16' is no number of 0 or more: '-1'");
+  EXPECT_EQ(refused("bf16=inf, memory=3.35"), "peaks: the value of 'bf16' is no number of 0 or more: 'inf'");
+  EXPECT_EQ(refused("bf16 989, memory=3.35"), "peaks: 'bf16 989' is no key=value pair");
+  EXPECT_THAT(refused("bf16=989, memory=3.35, sparse.fp8=4000"), testing::StartsWith("peaks: unknown key 'sparse.fp8'"));
 }
 
 }  // namespace device_peaks_test

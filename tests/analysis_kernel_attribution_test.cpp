@@ -81,7 +81,7 @@ TEST(KernelAttributionTest, TiesForwardKernelsToTheirStepLayerAndOp) {
   const auto& relu = attribution.kernels[2];
   EXPECT_EQ(relu.layer, "nn.Module: ReLU_act");
   EXPECT_EQ(relu.op, "aten::relu");
-  EXPECT_EQ(relu.flops, 0u);
+  EXPECT_EQ(relu.flops, std::nullopt);  // no shapes: unknown, not 0
   EXPECT_EQ(relu.input_dims, "");
 
   const auto& fill = attribution.kernels[3];
@@ -107,6 +107,20 @@ TEST(KernelAttributionTest, BackwardKernelsTakeTheLayerOfTheirForwardOp) {
   EXPECT_TRUE(backward.tensor_cores);
   EXPECT_EQ(backward.flops, 1'000u);
   EXPECT_DOUBLE_EQ(backward.tflops_per_second(), 1'000.0 / 500 / 1e3);
+}
+
+TEST(KernelAttributionTest, OpsWithShapesButNoFlopsFromTheTraceAreEstimated) {
+  // torch.profiler's with_flops counts no softmax; its shapes give 5 FLOPs per element and the
+  // bytes of a read and a write (flops.hpp).
+  const dlprof::Trace trace = dlprof_test::AnalysisTraceBuilder()
+                                  .op("aten::_softmax", 0, 100, 1)
+                                  .inputs("[[64, 128], [], []]", R"(["float", "Scalar", "Scalar"])")
+                                  .kernel("softmax_warp_forward", 10, 60, 5, 1)
+                                  .trace();
+  const auto attribution = dlprof::analysis::kernel_attribution(trace);
+  ASSERT_EQ(attribution.kernels.size(), 1u);
+  EXPECT_EQ(attribution.kernels[0].flops, 5u * 64 * 128);
+  EXPECT_EQ(attribution.kernels[0].bytes, 2u * 4 * 64 * 128);
 }
 
 TEST(KernelAttributionTest, TableHasPyProfsColumns) {

@@ -71,13 +71,14 @@ class AnalysisTraceBuilder {
     return slice(dlprof::EventKind::Step, "ProfilerStep#" + std::to_string(number), start, end, 0, dlprof::Category::Step,
                  thread);
   }
-  /// The last slice added gets record_shapes inputs and a cost.
+  /// The last slice added gets record_shapes inputs and a cost; concrete inputs "" are not
+  /// recorded.
   AnalysisTraceBuilder& inputs(std::string_view dims, std::string_view types, std::uint64_t flops = 0,
-                               std::uint64_t bytes = 0) {
+                               std::uint64_t bytes = 0, std::string_view concrete = "") {
     dlprof::OpInputs recorded;
     recorded.dims = name_index(dims);
     recorded.types = name_index(types);
-    recorded.concrete = name_index("[]");
+    recorded.concrete = name_index(concrete);
     recorded.op = trace_.events.back().name;
     recorded.flops = flops;
     recorded.bytes = bytes;

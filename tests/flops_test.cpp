@@ -15,7 +15,9 @@ inline bool operator==(const OpCost& a, const OpCost& b) { return a.flops == b.f
 
 // Lets GoogleTest print a cost in failure messages.
 inline void PrintTo(const OpCost& cost, std::ostream* os) {
-  *os << "OpCost{flops " << cost.flops << ", bytes " << cost.bytes << "}";
+  *os << "OpCost{flops " << cost.flops << ", bytes ";
+  if (cost.bytes) *os << *cost.bytes; else *os << "unknown";
+  *os << "}";
 }
 
 }  // namespace dlprof
@@ -376,13 +378,187 @@ TEST(FlopsTest, BytesFollowTheElementType) {
 
 TEST(FlopsTest, UnknownElementTypeGivesFlopsButNoBytes) {
   EXPECT_EQ(cost("aten::add", "[[2, 3, 8, 8], [2, 3, 8, 8], []]", R"(["c10::Float4_e2m1fn_x2", "float", "Scalar"])"),
-            (OpCost{384, 0}));
+            (OpCost{384, std::nullopt}));
+}
+
+// ---- the bytes model: reductions, softmax, norms, attention, gathers, copies ------------------
+
+TEST(FlopsTest, ReductionsWriteTheInputWithoutTheReducedDimensions) {
+  // aten::sum of a [4096, 8192] bf16 over dim 0 (a PyTorch 2.11 trace's record): 4096*8192 adds;
+  // 2*(4096*8192 read + 8192 written) bytes.
+  EXPECT_EQ(cost("aten::sum", "[[4096, 8192], [], [], []]", R"(["c10::BFloat16", "ScalarList", "Scalar", ""])",
+                 R"(["", "[0]", "True", ""])"),
+            (OpCost{33'554'432, 2 * (33'554'432 + 8192)}));
+  // Negative dimensions count from the end; the mean over the last two of [2, 3, 4] writes 2.
+  EXPECT_EQ(cost("aten::mean", "[[2, 3, 4], [], [], []]", R"(["float", "ScalarList", "Scalar", ""])",
+                 R"(["", "[-1, -2]", "False", ""])"),
+            (OpCost{24, 4 * (24 + 2)}));
+  // No dimension (sum(self, dtype)) or an empty list: every dimension, one element written.
+  EXPECT_EQ(cost("aten::sum", "[[2, 3], []]", R"(["float", ""])", R"(["", ""])"), (OpCost{6, 4 * 7}));
+  EXPECT_EQ(cost("aten::amax", "[[2, 3], [], []]", R"(["float", "ScalarList", "Scalar"])", R"(["", "[]", "False"])"),
+            (OpCost{6, 4 * 7}));
+  // One integer dimension (prod(self, dim, keepdim, dtype)); a norm's square-and-add is 2 FLOPs.
+  EXPECT_EQ(cost("aten::prod", "[[5, 7], [], [], []]", R"(["float", "Scalar", "Scalar", ""])", R"(["", "1", "False", ""])"),
+            (OpCost{35, 4 * (35 + 5)}));
+  EXPECT_EQ(cost("aten::linalg_vector_norm", "[[5, 7], [], [], [], []]",
+                 R"(["float", "Scalar", "ScalarList", "Scalar", ""])", R"(["", "2", "[0]", "False", ""])"),
+            (OpCost{70, 4 * (35 + 7)}));
+  // A dimension out of range, or one not recorded, gives no estimate.
+  EXPECT_EQ(cost("aten::sum", "[[2, 3], [], []]", R"(["float", "ScalarList", "Scalar"])", R"(["", "[2]", "False"])"),
+            std::nullopt);
+  EXPECT_EQ(cost("aten::sum", "[[2, 3], [], []]", R"(["float", "ScalarList", "Scalar"])"), std::nullopt);
+}
+
+TEST(FlopsTest, SoftmaxNormsAndDropoutCountTheirPassesPerElement) {
+  // softmax: 5 per element, read and written once; a PyTorch 2.11 trace's bf16 [8192, 8192].
+  EXPECT_EQ(cost("aten::_softmax", "[[8192, 8192], [], []]", R"(["c10::BFloat16", "Scalar", "Scalar"])",
+                 R"(["", "-1", "False"])"),
+            (OpCost{5ull * 8192 * 8192, 2ull * 2 * 8192 * 8192}));
+  // its backward reads the gradient and the output: 4 per element, 3 tensors of 4096*8192 floats
+  EXPECT_EQ(cost("aten::_log_softmax_backward_data", "[[4096, 8192], [4096, 8192], [], []]",
+                 R"(["float", "float", "Scalar", "Scalar"])", R"(["", "", "1", "6"])"),
+            (OpCost{4ull * 4096 * 8192, 3ull * 4 * 4096 * 8192}));
+  // layer norm (input, normalized_shape, weight, bias, eps): 7 per element; input, weight and
+  // bias read, the output written (bf16).
+  EXPECT_EQ(cost("aten::native_layer_norm", "[[1, 141, 512], [], [512], [512], []]",
+                 R"(["c10::BFloat16", "ScalarList", "c10::BFloat16", "c10::BFloat16", "Scalar"])",
+                 R"(["", "[512]", "", "", "1e-05"])"),
+            (OpCost{7ull * 141 * 512, 2ull * (2 * 141 * 512 + 2 * 512)}));
+  EXPECT_EQ(cost("aten::rms_norm", "[[8, 64], [], [64], []]", R"(["float", "ScalarList", "float", ""])",
+                 R"(["", "[64]", "", ""])")->flops,
+            4u * 8 * 64);
+  // dropout writes its output and a byte of mask per element
+  EXPECT_EQ(cost("aten::native_dropout", "[[16, 256, 512], [], []]", R"(["c10::BFloat16", "Scalar", "Scalar"])",
+                 R"(["", "0.1", "True"])"),
+            (OpCost{16ull * 256 * 512, 16ull * 256 * 512 * (2 + 2 + 1)}));
+}
+
+TEST(FlopsTest, NormBackwardsWriteTheGradientsTheirMaskAsksFor) {
+  // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, mask)
+  // of a PyTorch 2.11 trace: 14 FLOPs per element; reads 2*2M + 2*4096 + 2*512 floats, writes
+  // the input's gradient and those of weight and bias.
+  const char* dims = "[[16, 256, 512], [16, 256, 512], [], [16, 256, 1], [16, 256, 1], [512], [512], []]";
+  const char* types = R"(["float", "float", "ScalarList", "float", "float", "float", "float", "ScalarList"])";
+  const std::uint64_t elements = 16ull * 256 * 512;
+  const std::uint64_t read = 2 * elements + 2 * 4096 + 2 * 512;
+  EXPECT_EQ(cost("aten::native_layer_norm_backward", dims, types,
+                 R"(["", "", "[512]", "", "", "", "", "[True, True, True]"])"),
+            (OpCost{14 * elements, 4 * (read + elements + 2 * 512)}));
+  EXPECT_EQ(cost("aten::native_layer_norm_backward", dims, types,
+                 R"(["", "", "[512]", "", "", "", "", "[True, False, False]"])")->bytes,
+            4 * (read + elements));
+  // cuDNN's batch norm backward has no mask: all three gradients; the bias's has the weight's shape.
+  EXPECT_EQ(cost("aten::cudnn_batch_norm_backward", "[[2, 8, 4, 4], [2, 8, 4, 4], [8], [8], [8], [8], [8], [], [0]]",
+                 R"(["float", "float", "float", "float", "float", "float", "float", "Scalar", "unsigned char"])",
+                 R"(["", "", "", "", "", "", "", "1e-05", ""])"),
+            (OpCost{14 * 256, 4 * (2 * 256 + 5 * 8) + (256 + 2 * 8) * 4}));
+  // a mask that is not recorded gives no estimate
+  EXPECT_EQ(cost("aten::native_layer_norm_backward", dims, types), std::nullopt);
+}
+
+TEST(FlopsTest, AttentionCountsItsTwoProductsAndTheBackwardsFour) {
+  // A PyTorch 2.11 trace's cuDNN attention, [B, H, L, E] = [16, 8, 256, 64] bf16, not causal:
+  // 2 * 16*8*256*256 * (64 + 64) FLOPs; q, k, v read, the output written.
+  const std::uint64_t forward = 2ull * 16 * 8 * 256 * 256 * 128;
+  const std::uint64_t tensor = 16ull * 8 * 256 * 64;
+  EXPECT_EQ(cost("aten::_cudnn_attention_forward", "[[16, 8, 256, 64], [16, 8, 256, 64], [16, 8, 256, 64], [], [], [], [], [], [], [], [], [], []]",
+                 R"(["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", ""])",
+                 R"(["", "", "", "", "", "", "256", "256", "True", "0.1", "False", "False", ""])"),
+            (OpCost{forward, 2 * 4 * tensor}));
+  // Its backward: twice the FLOPs; reads grad_out, q, k, v, out, the float logsumexp and the
+  // two 0-dimensional long philox tensors, writes dq, dk, dv.
+  EXPECT_EQ(cost("aten::_cudnn_attention_backward",
+                 "[[16, 8, 256, 64], [16, 8, 256, 64], [16, 8, 256, 64], [16, 8, 256, 64], [16, 8, 256, 64], [16, 8, 256, 1], [], [], [], [], [], [], [], [], [], []]",
+                 R"(["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "float", "long int", "long int", "", "", "", "Scalar", "Scalar", "Scalar", "Scalar", ""])",
+                 R"(["", "", "", "", "", "", "", "", "", "", "", "256", "256", "0.1", "False", ""])"),
+            (OpCost{2 * forward, 2 * 5 * tensor + 4 * 16 * 8 * 256 + 2 * 8 + 2 * 3 * tensor}));
+  // The flash kernel's own op takes [B, L, H, E]; causal leaves half the scores: a ROCm trace's
+  // [1, 141, 8, 64] with is_causal.
+  const std::string flash_dims = "[[1, 141, 8, 64], [1, 141, 8, 64], [1, 141, 8, 64], [], [], [], [], [], [], [], []]";
+  const std::string flash_types = R"(["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", ""])";
+  EXPECT_EQ(cost("aten::_flash_attention_forward", flash_dims, flash_types,
+                 R"(["", "", "", "", "", "141", "141", "0.", "True", "False", ""])")->flops,
+            2ull * 8 * 141 * 141 * 128 / 2);
+  EXPECT_EQ(cost("aten::_flash_attention_forward", flash_dims, flash_types,
+                 R"(["", "", "", "", "", "141", "141", "0.", "False", "False", ""])")->flops,
+            2ull * 8 * 141 * 141 * 128);
+  // Grouped-query attention: keys and values of 2 heads serve 8 query heads.
+  EXPECT_EQ(cost("aten::scaled_dot_product_attention", "[[1, 8, 10, 16], [1, 2, 20, 16], [1, 2, 20, 16], [], [], [], [], []]",
+                 R"(["float", "float", "float", "", "Scalar", "Scalar", "", "Scalar"])",
+                 R"(["", "", "", "", "0.", "False", "", "True"])"),
+            (OpCost{2ull * 8 * 10 * 20 * 32, 4 * (8 * 10 * 16 + 2 * 2 * 20 * 16 + 8 * 10 * 16)}));
+  // Variable-length batches ([total, H, E]), heads that do not divide, or an unrecorded is_causal
+  // give no estimate.
+  EXPECT_EQ(cost("aten::_flash_attention_forward", "[[141, 8, 64], [141, 8, 64], [141, 8, 64], [], [], [], [], [], [], [], []]",
+                 flash_types, R"(["", "", "", "", "", "141", "141", "0.", "False", "False", ""])"),
+            std::nullopt);
+  EXPECT_EQ(cost("aten::scaled_dot_product_attention", "[[1, 8, 10, 16], [1, 3, 20, 16], [1, 3, 20, 16], [], [], [], [], []]",
+                 R"(["float", "float", "float", "", "Scalar", "Scalar", "", "Scalar"])",
+                 R"(["", "", "", "", "0.", "False", "", "True"])"),
+            std::nullopt);
+  EXPECT_EQ(cost("aten::_flash_attention_forward", flash_dims, flash_types), std::nullopt);
+}
+
+TEST(FlopsTest, GathersReadTheRowsTheyPickAndCopiesDoNotReadTheirDestination) {
+  // embedding of a [8192, 512] float table by [16, 256] long indices: the indices read, 4096
+  // rows of 512 read and written; no FLOPs. The table itself is not read whole.
+  EXPECT_EQ(cost("aten::embedding", "[[8192, 512], [16, 256], [], [], []]",
+                 R"(["float", "long int", "Scalar", "Scalar", "Scalar"])", R"(["", "", "-1", "False", "False"])"),
+            (OpCost{0, 8 * 4096 + 2 * 4 * 4096 * 512}));
+  EXPECT_EQ(cost("aten::index_select", "[[30522, 512], [], [141]]", R"(["c10::BFloat16", "Scalar", "long int"])",
+                 R"(["", "0", ""])"),
+            (OpCost{0, 8 * 141 + 2 * 2 * 141 * 512}));
+  EXPECT_EQ(cost("aten::gather", "[[8192, 512], [], [4096, 512], []]", R"(["float", "Scalar", "long int", "Scalar"])",
+                 R"(["", "0", "", "False"])"),
+            (OpCost{0, 8 * 4096 * 512 + 2 * 4 * 4096 * 512}));
+  // embedding's backward adds the gradient rows into a num_weights-row table.
+  EXPECT_EQ(cost("aten::embedding_dense_backward", "[[16, 256, 512], [16, 256], [], [], []]",
+                 R"(["float", "long int", "Scalar", "Scalar", "Scalar"])", R"(["", "", "8192", "-1", "False"])"),
+            (OpCost{16 * 256 * 512, 4 * 16 * 256 * 512 + 8 * 16 * 256 + 4 * 8192 * 512}));
+  // copy_ casting float to bf16: the float source read, the bf16 destination written.
+  EXPECT_EQ(cost("aten::copy_", "[[16, 256, 8192], [16, 256, 8192], []]", R"(["c10::BFloat16", "float", "Scalar"])",
+                 R"(["", "", "False"])"),
+            (OpCost{0, 16ull * 256 * 8192 * (4 + 2)}));
+  // fill_ and zero_ only write
+  EXPECT_EQ(cost("aten::fill_", "[[4096, 8192], []]", R"(["float", "Scalar"])", R"(["", "0"])"),
+            (OpCost{0, 4ull * 4096 * 8192}));
+  EXPECT_EQ(cost("aten::zero_", "[[4096, 8192]]", R"(["float"])", R"([""])"), (OpCost{0, 4ull * 4096 * 8192}));
+}
+
+TEST(FlopsTest, AnExpandedInputIsReadOnceNotOncePerIndex) {
+  // A PyTorch 2.11 trace's gather of a [50304, 4096] bf16 table by an index expanded from
+  // [16384, 1] (Input Strides [1, 0]): the index holds 16384 longs, not 16384 * 4096.
+  const char* dims = "[[50304, 4096], [], [16384, 4096], [], [16384, 4096]]";
+  const char* types = R"(["c10::BFloat16", "Scalar", "long int", "Scalar", "c10::BFloat16"])";
+  const char* concrete = R"(["", "0", "", "False", ""])";
+  const std::uint64_t picked = 16384ull * 4096;
+  EXPECT_EQ(cost("aten::gather", dims, types, concrete)->bytes, 8 * picked + 2 * 2 * picked);
+  EXPECT_EQ(dlprof::estimate_op_cost("aten::gather", dims, types, concrete,
+                                     "[[4096, 1], [], [1, 0], [], [4096, 1]]"),
+            (OpCost{0, 8 * 16384 + 2 * 2 * picked}));
+  // A bias broadcast by strides reads its 512 elements once.
+  EXPECT_EQ(dlprof::estimate_op_cost("aten::add", "[[64, 512], [64, 512], []]", R"(["float", "float", "Scalar"])",
+                                     R"(["", "", "1"])", "[[512, 1], [0, 1], []]"),
+            (OpCost{64 * 512, 4 * (64 * 512 + 512 + 64 * 512)}));
+  // Strides that do not match the dims, or do not parse, are ignored: inputs are read whole.
+  for (const char* strides : {"[[512, 1], [0], []]", "[[512, 1], [0, 1]]", "[[512, 1], [0, 1], []", "nonsense"})
+    EXPECT_EQ(dlprof::estimate_op_cost("aten::add", "[[64, 512], [64, 512], []]", R"(["float", "float", "Scalar"])",
+                                       R"(["", "", "1"])", strides),
+              (OpCost{64 * 512, 4 * 3 * 64 * 512}))
+        << strides;
+}
+
+TEST(FlopsTest, TensorListOpsHaveNoEstimateForTheirListsHaveNoElementType) {
+  EXPECT_EQ(cost("aten::_foreach_mul_", "[[[8192, 512], [1536]], []]", R"(["TensorList", "Scalar"])", R"(["", "0.9"])"),
+            std::nullopt);
+  EXPECT_EQ(cost("aten::cat", "[[[2, 3], [2, 3]], []]", R"(["TensorList", "Scalar"])", R"(["", "0"])"), std::nullopt);
 }
 
 // ---- bad input -------------------------------------------------------------------------------
 
 TEST(FlopsTest, UnknownOpHasNoEstimate) {
-  EXPECT_EQ(cost("aten::softmax", "[[2, 3], [], []]", R"(["float", "Scalar", "Scalar"])"), std::nullopt);
+  EXPECT_EQ(cost("aten::nll_loss_forward", "[[2, 3], [2], [], [], []]", R"(["float", "long int", "", "Scalar", "Scalar"])"),
+            std::nullopt);
   EXPECT_EQ(cost("", "[[2, 3]]", R"(["float"])"), std::nullopt);
   EXPECT_EQ(cost("aten::mm ", "[[2, 10], [10, 128]]", R"(["float", "float"])"), std::nullopt);
 }
@@ -439,7 +615,7 @@ TEST(FlopsTest, OverflowingCountsHaveNoEstimate) {
   // The flops of 2^31 * 2^31 * 2 * 2 = 2^64 overflow exactly at the factor 2.
   EXPECT_EQ(cost("aten::mm", "[[2147483648, 2], [2, 2147483648]]", R"(["unknown", "unknown"])"), std::nullopt);
   // Without the factor 2 it would fit: 2^62 elements of an unknown type have an estimate.
-  EXPECT_EQ(cost("aten::neg", "[[4611686018427387904]]", R"(["unknown"])"), (OpCost{4611686018427387904u, 0}));
+  EXPECT_EQ(cost("aten::neg", "[[4611686018427387904]]", R"(["unknown"])"), (OpCost{4611686018427387904u, std::nullopt}));
   // A convolution's padding so large that the padded size overflows.
   EXPECT_EQ(cost("aten::conv2d", "[[2, 3, 8, 8], [8, 3, 3, 3], [], [], [], [], []]",
                  R"(["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"])",

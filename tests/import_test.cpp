@@ -415,7 +415,7 @@ Trace every_kind_of_event() {
   mm->forward_thread_id = 1;
   mm->inputs = 0;
   trace.op_inputs.push_back(dlprof::OpInputs{name("[[4, 8], [8, 8]]"), name(R"(["float", "float"])"),
-                                             name(R"(["", ""])"), mm->name, 512, 0});
+                                             name(R"(["", ""])"), mm->name, 512, 0, name("[[8, 1], [1, 8]]")});
   TraceEvent* add = slice(0, "aten::add", 8'000'001, 8'500'000, EventKind::Op, Category::User, 5);
   add->inputs = 1;
   trace.op_inputs.push_back(dlprof::OpInputs{name("[[4], []]"), name(R"(["float", "Scalar"])"), name(R"(["", "1"])"),
@@ -645,6 +645,8 @@ void expect_same(const Trace& expected, const Trace& actual) {
       EXPECT_EQ(text(actual, ai.concrete), text(expected, ei.concrete));
       EXPECT_EQ(text(actual, ai.op), text(expected, ei.op));
       EXPECT_EQ(ai.flops, ei.flops);
+      ASSERT_EQ(ai.strides == dlprof::OpInputs::kNoText, ei.strides == dlprof::OpInputs::kNoText);
+      if (ei.strides != dlprof::OpInputs::kNoText) EXPECT_EQ(text(actual, ai.strides), text(expected, ei.strides));
     }
   }
   ASSERT_EQ(actual.gpu_events.size(), expected.gpu_events.size());

@@ -16,9 +16,15 @@
 //   one, not three): PyTorch counts mul and add so. The output is the broadcast of the tensor
 //   inputs' shapes. (PyTorch itself takes the first input's shape; the two differ only when the
 //   first input is the smaller operand of a broadcast.)
-// - Bytes are the bytes an op must read and write at least: every tensor input once, plus its
-//   output(s), whose element type is taken to be the first tensor input's. An op whose tensors
-//   have an element type this header does not know gets bytes 0 and its FLOPs still.
+// - Bytes are the algorithmic bytes PyProf counts, what an op must read and write at least: every
+//   tensor input read once and every output written once, at the element size of its type; the
+//   outputs' type is taken to be the first tensor input's. Gathers read only the rows they pick
+//   of their table, and copies and fills do not read their destination. Where a tensor's element
+//   type is one this header does not know, the bytes are unknown (nothing), never 0.
+// - Ops with no formula have no estimate at all. Among them are the ops over tensor lists (the
+//   foreach and fused optimizers, aten::cat): torch.profiler records no element type for a
+//   TensorList. An optimizer written as a loop over its parameters runs elementwise ops, which
+//   are counted.
 //
 // The ops
 // - matrix products: aten::mm, addmm, bmm, baddbmm, matmul (dot, mm, batched with broadcast of
@@ -28,6 +34,14 @@
 //   its own argument order), and aten::convolution_backward.
 // - elementwise: the names in detail::flops::kElementwiseOps (arithmetic, activations and their
 //   backwards, the optimisers' in-place addcmul_/addcdiv_/lerp_).
+// - reductions over recorded dimensions (kReductionLayouts: sum, mean, amax, amin, logsumexp,
+//   prod, the vector norms); softmax, log-softmax and their backwards; the layer, batch, group,
+//   instance and RMS norms and their backwards; dropout (kPerElementOps, kNormBackwardLayouts,
+//   each with the FLOPs per element it counts and why).
+// - attention: scaled_dot_product_attention and the flash, memory-efficient and cuDNN kernels'
+//   ops, forward and backward (kAttentionLayouts).
+// - gathers: aten::embedding, index_select, gather, embedding_dense_backward; copies and casts
+//   (aten::copy_) and fills (aten::fill_, zero_).
 //
 // Totals must not add an op and the ops it contains: aten::linear runs aten::addmm (or matmul),
 // aten::conv2d runs aten::convolution, which runs aten::_convolution, which runs a backend's
@@ -57,7 +71,8 @@ DLPROF_BEGIN_NAMESPACE
 /// plus written.
 struct OpCost {
   std::uint64_t flops = 0;
-  std::uint64_t bytes = 0;
+  /// Nothing where a tensor's element type is not known (a dtype this header does not list).
+  std::optional<std::uint64_t> bytes;
 };
 
 namespace detail::flops {
@@ -316,6 +331,7 @@ class ParsedInputs {
   bool parse(std::string_view dims, std::string_view types, std::string_view concrete) noexcept {
     count_ = 0;
     concrete_.fill(std::string_view());
+    broadcast_dims_.fill(0);
     if (!parse_dims(dims)) return false;
     std::size_t type_count = 0;
     if (!parse_strings(types, types_, type_count) || type_count != count_) return false;
@@ -324,7 +340,41 @@ class ParsedInputs {
     return parse_strings(concrete, concrete_, concrete_count) && concrete_count == count_;
   }
 
+  /// Reads torch.profiler's Input Strides ("[[8, 1], [0, 1], []]"): an input whose stride is 0 in
+  /// a dimension (an expanded view) reads one element along it. Texts that do not parse, or that
+  /// disagree with the dims, are ignored: every input is then read whole.
+  void parse_strides(std::string_view text) noexcept {
+    broadcast_dims_.fill(0);
+    if (text.empty()) return;
+    std::array<std::uint32_t, kMaxInputs> found{};
+    std::size_t count = 0;
+    Reader reader(text);
+    const bool ok = reader.read_list([&](Reader& r) {
+      if (count == kMaxInputs) return false;
+      const std::size_t input = count++;
+      if (r.eat("[[")) return read_nested_sizes(r);  // a TensorList's
+      std::size_t dim = 0;
+      return r.read_list([&](Reader& element) {
+        std::int64_t stride = 0;
+        if (!element.read_int(stride) || dim == kMaxRank) return false;
+        if (stride == 0) found[input] |= 1U << dim;
+        ++dim;
+        return true;
+      }) && (!is_shape_[input] || dim == shapes_[input].rank || dim == 0);
+    });
+    if (ok && reader.at_end() && count == count_) broadcast_dims_ = found;
+  }
+
   std::size_t size() const noexcept { return count_; }
+  /// The elements input `i` (a tensor) holds in memory: its numel, less the dimensions it is
+  /// expanded along (stride 0).
+  Count stored_numel(std::size_t i) const noexcept {
+    const Shape& shape = shapes_[i];
+    Count n = 1;
+    for (std::size_t d = 0; d < shape.rank; ++d)
+      if ((broadcast_dims_[i] >> d & 1U) == 0) n *= shape[d];
+    return n;
+  }
   /// The shape of input `i` when it is a tensor, else nullptr.
   const Shape* tensor(std::size_t i) const noexcept {
     return i < count_ && is_shape_[i] && is_tensor_type(types_[i]) ? &shapes_[i] : nullptr;
@@ -378,15 +428,25 @@ class ParsedInputs {
 
   std::array<Shape, kMaxInputs> shapes_{};
   std::array<bool, kMaxInputs> is_shape_{};
+  std::array<std::uint32_t, kMaxInputs> broadcast_dims_{};  ///< per input, a bit per dimension of stride 0
   std::array<std::string_view, kMaxInputs> types_{};
   std::array<std::string_view, kMaxInputs> concrete_{};
   std::size_t count_ = 0;
 };
 
-/// What a formula computes: FLOPs, and how many elements the op writes (for its bytes).
+/// What a formula computes: FLOPs, and what the op reads and writes (for its bytes). The output
+/// elements are of the first tensor input's type.
 struct Work {
+  static constexpr std::uint32_t kEveryInput = ~std::uint32_t{0};
+  constexpr Work(Count flops_count = 0, Count output_elements = 0) noexcept
+      : flops(flops_count), output_numel(output_elements) {}
   Count flops;
   Count output_numel;
+  /// The tensor inputs read whole, a bit per input index; a copy does not read its destination,
+  /// and a gather reads only the rows it picks (gathered_numel) of its table.
+  std::uint32_t read_inputs = kEveryInput;
+  Count gathered_numel;  ///< elements of the first tensor input's type read besides read_inputs
+  Count extra_bytes;     ///< bytes of a fixed element size written besides the output (a dropout mask)
 };
 
 // ---- matrix products ----------------------------------------------------------------------
@@ -691,6 +751,299 @@ inline std::optional<Work> elementwise_work(const ParsedInputs& inputs) noexcept
   return Work{elements, elements};
 }
 
+// ---- reductions ---------------------------------------------------------------------------
+
+/// A reduction and where its dimensions are: one FLOP per element read (a sum's adds; a norm's
+/// square-and-add counts two). The output is the input without the reduced dimensions.
+struct ReductionLayout {
+  std::string_view op;
+  std::size_t dims = 1;         ///< the input holding the dimension(s) reduced
+  std::uint64_t flops_per_element = 1;
+};
+
+inline constexpr ReductionLayout kReductionLayouts[] = {
+    {"aten::sum", 1, 1},  {"aten::mean", 1, 1},      {"aten::amax", 1, 1},
+    {"aten::amin", 1, 1}, {"aten::logsumexp", 1, 3}, {"aten::prod", 1, 1},
+    // (self, ord, dim, keepdim, dtype) and (self, p, dim, keepdim)
+    {"aten::linalg_vector_norm", 2, 2}, {"aten::norm", 2, 2},
+};
+
+/// The elements a reduction of `input` over the dimensions `dims` (a list, one integer, or none:
+/// every dimension) writes; the keepdim flag does not change the count.
+inline std::optional<Count> reduced_numel(const ParsedInputs& inputs, const Shape& input, std::size_t dims) noexcept {
+  const std::string_view type = inputs.type(dims);
+  const std::string_view text = inputs.concrete(dims);
+  IntList reduced;
+  if (dims >= inputs.size() || (text.empty() && type != "ScalarList" && type != "Scalar")) {
+    return Count(1);  // absent or None: every dimension
+  } else if (std::optional<IntList> list = concrete_int_list(text)) {
+    if (list->size == 0) return Count(1);
+    reduced = *list;
+  } else if (std::int64_t dim = 0; type == "Scalar" && concrete_int(text, dim)) {
+    reduced.values[reduced.size++] = dim;
+  } else {
+    return std::nullopt;  // a dimension not recorded
+  }
+  std::array<bool, kMaxRank> is_reduced{};
+  const auto rank = static_cast<std::int64_t>(input.rank == 0 ? 1 : input.rank);
+  for (std::size_t i = 0; i < reduced.size; ++i) {
+    const std::int64_t dim = reduced[i] < 0 ? reduced[i] + rank : reduced[i];
+    if (dim < 0 || dim >= rank) return std::nullopt;
+    is_reduced[static_cast<std::size_t>(dim)] = true;
+  }
+  Count kept = 1;
+  for (std::size_t d = 0; d < input.rank; ++d)
+    if (!is_reduced[d]) kept *= input[d];
+  return kept;
+}
+
+inline std::optional<Work> reduction_work(const ParsedInputs& inputs, const ReductionLayout& layout) noexcept {
+  const Shape* input = inputs.tensor(0);
+  if (input == nullptr) return std::nullopt;
+  const std::optional<Count> output = reduced_numel(inputs, *input, layout.dims);
+  if (!output) return std::nullopt;
+  return Work{input->numel() * layout.flops_per_element, *output};
+}
+
+// ---- softmax and normalizations ---------------------------------------------------------------
+
+/// Ops that write one element per element of their first input and count a fixed number of
+/// FLOPs per element: the arithmetic of their passes over it.
+/// - softmax and log-softmax: 5 (the max, the subtraction, the exponential, the sum, the division
+///   or the logarithm's subtraction); their backwards 4 (a product, the sum, a subtraction, a
+///   product).
+/// - layer, batch, group and instance norms: 7 (a sum for the mean, a sum of squares for the
+///   variance, 2; normalizing (x - mean) * rstd, 2; scaling and shifting, 2); RMS norms 4.
+/// - dropout: 1 (the scaling), and its mask, a byte per element, written beside the output.
+/// The statistics a norm saves for its backward (a value per row or channel) are left out of its
+/// bytes: they are smaller than the output by the normalized size.
+struct PerElementLayout {
+  std::string_view op;
+  std::uint64_t flops_per_element = 1;
+  std::uint64_t extra_bytes_per_element = 0;
+};
+
+inline constexpr PerElementLayout kPerElementOps[] = {
+    {"aten::_softmax", 5, 0},
+    {"aten::softmax", 5, 0},
+    {"aten::_safe_softmax", 5, 0},
+    {"aten::_log_softmax", 5, 0},
+    {"aten::log_softmax", 5, 0},
+    {"aten::_softmax_backward_data", 4, 0},
+    {"aten::_log_softmax_backward_data", 4, 0},
+    {"aten::layer_norm", 7, 0},
+    {"aten::native_layer_norm", 7, 0},
+    {"aten::batch_norm", 7, 0},
+    {"aten::_batch_norm_impl_index", 7, 0},
+    {"aten::native_batch_norm", 7, 0},
+    {"aten::_native_batch_norm_legit", 7, 0},
+    {"aten::_native_batch_norm_legit_no_training", 7, 0},
+    {"aten::cudnn_batch_norm", 7, 0},
+    {"aten::miopen_batch_norm", 7, 0},
+    {"aten::group_norm", 7, 0},
+    {"aten::native_group_norm", 7, 0},
+    {"aten::instance_norm", 7, 0},
+    {"aten::rms_norm", 4, 0},
+    {"aten::_fused_rms_norm", 4, 0},
+    {"aten::native_dropout", 1, 1},
+    {"aten::native_dropout_backward", 1, 0},
+};
+
+inline std::optional<Work> per_element_work(const ParsedInputs& inputs, const PerElementLayout& layout) noexcept {
+  const Shape* input = inputs.tensor(0);
+  if (input == nullptr) return std::nullopt;
+  const Count elements = input->numel();
+  Work work{elements * layout.flops_per_element, elements};
+  work.extra_bytes = elements * layout.extra_bytes_per_element;
+  return work;
+}
+
+/// A normalization's backward: twice its forward's FLOPs per element (7 or 4, as above), and the
+/// gradients its output_mask asks for (all three where it has no mask): the input's, the
+/// weight's and the bias's (of the weight's shape).
+struct NormBackwardLayout {
+  static constexpr int kNoMask = -1;
+  std::string_view op;
+  std::size_t input = 1;
+  std::size_t weight = 5;
+  int output_mask = kNoMask;
+  std::uint64_t forward_flops_per_element = 7;
+};
+
+inline constexpr NormBackwardLayout kNormBackwardLayouts[] = {
+    // (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
+    {"aten::native_layer_norm_backward", 1, 5, 7, 7},
+    // (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask)
+    {"aten::native_batch_norm_backward", 1, 2, 9, 7},
+    // (input, grad_output, weight, running_mean, running_var, save_mean, save_var, epsilon, reserveSpace)
+    {"aten::cudnn_batch_norm_backward", 0, 2, NormBackwardLayout::kNoMask, 7},
+    {"aten::miopen_batch_norm_backward", 0, 2, NormBackwardLayout::kNoMask, 7},
+    // (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask)
+    {"aten::native_group_norm_backward", 1, 4, 9, 7},
+    // (grad_out, input, normalized_shape, rstd, weight, output_mask)
+    {"aten::_fused_rms_norm_backward", 1, 4, 5, 4},
+};
+
+inline std::optional<Work> norm_backward_work(const ParsedInputs& inputs, const NormBackwardLayout& layout) noexcept {
+  const Shape* input = inputs.tensor(layout.input);
+  if (input == nullptr) return std::nullopt;
+  std::array<bool, 3> wanted{true, true, true};
+  if (layout.output_mask != NormBackwardLayout::kNoMask) {
+    const std::optional<IntList> mask = concrete_int_list(inputs.concrete(static_cast<std::size_t>(layout.output_mask)));
+    if (!mask || mask->size < 2) return std::nullopt;
+    for (std::size_t i = 0; i < mask->size && i < wanted.size(); ++i) wanted[i] = (*mask)[i] != 0;
+    if (mask->size == 2) wanted[2] = false;  // an RMS norm has no bias
+  }
+  const Shape* weight = inputs.tensor(layout.weight);
+  const Count weight_numel = weight == nullptr ? Count(0) : weight->numel();
+  Work work{input->numel() * (2 * layout.forward_flops_per_element), 0};
+  if (wanted[0]) work.output_numel += input->numel();
+  if (wanted[1]) work.output_numel += weight_numel;
+  if (wanted[2]) work.output_numel += weight_numel;
+  return work;
+}
+
+// ---- attention ----------------------------------------------------------------------------
+
+/// Scaled dot-product attention, torch.utils.flop_counter's count: the two products of the
+/// forward, Q Kᵀ and P V, are 2·B·H·Lq·Lk·(E + Ev); the backward's four (dV, dP, dQ, dK) twice
+/// that. A causal mask (is_causal, or the memory-efficient kernel's mask type) leaves the
+/// kernels half of it to do, which is what is counted then. Query, key and value are
+/// [B, H, L, E] for the scaled_dot_product ops and [B, L, H, E] for the flash and
+/// memory-efficient kernels' own ops; a key and value of fewer heads (grouped-query attention)
+/// are read as they are. The forward writes the output; the backward the gradients of query, key
+/// and value.
+struct AttentionLayout {
+  static constexpr int kNone = -1;
+  std::string_view op;
+  std::size_t query = 0;        ///< key and value follow it
+  bool sequence_before_heads = false;
+  bool backward = false;
+  int is_causal = kNone;         ///< a bool argument
+  int custom_mask_type = kNone;  ///< the memory-efficient kernel's: 0 none, 1 and 2 causal
+};
+
+inline constexpr AttentionLayout kAttentionLayouts[] = {
+    // (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    {"aten::scaled_dot_product_attention", 0, false, false, 5},
+    // (query, key, value, dropout_p, is_causal, return_debug_mask, scale)
+    {"aten::_scaled_dot_product_flash_attention", 0, false, false, 4},
+    {"aten::_scaled_dot_product_flash_attention_for_cpu", 0, false, false, 4},
+    // (query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, ...)
+    {"aten::_scaled_dot_product_efficient_attention", 0, false, false, 6},
+    {"aten::_scaled_dot_product_cudnn_attention", 0, false, false, 6},
+    // (query, key, value, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k, compute_log_sumexp,
+    //  dropout_p, is_causal, ...)
+    {"aten::_cudnn_attention_forward", 0, false, false, 10},
+    // (query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...)
+    {"aten::_flash_attention_forward", 0, true, false, 8},
+    // (query, key, value, bias, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    //  dropout_p, custom_mask_type, ...)
+    {"aten::_efficient_attention_forward", 0, true, false, AttentionLayout::kNone, 9},
+    // (grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
+    //  dropout_p, is_causal, ...)
+    {"aten::_scaled_dot_product_flash_attention_backward", 1, false, true, 11},
+    {"aten::_flash_attention_backward", 1, true, true, 11},
+    // (grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
+    //  dropout_p, grad_input_mask, is_causal, ...)
+    {"aten::_scaled_dot_product_efficient_attention_backward", 1, false, true, 11},
+    // (grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias,
+    //  cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...)
+    {"aten::_scaled_dot_product_cudnn_attention_backward", 1, false, true, 14},
+    {"aten::_cudnn_attention_backward", 1, false, true, 14},
+    // (grad_out, query, key, value, bias, out, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+    //  max_seqlen_k, logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type, ...)
+    {"aten::_efficient_attention_backward", 1, true, true, AttentionLayout::kNone, 14},
+};
+
+inline std::optional<Work> attention_work(const ParsedInputs& inputs, const AttentionLayout& layout) noexcept {
+  const Shape* query = inputs.tensor(layout.query);
+  const Shape* key = inputs.tensor(layout.query + 1);
+  const Shape* value = inputs.tensor(layout.query + 2);
+  // Variable-length batches ([total, H, E] with cumulative lengths) have no per-sequence sizes here.
+  if (query == nullptr || key == nullptr || value == nullptr || query->rank != 4 || key->rank != 4 ||
+      value->rank != 4)
+    return std::nullopt;
+  const std::size_t heads = layout.sequence_before_heads ? 2 : 1;
+  const std::size_t sequence = layout.sequence_before_heads ? 1 : 2;
+  const std::uint64_t embedding = (*query)[3];
+  const std::uint64_t value_embedding = (*value)[3];
+  if ((*key)[3] != embedding || (*key)[0] != (*query)[0] || (*value)[0] != (*query)[0] ||
+      (*key)[sequence] != (*value)[sequence] || (*key)[heads] == 0 || (*query)[heads] % (*key)[heads] != 0)
+    return std::nullopt;
+  std::int64_t causal = 0;
+  if (layout.is_causal != AttentionLayout::kNone &&
+      !concrete_int(inputs.concrete(static_cast<std::size_t>(layout.is_causal)), causal))
+    return std::nullopt;
+  if (layout.custom_mask_type != AttentionLayout::kNone &&
+      !concrete_int(inputs.concrete(static_cast<std::size_t>(layout.custom_mask_type)), causal))
+    return std::nullopt;
+  const Count scores = Count((*query)[0]) * (*query)[heads] * (*query)[sequence] * (*key)[sequence];
+  Count flops = 2 * scores * (Count(embedding) + value_embedding);
+  if (layout.backward) flops *= 2;
+  // Halved after the products: a causal mask skips half the score blocks.
+  const Count counted = causal != 0 ? Count(flops.value() / 2) : flops;
+  Work work{flops.overflowed() ? flops : counted, 0};
+  if (layout.backward)
+    work.output_numel = query->numel() + key->numel() + value->numel();
+  else
+    work.output_numel = Count((*query)[0]) * (*query)[heads] * (*query)[sequence] * value_embedding;
+  return work;
+}
+
+// ---- gathers, copies and fills ------------------------------------------------------------
+
+/// A gather: its output's elements are read from the table (the first input) and written; the
+/// index is read whole. No FLOPs.
+/// - aten::embedding(weight [N, D], indices, ...): indices.numel · D.
+/// - aten::index_select(self, dim, index): self with dimension dim of index.numel.
+/// - aten::gather(self, dim, index, sparse_grad): index's shape.
+inline std::optional<Work> gather_work(std::string_view op, const ParsedInputs& inputs) noexcept {
+  const Shape* table = inputs.tensor(0);
+  const std::size_t index_at = op == "aten::embedding" ? 1 : 2;
+  const Shape* index = inputs.tensor(index_at);
+  if (table == nullptr || index == nullptr || table->rank == 0) return std::nullopt;
+  Count picked = 0;
+  if (op == "aten::embedding") {
+    if (table->rank != 2) return std::nullopt;
+    picked = index->numel() * table->back();
+  } else if (op == "aten::gather") {
+    picked = index->numel();
+  } else {
+    std::int64_t dim = 0;
+    if (!concrete_int(inputs.concrete(1), dim)) return std::nullopt;
+    if (dim < 0) dim += static_cast<std::int64_t>(table->rank);
+    if (dim < 0 || dim >= static_cast<std::int64_t>(table->rank)) return std::nullopt;
+    picked = index->numel();
+    for (std::size_t d = 0; d < table->rank; ++d)
+      if (d != static_cast<std::size_t>(dim)) picked *= (*table)[d];
+  }
+  Work work{0, picked};
+  work.read_inputs = 1U << index_at;
+  work.gathered_numel = picked;
+  return work;
+}
+
+/// aten::embedding_dense_backward(grad_output [..., D], indices, num_weights, ...): the gradient
+/// rows added into a [num_weights, D] table, one FLOP per gradient element.
+inline std::optional<Work> embedding_backward_work(const ParsedInputs& inputs) noexcept {
+  const Shape* grad = inputs.tensor(0);
+  std::int64_t rows = 0;
+  if (grad == nullptr || grad->rank == 0 || !concrete_int(inputs.concrete(2), rows) || rows < 0) return std::nullopt;
+  return Work{grad->numel(), Count(static_cast<std::uint64_t>(rows)) * grad->back()};
+}
+
+/// aten::copy_(self, src, non_blocking): src read, self written (a cast when their types
+/// differ); aten::fill_ and aten::zero_: self written. No FLOPs.
+inline std::optional<Work> copy_work(std::string_view op, const ParsedInputs& inputs) noexcept {
+  const Shape* destination = inputs.tensor(0);
+  if (destination == nullptr) return std::nullopt;
+  Work work{0, destination->numel()};
+  work.read_inputs = op == "aten::copy_" ? 1U << 1 : 0U;
+  if (op == "aten::copy_" && inputs.tensor(1) == nullptr) return std::nullopt;
+  return work;
+}
+
 // ---- dispatch -----------------------------------------------------------------------------
 
 inline bool is_elementwise(std::string_view op) noexcept {
@@ -699,16 +1052,31 @@ inline bool is_elementwise(std::string_view op) noexcept {
   return false;
 }
 
-inline const ConvLayout* conv_layout(std::string_view op) noexcept {
-  for (const ConvLayout& layout : kConvLayouts)
+/// The row of `table` for `op`, or nullptr.
+template <class Layout, std::size_t N>
+constexpr const Layout* layout_of(const Layout (&table)[N], std::string_view op) noexcept {
+  for (const Layout& layout : table)
     if (layout.op == op) return &layout;
   return nullptr;
+}
+
+inline const ConvLayout* conv_layout(std::string_view op) noexcept { return layout_of(kConvLayouts, op); }
+
+inline bool is_gather(std::string_view op) noexcept {
+  return op == "aten::embedding" || op == "aten::index_select" || op == "aten::gather";
+}
+
+inline bool is_copy(std::string_view op) noexcept {
+  return op == "aten::copy_" || op == "aten::fill_" || op == "aten::zero_";
 }
 
 /// Whether `op` has a formula, checked before any text is parsed.
 inline bool has_formula(std::string_view op) noexcept {
   return op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" || op == "aten::baddbmm" ||
-         op == "aten::matmul" || op == "aten::linear" || conv_layout(op) != nullptr || is_elementwise(op);
+         op == "aten::matmul" || op == "aten::linear" || conv_layout(op) != nullptr || is_elementwise(op) ||
+         layout_of(kReductionLayouts, op) != nullptr || layout_of(kPerElementOps, op) != nullptr ||
+         layout_of(kNormBackwardLayouts, op) != nullptr || layout_of(kAttentionLayouts, op) != nullptr ||
+         is_gather(op) || op == "aten::embedding_dense_backward" || is_copy(op);
 }
 
 inline std::optional<Work> op_work(std::string_view op, const ParsedInputs& inputs) noexcept {
@@ -725,30 +1093,39 @@ inline std::optional<Work> op_work(std::string_view op, const ParsedInputs& inpu
   if (const ConvLayout* layout = conv_layout(op))
     return op == "aten::convolution_backward" ? conv_backward_work(inputs, *layout) : conv_work(inputs, *layout);
   if (is_elementwise(op)) return elementwise_work(inputs);
+  if (const ReductionLayout* layout = layout_of(kReductionLayouts, op)) return reduction_work(inputs, *layout);
+  if (const PerElementLayout* layout = layout_of(kPerElementOps, op)) return per_element_work(inputs, *layout);
+  if (const NormBackwardLayout* layout = layout_of(kNormBackwardLayouts, op)) return norm_backward_work(inputs, *layout);
+  if (const AttentionLayout* layout = layout_of(kAttentionLayouts, op)) return attention_work(inputs, *layout);
+  if (is_gather(op)) return gather_work(op, inputs);
+  if (op == "aten::embedding_dense_backward") return embedding_backward_work(inputs);
+  if (is_copy(op)) return copy_work(op, inputs);
   return std::nullopt;
 }
 
-/// Every tensor input read once and `output_numel` elements of the first tensor input's dtype
-/// written; 0 when a tensor's dtype is unknown.
-inline Count bytes_moved(const ParsedInputs& inputs, Count output_numel) noexcept {
-  Count bytes = 0;
+/// The tensor inputs the work reads, each element they hold once (an expanded view's once, not
+/// once per index), the gathered elements and the output, at the element sizes of their types (the output's and the gathered elements' that of the first tensor
+/// input); nothing when a type's size is not known.
+inline std::optional<Count> bytes_moved(const ParsedInputs& inputs, const Work& work) noexcept {
+  Count bytes = work.extra_bytes;
   std::uint64_t output_element_size = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Shape* shape = inputs.tensor(i);
     if (shape == nullptr) continue;
     const std::uint64_t size = element_size(inputs.type(i));
-    if (size == 0) return 0;
+    if (size == 0) return std::nullopt;
     if (output_element_size == 0) output_element_size = size;
-    bytes += shape->numel() * size;
+    if ((work.read_inputs >> i & 1U) != 0) bytes += inputs.stored_numel(i) * size;
   }
-  return bytes + output_numel * output_element_size;
+  return bytes + (work.output_numel + work.gathered_numel) * output_element_size;
 }
 
 }  // namespace detail::flops
 
-/// FLOPs and bytes of one framework op, from the three JSON texts torch.profiler records for it
-/// with record_shapes ("Input Dims", "Input type", "Concrete Inputs"; see the top of this
-/// header for what is counted and which ops).
+/// FLOPs and bytes of one framework op, from the JSON texts torch.profiler records for it with
+/// record_shapes ("Input Dims", "Input type", "Concrete Inputs", and since PyTorch 2.1 "Input
+/// Strides", which may be left empty; see the top of this header for what is counted and which
+/// ops).
 ///
 /// nullopt when the op has no formula, its inputs do not fit the formula (missing tensors,
 /// mismatched sizes, an unrecorded argument the formula needs), a text is malformed, or a count
@@ -760,16 +1137,18 @@ inline Count bytes_moved(const ParsedInputs& inputs, Count output_numel) noexcep
 /// \endcode
 inline std::optional<OpCost> estimate_op_cost(std::string_view op_name, std::string_view input_dims,
                                               std::string_view input_types,
-                                              std::string_view concrete_inputs) noexcept {
+                                              std::string_view concrete_inputs,
+                                              std::string_view input_strides = {}) noexcept {
   using namespace detail::flops;
   if (!has_formula(op_name)) return std::nullopt;
   ParsedInputs inputs;
   if (!inputs.parse(input_dims, input_types, concrete_inputs)) return std::nullopt;
+  inputs.parse_strides(input_strides);
   const std::optional<Work> work = op_work(op_name, inputs);
   if (!work) return std::nullopt;
-  const Count bytes = bytes_moved(inputs, work->output_numel);
-  if (work->flops.overflowed() || work->output_numel.overflowed() || bytes.overflowed()) return std::nullopt;
-  return OpCost{work->flops.value(), bytes.value()};
+  const std::optional<Count> bytes = bytes_moved(inputs, *work);
+  if (work->flops.overflowed() || (bytes && bytes->overflowed())) return std::nullopt;
+  return OpCost{work->flops.value(), bytes ? std::optional<std::uint64_t>(bytes->value()) : std::nullopt};
 }
 
 DLPROF_END_NAMESPACE

@@ -101,7 +101,12 @@ struct OpInputs {
   std::uint32_t concrete = 0;  ///< scalar and list values, e.g. "[\"\", \"\", \"[2, 2]\", \"1\"]"
   std::uint32_t op = 0;        ///< the op's name, index into Trace::names
   std::uint64_t flops = 0;     ///< with_flops and a formula for the op (flops.hpp); 0 otherwise
-  std::uint64_t bytes = 0;     ///< bytes its tensors read and write, where flops are estimated
+  std::uint64_t bytes = 0;     ///< bytes its tensors read and write, where flops are estimated; 0 if not known
+  /// Each tensor's strides, e.g. "[[8, 1], [0, 1]]" (torch.profiler since PyTorch 2.1); kNoText
+  /// where the trace has none.
+  std::uint32_t strides = kNoText;
+
+  static constexpr std::uint32_t kNoText = UINT32_MAX;
 };
 
 /// What a GPU event is; each is written with its Kineto category (kernel, gpu_memcpy, ...).

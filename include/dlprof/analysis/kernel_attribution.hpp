@@ -14,13 +14,17 @@
 // - step: the ProfilerStep#N whose span holds the launch call's start (any thread: autograd's
 //   threads launch too).
 // - direction: backward when the op or anything around it is in the Backward category.
-// - FLOPs and bytes: those of the op (with_flops), or of the nearest op around it that has them,
-//   shared among that op's pieces of work by duration; so the TFLOP/s of each piece is the op's
-//   FLOPs over the op's GPU time, and the column adds up to the ops' FLOPs.
+// - FLOPs and bytes: those of the op (the trace's with_flops figures, else flops.hpp's estimate from
+//   its shapes), or of the nearest op around it that has them, shared among that op's kernels by
+//   duration (among its copies and fills where it ran no kernel: a cuBLAS call's workspace memset
+//   does none of the product); so the TFLOP/s of each kernel is the op's FLOPs over the op's
+//   kernel time, and the column adds up to the ops' FLOPs. Unknown where no op around it has them
+//   (never 0).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -28,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/detail/op_costs.hpp"
 #include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/analysis/short_kernel_name.hpp"
@@ -60,12 +65,12 @@ struct AttributedKernel {
   std::string_view input_types;
   std::int64_t duration_ns = 0;     ///< silicon time
   bool tensor_cores = false;
-  std::uint64_t flops = 0;          ///< this work's share of the op's FLOPs
-  std::uint64_t bytes = 0;          ///< this work's share of the op's bytes
+  std::optional<std::uint64_t> flops;  ///< this work's share of the op's FLOPs
+  std::optional<std::uint64_t> bytes;  ///< this work's share of the op's bytes
 
   /// Achieved TFLOP/s: FLOPs per ps.
   double tflops_per_second() const noexcept {
-    return duration_ns > 0 ? static_cast<double>(flops) / static_cast<double>(duration_ns) / 1e3 : 0.0;
+    return flops && duration_ns > 0 ? static_cast<double>(*flops) / static_cast<double>(duration_ns) / 1e3 : 0.0;
   }
 };
 
@@ -96,7 +101,7 @@ struct KernelAttribution {
                      KeyAverages::format_duration(kernel.duration_ns), kernel.tensor_cores ? "TC" : "-",
                      is_kernel ? fmt::format("{}x{}x{}", launch.grid[0], launch.grid[1], launch.grid[2]) : std::string("-"),
                      is_kernel ? fmt::format("{}x{}x{}", launch.block[0], launch.block[1], launch.block[2]) : std::string("-"),
-                     kernel.work->stream, kernel.flops == 0 ? std::string("-") : KeyAverages::format_count(kernel.flops),
+                     kernel.work->stream, kernel.flops ? KeyAverages::format_count(*kernel.flops) : std::string("-"),
                      kernel.tflops_per_second(), kernel.input_dims, kernel.input_types);
     }
     return fmt::to_string(out);
@@ -117,10 +122,11 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
     return op == kNone || trace.events[op].inputs == TraceEvent::kNoInputs ? nullptr
                                                                             : &trace.op_inputs[trace.events[op].inputs];
   };
+  const detail::OpCosts costs(trace);
   const auto has_cost = [&](const TraceEvent& event) {
-    if (event.kind != EventKind::Op || event.inputs == TraceEvent::kNoInputs) return false;
-    const OpInputs& inputs = trace.op_inputs[event.inputs];
-    return inputs.flops != 0 || inputs.bytes != 0;
+    if (event.kind != EventKind::Op) return false;
+    const detail::KnownCost& cost = costs.of(event);
+    return cost.flops.has_value() || cost.bytes.has_value();
   };
 
   // Forward ops by (thread, sequence number); of several, the latest: fwdbwd's pairing.
@@ -160,7 +166,8 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
   result.kernels.reserve(trace.gpu_events.size());
   std::vector<std::uint32_t> costed_op;  // per row: the op whose FLOPs it shares, or kNone
   costed_op.reserve(trace.gpu_events.size());
-  std::vector<std::int64_t> costed_op_time(trace.events.size(), 0);
+  // Per op: its kernels' time, and its copies' and fills'.
+  std::vector<std::pair<std::int64_t, std::int64_t>> costed_op_time(trace.events.size());
   for (const GpuEvent& work : trace.gpu_events) {
     if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
     const ApiEvent* call = tree.call_with_correlation(work.correlation);
@@ -196,17 +203,24 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
       row.input_types = trace.names[inputs->types];
     }
     const std::uint32_t costed = tree.self_or_ancestor(op, has_cost);
-    if (costed != kNone) costed_op_time[costed] += row.duration_ns;
+    if (costed != kNone)
+      (work.kind == GpuEventKind::Kernel ? costed_op_time[costed].first : costed_op_time[costed].second) += row.duration_ns;
     costed_op.push_back(costed);
     result.kernels.push_back(row);
   }
   for (std::size_t i = 0; i < result.kernels.size(); ++i) {
     if (costed_op[i] == kNone) continue;
-    const OpInputs& cost = *inputs_of(costed_op[i]);
-    const std::int64_t op_time = costed_op_time[costed_op[i]];
+    const detail::KnownCost& cost = costs.of(trace.events[costed_op[i]]);
+    const auto [kernel_time, other_time] = costed_op_time[costed_op[i]];
+    const bool is_kernel = result.kernels[i].work->kind == GpuEventKind::Kernel;
+    if (kernel_time > 0 && !is_kernel) continue;  // the op's kernels carry its cost
+    const std::int64_t op_time = is_kernel ? kernel_time : other_time;
     const double share = op_time > 0 ? static_cast<double>(result.kernels[i].duration_ns) / static_cast<double>(op_time) : 0.0;
-    result.kernels[i].flops = static_cast<std::uint64_t>(static_cast<double>(cost.flops) * share + 0.5);
-    result.kernels[i].bytes = static_cast<std::uint64_t>(static_cast<double>(cost.bytes) * share + 0.5);
+    const auto part = [share](std::uint64_t whole) {
+      return static_cast<std::uint64_t>(static_cast<double>(whole) * share + 0.5);
+    };
+    if (cost.flops) result.kernels[i].flops = part(*cost.flops);
+    if (cost.bytes) result.kernels[i].bytes = part(*cost.bytes);
   }
   dlprof::detail::stable_sort_runs(result.kernels.begin(), result.kernels.end(), [](const AttributedKernel& a, const AttributedKernel& b) {
     return a.work->start_ns < b.work->start_ns;

@@ -10,7 +10,9 @@
 // time × (1 − efficiency): the rows are ranked by that, so the first is where to work.
 //
 // A figure above its roof is a counting error (a wrong dtype, FLOP formula or unit, sparsity):
-// the row says which roof it passed instead of giving an efficiency over 100 %.
+// the row says which roof it passed instead of giving an efficiency over 100 %. The one exception
+// is bytes/s above the memory bandwidth from an op whose data a call moves fits in the
+// last-level cache: the cache served it (cache_resident), and the row has no efficiency.
 //
 // Ops of one name, input shapes, input types and units are one row. An op's cost counts once,
 // however many kernels it launched; a kernel counts for the op that launched it (its External
@@ -30,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/detail/op_costs.hpp"
 #include "dlprof/analysis/device_peaks.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
@@ -78,11 +81,8 @@ inline std::string_view first_tensor_type(std::string_view types) noexcept {
   return {};
 }
 
-/// One row: the ops of one name, input shapes, input types and units.
-struct RooflineRow {
-  std::string_view op;
-  std::string_view input_dims;
-  std::string_view input_types;
+/// What a group of GPU work (an op's kernels, a kernel's calls) achieved against its roofs.
+struct RoofMeasure {
   std::optional<Precision> precision;
   bool matrix_units = false;  ///< some of its kernels ran on Tensor Cores (matrix cores)
   bool reduced_fp32 = false;  ///< a kernel's name says TF32 (or AMD's xf32)
@@ -101,6 +101,9 @@ struct RooflineRow {
   std::optional<double> mamf_share;  ///< BF16 on Tensor Cores: achieved over the measured achievable peak
   std::int64_t time_lost_ns = 0;     ///< kernel_ns × (1 − efficiency); 0 without an efficiency
   std::string above_roof;            ///< which roof a figure passed ("FLOP/s above BF16's 989.4 TFLOP/s"); empty if none
+  /// Bytes/s above the memory roof from data a call moves that fits in the last-level cache: the
+  /// cache served it, whose bandwidth is no roof here. No counting error, and no efficiency.
+  bool cache_resident = false;
 
   double tflops() const noexcept {
     return flops && kernel_ns > 0 ? static_cast<double>(*flops) / static_cast<double>(kernel_ns) / 1e3 : 0.0;
@@ -113,6 +116,19 @@ struct RooflineRow {
     if (!flops || !bytes || *bytes == 0) return std::nullopt;
     return static_cast<double>(*flops) / static_cast<double>(*bytes);
   }
+  /// Adds a cost to the group's: a figure stays known while every part's is.
+  void add_cost(const std::optional<std::uint64_t>& more_flops, const std::optional<std::uint64_t>& more_bytes,
+                bool first) noexcept {
+    if (first || flops) flops = more_flops ? std::optional<std::uint64_t>(flops.value_or(0) + *more_flops) : std::nullopt;
+    if (first || bytes) bytes = more_bytes ? std::optional<std::uint64_t>(bytes.value_or(0) + *more_bytes) : std::nullopt;
+  }
+};
+
+/// One row: the ops of one name, input shapes, input types and units.
+struct RooflineRow : RoofMeasure {
+  std::string_view op;
+  std::string_view input_dims;
+  std::string_view input_types;
 };
 
 struct Roofline {
@@ -123,24 +139,8 @@ struct Roofline {
 
 namespace detail {
 
-/// The cost of one op: the trace's figures (with_flops), else flops.hpp's estimate from its
-/// shapes; nothing where neither is known.
-inline std::pair<std::optional<std::uint64_t>, std::optional<std::uint64_t>> cost_of(const Trace& trace,
-                                                                                     const OpInputs& inputs) {
-  std::optional<OpCost> estimate;
-  if (inputs.flops == 0 || inputs.bytes == 0)
-    estimate = estimate_op_cost(trace.names[inputs.op], trace.names[inputs.dims], trace.names[inputs.types],
-                                trace.names[inputs.concrete]);
-  std::optional<std::uint64_t> flops, bytes;
-  if (inputs.flops != 0) flops = inputs.flops;
-  else if (estimate) flops = estimate->flops;
-  if (inputs.bytes != 0) bytes = inputs.bytes;
-  else if (estimate && estimate->bytes != 0) bytes = estimate->bytes;
-  return {flops, bytes};
-}
-
-/// Fills a row's roofs, bound, efficiency and time lost from its totals.
-inline void judge(RooflineRow& row, const DevicePeaks& peaks) {
+/// Fills a measure's roofs, bound, efficiency and time lost from its totals.
+inline void judge(RoofMeasure& row, const DevicePeaks& peaks) {
   row.memory_tb_per_s = peaks.memory_tb_per_s;
   if (row.precision == Precision::TF32 && peaks.matrix_peak(Precision::FP32) > 0 && !row.reduced_fp32)
     row.precision = Precision::FP32;
@@ -152,6 +152,9 @@ inline void judge(RooflineRow& row, const DevicePeaks& peaks) {
   if (row.peak_tflops > 0 && tflops > row.peak_tflops)
     row.above_roof = fmt::format("{:.1f} TFLOP/s is above {}'s {} of {} TFLOP/s", tflops, to_string(*row.precision),
                                  row.matrix_units ? "matrix peak" : "vector peak", row.peak_tflops);
+  else if (tb_per_s > peaks.memory_tb_per_s && row.bytes && row.calls > 0 &&
+           static_cast<double>(*row.bytes) / static_cast<double>(row.calls) <= peaks.cache_mb * 1e6)
+    row.cache_resident = true;
   else if (tb_per_s > peaks.memory_tb_per_s)
     row.above_roof = fmt::format("{:.2f} TB/s is above the memory bandwidth of {} TB/s", tb_per_s, peaks.memory_tb_per_s);
   // Where the datasheet gives no peak for the row's precision on the vector units (BF16 on an
@@ -166,7 +169,7 @@ inline void judge(RooflineRow& row, const DevicePeaks& peaks) {
     row.bound = RoofBound::Compute;
   else if (row.bytes && (!row.flops || *row.flops == 0))
     row.bound = RoofBound::Memory;  // moves data only: copies, casts, gathers
-  if (!row.above_roof.empty()) return;
+  if (!row.above_roof.empty() || row.cache_resident) return;
   if (row.bound == RoofBound::Compute) row.efficiency = tflops / row.peak_tflops;
   if (row.bound == RoofBound::Memory) row.efficiency = tb_per_s / peaks.memory_tb_per_s;
   if (row.efficiency)
@@ -175,61 +178,81 @@ inline void judge(RooflineRow& row, const DevicePeaks& peaks) {
     row.mamf_share = tflops / peaks.mamf_bf16;
 }
 
+/// Judges `row` against `peaks`, or its device's own; false when its device is not known.
+inline bool judge_on(const Trace& trace, RoofMeasure& row, const DevicePeaks* peaks) {
+  if (peaks == nullptr) {
+    const DevicePropertiesOf properties = device_properties_of(trace.devices, static_cast<int>(row.device));
+    if (properties) peaks = find_device_peaks(*properties.properties);
+  }
+  if (peaks == nullptr) return false;
+  judge(row, *peaks);
+  return true;
+}
+
+/// Whether a kernel's name says it computes FP32 on reduced-precision units (TF32, AMD's xf32).
+inline bool names_reduced_fp32(std::string_view kernel) noexcept {
+  return kernel.find("tf32") != std::string_view::npos || kernel.find("xf32") != std::string_view::npos;
+}
+
+/// The kernels one op launched, summed.
+struct OpKernels {
+  std::int64_t count = 0;
+  std::int64_t kernel_ns = 0;
+  std::uint32_t device = 0;   ///< the first kernel's
+  bool matrix_units = false;  ///< any ran on Tensor Cores (matrix cores)
+  bool reduced_fp32 = false;  ///< any names TF32 or xf32
+};
+
+/// Calls `visit(op, kernels)` for every op with recorded inputs that launched kernels (those
+/// carrying its External id), in trace order.
+template <class Visit>
+void for_each_op_with_kernels(const Trace& trace, Visit&& visit) {
+  std::unordered_map<std::uint64_t, OpKernels> kernels_of;
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind != GpuEventKind::Kernel || work.external_id == 0) continue;
+    OpKernels& kernels = kernels_of[work.external_id];
+    const std::string_view name = trace.names[work.name];
+    if (kernels.count++ == 0) kernels.device = work.device;
+    kernels.kernel_ns += work.duration_ns();
+    kernels.matrix_units = kernels.matrix_units || uses_tensor_cores(name);
+    kernels.reduced_fp32 = kernels.reduced_fp32 || names_reduced_fp32(name);
+  }
+  for (const TraceEvent& event : trace.events) {
+    if (event.kind != EventKind::Op || event.inputs == TraceEvent::kNoInputs || event.external_id == 0) continue;
+    const auto found = kernels_of.find(event.external_id);
+    if (found != kernels_of.end()) visit(event, found->second);
+  }
+}
+
 }  // namespace detail
 
 /// The roofline of every op of `trace` that launched kernels. `peaks` stands for every device's
 /// (a user's figures for a GPU dlprof does not know); null: each device's own from the table.
 inline Roofline roofline(const Trace& trace, const DevicePeaks* peaks = nullptr) {
-  // Kernels by the External id of the op that launched them.
-  std::unordered_map<std::uint64_t, std::vector<const GpuEvent*>> kernels_of;
-  for (const GpuEvent& work : trace.gpu_events)
-    if (work.kind == GpuEventKind::Kernel && work.external_id != 0) kernels_of[work.external_id].push_back(&work);
-
   using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, bool, std::uint32_t>;  // op, dims, types, units, device
   std::map<Key, RooflineRow> rows;
+  const detail::OpCosts costs(trace);
   Roofline result;
-  for (const TraceEvent& event : trace.events) {
-    if (event.kind != EventKind::Op || event.inputs == TraceEvent::kNoInputs || event.external_id == 0) continue;
-    const auto found = kernels_of.find(event.external_id);
-    if (found == kernels_of.end()) continue;
+  detail::for_each_op_with_kernels(trace, [&](const TraceEvent& event, const detail::OpKernels& kernels) {
     const OpInputs& inputs = trace.op_inputs[event.inputs];
-    bool matrix_units = false;
-    bool reduced_fp32 = false;  // a kernel names TF32 or AMD's xf32
-    std::int64_t kernel_ns = 0;
-    for (const GpuEvent* kernel : found->second) {
-      const std::string_view name = trace.names[kernel->name];
-      matrix_units = matrix_units || uses_tensor_cores(name);
-      reduced_fp32 = reduced_fp32 || name.find("tf32") != std::string_view::npos || name.find("xf32") != std::string_view::npos;
-      kernel_ns += kernel->duration_ns();
-    }
-    const std::uint32_t device = found->second.front()->device;
-    RooflineRow& row = rows[Key{event.name, inputs.dims, inputs.types, matrix_units, device}];
+    RooflineRow& row = rows[Key{event.name, inputs.dims, inputs.types, kernels.matrix_units, kernels.device}];
     if (row.calls == 0) {
       row.op = trace.names[event.name];
       row.input_dims = trace.names[inputs.dims];
       row.input_types = trace.names[inputs.types];
-      row.matrix_units = matrix_units;
-      row.device = device;
-      row.precision = precision_of(first_tensor_type(row.input_types), matrix_units);
-      row.reduced_fp32 = reduced_fp32;
+      row.matrix_units = kernels.matrix_units;
+      row.device = kernels.device;
+      row.precision = precision_of(first_tensor_type(row.input_types), kernels.matrix_units);
+      row.reduced_fp32 = kernels.reduced_fp32;
     }
-    const auto [flops, bytes] = detail::cost_of(trace, inputs);
-    if (row.calls == 0 || row.flops) row.flops = flops ? std::optional<std::uint64_t>(row.flops.value_or(0) + *flops) : std::nullopt;
-    if (row.calls == 0 || row.bytes) row.bytes = bytes ? std::optional<std::uint64_t>(row.bytes.value_or(0) + *bytes) : std::nullopt;
+    const detail::KnownCost& cost = costs.of(event);
+    row.add_cost(cost.flops, cost.bytes, row.calls == 0);
     ++row.calls;
-    row.kernels += static_cast<std::int64_t>(found->second.size());
-    row.kernel_ns += kernel_ns;
-  }
+    row.kernels += kernels.count;
+    row.kernel_ns += kernels.kernel_ns;
+  });
   for (auto& [key, row] : rows) {
-    const DevicePeaks* device_peaks = peaks;
-    if (device_peaks == nullptr) {
-      const DevicePropertiesOf properties = device_properties_of(trace.devices, static_cast<int>(row.device));
-      if (properties) device_peaks = find_device_peaks(*properties.properties);
-    }
-    if (device_peaks != nullptr)
-      detail::judge(row, *device_peaks);
-    else
-      result.unknown_device_ns += row.kernel_ns;
+    if (!detail::judge_on(trace, row, peaks)) result.unknown_device_ns += row.kernel_ns;
     result.rows.push_back(std::move(row));
   }
   std::stable_sort(result.rows.begin(), result.rows.end(), [](const RooflineRow& a, const RooflineRow& b) {
@@ -238,5 +261,68 @@ inline Roofline roofline(const Trace& trace, const DevicePeaks* peaks = nullptr)
   return result;
 }
 
+/// Model FLOP utilization: the FLOPs the ops of a span of time (the steps) ran on the GPU over the
+/// span's wall time, against the peak of the precision and units that carried most of them, times
+/// the devices that ran them.
+struct ModelFlopsUtilization {
+  std::uint64_t flops = 0;        ///< of the ops whose FLOPs are known
+  std::uint64_t unknown_ops = 0;  ///< ops that ran kernels in the span with no FLOP count
+  std::int64_t span_ns = 0;
+  Precision precision = Precision::BF16;
+  bool matrix_units = true;
+  double peak_tflops = 0;         ///< one device's
+  std::size_t devices = 0;
+
+  double achieved_tflops() const noexcept {
+    return span_ns > 0 ? static_cast<double>(flops) / static_cast<double>(span_ns) / 1e3 : 0.0;
+  }
+  /// Achieved over the peak of every device; may pass 1 only through a counting error.
+  double utilization() const noexcept {
+    return peak_tflops > 0 && devices > 0 ? achieved_tflops() / (peak_tflops * static_cast<double>(devices)) : 0.0;
+  }
+};
+
+/// The MFU of the ops that start in [begin_ns, end_ns); nothing when none of them has a FLOP count
+/// or no peak is known for their device and precision. `peaks` as roofline()'s.
+inline std::optional<ModelFlopsUtilization> model_flops_utilization(const Trace& trace, std::int64_t begin_ns,
+                                                                    std::int64_t end_ns,
+                                                                    const DevicePeaks* peaks = nullptr) {
+  if (end_ns <= begin_ns) return std::nullopt;
+  const detail::OpCosts costs(trace);
+  ModelFlopsUtilization result;
+  result.span_ns = end_ns - begin_ns;
+  std::map<std::pair<Precision, bool>, std::uint64_t> flops_by_kind;
+  std::map<std::uint32_t, bool> devices;
+  std::uint32_t first_device = 0;
+  detail::for_each_op_with_kernels(trace, [&](const TraceEvent& event, const detail::OpKernels& kernels) {
+    if (event.start_ns < begin_ns || event.start_ns >= end_ns) return;
+    const detail::KnownCost& cost = costs.of(event);
+    if (!cost.flops) {
+      ++result.unknown_ops;
+      return;
+    }
+    if (devices.empty()) first_device = kernels.device;
+    devices[kernels.device] = true;
+    result.flops += *cost.flops;
+    const OpInputs& inputs = trace.op_inputs[event.inputs];
+    if (const auto precision = precision_of(first_tensor_type(trace.names[inputs.types]), kernels.matrix_units))
+      flops_by_kind[{*precision, kernels.matrix_units}] += *cost.flops;
+  });
+  if (result.flops == 0 || flops_by_kind.empty()) return std::nullopt;
+  const auto most = std::max_element(flops_by_kind.begin(), flops_by_kind.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  RoofMeasure probe;
+  probe.precision = most->first.first;
+  probe.matrix_units = most->first.second;
+  probe.device = first_device;
+  if (!detail::judge_on(trace, probe, peaks) || probe.peak_tflops <= 0) return std::nullopt;
+  result.precision = *probe.precision;
+  result.matrix_units = probe.matrix_units;
+  result.peak_tflops = probe.peak_tflops;
+  result.devices = devices.size();
+  return result;
+}
+
 }  // namespace analysis
 DLPROF_END_NAMESPACE
+

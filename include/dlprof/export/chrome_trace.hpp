@@ -670,7 +670,7 @@ struct CpuEventFragments {
   std::string after_external; ///< `, "Record function id": 0, "Ev Idx": `
   std::string forward_thread; ///< `, "Fwd thread id": `
   std::string sequence;       ///< `, "Sequence number": `
-  std::string input_keys[3];  ///< `, "Input Dims": `, `, "Input type": `, `, "Concrete Inputs": `
+  std::string input_keys[4];  ///< `, "Input Dims": `, `, "Input type": `, `, "Concrete Inputs": `, `, "Input Strides": `
   std::string flops;          ///< `, "flops": `
   std::string instant_args;   ///< `, "s": "t", "args": {"Ev Idx": `
   std::string counter_args;   ///< `, "args": {"value": `
@@ -691,6 +691,7 @@ struct CpuEventFragments {
       f.input_keys[0] = key(", ", arg::kInputDims);
       f.input_keys[1] = key(", ", arg::kInputType);
       f.input_keys[2] = key(", ", arg::kConcreteInputs);
+      f.input_keys[3] = key(", ", arg::kInputStrides);
       f.flops = key(", ", arg::kFlops);
       f.instant_args = key(", \"s\": \"t\", \"args\": {", arg::kEvIdx);
       f.counter_args = key(", \"args\": {", arg::kValue);
@@ -854,9 +855,9 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
         }
         if (event.inputs != TraceEvent::kNoInputs) {  // JSON texts already, written as they are; empty: absent
           const OpInputs& inputs = trace.op_inputs[event.inputs];
-          const std::uint32_t texts[] = {inputs.dims, inputs.types, inputs.concrete};
+          const std::uint32_t texts[] = {inputs.dims, inputs.types, inputs.concrete, inputs.strides};
           for (std::size_t i = 0; i < std::size(texts); ++i) {
-            if (trace.names[texts[i]].empty()) continue;
+            if (texts[i] == OpInputs::kNoText || trace.names[texts[i]].empty()) continue;
             json.raw(fragments.input_keys[i]);
             json.raw(trace.names[texts[i]]);
           }

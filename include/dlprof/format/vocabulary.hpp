@@ -141,6 +141,7 @@ inline constexpr std::string_view kInputDims = "Input Dims";
 inline constexpr std::string_view kInputDimsLegacy = "Input dims";
 inline constexpr std::string_view kInputType = "Input type";
 inline constexpr std::string_view kConcreteInputs = "Concrete Inputs";
+inline constexpr std::string_view kInputStrides = "Input Strides";
 inline constexpr std::string_view kFlops = "flops";
 // API calls and device work.
 inline constexpr std::string_view kCbid = "cbid";

@@ -282,7 +282,7 @@ void estimate_op_costs(Trace& trace) {
                                                         trace.names[inputs.types], trace.names[inputs.concrete]);
     if (!cost) continue;
     inputs.flops = cost->flops;
-    inputs.bytes = cost->bytes;
+    inputs.bytes = cost->bytes.value_or(0);
   }
 }
 

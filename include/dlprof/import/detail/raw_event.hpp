@@ -125,6 +125,7 @@ enum class Arg : std::uint8_t {
   InputDimsLower,
   InputType,
   ConcreteInputs,
+  InputStrides,
   Flops,
   Cbid,
   Correlation,
@@ -187,6 +188,7 @@ inline const KeyTable<Arg>& event_args() {
       {arg::kInputDimsLegacy, Arg::InputDimsLower},
       {arg::kInputType, Arg::InputType},
       {arg::kConcreteInputs, Arg::ConcreteInputs},
+      {arg::kInputStrides, Arg::InputStrides},
       {arg::kFlops, Arg::Flops},
       {arg::kCbid, Arg::Cbid},
       {arg::kCorrelation, Arg::Correlation},
@@ -242,7 +244,7 @@ inline const KeyTable<Arg>& event_args() {
 /// text (Trace::names), launch dimensions are read from it.
 constexpr bool is_captured(Arg arg) noexcept {
   return arg == Arg::InputDims || arg == Arg::InputDimsLower || arg == Arg::InputType ||
-         arg == Arg::ConcreteInputs || arg == Arg::Grid || arg == Arg::Block;
+         arg == Arg::ConcreteInputs || arg == Arg::InputStrides || arg == Arg::Grid || arg == Arg::Block;
 }
 
 /// Memory for the texts of one event that the parser does not keep (compact JSON of captured

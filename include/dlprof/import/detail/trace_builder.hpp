@@ -648,17 +648,18 @@ class TraceBuilder {
   };
 
   struct InputsKey {
-    std::uint32_t op, dims, types, concrete;
+    std::uint32_t op, dims, types, concrete, strides;
     std::uint64_t flops;
     bool operator==(const InputsKey& other) const noexcept {
       return op == other.op && dims == other.dims && types == other.types && concrete == other.concrete &&
-             flops == other.flops;
+             strides == other.strides && flops == other.flops;
     }
   };
   struct InputsKeyHash {
     std::size_t operator()(const InputsKey& key) const noexcept {
       std::uint64_t hash = key.op;
-      for (const std::uint64_t part : {std::uint64_t{key.dims}, std::uint64_t{key.types}, std::uint64_t{key.concrete}, key.flops})
+      for (const std::uint64_t part : {std::uint64_t{key.dims}, std::uint64_t{key.types}, std::uint64_t{key.concrete},
+                                       std::uint64_t{key.strides}, key.flops})
         hash = (hash ^ part) * 0x9E3779B97F4A7C15ull;
       return static_cast<std::size_t>(hash);
     }
@@ -1023,15 +1024,16 @@ class TraceBuilder {
     if (dims == nullptr) dims = event.arg(Arg::InputDimsLower);
     const RawValue* types = event.arg(Arg::InputType);
     const RawValue* concrete = event.arg(Arg::ConcreteInputs);
+    const RawValue* strides = event.arg(Arg::InputStrides);
     const RawValue* flops = event.arg(Arg::Flops);
     if (dims == nullptr && types == nullptr && concrete == nullptr && flops == nullptr) return TraceEvent::kNoInputs;
     const auto text = [&](const RawValue* value) { return intern(value == nullptr ? std::string_view{} : value->text); };
-    const InputsKey key{op, text(dims), text(types), text(concrete),
+    const InputsKey key{op, text(dims), text(types), text(concrete), strides == nullptr ? OpInputs::kNoText : text(strides),
                         arg_value(event, Arg::Flops, [&](const RawValue& value) {
                           return unsigned_of(value, kineto::arg::kFlops, UINT64_MAX);
                         }).value_or(0)};
     const auto [found, inserted] = inputs_index_.try_emplace(key, static_cast<std::uint32_t>(trace_.op_inputs.size()));
-    if (inserted) trace_.op_inputs.push_back(OpInputs{key.dims, key.types, key.concrete, key.op, key.flops, 0});
+    if (inserted) trace_.op_inputs.push_back(OpInputs{key.dims, key.types, key.concrete, key.op, key.flops, 0, key.strides});
     return found->second;
   }
 
