@@ -646,7 +646,9 @@ void expect_same(const Trace& expected, const Trace& actual) {
       EXPECT_EQ(text(actual, ai.op), text(expected, ei.op));
       EXPECT_EQ(ai.flops, ei.flops);
       ASSERT_EQ(ai.strides == dlprof::OpInputs::kNoText, ei.strides == dlprof::OpInputs::kNoText);
-      if (ei.strides != dlprof::OpInputs::kNoText) EXPECT_EQ(text(actual, ai.strides), text(expected, ei.strides));
+      if (ei.strides != dlprof::OpInputs::kNoText) {
+        EXPECT_EQ(text(actual, ai.strides), text(expected, ei.strides));
+      }
     }
   }
   ASSERT_EQ(actual.gpu_events.size(), expected.gpu_events.size());

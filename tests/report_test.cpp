@@ -1179,6 +1179,49 @@ class ReferenceReportTest : public ::testing::Test {
   }
 };
 
+TEST(ReportTest, HowFarFromTheLimitInTextJsonAndHtml) {
+  // The H200 trace dlprof recorded with NVML's clocks (tests/data/h200).
+  const dlprof::Report report =
+      dlprof::make_report(dlprof::read_trace(std::string(DLPROF_TEST_DATA_DIR) + "/h200/roofline-dlprof.pt.trace.json.gz"));
+  const std::string text = unwrapped(dlprof::render_text(report));
+  EXPECT_THAT(text, HasSubstr("How far from the limit: each op's kernels against its GPU's roofs, by time lost (10 of 11)"));
+  EXPECT_THAT(text, HasSubstr("Model FLOP utilization over the steps: 59.9% ("));
+  EXPECT_THAT(text, HasSubstr("of BF16's 989.4 TFLOP/s on Tensor Cores)"));
+  EXPECT_THAT(text, HasSubstr("GPU 0 (NVIDIA H200): the roofs of the NVIDIA H200 SXM, dense; memory 4.8 TB/s"));
+  EXPECT_THAT(text, HasSubstr("GPU 0: SM clock 1559 MHz on average (1515 to 1605, 39 readings), 78.7% of the 1980 MHz its "
+                              "peaks are quoted at; held down by the power cap in 100% of the readings"));
+  // The gather's index is an expanded view, whose strides dlprof's observer does not record: its
+  // figure passes the roof, and is flagged though its row is not among the first ten.
+  EXPECT_THAT(text, HasSubstr("aten::gather [[50304, 4096], [], [16384, 4096], [], [16384, 4096]]: 11.07 TB/s is above the "
+                              "memory bandwidth of 4.8 TB/s: a counting error"));
+
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& limits = json.at("ranks").at(0).at("limits");
+  EXPECT_NEAR(limits.at("mfu").at("utilization_pct").get<double>(), 59.9, 0.05);
+  EXPECT_EQ(limits.at("mfu").at("precision"), "BF16");
+  const Json& mm = limits.at("ops").at(0);
+  EXPECT_EQ(mm.at("op"), "aten::mm");
+  EXPECT_EQ(mm.at("input_dims"), "[[8192, 8192], [8192, 8192]]");
+  EXPECT_EQ(mm.at("calls"), 200);
+  EXPECT_NEAR(mm.at("efficiency_pct").get<double>(), 72.04, 0.01);
+  EXPECT_NEAR(mm.at("at_clock_pct").get<double>(), 72.04 / (60'795.0 / 39 / 1980), 0.05);
+  EXPECT_TRUE(mm.at("mamf_pct").is_null());
+  EXPECT_EQ(limits.at("clocks").at(0).at("power_limited_pct"), 100.0);
+  EXPECT_EQ(limits.at("clocks").at(0).at("readings"), 39);
+
+  const std::string html = dlprof::render_html(report);
+  EXPECT_THAT(html, HasSubstr("<h3>How far from the limit"));
+  EXPECT_THAT(html, HasSubstr("a counting error"));
+}
+
+TEST(ReportTest, NoRooflineSectionWithoutShapes) {
+  // HTA's V100 trace has no record_shapes: nothing to judge, and the section says nothing.
+  const dlprof::Report report = dlprof::make_report(dlprof::read_trace(
+      std::string(DLPROF_REFERENCE_TRACES_DIR) + "/hta-1rank-v100-resnet-ns/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"));
+  EXPECT_THAT(dlprof::render_text(report), Not(HasSubstr("How far from the limit")));
+  EXPECT_TRUE(Json::parse(dlprof::render_json(report)).at("ranks").at(0).at("limits").at("mfu").is_null());
+}
+
 TEST_F(ReferenceReportTest, TwoRanksWithStragglers) {
   const auto traces = read("hta-2rank-a100-sampled");
   ASSERT_EQ(traces.size(), 2u);
@@ -1461,6 +1504,67 @@ TEST(TraceWindowsTest, ReportShowsTheWindowItIsAskedFor) {
   EXPECT_EQ(beyond.output, fmt::format("dlprof-report: --window 4: '{}' holds 3 windows (each rank's trace files, in time "
                                        "order): choose 1 to 3, or last\nTry 'dlprof-report --help'.\n",
                                        dir.string()));
+}
+
+const std::string kH200Torch = std::string(DLPROF_TEST_DATA_DIR) + "/h200/roofline-torch.pt.trace.json.gz";
+
+TEST(ReportCliTest, TheKernelTableInCsvJsonTextAndHtml) {
+  const CommandResult csv = run_report("--kernels --format csv '" + kH200Torch + "'");
+  ASSERT_EQ(csv.status, 0) << csv.output;
+  const std::vector<std::string> lines = lines_of(csv.output);
+  ASSERT_EQ(lines.size(), 15u) << "a header and the trace's 14 kernel rows";
+  EXPECT_EQ(lines[0].rfind("rank,layer,op,direction,input_dims,input_types,precision,matrix_units,kernel,grid,block,", 0), 0u);
+  EXPECT_EQ(lines[1].rfind(R"(0,"","aten::mm","fwd","[[8192, 8192], [8192, 8192]]","[""c10::BFloat16"", ""c10::BFloat16""]","BF16",true,"nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT",)", 0), 0u)
+      << lines[1];
+  EXPECT_THAT(lines[1], HasSubstr(",200,311406.330,219902325555200,80530636800,"));
+
+  const CommandResult json = run_report("--kernels --format json '" + kH200Torch + "'");
+  ASSERT_EQ(json.status, 0) << json.output;
+  const Json table = Json::parse(json.output);
+  const Json& top = table.at("ranks").at(0).at("kernels").at(0);
+  EXPECT_EQ(top.at("kernel"), "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT");
+  EXPECT_EQ(top.at("calls"), 200);
+  EXPECT_EQ(top.at("precision"), "BF16");
+  EXPECT_EQ(top.at("bound"), "compute");
+  EXPECT_NEAR(top.at("efficiency_pct").get<double>(), 100 * 219902325555200.0 / 311406330 / 1e3 / 989.4, 1e-6);
+  EXPECT_EQ(table.at("ranks").at(0).at("kernels").size(), 14u);
+
+  const CommandResult text = run_report("--kernels --top 3 '" + kH200Torch + "'");
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("Rank 0: kernels by time lost against the roofline"));
+  EXPECT_THAT(text.output, HasSubstr("... 11 more (--top N shows N)"));
+  EXPECT_THAT(text.output, HasSubstr("BF16 TC"));
+
+  const CommandResult html = run_report("--kernels --format html '" + kH200Torch + "'");
+  ASSERT_EQ(html.status, 0) << html.output;
+  EXPECT_EQ(html.output.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(count_of(html.output, "<tr>"), 15u);
+}
+
+TEST(ReportCliTest, PeaksGivenInlineOrInAFileReplaceTheTablesAndBadOnesAreRefused) {
+  const CommandResult inline_peaks = run_report("--format json --peaks 'bf16=500, tf32=250, fp32=67, memory=4.8' '" + kH200Torch + "'");
+  ASSERT_EQ(inline_peaks.status, 0) << inline_peaks.output;
+  const Json limits = Json::parse(inline_peaks.output).at("ranks").at(0).at("limits");
+  EXPECT_EQ(limits.at("devices").at(0).at("peaks"), "the peaks given");
+  EXPECT_EQ(limits.at("ops").at(0).at("peak_tflops"), 500);
+  EXPECT_EQ(limits.at("mfu").at("peak_tflops"), 500);
+
+  const dlprof_test::TempDir tmp;
+  const fs::path file = tmp.path() / "peaks.txt";
+  std::ofstream(file) << "# half an H200\nbf16=494.7\ntf32=247.4\nfp32=33.5\nmemory=2.4\n";
+  const CommandResult from_file = run_report("--format json --peaks '" + file.string() + "' '" + kH200Torch + "'");
+  ASSERT_EQ(from_file.status, 0) << from_file.output;
+  EXPECT_EQ(Json::parse(from_file.output).at("ranks").at(0).at("limits").at("ops").at(0).at("peak_tflops"), 494.7);
+
+  const CommandResult bad = run_report("--peaks 'bf16=989, memory=3.35, sparse=1979' '" + kH200Torch + "'");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.output, HasSubstr("dlprof-report: --peaks: unknown key 'sparse'"));
+  const CommandResult missing = run_report("--peaks '" + (tmp.path() / "none.txt").string() + "' '" + kH200Torch + "'");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_THAT(missing.output, HasSubstr("no key=value pairs, and no file to read them from: No such file or directory"));
+  const CommandResult csv_report = run_report("--format csv '" + kH200Torch + "'");
+  EXPECT_EQ(csv_report.status, 2);
+  EXPECT_THAT(csv_report.output, HasSubstr("--format csv is the kernel table's: add --kernels"));
 }
 #endif
 

@@ -7,6 +7,8 @@
 //   dlprof-report --rank 0 --format html -o r0.html log/run
 //   dlprof-report --hta-compat --format json rank0.pt.trace.json.gz
 //   dlprof-report --export-trace crash.pt.trace.json log/run/host_12.1716423322.dlprof-crash
+//   dlprof-report --kernels --format csv -o kernels.csv log/run
+//   dlprof-report --peaks "bf16=165.2, fp32=82.6, memory=1.008" log/run   # a GPU dlprof does not know
 //
 // Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
 // the input, an output file that cannot be written), 2 a command line it cannot run (an output
@@ -51,7 +53,9 @@ namespace {
 
 constexpr std::string_view kProgram = "dlprof-report";
 
-constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window N|last] [--format text|json|html] [--hta-compat] [--strict] [-o FILE] PATH...
+constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window N|last] [--format text|json|html] [--hta-compat] [--strict]
+                     [--peaks PEAKS] [-o FILE] PATH...
+       dlprof-report --kernels [--format text|csv|json|html] [--top N] [--peaks PEAKS] [-o FILE] PATH...
        dlprof-report --export-trace OUT TRACE
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
@@ -65,11 +69,20 @@ recommendations, from traces written by dlprof or torch.profiler.
                     windows 1, 2, ...; the default is the last, and the report says which it
                     shows of how many
   --format FORMAT   text: terminal tables (the default); json: for scripts; html: one
-                    self-contained page with charts
+                    self-contained page with charts; csv: the kernel table only
+  --kernels         no report: PyProf's kernel table, each kernel with its layer, op,
+                    direction, shapes, precision, grid, block, calls, time, FLOPs and bytes,
+                    and where it stands against the GPU's roofs, by the time it lost (every
+                    row, or --top N of each rank)
+  --peaks PEAKS     the roofs of the GPUs, for one dlprof does not know or to replace the
+                    table's: a file, or its text inline, of key=value pairs such as
+                    "bf16=989.4, tf32=494.7, fp32=67, memory=3.35" (dense TFLOP/s on the
+                    matrix units, fp32 on the vector units, TB/s; also fp64, fp16, fp8,
+                    int8, vector.P and matrix.P, mamf, boost_mhz, cache_mb)
   --hta-compat      HTA's conventions: drop the last ProfilerStep when there are two or more and
                     round fractional microseconds inward, so that numbers compare with HTA's one
                     to one (by default every complete step is analysed, in exact nanoseconds)
-  --top N           rows of the longer tables and charts (default 10)
+  --top N           rows of the longer tables and charts (default 10; with --kernels, all)
   --strict          refuse a trace with any event or value the reader cannot use as written (by
                     default such events are left out and such values ignored, and the report
                     says how many and why)
@@ -102,7 +115,7 @@ std::string without_library_prefix(std::string_view message) {
   return std::string(dlprof::detail::starts_with(message, kPrefix) ? message.substr(kPrefix.size()) : message);
 }
 
-enum class Format { Text, Json, Html };
+enum class Format { Text, Json, Html, Csv };
 
 struct Options {
   std::vector<std::string> paths;
@@ -111,7 +124,9 @@ struct Options {
   Format format = Format::Text;
   bool hta_compat = false;
   bool strict = false;
-  std::size_t top_rows = 10;
+  bool kernels = false;
+  std::optional<dlprof::analysis::DevicePeaks> peaks;
+  std::optional<std::size_t> top_rows;
   std::string output;  // empty: stdout
   std::string export_trace;  // --export-trace: the file the trace is written to instead of a report
   bool help = false;
@@ -133,6 +148,27 @@ std::size_t parse_window(std::string_view text) {
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || window == 0)
     throw UsageError(fmt::format("--window expects a window number from 1, or 'last', got '{}'", text));
   return window;
+}
+
+/// --peaks: the text of a file, where `value` names one (it has no '='), else the pairs inline.
+dlprof::analysis::DevicePeaks parse_peaks(std::string_view value) {
+  std::string text(value);
+  if (value.find('=') == std::string_view::npos) {
+    std::FILE* file = std::fopen(text.c_str(), "rb");
+    if (file == nullptr)
+      throw UsageError(fmt::format("--peaks '{}': no key=value pairs, and no file to read them from: {}",
+                                   dlprof::detail::terminal_text(value), std::strerror(errno)));
+    text.clear();
+    char buffer[4096];
+    std::size_t read = 0;
+    while ((read = std::fread(buffer, 1, sizeof buffer, file)) > 0 && text.size() < (1U << 20)) text.append(buffer, read);
+    std::fclose(file);
+  }
+  try {
+    return dlprof::analysis::parse_device_peaks(text);
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(fmt::format("--{}", dlprof::detail::terminal_text(error.what())));  // "--peaks: ..."
+  }
 }
 
 /// Flags as `--flag value` or `--flag=value`; `--` ends them.
@@ -161,10 +197,14 @@ Options parse_command_line(int argc, char** argv) {
       options.strict = true;
       continue;
     }
+    if (argument == "--kernels") {
+      options.kernels = true;
+      continue;
+    }
     const std::size_t equals = argument.substr(0, 2) == "--" ? argument.find('=') : std::string_view::npos;
     const std::string_view flag = argument.substr(0, equals);
     if (flag != "--rank" && flag != "--window" && flag != "--format" && flag != "--top" && flag != "-o" &&
-        flag != "--output" && flag != "--export-trace")
+        flag != "--output" && flag != "--export-trace" && flag != "--peaks")
       throw UsageError(fmt::format("unknown option '{}'", argument));
     std::string_view value;
     if (equals != std::string_view::npos) {
@@ -184,7 +224,10 @@ Options parse_command_line(int argc, char** argv) {
       if (value == "text") options.format = Format::Text;
       else if (value == "json") options.format = Format::Json;
       else if (value == "html") options.format = Format::Html;
-      else throw UsageError(fmt::format("--format expects text, json or html, got '{}'", value));
+      else if (value == "csv") options.format = Format::Csv;
+      else throw UsageError(fmt::format("--format expects text, json, html or csv, got '{}'", value));
+    } else if (flag == "--peaks") {
+      options.peaks = parse_peaks(value);
     } else if (flag == "--export-trace") {
       if (value.empty()) throw UsageError("--export-trace needs a file name");
       options.export_trace = std::string(value);
@@ -196,6 +239,8 @@ Options parse_command_line(int argc, char** argv) {
   if (!options.help && options.paths.empty()) throw UsageError("no trace given: name trace files or directories");
   if (!options.export_trace.empty() && options.paths.size() != 1)
     throw UsageError("--export-trace writes one trace: name exactly one trace file");
+  if (options.format == Format::Csv && !options.kernels)
+    throw UsageError("--format csv is the kernel table's: add --kernels");
   return options;
 }
 
@@ -268,63 +313,105 @@ struct Input {
 dlprof::ReportOptions report_options(const Options& options) {
   dlprof::ReportOptions report;
   report.analysis.hta_compat = options.hta_compat;
-  report.top_rows = options.top_rows;
+  report.top_rows = options.top_rows.value_or(report.top_rows);
+  report.peaks = options.peaks;
   return report;
 }
 
-Input read_ranks(const Options& options) {
+/// The window --window chooses of `windows`, and of it the ranks --rank chooses.
+template <class Rank, class RankOf>
+std::vector<Rank> choose_ranks(const Options& options, std::vector<dlprof::TraceWindow<Rank>>& windows, RankOf rank_of,
+                               std::size_t& window_number, std::vector<std::string>& notes) {
+  window_number = options.window.value_or(windows.size());
+  if (window_number > windows.size()) {
+    const std::string inputs = fmt::format("'{}'", fmt::join(options.paths, "' '"));
+    if (windows.size() == 1)
+      throw UsageError(fmt::format("--window {}: {} hold{} one window (one trace file per rank)", window_number, inputs,
+                                   options.paths.size() == 1 ? "s" : ""));
+    throw UsageError(fmt::format("--window {}: {} hold{} {} windows (each rank's trace files, in time order): choose 1 to {}, "
+                                 "or last",
+                                 window_number, inputs, options.paths.size() == 1 ? "s" : "", windows.size(), windows.size()));
+  }
+  dlprof::TraceWindow<Rank>& window = windows[window_number - 1];
+  notes = std::move(window.notes);
+  if (!options.rank) return std::move(window.ranks);
+  const auto ranked =
+      std::find_if(window.ranks.begin(), window.ranks.end(), [&](const Rank& rank) { return rank_of(rank) == *options.rank; });
+  if (ranked == window.ranks.end()) {
+    std::vector<std::int64_t> found;
+    for (const Rank& rank : window.ranks) found.push_back(rank_of(rank));
+    throw InputError(fmt::format("--rank {}: no trace of that rank in {} (it has rank{} {})", *options.rank,
+                                 windows.size() > 1 ? fmt::format("window {} of the input", window_number) : "the input",
+                                 found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
+  }
+  std::vector<Rank> chosen;
+  chosen.push_back(std::move(*ranked));
+  return chosen;
+}
+
+/// Every window of the input, each trace summarized by `summarize` as it is read.
+template <class Summarize>
+auto read_windows(const Options& options, Summarize&& summarize) {
   LoadProgress progress;
   dlprof::ReadOptions read_options;
   read_options.strict = options.strict;
   read_options.progress = [&progress](const dlprof::ReadProgress& at) { progress(at); };
+  try {
+    refuse_output_onto_input(options);
+    auto windows = dlprof::read_trace_windows(options.paths, read_options, std::forward<Summarize>(summarize));
+    progress.finish();
+    return windows;
+  } catch (const dlprof::TraceReadError& error) {
+    progress.finish();
+    throw InputError(without_library_prefix(error.what()));
+  }
+}
+
+/// --kernels: the kernel table of each rank chosen, in the format asked for.
+std::string render_kernel_tables(const Options& options) {
+  const dlprof::analysis::DevicePeaks* peaks = options.peaks ? &*options.peaks : nullptr;
+  auto windows = read_windows(options, [&](dlprof::Trace&& trace) {
+    if (options.rank && trace.distributed.rank != *options.rank) {
+      dlprof::RankKernelTable other;
+      other.rank = trace.distributed.rank;
+      return other;
+    }
+    return dlprof::rank_kernel_table(std::move(trace), peaks);
+  });
+  std::size_t window = 1;
+  std::vector<std::string> notes;
+  std::vector<dlprof::RankKernelTable> ranks =
+      choose_ranks(options, windows, [](const dlprof::RankKernelTable& rank) { return rank.rank; }, window, notes);
+  for (const std::string& note : notes) fmt::print(stderr, "{}: {}\n", kProgram, dlprof::detail::terminal_text(note));
+  std::sort(ranks.begin(), ranks.end(),
+            [](const dlprof::RankKernelTable& a, const dlprof::RankKernelTable& b) { return a.rank < b.rank; });
+  switch (options.format) {
+    case Format::Csv: return dlprof::render_kernel_table_csv(ranks);
+    case Format::Json: return dlprof::render_kernel_table_json(ranks);
+    case Format::Html: return dlprof::render_kernel_table_html(ranks, fmt::format("{}", fmt::join(options.paths, " ")));
+    case Format::Text: break;
+  }
+  return dlprof::render_kernel_table_text(ranks, options.top_rows.value_or(0));
+}
+
+Input read_ranks(const Options& options) {
   const dlprof::ReportOptions analysis_options = report_options(options);
   // Another rank than --rank's is only counted: its rank is all the window needs of it.
-  const auto analyse = [&](dlprof::Trace&& trace) {
+  auto windows = read_windows(options, [&](dlprof::Trace&& trace) {
     if (options.rank && trace.distributed.rank != *options.rank) {
       dlprof::AnalysedRank other;
       other.report.rank = trace.distributed.rank;
       return other;
     }
     return dlprof::analyse_rank(std::move(trace), analysis_options);
-  };
-  std::vector<dlprof::TraceWindow<dlprof::AnalysedRank>> windows;
-  try {
-    refuse_output_onto_input(options);
-    windows = dlprof::read_trace_windows(options.paths, read_options, analyse);
-  } catch (const dlprof::TraceReadError& error) {
-    progress.finish();
-    throw InputError(without_library_prefix(error.what()));
-  }
-  progress.finish();
+  });
   Input input;
   input.windows = windows.size();
-  input.window = options.window.value_or(windows.size());
-  if (input.window > windows.size()) {
-    const std::string inputs = fmt::format("'{}'", fmt::join(options.paths, "' '"));
-    if (windows.size() == 1)
-      throw UsageError(fmt::format("--window {}: {} hold{} one window (one trace file per rank)", input.window, inputs,
-                                   options.paths.size() == 1 ? "s" : ""));
-    throw UsageError(fmt::format("--window {}: {} hold{} {} windows (each rank's trace files, in time order): choose 1 to {}, "
-                                 "or last",
-                                 input.window, inputs, options.paths.size() == 1 ? "s" : "", windows.size(), windows.size()));
-  }
-  dlprof::TraceWindow<dlprof::AnalysedRank>& window = windows[input.window - 1];
-  if (options.rank) {
-    const auto ranked = std::find_if(window.ranks.begin(), window.ranks.end(),
-                                     [&](const dlprof::AnalysedRank& rank) { return rank.report.rank == *options.rank; });
-    if (ranked == window.ranks.end()) {
-      std::vector<std::int64_t> found;
-      for (const dlprof::AnalysedRank& rank : window.ranks) found.push_back(rank.report.rank);
-      throw InputError(fmt::format("--rank {}: no trace of that rank in {} (it has rank{} {})", *options.rank,
-                                   input.windows > 1 ? fmt::format("window {} of the input", input.window) : "the input",
-                                   found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
-    }
-    input.ranks.push_back(std::move(*ranked));
-  } else {
-    input.ranks = std::move(window.ranks);
-  }
+  std::vector<std::string> window_notes;
+  input.ranks = choose_ranks(options, windows, [](const dlprof::AnalysedRank& rank) { return rank.report.rank; },
+                             input.window, window_notes);
   std::vector<std::string>& notes = input.ranks.front().report.read.notes;
-  notes.insert(notes.end(), window.notes.begin(), window.notes.end());
+  notes.insert(notes.end(), window_notes.begin(), window_notes.end());
   return input;
 }
 
@@ -339,6 +426,7 @@ std::string render(const Options& options, Input input) {
   switch (options.format) {
     case Format::Json: return dlprof::render_json(report);
     case Format::Html: return dlprof::render_html(report);
+    case Format::Csv:  // refused without --kernels
     case Format::Text: break;
   }
   return dlprof::render_text(report);
@@ -380,7 +468,7 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  const std::string text = render(options, read_ranks(options));
+  const std::string text = options.kernels ? render_kernel_tables(options) : render(options, read_ranks(options));
   if (!options.output.empty()) {
     write_file(options.output, text);
   } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {

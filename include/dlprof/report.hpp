@@ -7,6 +7,8 @@
 //   text.hpp         render_text: terminal tables (also fmt::formatter<Report>)
 //   json.hpp         render_json: for scripts (its keys are listed there)
 //   html.hpp         render_html: one self-contained page with inline SVG charts
+//   kernel_table.hpp render_kernel_table_text/csv/json/html: PyProf's kernel table with the
+//                    roofline beside each kernel (dlprof-report --kernels)
 //
 // In a program: `fmt::print("{}", prof.report())` after a window, or, in an on_trace_ready
 // handler, `fmt::print("{}", dlprof::report(trace))`. Offline: the dlprof-report tool
@@ -18,6 +20,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/report/html.hpp"
 #include "dlprof/report/json.hpp"
+#include "dlprof/report/kernel_table.hpp"
 #include "dlprof/report/make_report.hpp"
 #include "dlprof/report/text.hpp"
 #include "dlprof/trace.hpp"

@@ -131,8 +131,17 @@ struct RooflineRow : RoofMeasure {
   std::string_view input_types;
 };
 
+/// A device the rows ran on and the roofs they were judged against.
+struct RoofDevice {
+  std::uint32_t device = 0;
+  std::string_view name;   ///< the trace's name of it; empty where the trace has none
+  std::string_view model;  ///< device_peaks.hpp's row (or "the peaks given"); empty: none known
+  double memory_tb_per_s = 0;
+};
+
 struct Roofline {
   std::vector<RooflineRow> rows;  ///< by time lost, then kernel time
+  std::vector<RoofDevice> devices;  ///< by device
   /// Kernel time of ops whose device dlprof does not know the peaks of (the report says so).
   std::int64_t unknown_device_ns = 0;
 };
@@ -178,15 +187,32 @@ inline void judge(RoofMeasure& row, const DevicePeaks& peaks) {
     row.mamf_share = tflops / peaks.mamf_bf16;
 }
 
+/// The roofs of `device`: `peaks` where given, else its own from the table; null when not known.
+inline const DevicePeaks* peaks_of(const Trace& trace, std::uint32_t device, const DevicePeaks* peaks) noexcept {
+  if (peaks != nullptr) return peaks;
+  const DevicePropertiesOf properties = device_properties_of(trace.devices, static_cast<int>(device));
+  return properties ? find_device_peaks(*properties.properties) : nullptr;
+}
+
 /// Judges `row` against `peaks`, or its device's own; false when its device is not known.
 inline bool judge_on(const Trace& trace, RoofMeasure& row, const DevicePeaks* peaks) {
-  if (peaks == nullptr) {
-    const DevicePropertiesOf properties = device_properties_of(trace.devices, static_cast<int>(row.device));
-    if (properties) peaks = find_device_peaks(*properties.properties);
-  }
+  peaks = peaks_of(trace, row.device, peaks);
   if (peaks == nullptr) return false;
   judge(row, *peaks);
   return true;
+}
+
+/// What `roofline.devices` says of `device`.
+inline RoofDevice roof_device(const Trace& trace, std::uint32_t device, const DevicePeaks* peaks) {
+  RoofDevice result;
+  result.device = device;
+  if (const DevicePropertiesOf properties = device_properties_of(trace.devices, static_cast<int>(device)))
+    result.name = properties.properties->name;
+  if (const DevicePeaks* found = peaks_of(trace, device, peaks)) {
+    result.model = found->model;
+    result.memory_tb_per_s = found->memory_tb_per_s;
+  }
+  return result;
 }
 
 /// Whether a kernel's name says it computes FP32 on reduced-precision units (TF32, AMD's xf32).
@@ -253,8 +279,15 @@ inline Roofline roofline(const Trace& trace, const DevicePeaks* peaks = nullptr)
   });
   for (auto& [key, row] : rows) {
     if (!detail::judge_on(trace, row, peaks)) result.unknown_device_ns += row.kernel_ns;
+    if (result.devices.empty() || result.devices.back().device != row.device) {
+      const bool listed = std::any_of(result.devices.begin(), result.devices.end(),
+                                      [&](const RoofDevice& device) { return device.device == row.device; });
+      if (!listed) result.devices.push_back(detail::roof_device(trace, row.device, peaks));
+    }
     result.rows.push_back(std::move(row));
   }
+  std::sort(result.devices.begin(), result.devices.end(),
+            [](const RoofDevice& a, const RoofDevice& b) { return a.device < b.device; });
   std::stable_sort(result.rows.begin(), result.rows.end(), [](const RooflineRow& a, const RooflineRow& b) {
     return std::tie(a.time_lost_ns, a.kernel_ns) > std::tie(b.time_lost_ns, b.kernel_ns);
   });

@@ -33,6 +33,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/limits.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
 
@@ -513,6 +514,17 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
       html.table({"Kernel", "Type", capitalized(analysis::to_string(rank.steps.matrix_units)), "Calls", "Total", "Avg",
                   "Max", "Share"},
                  rows, 0, full_names);
+    }
+    if (!rank.roofline.rows.empty()) {
+      const LimitsSection limits = limits_section(rank, report.options.top_rows);
+      html.element("h3", limits.title);
+      for (const std::string& line : limits.lines) html.element("p", line);
+      html.table(limits.headers, limits.rows, 0);
+      if (!limits.notes.empty()) {
+        html.raw("<ul class=\"muted\">");
+        for (const std::string& note : limits.notes) html.element("li", note);
+        html.raw("</ul>\n");
+      }
     }
   }
 

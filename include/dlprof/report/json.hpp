@@ -46,6 +46,19 @@
 //      "idle_threads": [{"thread" (OS id), "name", "wait_us", "waits", "frame"}] (threads besides the
 //                training loop's whose Python frames only wait, left out of top_ops),
 //      "top_kernels": [{"name", "short_name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
+//      "limits": {"mfu": null or {"utilization_pct", "achieved_tflops", "peak_tflops", "precision",
+//        "matrix_units", "devices", "flops", "span_us", "unknown_ops"} (over the steps),
+//        "devices": [{"device", "name", "peaks" (null: none known)}],
+//        "clocks": [{"device", "readings", "mean_sm_mhz", "min_sm_mhz", "max_sm_mhz", "boost_mhz" (null:
+//          unknown), "clock_share_pct", "power_limited_pct", "temperature_limited_pct",
+//          "otherwise_limited_pct", "mean_power_w" (each null: not read)}] (NVML's, over the steps),
+//        "unknown_device_us",
+//        "ops": [{"op", "input_dims", "input_types", "device", "precision", "matrix_units", "calls",
+//          "kernels", "kernel_us", "flops", "bytes" (null: unknown), "tflops", "tb_per_s",
+//          "intensity", "peak_tflops", "memory_tb_per_s", "bound" (compute, memory, unknown),
+//          "efficiency_pct", "at_clock_pct", "mamf_pct" (null: none), "time_lost_us",
+//          "above_roof" (null, or the roof a figure passed: a counting error), "cache_resident"}]
+//        (by time lost, at most top_rows)},
 //      "gpu_activities", "api_calls": [{"name", "calls", "total_us", "pct", "mean_us", "min_us", "max_us"}],
 //      "memory": [{"device", "peak_allocated_bytes", "capacity_bytes"}],
 //      "host_syncs": {"points", "wait_us", "saving_us", "sites": [{"kind" (explicit, scalar_read,
@@ -97,6 +110,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/format/json_text.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/limits.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
 
@@ -445,6 +459,135 @@ inline void json_host_syncs(JsonTree& json, const analysis::HostSyncs& syncs, st
   json.end_object();
 }
 
+inline void optional_count(JsonTree& json, std::string_view name, const std::optional<std::uint64_t>& value) {
+  json.key(name);
+  if (value) {
+    json.integer(static_cast<std::int64_t>(*value));
+  } else {
+    json.null();
+  }
+}
+
+inline std::optional<double> as_percent(const std::optional<double>& share) {
+  return share ? std::optional<double>(100 * *share) : std::nullopt;
+}
+
+/// What every roofline row says, the kernel table's and the ops'.
+inline void json_roof_measure(JsonTree& json, const RankReport* rank, const analysis::RoofMeasure& row) {
+  json.member_integer("device", row.device);
+  json.key("precision");
+  if (row.precision) {
+    json.string(analysis::to_string(*row.precision));
+  } else {
+    json.null();
+  }
+  json.key("matrix_units");
+  json.boolean(row.matrix_units);
+  json.member_integer("calls", row.calls);
+  json.member_integer("kernels", row.kernels);
+  json.member_us("kernel_us", row.kernel_ns);
+  optional_count(json, "flops", row.flops);
+  optional_count(json, "bytes", row.bytes);
+  json.key("tflops");
+  json.optional_number(row.flops ? std::optional<double>(row.tflops()) : std::nullopt);
+  json.key("tb_per_s");
+  json.optional_number(row.bytes ? std::optional<double>(row.tb_per_s()) : std::nullopt);
+  json.key("intensity");
+  json.optional_number(row.intensity());
+  json.key("peak_tflops");
+  json.optional_number(row.peak_tflops > 0 ? std::optional<double>(row.peak_tflops) : std::nullopt);
+  json.key("memory_tb_per_s");
+  json.optional_number(row.memory_tb_per_s > 0 ? std::optional<double>(row.memory_tb_per_s) : std::nullopt);
+  json.member("bound", analysis::to_string(row.bound));
+  json.key("efficiency_pct");
+  json.optional_number(as_percent(row.efficiency));
+  if (rank != nullptr) {
+    json.key("at_clock_pct");
+    json.optional_number(as_percent(efficiency_at_clock(*rank, row)));
+  }
+  json.key("mamf_pct");
+  json.optional_number(as_percent(row.mamf_share));
+  json.member_us("time_lost_us", row.time_lost_ns);
+  json.member_text_or_null("above_roof", row.above_roof);
+  json.key("cache_resident");
+  json.boolean(row.cache_resident);
+}
+
+inline void json_limits(JsonTree& json, const RankReport& rank, std::size_t rows) {
+  json.key("limits");
+  json.begin_object();
+  json.key("mfu");
+  if (rank.mfu) {
+    const analysis::ModelFlopsUtilization& mfu = *rank.mfu;
+    json.begin_object();
+    json.member_number("utilization_pct", 100 * mfu.utilization());
+    json.member_number("achieved_tflops", mfu.achieved_tflops());
+    json.member_number("peak_tflops", mfu.peak_tflops);
+    json.member("precision", analysis::to_string(mfu.precision));
+    json.key("matrix_units");
+    json.boolean(mfu.matrix_units);
+    json.member_integer("devices", static_cast<std::int64_t>(mfu.devices));
+    json.member_integer("flops", static_cast<std::int64_t>(mfu.flops));
+    json.member_us("span_us", mfu.span_ns);
+    json.member_integer("unknown_ops", static_cast<std::int64_t>(mfu.unknown_ops));
+    json.end_object();
+  } else {
+    json.null();
+  }
+  json.key("devices");
+  json.begin_array();
+  for (const analysis::RoofDevice& device : rank.roofline.devices) {
+    json.begin_object();
+    json.member_integer("device", device.device);
+    json.member_text_or_null("name", device.name);
+    json.member_text_or_null("peaks", device.model);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("clocks");
+  json.begin_array();
+  for (const analysis::DeviceClock& clock : rank.clocks) {
+    json.begin_object();
+    json.member_integer("device", clock.device);
+    json.member_integer("readings", static_cast<std::int64_t>(clock.clock_readings));
+    const bool read = clock.clock_readings > 0;
+    json.key("mean_sm_mhz");
+    json.optional_number(read ? std::optional<double>(clock.mean_sm_mhz) : std::nullopt);
+    json.key("min_sm_mhz");
+    json.optional_number(read ? std::optional<double>(clock.min_sm_mhz) : std::nullopt);
+    json.key("max_sm_mhz");
+    json.optional_number(read ? std::optional<double>(clock.max_sm_mhz) : std::nullopt);
+    json.key("boost_mhz");
+    json.optional_number(clock.boost_mhz > 0 ? std::optional<double>(clock.boost_mhz) : std::nullopt);
+    json.key("clock_share_pct");
+    json.optional_number(as_percent(clock.clock_share()));
+    json.key("power_limited_pct");
+    json.optional_number(as_percent(clock.power_limited));
+    json.key("temperature_limited_pct");
+    json.optional_number(as_percent(clock.temperature_limited));
+    json.key("otherwise_limited_pct");
+    json.optional_number(as_percent(clock.otherwise_limited));
+    json.key("mean_power_w");
+    json.optional_number(clock.mean_power_watts);
+    json.end_object();
+  }
+  json.end_array();
+  json.member_us("unknown_device_us", rank.roofline.unknown_device_ns);
+  json.key("ops");
+  json.begin_array();
+  for (std::size_t i = 0; i < rank.roofline.rows.size() && i < rows; ++i) {
+    const analysis::RooflineRow& row = rank.roofline.rows[i];
+    json.begin_object();
+    json.member("op", row.op);
+    json.member("input_dims", row.input_dims);
+    json.member("input_types", row.input_types);
+    json_roof_measure(json, &rank, row);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+}
+
 inline void json_rank(JsonTree& json, const RankReport& rank, const Report& report) {
   json.begin_object();
   json.member_integer("rank", rank.rank);
@@ -509,6 +652,8 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
     json.end_object();
   }
   json.end_array();
+
+  json_limits(json, rank, report.options.top_rows);
 
   json.key("gpu_activities");
   json_duration_rows(json, rank.gpu_summary.gpu_activities, rank.gpu_summary.gpu_activities_ns, report.options.top_rows);

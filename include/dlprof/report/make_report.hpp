@@ -34,9 +34,12 @@
 
 #include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/analysis.hpp"
+#include "dlprof/analysis/device_clock.hpp"
+#include "dlprof/analysis/device_peaks.hpp"
 #include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/idle_threads.hpp"
 #include "dlprof/analysis/recommendations.hpp"
+#include "dlprof/analysis/roofline.hpp"
 #include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/verdict.hpp"
@@ -56,6 +59,9 @@ struct ReportOptions {
   std::size_t top_rows = 10;
   /// Names the input in the report's heading, e.g. the trace files; empty: none.
   std::string title;
+  /// The roofs of every rank's GPUs (dlprof-report --peaks: a GPU dlprof does not know, or other
+  /// figures for one it does); none: each GPU's own from analysis/device_peaks.hpp.
+  std::optional<analysis::DevicePeaks> peaks;
 };
 
 /// The device time of every kernel sharing one name.
@@ -121,6 +127,11 @@ struct RankReport {
   analysis::HostSyncs syncs;             ///< where the host waits for the GPU in the steps
   analysis::SteadyState steady;          ///< the steps that show the steady state, and those left out
   std::vector<MemoryCurve> memory;       ///< by device type, then device
+  /// How far from the limit: every op's row against its roofs, by time lost (the renderers show
+  /// the first top_rows); the model FLOP utilization over the steps; the GPUs' clocks there.
+  analysis::Roofline roofline;
+  std::optional<analysis::ModelFlopsUtilization> mfu;
+  std::vector<analysis::DeviceClock> clocks;
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
   std::uint64_t overflowed_names = 0;    ///< names recorded as "<dlprof: name table full>"
@@ -421,6 +432,9 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     rounds[0].emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
     rounds[0].emplace_back([trace, rank] { rank->syncs = analysis::host_syncs(*trace); });
     rounds[0].emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
+    rounds[0].emplace_back([trace, rank, &options] {
+      rank->roofline = analysis::roofline(*trace, options.peaks ? &*options.peaks : nullptr);
+    });
   }
   for (std::size_t i = 0; i < count; ++i) {
     AnalysedRank* rank = &ranks[i];
@@ -433,6 +447,13 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
         rank->collectives = analysis::summarize_collectives(*trace);
         rank->has_collectives = !rank->collectives.calls.empty();
       });
+    rounds[1].emplace_back([rank, trace, &options] {
+      const std::vector<analysis::StepTime>& steps = rank->report.steps.steps;
+      if (steps.empty()) return;
+      const analysis::DevicePeaks* peaks = options.peaks ? &*options.peaks : nullptr;
+      rank->report.mfu = analysis::model_flops_utilization(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
+      rank->report.clocks = analysis::device_clocks(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
+    });
     rounds[1].emplace_back([rank, trace, attribution] {
       rank->report.steady = analysis::steady_state(*trace, rank->report.steps);
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap,

@@ -21,6 +21,7 @@
 #include "dlprof/analysis/analysis.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/limits.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
 
@@ -276,6 +277,22 @@ inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {
   table.render(out);
 }
 
+/// How far from the limit: MFU, roofs, clocks, and the ops that lost the most time.
+inline void text_limits(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
+  const LimitsSection limits = limits_section(rank, rows);
+  section(out, limits.title);
+  for (const std::string& line : limits.lines) fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
+  if (limits.rows.empty()) return;
+  TextTable table({{limits.headers[0], Align::Left, 28}, {limits.headers[1], Align::Left, 30}, {limits.headers[2], Align::Left},
+                   {limits.headers[3]}, {limits.headers[4]}, {limits.headers[5]}, {limits.headers[6]}, {limits.headers[7]},
+                   {limits.headers[8], Align::Left}, {limits.headers[9]}, {limits.headers[10]}, {limits.headers[11]},
+                   {limits.headers[12]}});
+  for (const std::vector<std::string>& row : limits.rows) table.add_row(row);
+  table.render(out);
+  for (const std::string& note : limits.notes)
+    fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
+}
+
 /// nvprof's summary without its kernels, which the top kernels show: copies, fills and API calls.
 inline void text_nvprof(fmt::memory_buffer& out, const analysis::GpuSummary& summary, std::size_t rows) {
   section(out, "nvprof summary: copies and fills, and API calls (top rows; kernels: the table above)");
@@ -358,6 +375,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   text_idle_threads(out, rank, options.top_rows);
   if (rank.gpu_activity) {
     text_top_kernels(out, rank);
+    if (!rank.roofline.rows.empty()) text_limits(out, rank, options.top_rows);
     text_nvprof(out, rank.gpu_summary, options.top_rows);
     if (!rank.syncs.empty()) text_host_syncs(out, rank.syncs, options.top_rows);
   }
