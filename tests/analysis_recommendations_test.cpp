@@ -237,6 +237,42 @@ TEST(RecommendationsTest, GemmSizesNotMultiplesOfEightAskForPadding) {
             nullptr);
 }
 
+// ---- roofline-driven rules ---------------------------------------------------------------------
+
+/// Three elementwise ops over [64, 1024] on one stream in a layer, then a Tensor Core GEMM.
+dlprof::Trace elementwise_chain(std::string_view third_dims) {
+  const char* types = R"(["float", "float"])";
+  return AnalysisTraceBuilder()
+      .step(1, 0, 1'000'000)
+      .range("nn.Module: MLP_0", 0, 900'000, dlprof::Category::Forward)
+      .op("aten::mul", 1'000, 2'000, 1)
+      .inputs("[[64, 1024], [64, 1024]]", types)
+      .op("aten::add", 3'000, 4'000, 2)
+      .inputs("[[64, 1024], [64, 1024]]", types)
+      .op("aten::gelu", 5'000, 6'000, 3)
+      .inputs(third_dims, types)
+      .op("aten::mm", 7'000, 8'000, 4)
+      .inputs("[[64, 1024], [1024, 1024]]", types)
+      .kernel("vectorized_elementwise_kernel<mul>", 100'000, 200'000, 11, 1)
+      .kernel("vectorized_elementwise_kernel<add>", 200'000, 350'000, 12, 2)
+      .kernel("vectorized_elementwise_kernel<gelu>", 350'000, 450'000, 13, 3)
+      .kernel("sm80_xmma_gemm_f32f32_tf32f32_f32_nn", 450'000, 900'000, 14, 4)
+      .trace();
+}
+
+TEST(RecommendationsTest, ChainsOfElementwiseKernelsOverOneShapeAskForFusion) {
+  const auto found = dlprof::analysis::recommendations(elementwise_chain("[[64, 1024], [64, 1024]]"));
+  const Recommendation* chains = find(found, "elementwise_chains");
+  ASSERT_NE(chains, nullptr) << ::testing::PrintToString(ids(found));
+  EXPECT_THAT(chains->text, HasSubstr("torch.compile"));
+  // 100 + 150 + 100 us run; fused, about the longest, 150 us: 200 us saved.
+  EXPECT_EQ(chains->evidence, "1 chain of 3 kernels in all, 0.200 ms to save by fusing them; the largest: aten::mul -> "
+                              "aten::add -> aten::gelu over [64, 1024] in layer nn.Module: MLP_0: 3 kernels, 0.350 ms");
+  EXPECT_DOUBLE_EQ(chains->impact_ns, 200'000);
+  // A third op over another shape breaks the chain: two kernels are no chain.
+  EXPECT_EQ(find(dlprof::analysis::recommendations(elementwise_chain("[[64, 1], [64, 1]]")), "elementwise_chains"), nullptr);
+}
+
 // ---- GPU utilization -------------------------------------------------------------------------------
 
 dlprof::Trace busy_for(std::int64_t kernel_ns) {

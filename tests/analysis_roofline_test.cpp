@@ -4,12 +4,14 @@
 // shapes above its roof.
 #include <dlprof/analysis/device_clock.hpp>
 #include <dlprof/analysis/kernel_table.hpp>
+#include <dlprof/analysis/recommendations.hpp>
 #include <dlprof/analysis/roofline.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -225,6 +227,19 @@ TEST_F(H200RooflineTest, TheClockTheGpuRanAtTakesTheMatmulFrom72To92PercentOfIts
   EXPECT_NEAR(*clock.at_clock(*mm->efficiency), 0.7204 / (60'795.0 / 39 / 1980), 1e-3);  // 91.5 %
   // torch.profiler's own trace has no NVML readings.
   EXPECT_TRUE(dlprof::analysis::device_clocks(*torch_trace_, begin, end).empty());
+}
+
+TEST_F(H200RooflineTest, Float32MatmulsOnCudaCoresBesideTensorCoreKernelsAskForTf32) {
+  // The H200 trace: 5 float32 4096^3 products on cuBLAS's FFMA kernel while BF16 products use
+  // Tensor Cores.
+  const auto found = dlprof::analysis::recommendations(*torch_trace_);
+  const auto tf32 = std::find_if(found.begin(), found.end(), [](const auto& r) { return r.id == "fp32_matmuls_on_cuda_cores"; });
+  ASSERT_NE(tf32, found.end());
+  EXPECT_THAT(tf32->text, HasSubstr("setAllowTF32CuBLAS(true)"));
+  EXPECT_THAT(tf32->evidence, HasSubstr("17.120 ms of float32 GEMM/conv kernels off Tensor Cores; the longest: aten::mm "
+                                        "[[4096, 4096], [4096, 4096]] (5 calls, 17.120 ms, 40.1 TFLOP/s: 60% of the CUDA "
+                                        "cores' 67 TFLOP/s)"));
+  EXPECT_NEAR(tf32->impact_ns, 17'120'205.0 / 5 / 2, 1.0);  // half their time, over the trace's 5 steps
 }
 
 TEST(DeviceClockTest, MeansAndSharesOfTheReadingsInTheSpan) {

@@ -44,10 +44,10 @@ struct KernelTable {
   std::int64_t unknown_device_ns = 0;
 };
 
-/// The kernel table of `trace`; `peaks` as roofline()'s.
-inline KernelTable kernel_table(const Trace& trace, const DevicePeaks* peaks = nullptr) {
+/// The kernel table of `trace` from its kernels' attribution; `peaks` as roofline()'s.
+inline KernelTable kernel_table(const Trace& trace, const KernelAttribution& attribution,
+                                const DevicePeaks* peaks = nullptr) {
   const auto three = [](const std::uint32_t (&sizes)[3]) { return std::array<std::uint32_t, 3>{sizes[0], sizes[1], sizes[2]}; };
-  const KernelAttribution attribution = kernel_attribution(trace);
   using Key = std::tuple<std::string_view, std::string_view, std::string_view, Direction, std::string_view,
                          std::string_view, std::array<std::uint32_t, 3>, std::array<std::uint32_t, 3>, std::uint32_t>;
   std::map<Key, KernelTableRow> rows;
@@ -86,6 +86,11 @@ inline KernelTable kernel_table(const Trace& trace, const DevicePeaks* peaks = n
     return std::tie(a.time_lost_ns, a.kernel_ns) > std::tie(b.time_lost_ns, b.kernel_ns);
   });
   return table;
+}
+
+/// The kernel table of `trace`; `peaks` as roofline()'s.
+inline KernelTable kernel_table(const Trace& trace, const DevicePeaks* peaks = nullptr) {
+  return kernel_table(trace, kernel_attribution(trace), peaks);
 }
 
 }  // namespace analysis

@@ -15,6 +15,16 @@
 //                         MI100 or later), no Tensor Core (matrix-core) kernel
 //   gemm_dims_not_multiple_of_8  > 10 % of GEMM kernel time in ops with M, N    pad to multiples of 8
 //                         or K not a multiple of 8
+//   fp32_matmuls_on_cuda_cores  float32 matrix products and convolutions on     TF32, or bfloat16 autocast
+//                         the CUDA cores of a GPU with TF32 Tensor Cores
+//                         (compute capability >= 8) while other kernels use
+//                         Tensor Cores (roofline.hpp: their rate against the
+//                         vector units' roof); saves half their time
+//   elementwise_chains    runs of >= 3 memory-bound elementwise kernels          fuse them (torch.compile,
+//                         (flops.hpp's elementwise ops, the norms, softmax,      a fused kernel)
+//                         dropout) back to back on one stream over one shape,
+//                         each re-reading what the last wrote; fused, a run
+//                         costs about its longest kernel
 //   low_gpu_utilization   a GPU busy < 50 % of the steady steps (steady_state.hpp),  larger batch, faster input
 //                         outside graph capture
 //   first_calls           (a note) no steady step, and first calls (context      profile after warm-up
@@ -80,6 +90,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dlprof/analysis/collectives.hpp"
 #include "dlprof/analysis/comm_comp_overlap.hpp"
@@ -87,6 +98,7 @@
 #include "dlprof/analysis/host_syncs.hpp"
 #include "dlprof/analysis/idle_time_breakdown.hpp"
 #include "dlprof/analysis/kernel_attribution.hpp"
+#include "dlprof/analysis/kernel_table.hpp"
 #include "dlprof/analysis/model_patterns.hpp"
 #include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/options.hpp"
@@ -505,14 +517,19 @@ inline bool unfused_attention_is_a_finding(const RuleInputs& in) noexcept {
          percent(static_cast<double>(in.attention.total_ns()), static_cast<double>(in.kernel_ns)) > 15.0;
 }
 
-/// "aten::mm with M=30 N=100 K=64 (c10::Half: rows need multiples of 8)"
+/// " in layer nn.Module: Linear_fc1", or nothing where no layer is known.
+inline std::string in_layer(std::string_view layer) {
+  return layer.empty() ? std::string() : fmt::format(" in layer {}", layer);
+}
+
+/// "aten::mm with M=30 N=100 K=64 (c10::Half: rows need multiples of 8) in layer ..."
 inline std::string describe_gemm(const AttributedKernel& kernel, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                                  std::string_view type, std::uint32_t alignment) {
   if (alignment != 0)
-    return fmt::format("{} with M={} N={} K={} on a kernel for rows aligned to {} element{} (align{})", kernel.op, m, n, k,
-                       alignment, alignment == 1 ? "" : "s", alignment);
-  return fmt::format("{} with M={} N={} K={} ({}: rows need multiples of {})", kernel.op, m, n, k, type,
-                     16 / element_bytes(type));
+    return fmt::format("{} with M={} N={} K={} on a kernel for rows aligned to {} element{} (align{}){}", kernel.op, m, n,
+                       k, alignment, alignment == 1 ? "" : "s", alignment, in_layer(kernel.layer));
+  return fmt::format("{} with M={} N={} K={} ({}: rows need multiples of {}){}", kernel.op, m, n, k, type,
+                     16 / element_bytes(type), in_layer(kernel.layer));
 }
 
 inline void tensor_core_use(const RuleInputs& in, std::vector<Recommendation>& out) {
@@ -624,6 +641,117 @@ inline void unfused_attention_rule(const RuleInputs& in, std::vector<Recommendat
                   attention.blocks, format_ms(static_cast<double>(attention.products_ns)),
                   format_ms(static_cast<double>(attention.softmax_ns)), format_ms(static_cast<double>(in.kernel_ns))),
       "use scaled_dot_product_attention (FlashAttention)", in.per_step(static_cast<double>(attention.softmax_ns))));
+}
+
+/// Float32 matrix products and convolutions left on the CUDA cores of a GPU whose Tensor Cores
+/// run TF32 (compute capability 8 and later) while other kernels use Tensor Cores: TF32 or a
+/// bfloat16 autocast region moves them to the Tensor Cores, whose TF32 roof is several times the
+/// CUDA cores' FP32 one. Without any Tensor Core kernel fp32_without_tensor_cores says so instead.
+/// Half of their time is saved, the convention for time a change speeds up.
+inline void fp32_matmuls_on_cuda_cores(const RuleInputs& in, const DevicePeaks* peaks, std::vector<Recommendation>& out) {
+  if (in.units != MatrixUnits::TensorCores || in.compute_major < 8) return;
+  const KernelTable table = kernel_table(in.trace, in.kernels, peaks);
+  if (std::none_of(table.rows.begin(), table.rows.end(), [](const KernelTableRow& row) { return row.matrix_units; })) return;
+  std::int64_t fp32_ns = 0;
+  const KernelTableRow* largest = nullptr;
+  for (const KernelTableRow& row : table.rows) {
+    if (row.matrix_units || row.precision != Precision::FP32 || !is_tensor_core_eligible_op(row.op)) continue;
+    fp32_ns += row.kernel_ns;
+    if (largest == nullptr || row.kernel_ns > largest->kernel_ns) largest = &row;
+  }
+  if (largest == nullptr) return;
+  std::string rate;
+  if (largest->efficiency)
+    rate = fmt::format(", {:.1f} TFLOP/s: {:.0f}% of the CUDA cores' {} TFLOP/s", largest->tflops(),
+                       100 * *largest->efficiency, largest->peak_tflops);
+  out.push_back(in.finding(
+      "fp32_matmuls_on_cuda_cores",
+      "Matrix products or convolutions run in float32 on the CUDA cores while the GPU's Tensor Cores, which run "
+      "them as TF32 at several times the rate, serve other kernels: allow TF32 "
+      "(at::globalContext().setAllowTF32CuBLAS(true) and setAllowTF32CuDNN(true); "
+      "torch.backends.cuda.matmul.allow_tf32 = True), or run them in a bfloat16 autocast region.",
+      fmt::format("{} of float32 GEMM/conv kernels off Tensor Cores; the longest: {} {}{} ({} calls, {}{})",
+                  format_ms(static_cast<double>(fp32_ns)), largest->op, largest->input_dims, in_layer(largest->layer),
+                  largest->calls, format_ms(static_cast<double>(largest->kernel_ns)), rate),
+      "allow TF32 or autocast to bfloat16", in.per_step(static_cast<double>(fp32_ns)) / 2));
+}
+
+/// Ops whose kernels only stream memory: elementwise arithmetic and activations (flops.hpp), the
+/// norms, softmax and dropout.
+inline bool is_memory_bound_elementwise(std::string_view op) noexcept {
+  using dlprof::detail::flops::is_elementwise;
+  using dlprof::detail::flops::kPerElementOps;
+  using dlprof::detail::flops::layout_of;
+  return is_elementwise(op) || layout_of(kPerElementOps, op) != nullptr;
+}
+
+/// Runs of memory-bound elementwise kernels launched one after another on one stream, each by its
+/// own op over the same shape: each reads back what the one before wrote. One fused kernel moves
+/// the data once, and takes about as long as the run's longest kernel.
+inline void elementwise_chains(const RuleInputs& in, std::vector<Recommendation>& out) {
+  constexpr std::size_t kMinRun = 3;
+  std::vector<const AttributedKernel*> kernels;
+  for (const AttributedKernel& kernel : in.kernels.kernels)
+    if (kernel.work->kind == GpuEventKind::Kernel) kernels.push_back(&kernel);
+  // By stream, then start: a run is consecutive on its stream.
+  std::stable_sort(kernels.begin(), kernels.end(), [](const AttributedKernel* a, const AttributedKernel* b) {
+    return std::tie(a->work->device, a->work->stream, a->work->start_ns) <
+           std::tie(b->work->device, b->work->stream, b->work->start_ns);
+  });
+  std::int64_t saved_ns = 0;
+  std::size_t runs = 0;
+  std::size_t run_kernels = 0;
+  std::string example;
+  std::int64_t example_ns = 0;
+  const auto output_shape = [](std::string_view dims) {  // the first input's shape stands for the run's
+    const std::size_t end = dims.find(']');
+    return end == std::string_view::npos ? dims : dims.substr(0, end + 1);
+  };
+  const auto close_run = [&](std::size_t begin, std::size_t end) {
+    if (end - begin < kMinRun) return;
+    std::int64_t total = 0;
+    std::int64_t longest = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+      total += kernels[i]->duration_ns;
+      longest = std::max(longest, kernels[i]->duration_ns);
+    }
+    saved_ns += total - longest;
+    ++runs;
+    run_kernels += end - begin;
+    if (total - longest > example_ns) {
+      example_ns = total - longest;
+      std::vector<std::string_view> ops;
+      for (std::size_t i = begin; i < end && ops.size() < 6; ++i) ops.push_back(kernels[i]->op);
+      example = fmt::format("{}{} over {}{}: {} kernels, {}", fmt::join(ops, " -> "), end - begin > ops.size() ? " -> ..." : "",
+                            output_shape(kernels[begin]->input_dims).substr(1), in_layer(kernels[begin]->layer), end - begin,
+                            format_ms(static_cast<double>(total)));
+    }
+  };
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i <= kernels.size(); ++i) {
+    const bool continues =
+        i < kernels.size() && !kernels[i]->tensor_cores && is_memory_bound_elementwise(kernels[i]->op) &&
+        !kernels[i]->input_dims.empty() &&
+        (i == begin || (kernels[i]->work->stream == kernels[i - 1]->work->stream &&
+                        kernels[i]->work->device == kernels[i - 1]->work->device &&
+                        output_shape(kernels[i]->input_dims) == output_shape(kernels[begin]->input_dims)));
+    if (continues) continue;
+    close_run(begin, i);
+    // This kernel may start the next run.
+    begin = i < kernels.size() && !kernels[i]->tensor_cores && is_memory_bound_elementwise(kernels[i]->op) &&
+                    !kernels[i]->input_dims.empty()
+                ? i
+                : i + 1;
+  }
+  if (runs == 0) return;
+  out.push_back(in.finding(
+      "elementwise_chains",
+      "Elementwise kernels run in chains over the same tensors, each reading back from memory what the one before "
+      "wrote; they are bound by memory, not arithmetic: fuse each chain into one kernel (torch.compile, or a fused "
+      "op such as a fused bias-activation or a fused norm), which reads the inputs once and writes the result once.",
+      fmt::format("{} chain{} of {} kernels in all, {} to save by fusing them; the largest: {}", runs, runs == 1 ? "" : "s",
+                  run_kernels, format_ms(static_cast<double>(saved_ns)), example),
+      "fuse elementwise chains (torch.compile)", in.per_step(static_cast<double>(saved_ns))));
 }
 
 /// Kernels that only convert dtypes above 10 % of kernel time. Half of them go once weights and
@@ -1326,16 +1454,20 @@ inline void exposed_communication(const CollectiveAnalysis& collectives, std::ve
 
 /// The findings of one trace (one rank) from its analyses, which a caller that has them (make_report)
 /// gives so that none is computed twice.
+/// `peaks` stands for the roofs of every GPU of the trace (dlprof-report --peaks); null: each
+/// GPU's own (device_peaks.hpp).
 inline std::vector<Recommendation> recommendations(const Trace& trace, const StepBreakdown& steps,
                                                    const KernelAttribution& kernels, const CommCompOverlap& overlap,
                                                    const IdleTimeBreakdown& idle, const HostSyncs& syncs,
-                                                   const SteadyState& steady) {
+                                                   const SteadyState& steady, const DevicePeaks* peaks = nullptr) {
   const detail::RuleInputs in(trace, steps, kernels, overlap, steady);
   std::vector<Recommendation> out;
   detail::dataloader_bound(in, out);
   detail::host_to_device_copies(in, out);
   detail::layout_transposes(in, out);
   detail::tensor_core_use(in, out);
+  detail::fp32_matmuls_on_cuda_cores(in, peaks, out);
+  detail::elementwise_chains(in, out);
   detail::unfused_attention_rule(in, out);
   detail::dtype_casts(in, out);
   detail::dominant_custom_kernel_rule(in, out);

@@ -454,10 +454,11 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       rank->report.mfu = analysis::model_flops_utilization(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
       rank->report.clocks = analysis::device_clocks(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
     });
-    rounds[1].emplace_back([rank, trace, attribution] {
+    rounds[1].emplace_back([rank, trace, attribution, &options] {
       rank->report.steady = analysis::steady_state(*trace, rank->report.steps);
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap,
-                                                 rank->report.hta.idle_time, rank->report.syncs, rank->report.steady);
+                                                 rank->report.hta.idle_time, rank->report.syncs, rank->report.steady,
+                                                 options.peaks ? &*options.peaks : nullptr);
     });
   }
   run_in_rounds(rounds, parallel);
