@@ -6,6 +6,10 @@
 //                              what bench/hta_comparison.py sets against HTA's load + temporal +
 //                              kernel-type breakdown
 //   BM_analyze/<set>           the analyses alone, on a trace already loaded
+//   BM_roofline/<set>          of those, how far from the limit: the ops' roofline, the MFU and the
+//                              GPUs' clocks over the steps (the report's section)
+//   BM_kernel_table/<set>      dlprof-report --kernels' work after reading: every kernel tied to
+//                              its op and layer, grouped, and judged against the roofs
 //
 // "All analyses": dlprof::make_report, what dlprof-report and prof.report() print: key averages,
 // nvprof's GPU activities and API calls, TensorBoard's step breakdown and GPU summary, HTA's five
@@ -30,6 +34,9 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <dlprof/analysis/device_clock.hpp>
+#include <dlprof/analysis/kernel_table.hpp>
+#include <dlprof/analysis/roofline.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
 #include "reference_traces.hpp"
@@ -78,6 +85,23 @@ void BM_analyze(benchmark::State& state, const ReferenceTrace& set) {
   set_rate(state, json_bytes(path));
 }
 
+void BM_roofline(benchmark::State& state, const ReferenceTrace& set) {
+  const dlprof::Trace trace = dlprof::read_trace(first_file(set.directory));
+  const dlprof::analysis::StepBreakdown steps = dlprof::analysis::step_breakdown(trace);
+  const std::int64_t begin = steps.steps.empty() ? trace.window_start_ns : steps.steps.front().start_ns;
+  const std::int64_t end = steps.steps.empty() ? trace.window_end_ns : steps.steps.back().end_ns;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(dlprof::analysis::roofline(trace).rows.size());
+    benchmark::DoNotOptimize(dlprof::analysis::model_flops_utilization(trace, begin, end).has_value());
+    benchmark::DoNotOptimize(dlprof::analysis::device_clocks(trace, begin, end).size());
+  }
+}
+
+void BM_kernel_table(benchmark::State& state, const ReferenceTrace& set) {
+  const dlprof::Trace trace = dlprof::read_trace(first_file(set.directory));
+  for (auto _ : state) benchmark::DoNotOptimize(dlprof::analysis::kernel_table(trace).rows.size());
+}
+
 int peak_rss(const std::string& path) {
   const dlprof::Trace trace = dlprof::read_trace(path);
   const std::size_t results = analyze(trace);
@@ -102,6 +126,12 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     benchmark::RegisterBenchmark(fmt::format("BM_analyze/{}", set.label).c_str(), BM_analyze, set)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(fmt::format("BM_roofline/{}", set.label).c_str(), BM_roofline, set)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(fmt::format("BM_kernel_table/{}", set.label).c_str(), BM_kernel_table, set)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

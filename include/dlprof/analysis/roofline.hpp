@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/analysis/detail/op_costs.hpp"
+#include "dlprof/analysis/detail/per_name.hpp"
 #include "dlprof/analysis/device_peaks.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
@@ -233,20 +234,29 @@ struct OpKernels {
 /// carrying its External id), in trace order.
 template <class Visit>
 void for_each_op_with_kernels(const Trace& trace, Visit&& visit) {
+  // Only the kernels of ops with inputs are summed, each name classified once: a trace without
+  // record_shapes costs a scan of its events.
   std::unordered_map<std::uint64_t, OpKernels> kernels_of;
+  for (const TraceEvent& event : trace.events)
+    if (event.kind == EventKind::Op && event.inputs != TraceEvent::kNoInputs && event.external_id != 0)
+      kernels_of.emplace(event.external_id, OpKernels{});
+  if (kernels_of.empty()) return;
+  PerName<bool> matrix_units(trace, uses_tensor_cores);
+  PerName<bool> reduced_fp32(trace, names_reduced_fp32);
   for (const GpuEvent& work : trace.gpu_events) {
     if (work.kind != GpuEventKind::Kernel || work.external_id == 0) continue;
-    OpKernels& kernels = kernels_of[work.external_id];
-    const std::string_view name = trace.names[work.name];
+    const auto found = kernels_of.find(work.external_id);
+    if (found == kernels_of.end()) continue;
+    OpKernels& kernels = found->second;
     if (kernels.count++ == 0) kernels.device = work.device;
     kernels.kernel_ns += work.duration_ns();
-    kernels.matrix_units = kernels.matrix_units || uses_tensor_cores(name);
-    kernels.reduced_fp32 = kernels.reduced_fp32 || names_reduced_fp32(name);
+    kernels.matrix_units = kernels.matrix_units || matrix_units(work.name);
+    kernels.reduced_fp32 = kernels.reduced_fp32 || reduced_fp32(work.name);
   }
   for (const TraceEvent& event : trace.events) {
     if (event.kind != EventKind::Op || event.inputs == TraceEvent::kNoInputs || event.external_id == 0) continue;
     const auto found = kernels_of.find(event.external_id);
-    if (found != kernels_of.end()) visit(event, found->second);
+    if (found != kernels_of.end() && found->second.count > 0) visit(event, found->second);
   }
 }
 
