@@ -117,6 +117,7 @@ inline std::string render_kernel_table_text(const std::vector<RankKernelTable>& 
     columns[0].max_width = 32;
     columns[1].max_width = 28;
     columns[3].max_width = 30;
+    columns[5].max_width = KernelTotal::kShortNameWidth;
     detail::TextTable table(std::move(columns));
     const std::size_t shown = row_limit == 0 ? rank.table.rows.size() : std::min(row_limit, rank.table.rows.size());
     for (std::size_t i = 0; i < shown; ++i) {
