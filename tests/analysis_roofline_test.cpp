@@ -31,6 +31,8 @@ const RooflineRow* row_of(const dlprof::analysis::Roofline& result, std::string_
     if (row.op == op && row.input_dims == dims && row.matrix_units == matrix_units) return &row;
   return nullptr;
 }
+// A row points into its roofline, which must outlive it.
+const RooflineRow* row_of(dlprof::analysis::Roofline&&, std::string_view, std::string_view, bool) = delete;
 
 Trace read_h200_trace(std::string_view file) {
   return dlprof::read_trace(std::string(DLPROF_TEST_DATA_DIR) + "/h200/" + std::string(file));
@@ -131,7 +133,8 @@ TEST_F(H200RooflineTest, TheBigAddIsMemoryBoundAtNinetyTwoPercentOfHbm) {
 TEST_F(H200RooflineTest, AGatherByAnExpandedIndexIsMemoryBoundOnceItsStridesAreKnown) {
   // gather(table [50304, 4096] bf16, 0, index [16384, 1] expanded to [16384, 4096]): with the
   // strides, the index's 16384 longs are read, and 2 x 16384 x 4096 bf16 gathered and written.
-  const RooflineRow* gather = row_of(roofline(*torch_trace_), "aten::gather",
+  const auto torch_rows = roofline(*torch_trace_);
+  const RooflineRow* gather = row_of(torch_rows, "aten::gather",
                                      "[[50304, 4096], [], [16384, 4096], [], [16384, 4096]]", false);
   ASSERT_NE(gather, nullptr);
   EXPECT_EQ(gather->calls, 5);
@@ -144,7 +147,8 @@ TEST_F(H200RooflineTest, AGatherByAnExpandedIndexIsMemoryBoundOnceItsStridesAreK
   EXPECT_LT(*gather->efficiency, 1.0);
   // dlprof's observer records no strides: the expanded index counts whole, 8 x 16384 x 4096
   // bytes more, and the figure passes the roof: flagged, not given an efficiency.
-  const RooflineRow* whole = row_of(roofline(*trace_), "aten::gather",
+  const auto dlprof_rows = roofline(*trace_);
+  const RooflineRow* whole = row_of(dlprof_rows, "aten::gather",
                                     "[[50304, 4096], [], [16384, 4096], [], [16384, 4096]]", false);
   ASSERT_NE(whole, nullptr);
   EXPECT_EQ(whole->bytes, 5ull * (8 * 16384 * 4096 + 2 * 2 * 16384 * 4096));
@@ -222,7 +226,8 @@ TEST_F(H200RooflineTest, TheClockTheGpuRanAtTakesTheMatmulFrom72To92PercentOfIts
   EXPECT_EQ(clock.temperature_limited, 0.0);
   ASSERT_TRUE(clock.mean_power_watts.has_value());
   EXPECT_DOUBLE_EQ(*clock.clock_share(), 60'795.0 / 39 / 1980);
-  const RooflineRow* mm = row_of(roofline(*trace_), "aten::mm", "[[8192, 8192], [8192, 8192]]", true);
+  const auto rows = roofline(*trace_);
+  const RooflineRow* mm = row_of(rows, "aten::mm", "[[8192, 8192], [8192, 8192]]", true);
   ASSERT_NE(mm, nullptr);
   EXPECT_NEAR(*clock.at_clock(*mm->efficiency), 0.7204 / (60'795.0 / 39 / 1980), 1e-3);  // 91.5 %
   // torch.profiler's own trace has no NVML readings.
@@ -235,8 +240,8 @@ TEST_F(H200RooflineTest, Float32MatmulsOnCudaCoresBesideTensorCoreKernelsAskForT
   const auto found = dlprof::analysis::recommendations(*torch_trace_);
   const auto tf32 = std::find_if(found.begin(), found.end(), [](const auto& r) { return r.id == "fp32_matmuls_on_cuda_cores"; });
   ASSERT_NE(tf32, found.end());
-  EXPECT_THAT(tf32->text, HasSubstr("setAllowTF32CuBLAS(true)"));
-  EXPECT_THAT(tf32->evidence, HasSubstr("17.120 ms of float32 GEMM/conv kernels off Tensor Cores; the longest: aten::mm "
+  EXPECT_THAT(tf32->text, testing::HasSubstr("setAllowTF32CuBLAS(true)"));
+  EXPECT_THAT(tf32->evidence, testing::HasSubstr("17.120 ms of float32 GEMM/conv kernels off Tensor Cores; the longest: aten::mm "
                                         "[[4096, 4096], [4096, 4096]] (5 calls, 17.120 ms, 40.1 TFLOP/s: 60% of the CUDA "
                                         "cores' 67 TFLOP/s)"));
   EXPECT_NEAR(tf32->impact_ns, 17'120'205.0 / 5 / 2, 1.0);  // half their time, over the trace's 5 steps
@@ -282,7 +287,8 @@ TEST(RooflineTest, DataACallMovesThatFitsInTheCacheIsNoCountingError) {
   // A PyTorch 2.11 transformer's in-place add of two [3, 256, 16, 512] bf16 tensors: 37.7 MB a
   // call, under the H200's 50 MB L2, moved at more than HBM's 4.8 TB/s.
   const Trace trace = read_h200_trace("pt2.11-transformer.pt.trace.json.gz");
-  const RooflineRow* add = row_of(roofline(trace), "aten::add_", "[[3, 256, 16, 512], [3, 256, 16, 512], []]", false);
+  const auto rows = roofline(trace);
+  const RooflineRow* add = row_of(rows, "aten::add_", "[[3, 256, 16, 512], [3, 256, 16, 512], []]", false);
   ASSERT_NE(add, nullptr);
   EXPECT_EQ(*add->bytes / static_cast<std::uint64_t>(add->calls), 3ull * 3 * 256 * 16 * 512 * 2);
   EXPECT_GT(add->tb_per_s(), 4.8);
