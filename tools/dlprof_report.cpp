@@ -152,17 +152,16 @@ std::size_t parse_window(std::string_view text) {
 
 /// --peaks: the text of a file, where `value` names one (it has no '='), else the pairs inline.
 dlprof::analysis::DevicePeaks parse_peaks(std::string_view value) {
+  constexpr std::uint64_t kMaxPeaksFileBytes = 1 << 20;
   std::string text(value);
   if (value.find('=') == std::string_view::npos) {
-    std::FILE* file = std::fopen(text.c_str(), "rb");
-    if (file == nullptr)
+    try {
+      const auto bytes = dlprof::detail::reader::read_file(text, kMaxPeaksFileBytes);
+      text.assign(bytes.data(), bytes.size());
+    } catch (const dlprof::detail::reader::FileFailure& failure) {
       throw UsageError(fmt::format("--peaks '{}': no key=value pairs, and no file to read them from: {}",
-                                   dlprof::detail::terminal_text(value), std::strerror(errno)));
-    text.clear();
-    char buffer[4096];
-    std::size_t read = 0;
-    while ((read = std::fread(buffer, 1, sizeof buffer, file)) > 0 && text.size() < (1U << 20)) text.append(buffer, read);
-    std::fclose(file);
+                                   dlprof::detail::terminal_text(value), failure.message));
+    }
   }
   try {
     return dlprof::analysis::parse_device_peaks(text);

@@ -727,21 +727,19 @@ inline void elementwise_chains(const RuleInputs& in, std::vector<Recommendation>
                             format_ms(static_cast<double>(total)));
     }
   };
+  const auto eligible = [&](std::size_t i) {
+    return i < kernels.size() && !kernels[i]->tensor_cores && !kernels[i]->input_dims.empty() &&
+           is_memory_bound_elementwise(kernels[i]->op);
+  };
   std::size_t begin = 0;
   for (std::size_t i = 0; i <= kernels.size(); ++i) {
-    const bool continues =
-        i < kernels.size() && !kernels[i]->tensor_cores && is_memory_bound_elementwise(kernels[i]->op) &&
-        !kernels[i]->input_dims.empty() &&
-        (i == begin || (kernels[i]->work->stream == kernels[i - 1]->work->stream &&
-                        kernels[i]->work->device == kernels[i - 1]->work->device &&
-                        output_shape(kernels[i]->input_dims) == output_shape(kernels[begin]->input_dims)));
+    const bool continues = eligible(i) && (i == begin || (kernels[i]->work->stream == kernels[i - 1]->work->stream &&
+                                                          kernels[i]->work->device == kernels[i - 1]->work->device &&
+                                                          output_shape(kernels[i]->input_dims) ==
+                                                              output_shape(kernels[begin]->input_dims)));
     if (continues) continue;
     close_run(begin, i);
-    // This kernel may start the next run.
-    begin = i < kernels.size() && !kernels[i]->tensor_cores && is_memory_bound_elementwise(kernels[i]->op) &&
-                    !kernels[i]->input_dims.empty()
-                ? i
-                : i + 1;
+    begin = eligible(i) ? i : i + 1;  // this kernel may start the next run
   }
   if (runs == 0) return;
   out.push_back(in.finding(
