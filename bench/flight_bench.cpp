@@ -10,6 +10,8 @@
 //       block is not counted. Counters: bare_ms and flight_ms (means of the counted steps),
 //       overhead_pct = (flight_ms - bare_ms) / bare_ms, and the same from the medians
 //       (overhead_p50_pct), which a step slowed by the host moves less.
+//   cpu_demo/paired_thread_cpu/W   the same, with a flight recorder that reads each recording
+//       thread's CPU time at every step() against one that does not (BM_paired_thread_cpu).
 //   cpu_demo/flight_recorder_rss/literal_names:0|1   10,000 steps (batch 32, two loader workers)
 //       with the recorder on: resident memory after 100 steps (rss_start_kb), after 1,000, 5,000
 //       and 10,000 (rss_end_kb), the growth from the first to the last (rss_growth_kb), and the
@@ -119,6 +121,73 @@ void BM_paired_flight_recorder(benchmark::State& state) {
   if (trace == nullptr || trace->dropped_events != 0) state.SkipWithError("the rings dropped events");
 }
 BENCHMARK(BM_paired_flight_recorder)->Name("cpu_demo/paired_flight_recorder")->Arg(20)->UseManualTime()
+    ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+/// Per-step reading of each recording thread's CPU time (ProfilerOptions::thread_cpu), in the
+/// same run as without it: blocks of `block` steps of the demo (batch 128, two loader workers)
+/// under a flight recorder that reads the threads at each step() alternate with blocks under one
+/// that does not. Counters: with_ms and without_ms (mean steps), overhead_pct and
+/// overhead_p50_pct as above; reading_us, one reading of every recording thread timed on its own
+/// between the blocks, threads (how many it read), and reading_pct = reading_us over the mean
+/// step without readings, the figure the step pays.
+void BM_paired_thread_cpu(benchmark::State& state) {
+  const auto block = static_cast<int>(state.range(0));
+  CpuDemo cpu(/*batch_size=*/128, /*workers=*/2);
+  dlprof::Profiler with_readings(flight_recorder().thread_cpu(true));
+  dlprof::Profiler without_readings(flight_recorder().thread_cpu(false));
+  dlprof::detail::ThreadCpuSampler sampler;
+  std::vector<double> with_ms, without_ms, reading_us;
+  int number = 0;
+  int in_block = block;
+  bool reading = false;
+  for (auto _ : state) {
+    if (in_block == block) {
+      (reading ? with_readings : without_readings).stop();
+      reading = !reading;
+      (reading ? with_readings : without_readings).start();
+      in_block = 0;
+      for (int i = 0; i < 20; ++i) {
+        const Clock::time_point begin = Clock::now();
+        sampler.sample(i);
+        reading_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - begin).count());
+      }
+      sampler.clear();
+    }
+    const Clock::time_point begin = Clock::now();
+    cpu.step(number++, /*literal_name=*/true);
+    (reading ? with_readings : without_readings).step();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+    state.SetIterationTime(elapsed);
+    if (in_block++ != 0) (reading ? with_ms : without_ms).push_back(elapsed * 1e3);
+  }
+  if (!reading) {  // the readings of the last steps, from a recorder that takes them
+    without_readings.stop();
+    with_readings.start();
+    cpu.step(number++, /*literal_name=*/true);
+    with_readings.step();
+  }
+  if (!with_readings.dump("end of benchmark")) state.SkipWithError("the flight recorder did not dump");
+  const auto trace = with_readings.last_trace();
+  with_readings.stop();
+  without_readings.stop();
+  if (with_ms.empty() || without_ms.empty() || reading_us.empty()) return;
+  state.counters["with_ms"] = mean(with_ms);
+  state.counters["without_ms"] = mean(without_ms);
+  state.counters["overhead_pct"] = 100 * (mean(with_ms) - mean(without_ms)) / mean(without_ms);
+  state.counters["overhead_p50_pct"] = 100 * (median(with_ms) - median(without_ms)) / median(without_ms);
+  state.counters["reading_us"] = median(reading_us);
+  state.counters["reading_pct"] = 100 * median(reading_us) / 1e3 / mean(without_ms);
+  std::size_t threads = 0;
+  if (trace != nullptr) {
+    std::vector<std::uint32_t> seen;
+    for (const dlprof::ThreadCpuSample& sample : trace->thread_cpu)
+      if (std::find(seen.begin(), seen.end(), sample.thread) == seen.end()) seen.push_back(sample.thread);
+    threads = seen.size();
+  }
+  state.counters["threads"] = static_cast<double>(threads);
+  if (threads < 3) state.SkipWithError("the recorder did not read the training thread and both loader threads");
+}
+BENCHMARK(BM_paired_thread_cpu)->Name("cpu_demo/paired_thread_cpu")->Arg(20)->UseManualTime()
     ->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 std::size_t resident_kb() {

@@ -60,6 +60,9 @@ class SyntheticMnist : public torch::data::datasets::Dataset<SyntheticMnist> {
   explicit SyntheticMnist(std::size_t examples) : examples_(examples) {}
 
   torch::data::Example<> get(std::size_t index) override {
+    // A range of the DataLoader category: the report counts the worker threads that run it as
+    // loader threads, and shows how evenly they share the loading.
+    DLPROF_RANGE("SyntheticMnist::get", dlprof::Category::DataLoader);
     const auto label = static_cast<int>(index % kClasses);
     std::uint64_t state = 0x9E3779B97F4A7C15ull * (index + 1);
     const auto uniform = [&state] {  // xorshift64*: the example depends on its index alone

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <dlprof/analysis/options.hpp>
@@ -176,8 +177,24 @@ class AnalysisTraceBuilder {
     return *this;
   }
 
+  /// Another thread; its index is the next of Trace::threads (main is 0, backward 1).
+  AnalysisTraceBuilder& thread(std::int64_t os_tid, std::string name) {
+    trace_.threads.push_back(dlprof::ThreadInfo{os_tid, std::move(name)});
+    return *this;
+  }
+  /// A reading of a thread's CPU time and run-queue wait (-1: not known).
+  AnalysisTraceBuilder& cpu_reading(std::uint32_t thread, std::int64_t time, std::int64_t cpu_ns,
+                                    std::int64_t run_delay_ns = -1) {
+    trace_.thread_cpu.push_back(dlprof::ThreadCpuSample{time, cpu_ns, run_delay_ns, thread});
+    return *this;
+  }
+
   dlprof::Trace trace() const {
     dlprof::Trace out = trace_;
+    std::stable_sort(out.thread_cpu.begin(), out.thread_cpu.end(),
+                     [](const dlprof::ThreadCpuSample& a, const dlprof::ThreadCpuSample& b) {
+                       return std::make_tuple(a.thread, a.time_ns) < std::make_tuple(b.thread, b.time_ns);
+                     });
     std::stable_sort(out.events.begin(), out.events.end(), [](const dlprof::TraceEvent& a, const dlprof::TraceEvent& b) {
       return std::make_tuple(a.thread, a.start_ns, -a.end_ns) < std::make_tuple(b.thread, b.start_ns, -b.end_ns);
     });

@@ -470,8 +470,10 @@ TEST(ChromeTraceTest, TimesReproduceEveryEventsNanosecondsThroughTheBase) {
   const json document = json::parse(chrome_text(*trace));
   const std::int64_t base = document.at("baseTimeNanoseconds").get<std::int64_t>();
   const std::vector<json> events = non_metadata_events(document);
-  // Events are written in the Trace's order, then Record Window End.
-  ASSERT_EQ(events.size(), trace->events.size() + 1);
+  // Events are written in the Trace's order, then the threads' CPU readings, then Record Window End.
+  ASSERT_EQ(events.size(), trace->events.size() + trace->thread_cpu.size() + 1);
+  for (std::size_t i = 0; i < trace->thread_cpu.size(); ++i)
+    EXPECT_EQ(base + to_ns(events[trace->events.size() + i].at("ts")), trace->thread_cpu[i].time_ns) << i;
   for (std::size_t i = 0; i < trace->events.size(); ++i) {
     const dlprof::TraceEvent& expected = trace->events[i];
     EXPECT_EQ(events[i].at("name"), std::string(trace->name_of(expected)));
@@ -532,7 +534,12 @@ TEST(ChromeTraceTest, RangesAndStepsAreUserAnnotationSlicesOnTheRecordingThread)
 TEST(ChromeTraceTest, EvIdxIsEachEventsIndexInTheTrace) {
   const auto trace = record_ranges_and_steps();
   ASSERT_NE(trace, nullptr);
-  const std::vector<json> events = non_metadata_events(json::parse(chrome_text(*trace)));
+  std::vector<json> events = non_metadata_events(json::parse(chrome_text(*trace)));
+  // The threads' CPU-time tracks are readings, not events of the trace: they have no index.
+  events.erase(std::remove_if(events.begin(), events.end(), [](const json& e) {
+                 return e.value("name", "").rfind(dlprof::kineto::name::kThreadCpuPrefix, 0) == 0;
+               }),
+               events.end());
   for (std::size_t i = 0; i + 1 < events.size(); ++i) EXPECT_EQ(events[i].at("args").at("Ev Idx"), i);
 }
 
@@ -612,7 +619,9 @@ TEST(ChromeTraceTest, CountersAndMarksFromAProfiledWindow) {
   ASSERT_NE(trace, nullptr);
   const json document = json::parse(chrome_text(*trace));
 
-  const auto counters = events_where(document, [](const json& e) { return e.at("ph") == "C"; });
+  const auto counters = events_where(document, [](const json& e) {
+    return e.at("ph") == "C" && e.at("name").get<std::string>().rfind(dlprof::kineto::name::kThreadCpuPrefix, 0) != 0;
+  });
   ASSERT_EQ(counters.size(), 2u);
   std::multiset<double> values;
   for (const json& sample : counters) {

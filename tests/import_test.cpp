@@ -1025,6 +1025,69 @@ TEST(ImportRoundTripTest, NonFiniteCounterSamplesRoundTrip) {
   EXPECT_EQ(find_event(bare, "norm")->value, -std::numeric_limits<double>::infinity());
 }
 
+// Each thread's CPU-time track: written as shares of the time to the next reading, read back as
+// readings whose differences are the written ones, to the nanosecond; a run-queue wait not known
+// stays unknown, and the drop count travels.
+TEST(ImportRoundTripTest, ThreadCpuTracksReadBackAsTheirReadings) {
+  Trace written;
+  written.window_start_ns = 1'716'423'322'000'000'000;
+  written.window_end_ns = written.window_start_ns + 30'000'000;
+  written.pid = 7;
+  written.threads = {dlprof::ThreadInfo{7, "main"}, dlprof::ThreadInfo{9, "loader-0"}};
+  const std::int64_t t0 = written.window_start_ns;
+  written.thread_cpu = {{t0, 5'000'000'123, 40'000, 0},
+                        {t0 + 10'000'000, 5'007'000'123, 1'040'000, 0},
+                        {t0 + 30'000'000, 5'012'333'333, 1'540'001, 0},
+                        {t0 + 1'000, 17, -1, 1},
+                        {t0 + 20'001'000, 3'000'017, -1, 1}};
+  written.dropped_thread_cpu_readings = 3;
+  TempDir dir;
+  const std::string path = (dir.path() / "cpu.pt.trace.json").string();
+  dlprof::save_chrome_trace(written, path);
+  std::ifstream file(path);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr(R"x("name": "Thread CPU: thread 9 (loader-0)", "pid": 7, "tid": 9)x"));
+  EXPECT_THAT(text, HasSubstr(R"x("args": {"running (%)": 70, "waiting for a CPU (%)": 10})x"));
+  dlprof::ReadOptions strict;
+  strict.strict = true;
+  for (const Trace& read : {dlprof::read_trace(path), dlprof::read_trace(path, strict)}) {
+    EXPECT_TRUE(read.read_result.empty());
+    EXPECT_EQ(read.dropped_thread_cpu_readings, 3u);
+    EXPECT_EQ(count_events(read, EventKind::Counter), 0u) << "the tracks are readings, not counters";
+    ASSERT_EQ(read.thread_cpu.size(), written.thread_cpu.size());
+    for (std::size_t i = 0; i < read.thread_cpu.size(); ++i) {
+      const dlprof::ThreadCpuSample& got = read.thread_cpu[i];
+      const dlprof::ThreadCpuSample& want = written.thread_cpu[i];
+      EXPECT_EQ(got.time_ns, want.time_ns) << i;
+      EXPECT_EQ(read.threads[got.thread].os_tid, written.threads[want.thread].os_tid) << i;
+      const bool first = i == 0 || written.thread_cpu[i - 1].thread != want.thread;
+      if (first) continue;
+      const dlprof::ThreadCpuSample& before = written.thread_cpu[i - 1];
+      EXPECT_EQ(got.cpu_ns - read.thread_cpu[i - 1].cpu_ns, want.cpu_ns - before.cpu_ns) << i;
+      if (want.run_delay_ns < 0)
+        EXPECT_EQ(got.run_delay_ns, -1) << i;
+      else
+        EXPECT_EQ(got.run_delay_ns - read.thread_cpu[i - 1].run_delay_ns, want.run_delay_ns - before.run_delay_ns) << i;
+    }
+  }
+}
+
+// A CPU-time track another writer got wrong: a share that is no number or is negative is noted
+// and left out, never fatal, and strict reading refuses it by name.
+TEST(ImportLenientTest, ABadThreadCpuShareIsNotedAndLeftOut) {
+  const std::string text = R"json({"traceEvents": [
+    {"ph": "X", "name": "step", "pid": 1, "tid": 2, "ts": 0, "dur": 30},
+    {"ph": "C", "name": "Thread CPU: thread 2 (main)", "pid": 1, "tid": 2, "ts": 0, "args": {"running (%)": 50}},
+    {"ph": "C", "name": "Thread CPU: thread 2 (main)", "pid": 1, "tid": 2, "ts": 10, "args": {"running (%)": -5}},
+    {"ph": "C", "name": "Thread CPU: thread 2 (main)", "pid": 1, "tid": 2, "ts": 20, "args": {"running (%)": 0}}]})json";
+  const Trace trace = parse(text);
+  EXPECT_EQ(trace.read_result.ignored_values, 1u);
+  EXPECT_THAT(trace.read_result.notes.front(), HasSubstr("\"running (%)\" of a thread's CPU track must be a share"));
+  ASSERT_EQ(trace.thread_cpu.size(), 2u);
+  EXPECT_EQ(trace.thread_cpu[1].cpu_ns - trace.thread_cpu[0].cpu_ns, 10'000) << "50 % of the 20 µs to the next kept";
+  EXPECT_ANY_THROW(parse_strictly(text));
+}
+
 // distributedInfo's process groups as PyTorch 2.x writes them (pg_size a number, or text in some
 // writers; ranks numbers), and as a writer that gets them wrong: kept in the metadata, noted.
 TEST(ImportTest, ProcessGroupsAndNcclVersionAreRead) {

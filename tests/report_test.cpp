@@ -1131,6 +1131,65 @@ TEST(ReportProfilerTest, ReportOfTheLastWindowAndFromAHandler) {
   EXPECT_THAT(text, HasSubstr("No GPU activity in this trace"));
 }
 
+// Two 10 ms steps: the training thread runs 6 and 8 ms of them and waits for a CPU 1 and 0.5 ms,
+// waits 2 ms for data and 1 ms in cudaStreamSynchronize; two loader threads run 15 and 5 ms.
+TEST(ReportTest, HowBusyEachCpuThreadIsInTextJsonAndHtml) {
+  dlprof_test::AnalysisTraceBuilder builder;
+  builder.thread(102, "worker-a").thread(103, "worker-b");
+  builder.step(1, 0, 10 * kMs).step(2, 10 * kMs, 20 * kMs);
+  builder.range("enumerate(DataLoader)#Loader.__next__", 0, 2 * kMs, dlprof::Category::DataLoader);
+  builder.call("cudaStreamSynchronize", 12 * kMs, 13 * kMs, 1);
+  builder.range("load_batch", 0, 19 * kMs, dlprof::Category::DataLoader, 2);
+  builder.range("load_batch", 1 * kMs, 18 * kMs, dlprof::Category::DataLoader, 3);
+  builder.cpu_reading(0, 0, 100 * kMs, 7 * kMs)
+      .cpu_reading(0, 10 * kMs, 106 * kMs, 8 * kMs)
+      .cpu_reading(0, 20 * kMs, 114 * kMs, 8 * kMs + kMs / 2);
+  builder.cpu_reading(2, 0, 0, 0).cpu_reading(2, 10 * kMs, 7 * kMs, 0).cpu_reading(2, 20 * kMs, 15 * kMs, 0);
+  builder.cpu_reading(3, 0, 0, 0).cpu_reading(3, 10 * kMs, 2 * kMs, 0).cpu_reading(3, 20 * kMs, 5 * kMs, 0);
+  const dlprof::Report report = dlprof::make_report(builder.trace());
+
+  const std::string text = unwrapped(dlprof::render_text(report));
+  EXPECT_THAT(text, HasSubstr("How busy each CPU thread is: time on a CPU, waiting for one, and blocked, over 2 steps (3 threads)"));
+  // 14 of 20 ms running, 1.5 waiting for a CPU, 4.5 blocked: 2.25 ms a step, of which 1 ms for
+  // data, 0.5 ms in the sync, and at least 0.75 ms elsewhere.
+  EXPECT_THAT(text, HasSubstr("The training thread ran 70.0% of the time, waited for a CPU 7.5%, and was blocked 22.5%"));
+  EXPECT_THAT(text, HasSubstr("It waited for a CPU 7.5% of the time"));
+  EXPECT_THAT(text, HasSubstr("The 2 loader threads ran 50.0% of the time on average: the busiest, worker-a [102], 75.0%, "
+                              "the idlest, worker-b [103], 25.0% (1.50 times the mean)."));
+  EXPECT_THAT(text, HasSubstr("The training thread waited for data 10.0% of the time while the loaders were mostly idle"));
+  EXPECT_THAT(text, HasSubstr("60 80"));  // the training thread's steps on a CPU, in percent
+
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& cpu = json.at("ranks").at(0).at("thread_cpu");
+  EXPECT_EQ(cpu.at("steps"), Json::array({1, 2}));
+  const Json& main = cpu.at("threads").at(0);
+  EXPECT_EQ(main.at("role"), "training");
+  EXPECT_EQ(main.at("thread"), 100);
+  EXPECT_DOUBLE_EQ(main.at("cpu_pct").get<double>(), 70.0);
+  EXPECT_DOUBLE_EQ(main.at("waiting_for_cpu_pct").get<double>(), 7.5);
+  EXPECT_DOUBLE_EQ(main.at("steps").at(1).at("blocked_pct").get<double>(), 15.0);
+  const Json& training = cpu.at("training");
+  EXPECT_DOUBLE_EQ(training.at("blocked_us").get<double>(), 4500.0);
+  EXPECT_DOUBLE_EQ(training.at("waiting_for_data_us").get<double>(), 2000.0);
+  EXPECT_DOUBLE_EQ(training.at("in_sync_us").get<double>(), 1000.0);
+  EXPECT_DOUBLE_EQ(training.at("blocked_elsewhere_us").get<double>(), 1500.0);
+  EXPECT_EQ(cpu.at("loaders").at("busiest"), 102);
+  EXPECT_DOUBLE_EQ(cpu.at("loaders").at("mean_cpu_pct").get<double>(), 50.0);
+
+  const std::string html = dlprof::render_html(report);
+  EXPECT_THAT(html, HasSubstr("How busy each CPU thread is"));
+  EXPECT_THAT(html, HasSubstr("worker-b [103]"));
+}
+
+// A trace without readings (every torch.profiler trace) has no such section.
+TEST(ReportTest, NoThreadCpuSectionWithoutReadings) {
+  dlprof_test::AnalysisTraceBuilder builder;
+  builder.step(1, 0, 10 * kMs).range("work", 0, 5 * kMs);
+  const dlprof::Report report = dlprof::make_report(builder.trace());
+  EXPECT_THAT(dlprof::render_text(report), Not(HasSubstr("How busy each CPU thread is")));
+  EXPECT_TRUE(Json::parse(dlprof::render_json(report)).at("ranks").at(0).at("thread_cpu").at("threads").empty());
+}
+
 #if defined(DLPROF_HAS_IMPORT) && DLPROF_HAS_IMPORT
 
 namespace fs = std::filesystem;

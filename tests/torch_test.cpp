@@ -138,14 +138,48 @@ TEST(TorchTest, RecordShapesGivesInputDimsAndTypesAsTorchWritesThem) {
     if (event.value("name", "") != "aten::mm" || !event["args"].contains("Sequence number")) continue;
     ++forward_mms;
     EXPECT_EQ(event["args"]["Input Dims"], nlohmann::json::parse("[[4, 8], [8, 8]]"));
+    EXPECT_EQ(event["args"]["Input Strides"], nlohmann::json::parse("[[8, 1], [8, 1]]"));
     EXPECT_EQ(event["args"]["Input type"], nlohmann::json::parse(R"(["float", "float"])"));
   }
   EXPECT_EQ(forward_mms, 1);
   for (const auto& event : trace["traceEvents"])
     if (event.value("name", "") == "aten::sum" && event["args"].contains("Sequence number")) {
       EXPECT_EQ(event["args"]["Input Dims"], nlohmann::json::parse("[[4, 8], []]"));  // the tensor and its dtype option
+      EXPECT_EQ(event["args"]["Input Strides"], nlohmann::json::parse("[[8, 1], []]"));
       EXPECT_EQ(event["args"]["Concrete Inputs"], nlohmann::json::parse(R"(["", ""])"));
     }
+}
+
+// A view's strides are its own, not its shape's: an expanded index (stride 0) and a transposed
+// matrix are written as torch.profiler writes them, told apart from the same shapes laid out
+// densely by the input text cache, and read by the byte count (an expanded input counts once).
+TEST(TorchTest, RecordShapesGivesEachInputsStrides) {
+  static_assert(dlprof::detail::TorchOpObserver::kCanReadInputs, "this file is built with NDEBUG");
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.record_shapes(true));
+  const torch::Tensor a = torch::ones({4, 8}), b = torch::ones({6, 8});
+  const torch::Tensor dense_b = b.t().contiguous();
+  profiler.start();
+  torch::mm(a, b.t());
+  torch::mm(a, dense_b);
+  torch::ones({4, 1}).expand({4, 8}).add(a);
+  const torch::Tensor sparse = torch::eye(3).to_sparse();
+  torch::neg(sparse);
+  profiler.stop();
+  const nlohmann::json trace = write(*profiler.last_trace());
+  std::vector<nlohmann::json> mm_strides, add_strides, neg_strides;
+  for (const auto& event : trace["traceEvents"]) {
+    const std::string name = event.value("name", "");
+    if (!event.contains("args") || !event["args"].contains("Input Strides")) continue;
+    if (name == "aten::mm") mm_strides.push_back(event["args"]["Input Strides"]);
+    if (name == "aten::add") add_strides.push_back(event["args"]["Input Strides"]);
+    if (name == "aten::neg") neg_strides.push_back(event["args"]["Input Strides"]);
+  }
+  EXPECT_THAT(mm_strides, testing::ElementsAre(nlohmann::json::parse("[[8, 1], [1, 8]]"),
+                                              nlohmann::json::parse("[[8, 1], [6, 1]]")));
+  ASSERT_FALSE(add_strides.empty());
+  EXPECT_EQ(add_strides.front(), nlohmann::json::parse("[[1, 0], [8, 1], []]"));
+  ASSERT_FALSE(neg_strides.empty());
+  EXPECT_EQ(neg_strides.front(), nlohmann::json::parse("[[]]")) << "a sparse tensor has no strides";
 }
 
 }  // namespace

@@ -58,6 +58,7 @@
 #include "dlprof/detail/window/crash_file.hpp"
 #include "dlprof/detail/window/flight_log.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
+#include "dlprof/detail/backends/thread_cpu_sampler.hpp"
 #include "dlprof/detail/window/gpu_merge.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
 #include "dlprof/detail/window/publisher.hpp"
@@ -408,6 +409,7 @@ class BasicProfiler {
             trace_ready();
           } else {
             drained_ = {};
+            thread_cpu_readings_ = {};
             device_activity_.reset();
           }
           break;
@@ -448,6 +450,7 @@ class BasicProfiler {
     if (was_recording && !recording) {  // Record -> None/Warmup: torch discards the window
       warn_incorrect_schedule(previous, current);
       stop_trace();
+      thread_cpu_readings_ = {};
       device_activity_.reset();
       return;
     }
@@ -520,14 +523,34 @@ class BasicProfiler {
     }
     overflowed_names_before_window_ = detail::InternTable::instance().overflowed();
     window_start_ = detail::sample_clocks();
+    sample_thread_cpu();
     detail::install_recording_slow_path();  // before kRecording: Profilers constructed while the program starts
     detail::g_active.fetch_or(flags, std::memory_order_relaxed);
+  }
+
+  /// Reads the recording threads' CPU time and run-queue wait (detail/backends/thread_cpu_sampler.hpp).
+  void sample_thread_cpu() {
+    if (!options_.thread_cpu() || !options_.wants(Activity::CPU)) return;
+    last_thread_cpu_tick_ = detail::now_ticks();
+    thread_cpu_.sample(last_thread_cpu_tick_);
+  }
+
+  /// A step begins: read again unless the last reading (the step before's end, the window's start)
+  /// was just taken. The analysis reads each step's edges off the readings around them, which is
+  /// exact only when nothing ran between the reading and the edge: a thread preempted there, or a
+  /// window handed over there, would have its CPU time spread over the gap.
+  void sample_thread_cpu_at_step_start() {
+    const std::int64_t now = detail::now_ticks();
+    if (static_cast<double>(now - last_thread_cpu_tick_) * detail::process_ns_per_tick() > kFreshReadingNs)
+      sample_thread_cpu();
   }
 
   void stop_trace() {
     detail::g_active.fetch_and(~(detail::kRecording | detail::kCorrelating), std::memory_order_relaxed);
     const detail::ClockSample window_end = detail::sample_clocks();
     drained_ = detail::drain_rings(window_start_.ticks, window_end.ticks);
+    if (!step_end_sampled_) sample_thread_cpu();  // a window without steps, or ended inside one
+    thread_cpu_readings_ = thread_cpu_.take(window_start_.ticks, /*keep_last_round=*/false);
     window_end_ = window_end;
     overflowed_names_in_window_ = detail::InternTable::instance().overflowed() - overflowed_names_before_window_;
     if (gpu_enabled_) device_activity_ = gpu_backend_->end_window();
@@ -553,6 +576,8 @@ class BasicProfiler {
     auto window = std::make_shared<detail::ClosedWindow>();
     window->drained = std::move(drained_);
     drained_ = {};
+    window->thread_cpu = std::move(thread_cpu_readings_);
+    thread_cpu_readings_ = {};
     window->device_activity = std::move(device_activity_);
     device_activity_.reset();
     window->clock = detail::ClockMap::through(window_start_, window_end_, detail::process_ns_per_tick());
@@ -582,6 +607,7 @@ class BasicProfiler {
     const auto pushed_to_trace = detail::assign_external_ids(*trace);
     if (window.device_activity)
       detail::merge_device_activity(*trace, std::move(*window.device_activity), window.clock, pushed_to_trace);
+    detail::add_thread_cpu(*trace, std::move(window.thread_cpu), window.clock);
     trace->pid = static_cast<std::int64_t>(::getpid());
     trace->process_name = detail::process_name();
     trace->clock_source = std::move(window.clock_source);
@@ -620,6 +646,7 @@ class BasicProfiler {
     detail::g_crash_target.store(nullptr, std::memory_order_release);
     detail::g_active.fetch_and(~(detail::kRecording | detail::kCorrelating), std::memory_order_relaxed);
     detail::drain_rings(INT64_MIN, INT64_MAX);  // nothing asked for these: the steps after the last dump are dropped
+    thread_cpu_.clear();
     if (gpu_enabled_) gpu_backend_->end_window();
     disable_collectors();
     started_ = false;
@@ -685,6 +712,7 @@ class BasicProfiler {
     close_step();
     flight_log_->append_step(step_num_, detail::now_ticks());
     if (gpu_enabled_) gpu_backend_->discard_before(flight_log_->window_start_tick());
+    thread_cpu_.discard_before(flight_log_->window_start_tick());
     std::string reason = slow_steps_
                              .step_ended(step_num_, last_step_ticks_, detail::process_ns_per_tick(),
                                          detail::clock_ns(CLOCK_MONOTONIC), std::exchange(dumped_in_step_, false))
@@ -720,6 +748,7 @@ class BasicProfiler {
     const detail::ClockSample now = detail::sample_clocks();
     const std::int64_t from = flight_log_->window_start_tick();
     detail::DrainedEvents partial = detail::drain_rings(from, now.ticks);
+    if (step_recorded_) sample_thread_cpu();  // the step in progress, so far; the next dump's first reading
     detail::DrainedEvents kept = flight_log_->take(now.ticks);
     kept.dropped += partial.dropped;
     kept.clipped_open += partial.clipped_open;
@@ -747,6 +776,7 @@ class BasicProfiler {
     }
     auto window = std::make_shared<detail::ClosedWindow>();
     window->drained = std::move(kept);
+    window->thread_cpu = thread_cpu_.take(from, /*keep_last_round=*/true);
     if (gpu_enabled_) {
       window->device_activity = gpu_backend_->end_window();
       gpu_backend_->begin_window();
@@ -889,6 +919,8 @@ class BasicProfiler {
     step_recorded_ = (flags & detail::kRecording) != 0;
     step_correlation_sequence_ =
         step_recorded_ && (flags & detail::kCorrelating) != 0 ? detail::push_external_correlation() : 0;
+    step_end_sampled_ = false;
+    if (step_recorded_) sample_thread_cpu_at_step_start();
     step_start_ticks_ = detail::now_ticks();
     if (crash_target_ != nullptr) crash_target_->step_start_tick.store(step_recorded_ ? step_start_ticks_ : INT64_MIN);
   }
@@ -906,12 +938,17 @@ class BasicProfiler {
                                      detail::RecordKind::Step, Category::Step, step_correlation_sequence_});
     if (step_correlation_sequence_ != 0) detail::pop_external_correlation();
     step_correlation_sequence_ = 0;
+    sample_thread_cpu();
+    step_end_sampled_ = true;
   }
 
   void warn_incorrect_schedule(Action previous, Action current) {
     detail::print_warning(fmt::format("Incorrect schedule: {} followed by {} at step {}; the recorded steps are discarded",
                              to_string(previous), to_string(current), step_num_));
   }
+
+  /// A reading of the threads' CPU time this recent stands for the moment a step begins.
+  static constexpr double kFreshReadingNs = 20'000;
 
   /// On demand: a program that has not called step() for this long is served by the watcher.
   static constexpr std::int64_t kNoStepsNs = 1'000'000'000;
@@ -963,6 +1000,10 @@ class BasicProfiler {
   std::uint64_t overflowed_names_before_window_ = 0;
   std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under kOverflowName
   detail::DrainedEvents drained_;
+  detail::ThreadCpuSampler thread_cpu_;  // the recording threads' CPU time, read at each step's end
+  detail::ThreadCpuReadings thread_cpu_readings_;  // those of the window stop_trace() closed
+  bool step_end_sampled_ = false;  // the step that just closed read them: the window's end need not
+  std::int64_t last_thread_cpu_tick_ = 0;  // when they were last read, in ticks (0: never)
   // Last: its writer thread, which builds traces and runs handlers with the members above, ends
   // before they do.
   std::optional<detail::TracePublisher<>> publisher_;

@@ -153,6 +153,13 @@ class ProfilerOptions {
     device_counter_period_ = period;
     return *this;
   }
+  /// With Activity::CPU: each recording thread's CPU time and run-queue wait, read from the
+  /// kernel's scheduler accounting at each recorded step's end and at the window's ends (on by
+  /// default; about a microsecond a thread). They are written as counter tracks, one per thread.
+  ProfilerOptions& thread_cpu(bool on) {
+    thread_cpu_ = on;
+    return *this;
+  }
   ProfilerOptions& record_shapes(bool on) {
     record_shapes_ = on;
     return *this;
@@ -212,6 +219,7 @@ class ProfilerOptions {
   std::size_t gpu_records_per_window() const noexcept { return gpu_records_per_window_; }
   std::chrono::milliseconds device_counter_period() const noexcept { return device_counter_period_; }
   std::size_t name_table_bytes() const noexcept { return name_table_bytes_; }
+  bool thread_cpu() const noexcept { return thread_cpu_; }
   bool record_shapes() const noexcept { return record_shapes_; }
   bool profile_memory() const noexcept { return profile_memory_; }
   bool with_flops() const noexcept { return with_flops_; }
@@ -241,6 +249,7 @@ class ProfilerOptions {
   std::size_t gpu_records_per_window_ = detail::kDefaultGpuRecordsPerWindow;
   std::chrono::milliseconds device_counter_period_{20};
   std::size_t name_table_bytes_ = detail::kDefaultNameTableBytes;
+  bool thread_cpu_ = true;
   bool record_shapes_ = false;
   bool profile_memory_ = false;
   bool with_flops_ = false;

@@ -153,7 +153,10 @@ class LookupHistory {
   std::vector<Ref> history_;    // the last kLength lookups' entries, by lookup count
 };
 
-/// The interned texts of an op's inputs (dims, types, concrete values), cached per thread by the
+/// A dense tensor: one with strides (sparse and MKL-DNN layouts have none, and asking throws).
+inline bool has_strides(const at::Tensor& tensor) noexcept { return tensor.layout() == c10::kStrided; }
+
+/// The interned texts of an op's inputs (dims, strides, types, concrete values), cached per thread by the
 /// raw values they are made of: a training step calls the same ops on the same shapes again and
 /// again, and formatting three texts with fmt and interning them costs more than the rest of the
 /// observer together. A lookup walks the inputs once into a key of words on the stack, hashes it
@@ -203,8 +206,9 @@ class InputTextCache {
     for (std::size_t line = 0; line < bytes && line < kMaxPrefetchBytes; line += 64) __builtin_prefetch(entry + line);
   }
 
-  /// The ids of `fn`'s input texts, formatted by `format(fn, dims, types_and_concrete)` on a miss
-  /// only: a key that repeats calls it once until the cache starts over.
+  /// The ids of `fn`'s input texts, formatted by `format(fn, shape, types_and_concrete)` on a miss
+  /// only: a key that repeats calls it once until the cache starts over. `shape` packs the dims'
+  /// and the strides' ids (pack_op_input_shape()); 0: nothing interned.
   template <class Format>
   void texts(const at::RecordFunction& fn, NameId& dims, std::int64_t& types_and_concrete, Format&& format) {
     Key key;
@@ -327,22 +331,33 @@ class InputTextCache {
   }
 
   enum Tag : std::int64_t {
-    kTensor = 1, kBool, kInt, kDouble, kOtherScalar, kIntList, kDoubleList, kBoolList, kTensorList, kOther
+    kTensor = 1, kBool, kInt, kDouble, kOtherScalar, kIntList, kDoubleList, kBoolList, kTensorList, kOther,
+    kUnstridedTensor, kNestedTensor
   };
 
-  /// Everything the three texts depend on, in words: a defined tensor's tag, dtype and rank in one
-  /// word, then its sizes; a scalar's tag and value (a double's bits); a list's tag and length, then
-  /// its values; any other input's tag. False when it does not fit.
+  /// Everything the four texts depend on, in words: a defined tensor's tag, dtype and rank in one
+  /// word, then its sizes and strides (a sparse tensor's sizes only, a nested tensor's neither);
+  /// a scalar's tag and value (a double's bits); a list's tag and length, then its values; any
+  /// other input's tag. False when it does not fit.
   static bool make_key(const at::RecordFunction& fn, Key& key) noexcept {
     std::uint32_t n = 0;
     const auto room = [&](std::size_t words) { return n + words <= kMaxWords; };
     for (const c10::IValue& input : fn.inputs()) {
       if (input.isTensor() && input.toTensor().defined()) {
-        const c10::IntArrayRef sizes = input.toTensor().sizes();
-        if (!room(1 + sizes.size())) return false;
-        key.words[n++] = kTensor | (static_cast<std::int64_t>(input.toTensor().scalar_type()) << 8) |
-                         (static_cast<std::int64_t>(sizes.size()) << 16);
+        const at::Tensor& tensor = input.toTensor();
+        const auto dtype = static_cast<std::int64_t>(tensor.scalar_type()) << 8;
+        if (tensor.is_nested()) {
+          if (!room(1)) return false;
+          key.words[n++] = kNestedTensor | dtype;
+          continue;
+        }
+        const c10::IntArrayRef sizes = tensor.sizes();
+        const bool strided = has_strides(tensor);
+        if (!room(1 + (strided ? 2 : 1) * sizes.size())) return false;
+        key.words[n++] = (strided ? kTensor : kUnstridedTensor) | dtype | (static_cast<std::int64_t>(sizes.size()) << 16);
         for (const std::int64_t size : sizes) key.words[n++] = size;
+        if (strided)
+          for (const std::int64_t stride : tensor.strides()) key.words[n++] = stride;
       } else if (input.isBool() || input.isInt() || input.isDouble()) {
         if (!room(2)) return false;
         key.words[n++] = input.isBool() ? kBool : input.isInt() ? kInt : kDouble;
@@ -500,7 +515,7 @@ class TorchOpObserver final : public OpObserver {
     NameId name;
     std::int64_t sequence_number;
     std::uint64_t forward_thread_id;
-    NameId input_dims;   // 0: no inputs recorded
+    NameId input_shape;  // the dims' and strides' ids (pack_op_input_shape()); 0: no inputs recorded
     std::int64_t input_types_and_concrete;  // pack_op_input_names()
     std::uint32_t correlation_sequence;
     bool backward;
@@ -658,8 +673,8 @@ class TorchOpObserver final : public OpObserver {
     if (op.opens_backward) ++open.backward_depth;
     op.sequence_number = fn.seqNr();
     op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
-    op.input_dims = 0;
-    if (inputs) state.inputs.texts(fn, op.input_dims, op.input_types_and_concrete, &format_inputs);
+    op.input_shape = 0;
+    if (inputs) state.inputs.texts(fn, op.input_shape, op.input_types_and_concrete, &format_inputs);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     // The next op's entries, predicted now, start loading during this op's compute: when it is
     // short they are still in cache at the next entry, which prefetches them again in case not.
@@ -669,16 +684,21 @@ class TorchOpObserver final : public OpObserver {
     return nullptr;
   }
 
-  /// Formats and interns the op's input dims, types and concrete values as the JSON texts
-  /// torch.profiler writes for them; dims 0 when they cannot be interned.
-  static void format_inputs(const at::RecordFunction& fn, NameId& dims_id, std::int64_t& types_and_concrete) {
+  /// Formats and interns the op's input dims, strides, types and concrete values as the JSON
+  /// texts torch.profiler writes for them (Input Dims, Input Strides, Input type, Concrete
+  /// Inputs); `shape` is the dims' and strides' ids packed (pack_op_input_shape()), 0 when they
+  /// cannot be interned.
+  static void format_inputs(const at::RecordFunction& fn, NameId& shape, std::int64_t& types_and_concrete) {
     thread_local fmt::memory_buffer dims;
+    thread_local fmt::memory_buffer strides;
     thread_local fmt::memory_buffer types;
     thread_local fmt::memory_buffer concrete;
     dims.clear();
+    strides.clear();
     types.clear();
     concrete.clear();
     auto dims_out = std::back_inserter(dims);
+    auto strides_out = std::back_inserter(strides);
     auto types_out = std::back_inserter(types);
     auto concrete_out = std::back_inserter(concrete);
     bool first = true;
@@ -687,12 +707,22 @@ class TorchOpObserver final : public OpObserver {
       first = false;
       if (input.isTensor() && input.toTensor().defined()) {
         const at::Tensor& tensor = input.toTensor();
-        fmt::format_to(dims_out, "{}[{}]", separator, fmt::join(tensor.sizes().begin(), tensor.sizes().end(), ", "));
+        if (tensor.is_nested()) {  // sizes differ per component: none to write
+          fmt::format_to(dims_out, "{}[]", separator);
+          fmt::format_to(strides_out, "{}[]", separator);
+        } else {
+          fmt::format_to(dims_out, "{}[{}]", separator, fmt::join(tensor.sizes().begin(), tensor.sizes().end(), ", "));
+          if (has_strides(tensor))
+            fmt::format_to(strides_out, "{}[{}]", separator, fmt::join(tensor.strides().begin(), tensor.strides().end(), ", "));
+          else
+            fmt::format_to(strides_out, "{}[]", separator);
+        }
         const auto dtype = tensor.dtype().name();
         fmt::format_to(types_out, "{}\"{}\"", separator, std::string_view(dtype.data(), dtype.size()));
         fmt::format_to(concrete_out, "{}\"\"", separator);
       } else {
         fmt::format_to(dims_out, "{}[]", separator);
+        fmt::format_to(strides_out, "{}[]", separator);
         fmt::format_to(types_out, "{}\"{}\"", separator, type_of_non_tensor(input));
         fmt::format_to(concrete_out, "{}\"", separator);
         write_concrete_value(input, concrete);
@@ -701,14 +731,16 @@ class TorchOpObserver final : public OpObserver {
     }
     const std::string_view close = first ? "[]" : "]";  // no inputs at all: empty lists
     dims.append(close);
+    strides.append(close);
     types.append(close);
     concrete.append(close);
     try {
-      dims_id = intern(std::string_view(dims.data(), dims.size()));
+      shape = pack_op_input_shape(intern(std::string_view(dims.data(), dims.size())),
+                                  intern(std::string_view(strides.data(), strides.size())));
       types_and_concrete = pack_op_input_names(intern(std::string_view(types.data(), types.size())),
                                                intern(std::string_view(concrete.data(), concrete.size())));
     } catch (...) {  // no memory to intern them: the op is recorded without its inputs
-      dims_id = 0;
+      shape = 0;
     }
   }
 
@@ -756,8 +788,11 @@ class TorchOpObserver final : public OpObserver {
       if (op.opens_backward) --open.backward_depth;
       if (op.correlation_sequence != 0) pop_external_correlation();
       if (open.depth + 1 != index) continue;
-      if (op.input_dims != 0)
-        push_event(Event{op.input_dims, op.start, {op.input_types_and_concrete}, RecordKind::OpInputs, Category::User});
+      if (op.input_shape != 0) {
+        const auto [dims, strides] = unpack_op_input_shape(op.input_shape);
+        push_event(Event{dims, op.start, {op.input_types_and_concrete}, RecordKind::OpInputs, Category::User,
+                         static_cast<std::uint32_t>(strides)});
+      }
       if (op.sequence_number >= 0)
         push_event(Event{static_cast<NameId>(op.sequence_number), op.start,
                          {static_cast<std::int64_t>(op.forward_thread_id)}, RecordKind::OpDetails, Category::User});

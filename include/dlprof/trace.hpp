@@ -216,6 +216,17 @@ struct DeviceCounterSample {
   DeviceCounterKind kind = DeviceCounterKind::SmClockMhz;
 };
 
+/// A reading of a thread's scheduler accounting (Linux's schedstat), taken at each recorded
+/// step's end and at the window's ends: the time the thread ran on a CPU, and the time it was
+/// runnable but waited for one, both counted from any fixed origin (the thread's start, or the
+/// trace's first reading when read from a file). Differences between readings are what count.
+struct ThreadCpuSample {
+  std::int64_t time_ns = 0;
+  std::int64_t cpu_ns = 0;
+  std::int64_t run_delay_ns = -1;  ///< -1: not known (a kernel without schedstat)
+  std::uint32_t thread = 0;        ///< index into Trace::threads
+};
+
 /// A CPU slice whose args name a GPU stream, as torch.compile's Inductor writes its Triton
 /// launches (cpu_op "triton_poi_fused_add_0" with "stream": 7). Read from files only.
 struct CpuSliceOnStream {
@@ -303,6 +314,9 @@ struct Trace {
   std::vector<OverheadEvent> overhead_events;
   /// Clocks, power and clock limits of the GPUs, by device, kind and time.
   std::vector<DeviceCounterSample> device_counters;
+  /// The recording threads' CPU time and run-queue wait, by thread, then time.
+  std::vector<ThreadCpuSample> thread_cpu;
+  std::uint64_t dropped_thread_cpu_readings = 0;  ///< readings that gave way to newer ones
   /// The CPU slices of `events` that name a GPU stream, by start. Holistic Trace Analysis takes
   /// any event with a stream for GPU work and counts their CPU time as GPU time; the analyses do
   /// so only with AnalysisOptions::hta_compat.

@@ -34,6 +34,7 @@
 #include "dlprof/analysis/step_breakdown.hpp"
 #include "dlprof/analysis/temporal_breakdown.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
+#include "dlprof/analysis/thread_cpu.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"

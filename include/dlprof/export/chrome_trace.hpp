@@ -220,6 +220,41 @@ void write_gpu_collection_stats(JsonWriter& json, const GpuCollectionStats& stat
   }
 }
 
+/// Each recording thread's CPU-time track (kineto::name::kThreadCpuPrefix): at each reading but
+/// the last, the shares of the time until the next that the thread ran and waited for a CPU.
+template <class Relative>
+void write_thread_cpu(JsonWriter& json, const Trace& trace, const Relative& relative) {
+  namespace arg = kineto::arg;
+  const std::vector<ThreadCpuSample>& samples = trace.thread_cpu;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const ThreadCpuSample& sample = samples[i];
+    if (sample.thread >= trace.threads.size()) continue;
+    const ThreadInfo& thread = trace.threads[sample.thread];
+    json.raw("  {\"ph\": \"C\", \"cat\": \"");
+    json.raw(kineto::cat::kCounter);
+    json.raw("\", \"name\": ");
+    json.string(std::string(kineto::name::kThreadCpuPrefix) + thread_label(thread.os_tid, thread.name));
+    json.raw(", \"pid\": ");
+    json.integer(trace.pid);
+    json.raw(", \"tid\": ");
+    json.integer(thread.os_tid);
+    json.raw(", \"ts\": ");
+    json.microseconds(relative(sample.time_ns));
+    const bool last = i + 1 == samples.size() || samples[i + 1].thread != sample.thread;
+    const std::int64_t span = last ? 0 : samples[i + 1].time_ns - sample.time_ns;
+    const auto share = [&](std::int64_t from, std::int64_t to) {
+      return span > 0 ? 100.0 * static_cast<double>(to - from) / static_cast<double>(span) : 0.0;
+    };
+    json.key(", \"args\": {", arg::kRunningPercent);
+    json.sample(last ? 0.0 : share(sample.cpu_ns, samples[i + 1].cpu_ns));
+    if (sample.run_delay_ns >= 0 && (last || samples[i + 1].run_delay_ns >= 0)) {
+      json.key(", ", arg::kWaitingForCpuPercent);
+      json.sample(last ? 0.0 : share(sample.run_delay_ns, samples[i + 1].run_delay_ns));
+    }
+    json.raw("}},\n");
+  }
+}
+
 /// Fixed JSON text of the device events, joined to vocabulary names at compile time.
 namespace chrome_piece {
 inline constexpr std::string_view kSliceOpening = "  {\"ph\": \"X\", \"cat\": \"";
@@ -767,6 +802,10 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
     json.string(trace.flight_recorder_dump);
   }
   if (trace.gpu.enabled) detail::write_gpu_collection_stats(json, trace.gpu);
+  if (trace.dropped_thread_cpu_readings != 0) {
+    json.key(",\n  ", top::kDroppedThreadCpuReadings);
+    json.integer(static_cast<std::int64_t>(trace.dropped_thread_cpu_readings));
+  }
   for (const auto& [metadata_key, value] : trace.metadata) {
     json.raw(",\n  ");
     json.string(metadata_key);
@@ -900,6 +939,7 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
     }
     ++event_index;
   }
+  detail::write_thread_cpu(json, trace, relative);
   detail::GpuEventWriter gpu_writer(trace, json, write_name, relative);
   gpu_writer.write_all(flush, out, kFlushBytes);
   json.raw("  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"");

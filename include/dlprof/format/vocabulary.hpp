@@ -90,6 +90,8 @@ inline constexpr std::string_view kGpuUnknownRecords = "dlprof_gpu_unknown_recor
 inline constexpr std::string_view kGpuLateRecords = "dlprof_gpu_late_records";
 inline constexpr std::string_view kGpuClippedAnnotations = "dlprof_gpu_clipped_annotations";
 inline constexpr std::string_view kDroppedDeviceCounters = "dlprof_dropped_device_counters";
+/// Trace::dropped_thread_cpu_readings, written when not 0.
+inline constexpr std::string_view kDroppedThreadCpuReadings = "dlprof_dropped_thread_cpu_readings";
 /// A flight recorder's dump: why it was written (Trace::flight_recorder_dump).
 inline constexpr std::string_view kFlightRecorder = "dlprof_flight_recorder";
 
@@ -196,6 +198,10 @@ inline constexpr std::string_view kSrcRank = "Src Rank";
 inline constexpr std::string_view kSeq = "Seq";
 // Counters and metadata events.
 inline constexpr std::string_view kValue = "value";
+/// A thread's CPU-time track (name::kThreadCpuPrefix): the share of the time until its next
+/// reading that the thread ran, and that it waited for a CPU (left out where not known).
+inline constexpr std::string_view kRunningPercent = "running (%)";
+inline constexpr std::string_view kWaitingForCpuPercent = "waiting for a CPU (%)";
 inline constexpr std::string_view kName = "name";
 inline constexpr std::string_view kLabels = "labels";
 inline constexpr std::string_view kSortIndex = "sort_index";
@@ -244,6 +250,12 @@ inline constexpr std::string_view kThreadSortIndex = "thread_sort_index";
 inline constexpr std::string_view kRecordParamComms = "record_param_comms";
 /// process_labels' label of the process whose threads ran the CPU side.
 inline constexpr std::string_view kCpuLabel = "CPU";
+/// dlprof's CPU-time tracks, one per recording thread ("ph": "C" on the process, "tid": the
+/// thread's): "Thread CPU: " and the thread's label (thread_label()), a reading at each recorded
+/// step's end and at the window's ends, its args the shares arg::kRunningPercent and
+/// arg::kWaitingForCpuPercent of the time until the thread's next reading. A thread's last reading
+/// closes its track with zeros. Perfetto draws each as a graph under the process.
+inline constexpr std::string_view kThreadCpuPrefix = "Thread CPU: ";
 /// dlprof's GPU counter tracks ("ph": "C", one `{"value": v}` each, on the device's pid), indexed
 /// by DeviceCounterKind: Perfetto draws each as a graph under the GPU's process.
 inline constexpr std::string_view kDeviceCounters[] = {"SM clock (MHz)",

@@ -34,6 +34,7 @@
 #include "dlprof/detail/text.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/limits.hpp"
+#include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
 
@@ -558,6 +559,17 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
                       KeyAverages::format_duration(thread.wait_ns), std::to_string(thread.waits), std::string(thread.frame)});
     }
     html.table({"Thread", "Waiting", "Waits", "Longest in"}, rows, 3);
+  }
+  if (!rank.thread_cpu.empty()) {
+    const ThreadCpuSection threads = thread_cpu_section(rank, report.options.top_rows);
+    html.element("h3", threads.title);
+    for (const std::string& line : threads.lines) html.element("p", line);
+    html.table(threads.headers, threads.rows, 0);
+    if (!threads.notes.empty()) {
+      html.raw("<ul class=\"muted\">");
+      for (const std::string& note : threads.notes) html.element("li", note);
+      html.raw("</ul>\n");
+    }
   }
 
   if (rank.gpu_activity) {

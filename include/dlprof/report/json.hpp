@@ -45,6 +45,14 @@
 //                (by self CPU time), "top_ops_by_gpu": [the same] (by self GPU time, those with some),
 //      "idle_threads": [{"thread" (OS id), "name", "wait_us", "waits", "frame"}] (threads besides the
 //                training loop's whose Python frames only wait, left out of top_ops),
+//      "thread_cpu": {"steps": [step number, -1: the whole trace], "threads": [{"thread" (OS id),
+//        "name", "role" (training, loader, other), "cpu_pct", "waiting_for_cpu_pct" (null: not known),
+//        "blocked_pct", "cpu_us", "steps": [null (not read) or {"cpu_pct", "waiting_for_cpu_pct",
+//        "blocked_pct"}]}] (at most top_rows), "training": null or {"thread", "cpu_us",
+//        "waiting_for_cpu_us" (null: not known), "blocked_us", "waiting_for_data_us", "in_sync_us",
+//        "blocked_elsewhere_us"} (over the steps), "loaders": null or {"threads", "mean_cpu_pct",
+//        "busiest", "busiest_cpu_pct", "idlest", "idlest_cpu_pct"} (OS ids)}: each recording
+//        thread's time on a CPU, waiting for one and blocked (analysis/thread_cpu.hpp),
 //      "top_kernels": [{"name", "short_name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "limits": {"mfu": null or {"utilization_pct", "achieved_tflops", "peak_tflops", "precision",
 //        "matrix_units", "devices", "flops", "span_us", "unknown_ops"} (over the steps),
@@ -111,6 +119,7 @@
 #include "dlprof/format/json_text.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/limits.hpp"
+#include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
 
@@ -513,6 +522,81 @@ inline void json_roof_measure(JsonTree& json, const RankReport* rank, const anal
   json.boolean(row.cache_resident);
 }
 
+inline void json_thread_time(JsonTree& json, const analysis::ThreadTime& time) {
+  json.member_number("cpu_pct", 100 * time.cpu_share());
+  json.key("waiting_for_cpu_pct");
+  json.optional_number(as_percent(time.run_delay_share()));
+  json.member_number("blocked_pct", 100 * time.blocked_share());
+}
+
+inline void json_thread_cpu(JsonTree& json, const analysis::ThreadCpu& cpu, std::size_t rows) {
+  json.key("thread_cpu");
+  json.begin_object();
+  json.key("steps");
+  json.begin_array();
+  for (const analysis::ThreadCpu::Step& step : cpu.steps) json.integer(step.number);
+  json.end_array();
+  json.key("threads");
+  json.begin_array();
+  for (std::size_t i = 0; i < cpu.threads.size() && i < rows; ++i) {
+    const analysis::ThreadCpuRow& row = cpu.threads[i];
+    json.begin_object();
+    json.member_integer("thread", row.os_tid);
+    json.member("name", row.name);
+    json.member("role", analysis::to_string(row.role));
+    json_thread_time(json, row.total);
+    json.member_us("cpu_us", row.total.cpu_ns);
+    json.key("steps");
+    json.begin_array();
+    for (const std::optional<analysis::ThreadTime>& step : row.steps) {
+      if (!step) {
+        json.null();
+        continue;
+      }
+      json.begin_object();
+      json_thread_time(json, *step);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+  json.key("training");
+  if (cpu.training) {
+    const analysis::TrainingThreadTime& training = *cpu.training;
+    json.begin_object();
+    json.member_integer("thread", row_of_thread(cpu, training.thread)->os_tid);
+    json.member_us("cpu_us", training.time.cpu_ns);
+    json.key("waiting_for_cpu_us");
+    if (training.time.run_delay_ns >= 0)
+      json.number(static_cast<double>(training.time.run_delay_ns) / 1e3);
+    else
+      json.null();
+    json.member_us("blocked_us", training.time.blocked_ns());
+    json.member_us("waiting_for_data_us", training.waiting_for_data_ns);
+    json.member_us("in_sync_us", training.in_sync_ns);
+    json.member_us("blocked_elsewhere_us", training.blocked_elsewhere_ns());
+    json.end_object();
+  } else {
+    json.null();
+  }
+  json.key("loaders");
+  if (cpu.loaders) {
+    const analysis::LoaderBalance& loaders = *cpu.loaders;
+    json.begin_object();
+    json.member_integer("threads", static_cast<std::int64_t>(loaders.threads));
+    json.member_number("mean_cpu_pct", 100 * loaders.mean_cpu_share);
+    json.member_integer("busiest", row_of_thread(cpu, loaders.busiest)->os_tid);
+    json.member_number("busiest_cpu_pct", 100 * loaders.busiest_cpu_share);
+    json.member_integer("idlest", row_of_thread(cpu, loaders.idlest)->os_tid);
+    json.member_number("idlest_cpu_pct", 100 * loaders.idlest_cpu_share);
+    json.end_object();
+  } else {
+    json.null();
+  }
+  json.end_object();
+}
+
 inline void json_limits(JsonTree& json, const RankReport& rank, std::size_t rows) {
   json.key("limits");
   json.begin_object();
@@ -653,6 +737,7 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   }
   json.end_array();
 
+  json_thread_cpu(json, rank.thread_cpu, report.options.top_rows);
   json_limits(json, rank, report.options.top_rows);
 
   json.key("gpu_activities");

@@ -42,6 +42,7 @@
 #include "dlprof/analysis/roofline.hpp"
 #include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/steady_state.hpp"
+#include "dlprof/analysis/thread_cpu.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -132,6 +133,8 @@ struct RankReport {
   analysis::Roofline roofline;
   std::optional<analysis::ModelFlopsUtilization> mfu;
   std::vector<analysis::DeviceClock> clocks;
+  /// How busy each recording thread was in each step: running, waiting for a CPU, blocked.
+  analysis::ThreadCpu thread_cpu;
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
   std::uint64_t overflowed_names = 0;    ///< names recorded as "<dlprof: name table full>"
@@ -453,6 +456,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       const analysis::DevicePeaks* peaks = options.peaks ? &*options.peaks : nullptr;
       rank->report.mfu = analysis::model_flops_utilization(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
       rank->report.clocks = analysis::device_clocks(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
+      rank->report.thread_cpu = analysis::thread_cpu(*trace, steps);
     });
     rounds[1].emplace_back([rank, trace, attribution, &options] {
       rank->report.steady = analysis::steady_state(*trace, rank->report.steps);

@@ -22,6 +22,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/limits.hpp"
+#include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
 
@@ -277,6 +278,19 @@ inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {
   table.render(out);
 }
 
+/// How busy each CPU thread is: the training thread's time, the loaders' balance, each thread's.
+inline void text_thread_cpu(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
+  const ThreadCpuSection threads = thread_cpu_section(rank, rows);
+  section(out, threads.title);
+  for (const std::string& line : threads.lines) fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
+  TextTable table({{threads.headers[0], Align::Left, 32}, {threads.headers[1], Align::Left}, {threads.headers[2]},
+                   {threads.headers[3]}, {threads.headers[4]}, {threads.headers[5]}, {threads.headers[6], Align::Left}});
+  for (const std::vector<std::string>& row : threads.rows) table.add_row(row);
+  table.render(out);
+  for (const std::string& note : threads.notes)
+    fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
+}
+
 /// How far from the limit: MFU, roofs, clocks, and the ops that lost the most time.
 inline void text_limits(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
   const LimitsSection limits = limits_section(rank, rows);
@@ -373,6 +387,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   }
   text_top_ops(out, rank);
   text_idle_threads(out, rank, options.top_rows);
+  if (!rank.thread_cpu.empty()) text_thread_cpu(out, rank, options.top_rows);
   if (rank.gpu_activity) {
     text_top_kernels(out, rank);
     if (!rank.roofline.rows.empty()) text_limits(out, rank, options.top_rows);

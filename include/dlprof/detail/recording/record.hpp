@@ -29,7 +29,7 @@ enum class RecordKind : std::uint8_t {
   /// The sequence number and forward thread of the Op record that follows it.
   OpDetails = 5,
   /// The interned input dims, types and concrete values of the Op record that follows it
-  /// (record_shapes, with_flops).
+  /// (record_shapes, with_flops), and in correlation_sequence its input strides' (0: none).
   OpInputs = 6,
   /// An allocation (bytes > 0) or release reported by a framework's allocator, which becomes one
   /// of Trace::memory_events: name holds the address, end the bytes, correlation_sequence the
@@ -90,6 +90,15 @@ inline std::int64_t pack_op_input_names(NameId types, NameId concrete) noexcept 
 inline std::pair<NameId, NameId> unpack_op_input_names(std::int64_t packed) noexcept {
   const auto bits = static_cast<std::uint64_t>(packed);
   return {bits & 0xFFFFFFFFu, bits >> 32};
+}
+
+/// An op's interned input dims and strides in one word (the input text cache's), as
+/// pack_op_input_names() packs types and concrete values.
+inline std::uint64_t pack_op_input_shape(NameId dims, NameId strides) noexcept {
+  return (dims & 0xFFFFFFFFu) | (strides << 32);
+}
+inline std::pair<NameId, NameId> unpack_op_input_shape(std::uint64_t packed) noexcept {
+  return {packed & 0xFFFFFFFFu, packed >> 32};
 }
 
 /// A range that began and has not ended: what its thread's ring tracks of it, so that a window

@@ -163,25 +163,29 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
   struct InputsKey {
     NameId op, dims;
     std::int64_t types_and_concrete;
+    std::uint32_t strides;  // 0: none recorded
     bool operator==(const InputsKey& other) const noexcept {
-      return op == other.op && dims == other.dims && types_and_concrete == other.types_and_concrete;
+      return op == other.op && dims == other.dims && types_and_concrete == other.types_and_concrete &&
+             strides == other.strides;
     }
   };
   struct InputsKeyHash {
     std::size_t operator()(const InputsKey& key) const noexcept {
       std::uint64_t hash = key.op * 0x9E3779B97F4A7C15ull;
       hash = (hash ^ key.dims) * 0x9E3779B97F4A7C15ull;
-      return static_cast<std::size_t>((hash ^ static_cast<std::uint64_t>(key.types_and_concrete)) * 0x9E3779B97F4A7C15ull);
+      hash = (hash ^ static_cast<std::uint64_t>(key.types_and_concrete)) * 0x9E3779B97F4A7C15ull;
+      return static_cast<std::size_t>((hash ^ key.strides) * 0x9E3779B97F4A7C15ull);
     }
   };
   std::unordered_map<InputsKey, std::uint32_t, InputsKeyHash> inputs_index;
   const auto index_of_inputs = [&](NameId op, const Event& inputs) {  // call with the intern table's lock held
-    auto [found, inserted] = inputs_index.try_emplace(InputsKey{op, inputs.name, inputs.end},
+    auto [found, inserted] = inputs_index.try_emplace(InputsKey{op, inputs.name, inputs.end, inputs.correlation_sequence},
                                                       static_cast<std::uint32_t>(trace.op_inputs.size()));
     if (inserted) {
       const auto [types, concrete] = unpack_op_input_names(inputs.end);
-      trace.op_inputs.push_back(
-          OpInputs{index_of_name(inputs.name), index_of_name(types), index_of_name(concrete), index_of_name(op)});
+      OpInputs recorded{index_of_name(inputs.name), index_of_name(types), index_of_name(concrete), index_of_name(op)};
+      if (inputs.correlation_sequence != 0) recorded.strides = index_of_name(NameId{inputs.correlation_sequence});
+      trace.op_inputs.push_back(recorded);
     }
     return found->second;
   };

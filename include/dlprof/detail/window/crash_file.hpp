@@ -138,6 +138,7 @@ void for_each_name_of(const Event& event, Use&& use) noexcept {
       const auto [types, concrete] = unpack_op_input_names(event.end);
       use(types);
       use(concrete);
+      if (event.correlation_sequence != 0) use(NameId{event.correlation_sequence});
       break;
     }
     case RecordKind::Step:

@@ -20,6 +20,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
+#include "dlprof/detail/backends/thread_cpu_sampler.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/detail/window/drain.hpp"
@@ -35,6 +36,7 @@ namespace detail {
 struct ClosedWindow {
   DrainedEvents drained;
   std::optional<DeviceActivity> device_activity;
+  ThreadCpuReadings thread_cpu;
   ClockMap clock;
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;

@@ -240,13 +240,14 @@ enum class TopKey : std::uint8_t {
   GpuLateRecords,
   GpuClippedAnnotations,
   DroppedDeviceCounters,
+  DroppedThreadCpuReadings,
   CuptiVersion,
   DriverVersion,
 };
 
 inline const KeyTable<TopKey>& top_level_keys() {
   namespace key = kineto::key;
-  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 22>{{
+  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 23>{{
       {key::kTraceEvents, TopKey::TraceEvents},
       {key::kDeviceProperties, TopKey::DeviceProperties},
       {key::kDistributedInfo, TopKey::DistributedInfo},
@@ -267,6 +268,7 @@ inline const KeyTable<TopKey>& top_level_keys() {
       {key::kGpuLateRecords, TopKey::GpuLateRecords},
       {key::kGpuClippedAnnotations, TopKey::GpuClippedAnnotations},
       {key::kDroppedDeviceCounters, TopKey::DroppedDeviceCounters},
+      {key::kDroppedThreadCpuReadings, TopKey::DroppedThreadCpuReadings},
       {key::kCuptiVersion, TopKey::CuptiVersion},
       {key::kCudaDriverVersion, TopKey::DriverVersion},
   }});
@@ -492,6 +494,7 @@ class TraceBuilder {
       case TopKey::GpuLateRecords: count(trace_.gpu.late_records); break;
       case TopKey::GpuClippedAnnotations: count(trace_.gpu.clipped_annotations); break;
       case TopKey::DroppedDeviceCounters: count(trace_.gpu.dropped_device_counters); break;
+      case TopKey::DroppedThreadCpuReadings: count(trace_.dropped_thread_cpu_readings); break;
       case TopKey::CuptiVersion: text(trace_.gpu.cupti_version); break;
       case TopKey::DriverVersion: text(trace_.gpu.driver_version); break;
       case TopKey::TraceEvents:
@@ -1236,6 +1239,7 @@ class TraceBuilder {
     const std::int64_t time = start_of(event);
     const std::string_view name = name_of(event);
     if (add_device_counter(event, time, name)) return;
+    if (starts_with(name, kineto::name::kThreadCpuPrefix)) return add_thread_cpu_share(event, time);
     const std::uint32_t thread = event_thread(event);
     see_time(time, time);
     for (const auto& [series, value] : event.numeric_args) {
@@ -1254,6 +1258,57 @@ class TraceBuilder {
       counter.kind = EventKind::Counter;
       trace_.events.push_back(counter);
     }
+  }
+
+  /// A reading of a thread's CPU-time track (kThreadCpuPrefix): its shares of the time until the
+  /// thread's next, which thread_cpu_samples() turns into Trace::thread_cpu once all are read.
+  void add_thread_cpu_share(const RawEvent& event, std::int64_t time) {
+    ThreadCpuShare share{event_thread(event), time, 0, -1};
+    see_time(time, time);
+    bool running = false;
+    for (const auto& [series, value] : event.numeric_args) {
+      const bool is_running = series == kineto::arg::kRunningPercent;
+      if (!is_running && series != kineto::arg::kWaitingForCpuPercent) continue;
+      const std::optional<double> percent = optional([&, &series = series, &value = value] {
+        double number = 0;
+        const NumberError error = to_double(value.text, &number);
+        if (error != NumberError::None) fail_number(value, series, error);
+        if (!(number >= 0 && number <= 1e6))
+          fail_at(value.offset, fmt::format("\"{}\" of a thread's CPU track must be a share in percent, not {}", series,
+                                            value.text));
+        return number;
+      });
+      if (!percent) continue;
+      (is_running ? share.running_percent : share.waiting_percent) = *percent;
+      running = running || is_running;
+    }
+    if (running) thread_cpu_shares_.push_back(share);
+  }
+
+  /// Each thread's CPU-time track as readings counted from its first: a share of the time to the
+  /// next reading adds that much.
+  void thread_cpu_samples(const std::vector<std::uint32_t>& final_index) {
+    for (ThreadCpuShare& share : thread_cpu_shares_) share.thread = final_index[share.thread];
+    std::stable_sort(thread_cpu_shares_.begin(), thread_cpu_shares_.end(), [](const ThreadCpuShare& a, const ThreadCpuShare& b) {
+      return a.thread != b.thread ? a.thread < b.thread : a.time_ns < b.time_ns;
+    });
+    trace_.thread_cpu.reserve(thread_cpu_shares_.size());
+    for (std::size_t i = 0; i < thread_cpu_shares_.size(); ++i) {
+      const ThreadCpuShare& share = thread_cpu_shares_[i];
+      const bool first = i == 0 || thread_cpu_shares_[i - 1].thread != share.thread;
+      ThreadCpuSample sample{share.time_ns, 0, share.waiting_percent >= 0 ? 0 : -1, share.thread};
+      if (!first) {
+        const ThreadCpuShare& before = thread_cpu_shares_[i - 1];
+        const ThreadCpuSample& previous = trace_.thread_cpu.back();
+        const double span = static_cast<double>(share.time_ns - before.time_ns);
+        sample.cpu_ns = previous.cpu_ns + std::llround(before.running_percent / 100 * span);
+        sample.run_delay_ns = previous.run_delay_ns >= 0 && before.waiting_percent >= 0
+                                  ? previous.run_delay_ns + std::llround(before.waiting_percent / 100 * span)
+                                  : -1;
+      }
+      trace_.thread_cpu.push_back(sample);
+    }
+    std::vector<ThreadCpuShare>().swap(thread_cpu_shares_);
   }
 
   /// dlprof's GPU counters (kDeviceCounters, `{"value": v}` on the device's pid) are the
@@ -1356,6 +1411,7 @@ class TraceBuilder {
     for (ApiEvent& call : trace_.api_events) call.thread = final_index[call.thread];
     for (MemoryEvent& memory : trace_.memory_events) memory.thread = final_index[memory.thread];
     for (CollectiveCall& call : trace_.collectives) call.thread = final_index[call.thread];
+    thread_cpu_samples(final_index);
   }
 
   /// Relative times (Kineto since 2024) become absolute; baseTimeNanoseconds may come after the
@@ -1389,6 +1445,7 @@ class TraceBuilder {
     }
     for (MemoryEvent& memory : trace_.memory_events) shift(memory.time_ns);
     for (DeviceCounterSample& sample : trace_.device_counters) shift(sample.time_ns);
+    for (ThreadCpuSample& sample : trace_.thread_cpu) shift(sample.time_ns);
     for (OverheadEvent& overhead : trace_.overhead_events) {
       shift(overhead.start_ns);
       shift(overhead.end_ns);
@@ -1464,7 +1521,15 @@ class TraceBuilder {
 
   static constexpr std::uint32_t kNoThread = UINT32_MAX;
 
+  struct ThreadCpuShare {
+    std::uint32_t thread = 0;
+    std::int64_t time_ns = 0;
+    double running_percent = 0;
+    double waiting_percent = -1;  ///< -1: not in the file
+  };
+
   Trace trace_;
+  std::vector<ThreadCpuShare> thread_cpu_shares_;
   std::deque<std::string> names_;
   std::unordered_map<std::string_view, std::uint32_t> name_index_;
   std::unordered_map<InputsKey, std::uint32_t, InputsKeyHash> inputs_index_;
