@@ -1152,7 +1152,10 @@ TEST(ReportTest, HowBusyEachCpuThreadIsInTextJsonAndHtml) {
   EXPECT_THAT(text, HasSubstr("How busy each CPU thread is: time on a CPU, waiting for one, and blocked, over 2 steps (3 threads)"));
   // 14 of 20 ms running, 1.5 waiting for a CPU, 4.5 blocked: 2.25 ms a step, of which 1 ms for
   // data, 0.5 ms in the sync, and at least 0.75 ms elsewhere.
-  EXPECT_THAT(text, HasSubstr("The training thread ran 70.0% of the time, waited for a CPU 7.5%, and was blocked 22.5%"));
+  EXPECT_THAT(text, HasSubstr("The training thread ran 70.0% of the time, waited for a CPU 7.5% and was blocked 22.5% "
+                              "(2.250ms a step)."));
+  EXPECT_THAT(text, HasSubstr("In the trace it waited for data 1.000ms a step and in syncs with the GPU 500.000us a step; "
+                              "at least 750.000us a step of its blocked time was neither: a lock, I/O, a sleep."));
   EXPECT_THAT(text, HasSubstr("It waited for a CPU 7.5% of the time"));
   EXPECT_THAT(text, HasSubstr("The 2 loader threads ran 50.0% of the time on average: the busiest, worker-a [102], 75.0%, "
                               "the idlest, worker-b [103], 25.0% (1.50 times the mean)."));
@@ -1245,6 +1248,7 @@ TEST(ReportTest, HowFarFromTheLimitInTextJsonAndHtml) {
   const std::string text = unwrapped(dlprof::render_text(report));
   EXPECT_THAT(text, HasSubstr("How far from the limit: each op's kernels against its GPU's roofs, by time lost (10 of 11)"));
   EXPECT_THAT(text, HasSubstr("Model FLOP utilization over the steps: 59.9% ("));
+  EXPECT_THAT(text, HasSubstr("; model FLOP utilization 59.9%.")) << "in the verdict, the report's first lines";
   EXPECT_THAT(text, HasSubstr("of BF16's 989.4 TFLOP/s on Tensor Cores)"));
   EXPECT_THAT(text, HasSubstr("GPU 0 (NVIDIA H200): the roofs of the NVIDIA H200 SXM, dense; memory 4.8 TB/s"));
   EXPECT_THAT(text, HasSubstr("GPU 0: SM clock 1559 MHz on average (1515 to 1605, 39 readings), 78.7% of the 1980 MHz its "
@@ -1257,6 +1261,7 @@ TEST(ReportTest, HowFarFromTheLimitInTextJsonAndHtml) {
   const Json json = Json::parse(dlprof::render_json(report));
   const Json& limits = json.at("ranks").at(0).at("limits");
   EXPECT_NEAR(limits.at("mfu").at("utilization_pct").get<double>(), 59.9, 0.05);
+  EXPECT_NEAR(json.at("verdict").at("mfu_pct").get<double>(), 59.9, 0.05);
   EXPECT_EQ(limits.at("mfu").at("precision"), "BF16");
   const Json& mm = limits.at("ops").at(0);
   EXPECT_EQ(mm.at("op"), "aten::mm");

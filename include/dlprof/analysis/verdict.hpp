@@ -86,6 +86,9 @@ struct Verdict {
   double median_step_ns = 0;
   double mean_step_ns = 0;
   std::optional<double> gpu_busy;  ///< the mean of the GPUs' utilization, [0, 1]; none without kernels
+  /// The ranks' mean model FLOP utilization over their steps (roofline.hpp), [0, 1]; none without
+  /// FLOP counts or known peaks. make_report() fills it in.
+  std::optional<double> mfu;
   /// The first (at most kActions) findings that save time: the findings are ranked, so these are
   /// indices 0 to top_actions - 1 of them.
   std::size_t top_actions = 0;

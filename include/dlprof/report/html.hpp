@@ -420,6 +420,19 @@ inline std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cas
 inline std::string ms(double ns) { return fmt::format("{:.3f}", ns / 1e6); }
 inline std::string percent_text(double percent) { return fmt::format("{:.1f}%", percent); }
 
+/// A section the text renderer shows too (LimitsSection, ThreadCpuSection): its title, its lines,
+/// its table and its notes.
+template <class Section>
+void html_section(HtmlOut& html, const Section& section) {
+  html.element("h3", section.title);
+  for (const std::string& line : section.lines) html.element("p", line);
+  html.table(section.headers, section.rows, 0);
+  if (section.notes.empty()) return;
+  html.raw("<ul class=\"muted\">");
+  for (const std::string& note : section.notes) html.element("li", note);
+  html.raw("</ul>\n");
+}
+
 inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& report) {
   const std::string id = fmt::format("rank-{}", rank.rank);
   html.format("<section id=\"{}\">\n", id);
@@ -517,15 +530,7 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
                  rows, 0, full_names);
     }
     if (!rank.roofline.rows.empty()) {
-      const LimitsSection limits = limits_section(rank, report.options.top_rows);
-      html.element("h3", limits.title);
-      for (const std::string& line : limits.lines) html.element("p", line);
-      html.table(limits.headers, limits.rows, 0);
-      if (!limits.notes.empty()) {
-        html.raw("<ul class=\"muted\">");
-        for (const std::string& note : limits.notes) html.element("li", note);
-        html.raw("</ul>\n");
-      }
+      html_section(html, limits_section(rank, report.options.top_rows));
     }
   }
 
@@ -561,15 +566,7 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     html.table({"Thread", "Waiting", "Waits", "Longest in"}, rows, 3);
   }
   if (!rank.thread_cpu.empty()) {
-    const ThreadCpuSection threads = thread_cpu_section(rank, report.options.top_rows);
-    html.element("h3", threads.title);
-    for (const std::string& line : threads.lines) html.element("p", line);
-    html.table(threads.headers, threads.rows, 0);
-    if (!threads.notes.empty()) {
-      html.raw("<ul class=\"muted\">");
-      for (const std::string& note : threads.notes) html.element("li", note);
-      html.raw("</ul>\n");
-    }
+    html_section(html, thread_cpu_section(rank, report.options.top_rows));
   }
 
   if (rank.gpu_activity) {

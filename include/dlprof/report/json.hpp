@@ -92,6 +92,7 @@
 //        (per step), "phase" (null: none longer than the others'), "phase_us", "others_median_phase_us"}},
 //    "verdict": {"bound" (gpu_compute, communication_wait, memory_copies, input, host, no_steps),
 //      "bound_pct", "steps", "median_step_us", "mean_step_us", "gpu_busy_pct" (null without kernels),
+//      "mfu_pct" (the ranks' mean model FLOP utilization; null without FLOP counts or peaks),
 //      of the steady steps while any is (analysis/steady_state.hpp), "all_flagged" (none is: of every
 //      step), "left_out": [{"rank", "step" (null: the whole trace), "reason" (first_calls, outlier,
 //      mid_flight), "time_us" (the first calls', the step's, the GPU work's from before the window),
@@ -948,6 +949,8 @@ inline std::string render_json(const Report& report) {
   json.member_us("mean_step_us", verdict.mean_step_ns);
   json.key("gpu_busy_pct");
   json.optional_number(verdict.gpu_busy ? std::optional<double>(100.0 * *verdict.gpu_busy) : std::nullopt);
+  json.key("mfu_pct");
+  json.optional_number(verdict.mfu ? std::optional<double>(100.0 * *verdict.mfu) : std::nullopt);
   json.key("all_flagged");
   json.boolean(verdict.all_flagged);
   json.key("left_out");

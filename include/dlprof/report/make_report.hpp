@@ -509,6 +509,14 @@ inline Report make_report(std::vector<AnalysedRank>&& analysed, const ReportOpti
   std::vector<analysis::RankSteps> steps;
   for (const RankReport& rank : report.ranks) steps.push_back({rank.rank, &rank.steps, &rank.steady});
   report.verdict = analysis::verdict(steps, report.recommendations);
+  double mfu_sum = 0;
+  std::size_t mfu_ranks = 0;
+  for (const RankReport& rank : report.ranks)
+    if (rank.mfu) {
+      mfu_sum += rank.mfu->utilization();
+      ++mfu_ranks;
+    }
+  if (mfu_ranks != 0) report.verdict.mfu = mfu_sum / static_cast<double>(mfu_ranks);
   if (!traces->empty()) report.owned_traces = std::move(traces);
   return report;
 }

@@ -220,6 +220,7 @@ inline std::string verdict_step_sentence(const analysis::Verdict& verdict) {
   if (verdict.mean_differs()) step += fmt::format("; mean {}", short_ms(verdict.mean_step_ns));
   step += ")";
   if (verdict.gpu_busy) step += fmt::format("; GPU busy {:.1f}%", 100.0 * *verdict.gpu_busy);
+  if (verdict.mfu) step += fmt::format("; model FLOP utilization {:.1f}%", 100.0 * *verdict.mfu);
   return step + ".";
 }
 

@@ -85,14 +85,20 @@ inline ThreadCpuSection thread_cpu_section(const RankReport& rank, std::size_t t
     const analysis::TrainingThreadTime& training = *cpu.training;
     const analysis::ThreadTime& time = training.time;
     const std::optional<double> waiting = time.run_delay_share();
-    section.lines.push_back(fmt::format(
-        "The training thread ran {} of the time, {}and was blocked {}: {}{}, of which waiting for data {}, in a sync with "
-        "the GPU {}, and at least {} elsewhere (a lock, I/O, a sleep).",
-        share_cell(time.cpu_share()), waiting ? fmt::format("waited for a CPU {}, ", share_cell(waiting)) : std::string(),
-        share_cell(time.blocked_share()), KeyAverages::format_duration(time.blocked_ns() / per), each,
-        KeyAverages::format_duration(training.waiting_for_data_ns / per),
-        KeyAverages::format_duration(training.in_sync_ns / per),
-        KeyAverages::format_duration(training.blocked_elsewhere_ns() / per)));
+    section.lines.push_back(fmt::format("The training thread ran {} of the time, {}and was blocked {} ({}{}).",
+                                        share_cell(time.cpu_share()),
+                                        waiting ? fmt::format("waited for a CPU {} ", share_cell(waiting)) : std::string(),
+                                        share_cell(time.blocked_share()),
+                                        KeyAverages::format_duration(time.blocked_ns() / per), each));
+    if (training.sync_or_data_ns > 0 || time.blocked_ns() > 0) {
+      std::string waits = fmt::format("In the trace it waited for data {}{} and in syncs with the GPU {}{}",
+                                      KeyAverages::format_duration(training.waiting_for_data_ns / per), each,
+                                      KeyAverages::format_duration(training.in_sync_ns / per), each);
+      if (training.blocked_elsewhere_ns() > 0)
+        waits += fmt::format("; at least {}{} of its blocked time was neither: a lock, I/O, a sleep",
+                             KeyAverages::format_duration(training.blocked_elsewhere_ns() / per), each);
+      section.lines.push_back(waits + ".");
+    }
     if (waiting && *waiting >= kCpuContentionShare)
       section.lines.push_back(fmt::format(
           "It waited for a CPU {} of the time: more threads were ready to run than there were cores for them. Fewer "
