@@ -63,7 +63,8 @@ inline bool parse_schedstat(const char* text, std::size_t size, ThreadCpuTimes& 
 /// The CPU-time clock of another thread of this process (Linux's MAKE_THREAD_CPUCLOCK with
 /// CPUCLOCK_SCHED): what clock_gettime() reads of a thread named by its tid.
 inline clockid_t thread_cpu_clock_of(std::int64_t os_tid) noexcept {
-  return static_cast<clockid_t>((~static_cast<clockid_t>(os_tid) << 3) | 6);
+  // Shifted unsigned: the complement of a tid is negative, and shifting it as an int is undefined.
+  return static_cast<clockid_t>((~static_cast<std::uint32_t>(os_tid) << 3) | 6u);
 }
 
 /// One reading of one thread. `thread` indexes the threads of its ThreadCpuReadings.
