@@ -299,14 +299,20 @@ inline void add_thread_cpu(Trace& trace, ThreadCpuReadings&& readings, const Clo
                                    [&](const ThreadInfo& known) { return known.os_tid == readings.threads[i].os_tid; });
     if (same != trace.threads.end()) thread_of[i] = static_cast<std::uint32_t>(same - trace.threads.begin());
   }
-  trace.thread_cpu.reserve(readings.readings.size());
+  // By thread, then time: the readings come by time, so each goes to the next place of its
+  // thread's run.
+  std::vector<std::size_t> next_of(trace.threads.size() + 1, 0);
   for (const ThreadCpuReading& reading : readings.readings)
-    if (thread_of[reading.thread] != UINT32_MAX)
-      trace.thread_cpu.push_back({clock.to_realtime_ns(reading.tick), reading.times.cpu_ns, reading.times.run_delay_ns,
-                                  thread_of[reading.thread]});
-  std::stable_sort(trace.thread_cpu.begin(), trace.thread_cpu.end(), [](const ThreadCpuSample& a, const ThreadCpuSample& b) {
-    return a.thread != b.thread ? a.thread < b.thread : a.time_ns < b.time_ns;
-  });
+    if (thread_of[reading.thread] != UINT32_MAX) ++next_of[thread_of[reading.thread] + 1];
+  for (std::size_t t = 1; t < next_of.size(); ++t) next_of[t] += next_of[t - 1];
+  const std::size_t before = trace.thread_cpu.size();
+  trace.thread_cpu.resize(before + next_of.back());
+  for (const ThreadCpuReading& reading : readings.readings) {
+    const std::uint32_t thread = thread_of[reading.thread];
+    if (thread == UINT32_MAX) continue;
+    trace.thread_cpu[before + next_of[thread]++] = {clock.to_realtime_ns(reading.tick), reading.times.cpu_ns,
+                                                    reading.times.run_delay_ns, thread};
+  }
   trace.dropped_thread_cpu_readings += readings.dropped;
 }
 
