@@ -32,7 +32,7 @@ configure_and_build() {
   cmake --build "build/$name" -j "$jobs"
 }
 
-echo "== main build (-Wall -Wextra -Werror)"
+echo "== main build (-Wall -Wextra -Werror) (at ${SECONDS} s)"
 # Line tables only (-g1, the CUDA example's host code too): stack traces name files and lines, and
 # compiling takes a quarter less than with full debug information. The tools are compiled at -O2,
 # the test programs, the examples and the benchmarks (built, not run, so that they keep compiling)
@@ -42,7 +42,7 @@ configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_REL
   -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
 ctest --test-dir build/main -j "$jobs" --output-on-failure
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer (at ${SECONDS} s)"
 configure_and_build asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DDLPROF_SANITIZE=address,undefined -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF \
   -DDLPROF_USE_TORCH=OFF  # LibTorch is not built with the sanitizers
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -51,11 +51,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # -O1 compiles in two thirds of -O2's time. There g++ 12 warns of maybe-uninitialized std::optional
 # members and of a mismatched delete in range_test's own operator new, where there are none; the
 # main build keeps both warnings, at -O2.
-echo "== ThreadSanitizer"
+echo "== ThreadSanitizer (at ${SECONDS} s)"
 configure_and_build tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DCMAKE_CXX_FLAGS="-Wno-maybe-uninitialized -Wno-mismatched-new-delete" -DDLPROF_SANITIZE=thread \
   -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF -DDLPROF_USE_TORCH=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build/tsan -j "$jobs" --output-on-failure -L dlprof
 
-echo "== all tests passed"
+echo "== all tests passed (at ${SECONDS} s)"

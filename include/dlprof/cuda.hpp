@@ -112,14 +112,15 @@ inline std::string resolve_kernel_name(const void* kernel) {
 }
 
 /// A kernel's display name, resolved on first use and kept for the life of the process (the
-/// view stays valid): a recording loop demangles each kernel once.
+/// view stays valid, through exit too: the table is never destroyed): a recording loop demangles
+/// each kernel once.
 inline std::string_view kernel_name(const void* kernel) {
   static std::mutex mutex;
-  static std::unordered_map<const void*, std::string> names;  // nodes never move: views stay valid
+  static auto* const names = new std::unordered_map<const void*, std::string>();  // nodes never move
   const std::lock_guard<std::mutex> lock(mutex);
-  const auto found = names.find(kernel);
-  if (found != names.end()) return found->second;
-  return names.emplace(kernel, resolve_kernel_name(kernel)).first->second;
+  const auto found = names->find(kernel);
+  if (found != names->end()) return found->second;
+  return names->emplace(kernel, resolve_kernel_name(kernel)).first->second;
 }
 
 template <class... Types>

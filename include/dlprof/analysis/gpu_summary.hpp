@@ -71,10 +71,12 @@ namespace detail {
 inline std::string_view nvprof_copy_label(const GpuEvent& copy, std::string_view name) {
   using dlprof::detail::starts_with;
   constexpr std::size_t kKinds = std::size(kineto::kMemcpyKinds);
-  static const auto kLabels = [] {  // "[CUDA memcpy]" for an unknown kind
-    std::array<std::string, kKinds> labels;
-    labels[0] = "[CUDA memcpy]";
-    for (std::size_t k = 1; k < kKinds; ++k) labels[k] = "[CUDA memcpy " + std::string(kineto::kMemcpyKinds[k]) + "]";
+  // "[CUDA memcpy]" for an unknown kind. Never destroyed: a report handler may run on a
+  // Profiler's writer thread while the process exits.
+  static const auto* const kLabels = [] {
+    auto* labels = new std::array<std::string, kKinds>();
+    (*labels)[0] = "[CUDA memcpy]";
+    for (std::size_t k = 1; k < kKinds; ++k) (*labels)[k] = "[CUDA memcpy " + std::string(kineto::kMemcpyKinds[k]) + "]";
     return labels;
   }();
   std::size_t kind = copy.copy.copy_kind;
@@ -85,7 +87,7 @@ inline std::string_view nvprof_copy_label(const GpuEvent& copy, std::string_view
         if (starts_with(name.substr(kineto::name::kMemcpyPrefix.size()), kineto::kMemcpyKinds[k])) kind = k;
   }
   if (copy.kind == GpuEventKind::MemcpyPeer && kind == 0) kind = kineto::kMemcpyKindPeer;
-  return kLabels[kind];
+  return (*kLabels)[kind];
 }
 
 }  // namespace detail

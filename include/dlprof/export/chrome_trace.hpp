@@ -698,7 +698,9 @@ class GpuEventWriter {
 };
 
 /// The fixed fragments of a CPU event, put together once from the vocabulary: the writer copies
-/// each with one move, as it would a literal.
+/// each with one move, as it would a literal. Never destroyed: the writer thread may still be
+/// writing a trace while an exiting process destroys its statics, and a static made on that
+/// thread, after the exit hook that waits for it was installed, is destroyed before the hook runs.
 template <class Deferred = void>
 struct CpuEventFragments {
   std::string slice_args;     ///< `, "args": {"External id": `
@@ -713,7 +715,7 @@ struct CpuEventFragments {
   std::string flow_start;     ///< `, "cat": "fwdbwd", "name": "fwdbwd"},\n`
 
   static const CpuEventFragments& get() {
-    static const CpuEventFragments fragments = [] {
+    static const CpuEventFragments* const fragments = [] {
       namespace arg = kineto::arg;
       const auto key = [](std::string_view before, std::string_view name) {
         return std::string(before).append("\"").append(name).append("\": ");
@@ -734,9 +736,9 @@ struct CpuEventFragments {
                                    .append(kineto::cat::kFwdbwd).append("\"");
       f.flow_end = flow + ", \"bp\": \"e\"},\n";
       f.flow_start = flow + "},\n";
-      return f;
+      return new const CpuEventFragments(std::move(f));
     }();
-    return fragments;
+    return *fragments;
   }
 };
 
