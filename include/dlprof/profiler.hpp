@@ -1,6 +1,15 @@
-// dlprof/profiler.hpp: the include of the file that owns the training loop. Ranges (range.hpp), schedules (schedule.hpp), traces
-// (trace.hpp), the summary table (key_averages.hpp), the options (profiler_options.hpp) and the
-// Profiler that ties them together.
+// dlprof/profiler.hpp: the include of the file that owns the training loop. Ranges (range.hpp),
+// schedules (schedule.hpp), traces (trace.hpp), the summary table (key_averages.hpp), the options
+// (profiler_options.hpp), ProfilingScope (profiling_scope.hpp) and the Profiler that ties them
+// together. The Profiler is the state machine; its parts live in rooms of their own:
+//   - the recording window and its steps: detail/window/window_recorder.hpp;
+//   - a closed window's trace, built and handed to the handlers off the training thread:
+//     detail/window/closed_window.hpp, detail/window/publisher.hpp;
+//   - the flight recorder: detail/window/flight_recorder.hpp;
+//   - on-demand capture and the requests that ask for captures and dumps:
+//     detail/control/on_demand.hpp, detail/control/capture_requests.hpp;
+//   - the watcher thread: detail/control/watcher.hpp;
+//   - fork and exit: detail/window/lifecycle.hpp.
 // The report (prof.report()) needs <dlprof/report.hpp> in the file that calls it:
 //
 //   dlprof::Profiler prof(dlprof::ProfilerOptions{}
@@ -18,28 +27,19 @@
 // recording, and a window that ends without RecordAndSave is discarded.
 #pragma once
 
-#include <errno.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <deque>
-#include <exception>
-#include <functional>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <system_error>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,28 +47,17 @@
 
 #include "dlprof/annotate.hpp"
 #include "dlprof/config.hpp"
-#include "dlprof/detail/recording/active.hpp"
-#include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/control/capture_requests.hpp"
 #include "dlprof/detail/control/capture_signal.hpp"
-#include "dlprof/detail/control/slow_step_policy.hpp"
-#include "dlprof/detail/control/watchdog.hpp"
-#include "dlprof/detail/window/assemble.hpp"
-#include "dlprof/detail/window/drain.hpp"
-#include "dlprof/detail/window/crash_file.hpp"
-#include "dlprof/detail/window/flight_log.hpp"
-#include "dlprof/detail/backends/gpu_activity.hpp"
-#include "dlprof/detail/backends/thread_cpu_sampler.hpp"
-#include "dlprof/detail/window/gpu_merge.hpp"
+#include "dlprof/detail/control/on_demand.hpp"
+#include "dlprof/detail/control/watcher.hpp"
+#include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/window/closed_window.hpp"
+#include "dlprof/detail/window/flight_recorder.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
 #include "dlprof/detail/window/publisher.hpp"
-#include "dlprof/detail/backends/op_observer.hpp"
-#include "dlprof/detail/recording/name_table.hpp"
-#include "dlprof/detail/recording/ring_registry.hpp"
-#include "dlprof/detail/text.hpp"
-#include "dlprof/distributed.hpp"
-#include "dlprof/export/chrome_trace.hpp"
-#include "dlprof/format/vocabulary.hpp"
+#include "dlprof/detail/window/window_recorder.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/profiler_options.hpp"
 #include "dlprof/range.hpp"
@@ -90,22 +79,6 @@ template <class T, class = void>
 inline constexpr bool is_complete_v = false;
 template <class T>
 inline constexpr bool is_complete_v<T, std::void_t<decltype(sizeof(T))>> = true;
-}  // namespace detail
-
-namespace detail {
-
-/// Prints `message` unless this process has printed it already: several Profilers made with the
-/// same settings warn once.
-template <class Deferred = void>
-void print_warning_once(const std::string& message) {
-  static std::mutex mutex;
-  static std::vector<std::string>* printed = new std::vector<std::string>();  // never destroyed: Profilers may be globals
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (std::find(printed->begin(), printed->end(), message) != printed->end()) return;
-  printed->push_back(message);
-  print_warning(message);
-}
-
 }  // namespace detail
 
 /// Collects a trace of the calling process over the steps a schedule selects. start(), step()
@@ -135,30 +108,20 @@ class BasicProfiler {
     // moment it is loaded (detail/control/capture_signal.hpp).
     static_cast<void>(detail::g_capture_signal_at_load<Deferred>);
     detail::LaunchedOptions launched = detail::apply_settings(std::move(options), detail::read_settings(::environ));
+    detail::take_requests_as_launched(launched, requests_);
     options_ = std::move(launched.options);
-    publisher_.emplace(options_.handlers(), [this](detail::ClosedWindow&& window) { return build(std::move(window)); });
-    slow_steps_ = detail::SlowStepPolicy(options_.slow_step_factor());
+    publisher_.emplace(options_.handlers(), [this](detail::ClosedWindow&& window) {
+      return detail::assemble_window(std::move(window), options_.distributed_backend());
+    });
     mode_ = launched.mode;
-    if (detail::takes_requests(mode_)) {
-      requests_.emplace(std::move(launched.trigger_file));
-      if (launched.capture_signal != 0)
-        if (const std::string problem = detail::install_capture_signal(launched.capture_signal); !problem.empty())
-          launched.warnings.push_back(fmt::format("signal {} cannot ask for {}: {}; {} and DLPROF_TRIGGER_FILE still can",
-                                                  launched.capture_signal, mode_ == Mode::OnDemand ? "captures" : "dumps",
-                                                  problem, mode_ == Mode::OnDemand ? "prof.capture()" : "prof.dump()"));
-      if (options_.handlers().empty())
-        launched.warnings.push_back(mode_ == Mode::OnDemand
-                                        ? "DLPROF_MODE=on-demand with no DLPROF_OUTPUT and no on_trace_ready handler: captures "
-                                          "are kept for last_trace() only"
-                                        : "DLPROF_MODE=flight-recorder with no DLPROF_OUTPUT and no on_trace_ready handler: "
-                                          "dumps are kept for last_trace() only, and a crash leaves no file");
-    }
+    if (mode_ == Mode::FlightRecorder) flight_.emplace(window_, options_);
+    if (mode_ == Mode::OnDemand) on_demand_.emplace(options_);
     for (const std::string& warning : launched.warnings) detail::print_warning_once(warning);
     if (mode_ == Mode::Off) return;
     detail::install_lifecycle_hooks();
     detail::select_clock();
     detail::process_ns_per_tick();  // starts the long calibration baseline now, not mid-window
-    find_collectors();
+    window_.find_collectors();
   }
 
   ~BasicProfiler() {
@@ -166,7 +129,7 @@ class BasicProfiler {
       // The parent's writer and watcher threads do not exist here and their locks may be held
       // for good: they are left as they are, never waited for or destroyed.
       publisher_->abandon_in_child();
-      static_cast<void>(watcher_.release());
+      watcher_.abandon_in_child();
       return;
     }
     if (started_) {
@@ -175,14 +138,7 @@ class BasicProfiler {
       } catch (...) {  // a destructor must not throw; stop() already reported handler errors
       }
     }
-    if (watcher_) {
-      {
-        const std::lock_guard<std::mutex> lock(watcher_mutex_);
-        watcher_stopping_ = true;
-      }
-      watcher_wake_.notify_all();
-      watcher_->join();
-    }
+    watcher_.stop();
   }
 
   BasicProfiler(const BasicProfiler&) = delete;
@@ -206,13 +162,13 @@ class BasicProfiler {
     if (mode_ == Mode::Off) return;
     if (mode_ == Mode::FlightRecorder) {
       start_flight_recorder();
-      if (options_.slow_step_factor() != 0 && !watcher_) watcher_ = std::make_unique<std::thread>([this] { watch(); });
+      if (options_.slow_step_factor() != 0) watcher_.start([this] { watch(); });
       stop_if_requested();
       return;
     }
-    if (mode_ == Mode::OnDemand) {
-      last_step_call_ns_ = detail::clock_ns(CLOCK_MONOTONIC);
-      if (!watcher_) watcher_ = std::make_unique<std::thread>([this] { watch(); });
+    if (on_demand_) {
+      on_demand_->stepped(detail::clock_ns(CLOCK_MONOTONIC));
+      watcher_.start([this] { watch(); });
     }
     action_ = planned_action(step_num_);
     transit(Action::None, action_);
@@ -238,20 +194,22 @@ class BasicProfiler {
       stop_if_requested();
       return;
     }
-    if (mode_ == Mode::OnDemand) {
-      last_step_call_ns_ = detail::clock_ns(CLOCK_MONOTONIC);
+    std::int64_t now_ns = 0;
+    if (on_demand_) {
+      now_ns = detail::clock_ns(CLOCK_MONOTONIC);
+      on_demand_->stepped(now_ns);
       take_capture_requests(/*stepping=*/true);
     }
     close_step();
     const Action previous = action_;
     ++step_num_;
-    if (timed_capture_end_ns_ != 0 && last_step_call_ns_ >= timed_capture_end_ns_) {
+    if (on_demand_ && on_demand_->timed_capture_due(now_ns)) {
       end_timed_capture();
     } else {
       action_ = planned_action(step_num_);
       transit(previous, action_);
     }
-    if (mode_ == Mode::OnDemand && !capture_running()) end_capture();
+    if (on_demand_ && !on_demand_->running(step_num_)) on_demand_->end();
     open_step();
     stop_if_requested();
   }
@@ -313,8 +271,8 @@ class BasicProfiler {
 
   /// Flight-recorder dumps written since construction, and slow steps not dumped because one was
   /// dumped less than a minute before.
-  std::uint64_t dumps() const noexcept { return dumps_; }
-  std::uint64_t slow_steps_not_dumped() const noexcept { return slow_steps_.slow_steps_not_dumped(); }
+  std::uint64_t dumps() const noexcept { return flight_ ? flight_->dumps() : 0; }
+  std::uint64_t slow_steps_not_dumped() const noexcept { return flight_ ? flight_->slow_steps_not_dumped() : 0; }
   /// Capture or dump requests by signal this Profiler refused: signals that arrived together with
   /// the one taken (they ask once), and those within 10 s after it (one is taken per 10 s at most).
   std::uint64_t signals_refused() const noexcept { return requests_ ? requests_->signals_refused() : 0; }
@@ -404,19 +362,18 @@ class BasicProfiler {
         case Action::Warmup: break;  // torch starts and stops an empty trace here: nothing to save
         case Action::Record:
         case Action::RecordAndSave:
-          stop_trace();
-          if (save) {
+          window_.stop();
+          if (save)
             trace_ready();
-          } else {
-            drained_ = {};
-            thread_cpu_readings_ = {};
-            device_activity_.reset();
-          }
+          else
+            window_.discard();
           break;
       }
-      disable_collectors();
-      timed_capture_end_ns_ = 0;
-      if (mode_ == Mode::OnDemand) end_capture();
+      window_.disable_collectors();
+      if (on_demand_) {
+        on_demand_->end_timed();
+        on_demand_->end();
+      }
       started_ = false;
       detail::g_started_profiler.store(nullptr);
       publisher_->wait_idle();
@@ -432,7 +389,7 @@ class BasicProfiler {
 
   void transit(Action previous, Action current) {
     run_action_map(previous, current);
-    if (current == Action::None) disable_collectors();  // idle steps pay nothing for CUPTI or op observers
+    if (current == Action::None) window_.disable_collectors();
   }
 
   /// What torch.profiler's action map does on the step from `previous` to `current`: prepare,
@@ -441,258 +398,49 @@ class BasicProfiler {
     const bool was_recording = previous == Action::Record || previous == Action::RecordAndSave;
     const bool recording = current == Action::Record || current == Action::RecordAndSave;
     if (previous == Action::RecordAndSave) {
-      stop_trace();
+      window_.stop();
       trace_ready();
-      if (current != Action::None) prepare_trace();
-      if (recording) start_trace();
+      if (current != Action::None) window_.arm(/*keep_newest=*/false);
+      if (recording) window_.start();
       return;
     }
     if (was_recording && !recording) {  // Record -> None/Warmup: torch discards the window
       warn_incorrect_schedule(previous, current);
-      stop_trace();
-      thread_cpu_readings_ = {};
-      device_activity_.reset();
+      window_.stop();
+      window_.discard();
       return;
     }
     if (previous == Action::Warmup && current == Action::None) {
       warn_incorrect_schedule(previous, current);
       return;
     }
-    if (previous == Action::None && current != Action::None) prepare_trace();
-    if (!was_recording && recording) start_trace();
-  }
-
-  /// Arms collection ahead of recording: rings get the configured capacity, and the calling
-  /// thread's ring is allocated and pre-faulted now rather than inside the first recorded step.
-  /// GPU collection is switched on here too, during warm-up when the schedule has one, so that
-  /// CUPTI's start-up cost falls outside the recorded steps.
-  void prepare_trace() {
-    detail::RingRegistry::instance().set_capacity(options_.events_per_thread());
-    detail::InternTable::instance().set_limit_bytes(options_.name_table_bytes());
-    if (detail::t_ring == nullptr || detail::t_ring->retired()) {
-      try {
-        detail::attach_thread_ring();
-      } catch (const std::bad_alloc&) {  // each event of this thread tries again, and is counted as dropped if it fails
-        detail::print_warning(fmt::format("cannot allocate a ring of {} events for this thread: its events are dropped and counted",
-                                 options_.events_per_thread()));
-      }
-    }
-    find_collectors();
-    if (op_observer_ != nullptr && !op_observer_enabled_ && options_.wants(Activity::CPU)) {
-      op_observer_->enable(
-          detail::OpObserverOptions{options_.record_shapes(), options_.with_flops(), options_.profile_memory()});
-      op_observer_enabled_ = true;
-    }
-    if (gpu_backend_ != nullptr && !gpu_enabled_ && options_.wants(Activity::CUDA)) {
-      gpu_enabled_ = gpu_backend_->enable(
-          // A framework's allocator reports its own allocations (a caching allocator's tensors rather
-          // than its cudaMalloc blocks): CUPTI's memory records would count them twice.
-          detail::GpuCollectionOptions{options_.profile_memory() && op_observer_ == nullptr,
-                                       options_.gpu_records_per_window(), mode_ == Mode::FlightRecorder,
-                                       options_.device_counter_period()});
-      if (!gpu_enabled_) {  // unavailable: warned once, CPU only from now on
-        gpu_backend_ = nullptr;
-        gpu_unavailable_ = true;
-      }
-    }
-  }
-
-  /// The op observer and the GPU backend the options ask for, where the program links them.
-  void find_collectors() {
-    if (op_observer_ == nullptr && options_.wants(Activity::CPU))
-      if (const detail::OpObserverAccessor observer = detail::g_op_observer.load(std::memory_order_acquire))
-        op_observer_ = &observer();
-    if (gpu_backend_ == nullptr && !gpu_unavailable_ && options_.wants(Activity::CUDA)) {
-      if (const detail::GpuBackendAccessor backend = detail::g_gpu_backend.load(std::memory_order_acquire)) {
-        gpu_backend_ = &backend();
-      } else {
-        gpu_unavailable_ = true;
-        static std::once_flag warned;  // once per process, however many profilers ask
-        std::call_once(warned, [] {
-          detail::print_warning("Activity::CUDA requested, but this program does not link dlprof::cupti: recording CPU only");
-        });
-      }
-    }
-  }
-
-  void start_trace() {
-    std::uint32_t flags = detail::kRecording;
-    if (gpu_enabled_) {
-      gpu_backend_->begin_window();
-      flags |= detail::kCorrelating;
-    }
-    overflowed_names_before_window_ = detail::InternTable::instance().overflowed();
-    window_start_ = detail::sample_clocks();
-    sample_thread_cpu();
-    detail::install_recording_slow_path();  // before kRecording: Profilers constructed while the program starts
-    detail::g_active.fetch_or(flags, std::memory_order_relaxed);
-  }
-
-  /// Reads the recording threads' CPU time and run-queue wait (detail/backends/thread_cpu_sampler.hpp).
-  void sample_thread_cpu() {
-    if (!options_.thread_cpu() || !options_.wants(Activity::CPU)) return;
-    last_thread_cpu_tick_ = detail::now_ticks();
-    thread_cpu_.sample(last_thread_cpu_tick_);
-  }
-
-  /// A step begins: read again unless the last reading (the step before's end, the window's start)
-  /// was just taken. The analysis reads each step's edges off the readings around them, which is
-  /// exact only when nothing ran between the reading and the edge: a thread preempted there, or a
-  /// window handed over there, would have its CPU time spread over the gap.
-  void sample_thread_cpu_at_step_start() {
-    const std::int64_t now = detail::now_ticks();
-    if (static_cast<double>(now - last_thread_cpu_tick_) * detail::process_ns_per_tick() > kFreshReadingNs)
-      sample_thread_cpu();
-  }
-
-  void stop_trace() {
-    detail::g_active.fetch_and(~(detail::kRecording | detail::kCorrelating), std::memory_order_relaxed);
-    const detail::ClockSample window_end = detail::sample_clocks();
-    drained_ = detail::drain_rings(window_start_.ticks, window_end.ticks);
-    if (!step_end_sampled_) sample_thread_cpu();  // a window without steps, or ended inside one
-    thread_cpu_readings_ = thread_cpu_.take(window_start_.ticks, /*keep_last_round=*/false);
-    window_end_ = window_end;
-    overflowed_names_in_window_ = detail::InternTable::instance().overflowed() - overflowed_names_before_window_;
-    if (gpu_enabled_) device_activity_ = gpu_backend_->end_window();
-  }
-
-  void disable_collectors() {
-    if (op_observer_enabled_) {
-      op_observer_->disable();
-      op_observer_enabled_ = false;
-    }
-    if (gpu_enabled_) {
-      gpu_backend_->disable();
-      gpu_enabled_ = false;
-    }
+    if (previous == Action::None && current != Action::None) window_.arm(/*keep_newest=*/false);
+    if (!was_recording && recording) window_.start();
   }
 
   /// The window just closed becomes a Trace for last_trace() and the handlers. Built on the
   /// writer thread unless a handler must run on this one, so that prof.step() only drains the
   /// rings: building costs as much again per recorded op.
-  void trace_ready() { hand_over(close_window(), /*handlers_here=*/false); }
-
-  std::shared_ptr<detail::ClosedWindow> close_window() {
-    auto window = std::make_shared<detail::ClosedWindow>();
-    window->drained = std::move(drained_);
-    drained_ = {};
-    window->thread_cpu = std::move(thread_cpu_readings_);
-    thread_cpu_readings_ = {};
-    window->device_activity = std::move(device_activity_);
-    device_activity_.reset();
-    window->clock = detail::ClockMap::through(window_start_, window_end_, detail::process_ns_per_tick());
-    window->start_ns = window_start_.realtime_ns;
-    window->end_ns = window_end_.realtime_ns;
-    window->overflowed_names = overflowed_names_in_window_;
-    window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
-    record_options_in(*window);
-    return window;
-  }
-
-  void record_options_in(detail::ClosedWindow& window) const {
-    window.record_shapes = options_.record_shapes();
-    window.profile_memory = options_.profile_memory();
-    window.with_flops = options_.with_flops();
-  }
+  void trace_ready() { hand_over(window_.close(), /*handlers_here=*/false); }
 
   /// The window's trace goes to last_trace() and the handlers (detail/window/publisher.hpp).
   void hand_over(std::shared_ptr<detail::ClosedWindow> window, bool handlers_here) {
     publisher_->publish(std::move(window), handlers_here);
   }
 
-  std::shared_ptr<const Trace> build(detail::ClosedWindow&& window) const {
-    auto trace = std::make_shared<Trace>(detail::assemble_trace(std::move(window.drained), window.clock, window.start_ns,
-                                                                window.end_ns, detail::InternedNames()));
-    if (window.with_flops) detail::estimate_op_costs(*trace);
-    const auto pushed_to_trace = detail::assign_external_ids(*trace);
-    if (window.device_activity)
-      detail::merge_device_activity(*trace, std::move(*window.device_activity), window.clock, pushed_to_trace);
-    detail::add_thread_cpu(*trace, std::move(window.thread_cpu), window.clock);
-    trace->pid = static_cast<std::int64_t>(::getpid());
-    trace->process_name = detail::process_name();
-    trace->clock_source = std::move(window.clock_source);
-    trace->overflowed_names = window.overflowed_names;
-    trace->distributed = distributed_info_of_this_process();
-    if (!options_.distributed_backend().empty()) trace->distributed.backend = options_.distributed_backend();
-    if (window.record_shapes) trace->metadata.emplace_back("record_shapes", "1");
-    if (window.profile_memory) trace->metadata.emplace_back("profile_memory", "1");
-    if (window.with_flops) trace->metadata.emplace_back("with_flops", "1");
-    trace->flight_recorder_dump = std::move(window.flight_reason);
-    return trace;
-  }
-
   // The flight recorder (Mode::FlightRecorder).
 
-  /// Records from now on into the flight log, and arms the dumps of a crash.
   void start_flight_recorder() {
-    // From now on each thread that attaches a ring gets an alternate signal stack, and so does
-    // this one, whose ring may be attached already: the crash handler must run on an overflowed
-    // stack too.
-    detail::g_threads_need_signal_stacks.store(true, std::memory_order_relaxed);
-    prepare_trace();
-    detail::give_this_thread_a_signal_stack();
-    start_trace();
-    flight_origin_ = window_start_;
-    const std::size_t capacity =
-        std::min(options_.flight_steps() * options_.events_per_thread(), ProfilerOptions::kMaxEventsPerThread);
-    crash_target_.reset();  // a restart: its log goes, and a crash meanwhile finds no target
-    flight_log_ = std::make_unique<detail::FlightLog>(capacity, options_.flight_steps(), window_start_.ticks);
-    arm_crash_dumps();
+    flight_->start(step_num_, generation_, &BasicProfiler::dump_on_terminate, this);
     open_step();
   }
 
   void stop_flight_recorder() {
     close_step();
-    detail::g_crash_target.store(nullptr, std::memory_order_release);
-    detail::g_active.fetch_and(~(detail::kRecording | detail::kCorrelating), std::memory_order_relaxed);
-    detail::drain_rings(INT64_MIN, INT64_MAX);  // nothing asked for these: the steps after the last dump are dropped
-    thread_cpu_.clear();
-    if (gpu_enabled_) gpu_backend_->end_window();
-    disable_collectors();
+    flight_->stop();
     started_ = false;
     detail::g_started_profiler.store(nullptr);
     publisher_->wait_idle();
-  }
-
-  /// Prepares what a fatal signal's handler writes, which may then only fill in the moment.
-  void arm_crash_dumps() {
-    auto target = std::make_unique<detail::CrashTarget>();
-    target->log = flight_log_.get();
-    target->generation = generation_;
-    detail::CrashHeader& header = target->header;
-    std::memcpy(header.magic, detail::kCrashMagic, sizeof(header.magic));
-    header.version = detail::kCrashFileVersion;
-    header.header_bytes = sizeof(detail::CrashHeader);
-    header.clock_is_tsc = detail::g_use_tsc.load(std::memory_order_relaxed) ? 1 : 0;
-    header.pid = static_cast<std::int64_t>(::getpid());
-    header.step_os_tid = detail::current_os_tid();
-    header.origin = flight_origin_;
-    header.ns_per_tick = detail::process_ns_per_tick();
-    const DistributedInfo distributed = distributed_info_from_environment();
-    header.rank = distributed.rank;
-    header.world_size = distributed.world_size;
-    const std::string process = detail::process_name();
-    std::memcpy(header.process_name, process.data(), std::min(process.size(), sizeof(header.process_name) - 1));
-    target->step.store(step_num_, std::memory_order_relaxed);
-    target->dump = &BasicProfiler::dump_on_terminate;
-    target->profiler = this;
-    if (const std::optional<TraceDirectory> crash_files = options_.crash_file_directory()) {
-      const std::string prefix = fmt::format("{}/{}.", crash_files->directory, crash_files->worker);
-      if (const int error = detail::make_directories(crash_files->directory); error != 0)
-        detail::print_warning_once(fmt::format("flight recorder: cannot create the trace directory '{}' ({}): a crash "
-                                               "will leave no file",
-                                               detail::terminal_text(crash_files->directory), detail::errno_text(error)));
-      else if (prefix.size() + 48 > sizeof(target->path_prefix))
-        detail::print_warning_once(fmt::format("flight recorder: the trace directory's path is longer than {} bytes: a "
-                                               "crash will leave no file",
-                                               sizeof(target->path_prefix) - 48));
-      else
-        std::memcpy(target->path_prefix, prefix.data(), prefix.size());
-    }
-    detail::install_fatal_signal_handlers();
-    detail::install_terminate_handler();
-    crash_target_ = std::move(target);
-    detail::g_crash_target.store(crash_target_.get(), std::memory_order_release);
   }
 
   /// CrashTarget::dump: std::terminate's dump, with every handler run on the terminating thread,
@@ -710,138 +458,52 @@ class BasicProfiler {
   /// slow or one was asked for.
   void flight_step() {
     close_step();
-    flight_log_->append_step(step_num_, detail::now_ticks());
-    if (gpu_enabled_) gpu_backend_->discard_before(flight_log_->window_start_tick());
-    thread_cpu_.discard_before(flight_log_->window_start_tick());
-    std::string reason = slow_steps_
-                             .step_ended(step_num_, last_step_ticks_, detail::process_ns_per_tick(),
-                                         detail::clock_ns(CLOCK_MONOTONIC), std::exchange(dumped_in_step_, false))
-                             .value_or("");
+    std::string reason = flight_->end_step(step_num_).value_or("");
     const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
     if (requests_->take_signal(now) && reason.empty()) reason = "the dump signal";
     warn_of_refused_signals(/*flush=*/false);
     if (requests_->take_trigger_file(now) && reason.empty()) reason = "the trigger file";
     ++step_num_;
-    crash_target_->step.store(step_num_, std::memory_order_relaxed);
+    flight_->number_step(step_num_);
     if (!reason.empty()) flight_dump(reason, /*handlers_here=*/false);
     open_step();
   }
 
-  /// The watcher's look at a flight recorder's step in progress: one that has run longer than
-  /// slow_step_factor times the median of the steps before it, and half a second more, is dumped
-  /// while it runs, once, with what every thread is inside (detail/control/watchdog.hpp). It
-  /// shares the slow steps' limit of one dump a minute: a hang found sooner after one is dumped
-  /// once that minute has passed, if the step still runs.
-  void dump_if_hung() {
-    if (!step_recorded_) return;
-    const std::int64_t now_tick = detail::now_ticks();
-    const double ns_per_tick = detail::process_ns_per_tick();
-    const std::int64_t running = now_tick - step_start_ticks_;
-    if (!slow_steps_.step_running(running, ns_per_tick, detail::clock_ns(CLOCK_MONOTONIC))) return;
-    flight_dump(detail::hang_reason(step_num_, running, *slow_steps_.median_ticks(), ns_per_tick,
-                                    crash_target_->header.step_os_tid, detail::threads_inside_now(), now_tick),
-                /*handlers_here=*/false);
-  }
-
-  /// Writes the kept steps, and the current step so far, as one trace; the log starts over.
   void flight_dump(std::string reason, bool handlers_here) {
-    const detail::ClockSample now = detail::sample_clocks();
-    const std::int64_t from = flight_log_->window_start_tick();
-    detail::DrainedEvents partial = detail::drain_rings(from, now.ticks);
-    if (step_recorded_) sample_thread_cpu();  // the step in progress, so far; the next dump's first reading
-    detail::DrainedEvents kept = flight_log_->take(now.ticks);
-    kept.dropped += partial.dropped;
-    kept.clipped_open += partial.clipped_open;
-    kept.end_tick = partial.end_tick;
-    for (detail::DrainedEvents::Thread& thread : partial.threads) {
-      const auto same = std::find_if(kept.threads.begin(), kept.threads.end(), [&](const detail::DrainedEvents::Thread& t) {
-        return t.os_tid == thread.os_tid && t.ordinal == thread.ordinal;
-      });
-      if (same == kept.threads.end())
-        kept.threads.push_back(std::move(thread));
-      else
-        same->events.insert(same->events.end(), thread.events.begin(), thread.events.end());
-    }
-    if (step_recorded_) {  // the step in progress, so far
-      const std::int64_t stepping_tid = crash_target_->header.step_os_tid;
-      auto stepping = std::find_if(kept.threads.begin(), kept.threads.end(),
-                                   [&](const detail::DrainedEvents::Thread& t) { return t.os_tid == stepping_tid; });
-      if (stepping == kept.threads.end()) {
-        kept.threads.push_back({stepping_tid, detail::thread_ordinal(), {}, {}});
-        stepping = kept.threads.end() - 1;
-      }
-      stepping->events.push_back(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {now.ticks},
-                                               detail::RecordKind::Step, Category::Step, 0});
-      ++kept.clipped_open;
-    }
-    auto window = std::make_shared<detail::ClosedWindow>();
-    window->drained = std::move(kept);
-    window->thread_cpu = thread_cpu_.take(from, /*keep_last_round=*/true);
-    if (gpu_enabled_) {
-      window->device_activity = gpu_backend_->end_window();
-      gpu_backend_->begin_window();
-    }
-    window->clock = detail::ClockMap::through(flight_origin_, now, detail::process_ns_per_tick());
-    window->start_ns = window->clock.to_realtime_ns(from);
-    window->end_ns = now.realtime_ns;
-    const std::uint64_t overflowed = detail::InternTable::instance().overflowed();
-    window->overflowed_names = overflowed - overflowed_names_before_window_;
-    overflowed_names_before_window_ = overflowed;
-    window->clock_source = detail::g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
-    window->flight_reason = std::move(reason);
-    record_options_in(*window);
-    ++dumps_;
-    dumped_in_step_ = true;
-    hand_over(std::move(window), handlers_here);
+    hand_over(flight_->dump(std::move(reason), step_num_), handlers_here);
   }
 
   /// What step `step` does: the schedule's action, or on demand the current capture's.
   Action planned_action(std::int64_t step) const noexcept {
-    if (mode_ != Mode::OnDemand) return options_.schedule()(step);
-    if (timed_capture_end_ns_ != 0) return Action::Record;
-    return capture_ ? (*capture_)(step) : Action::None;
+    return on_demand_ ? on_demand_->action(step) : options_.schedule()(step);
   }
 
   /// A request from code: `amount` steps, or -amount ns. False when one is pending or running.
   bool ask_for_capture(std::int64_t amount) {
-    if (mode_ != Mode::OnDemand || capturing_.load(std::memory_order_acquire) || !requests_->ask(amount)) return false;
-    watcher_wake_.notify_all();
+    if (!on_demand_ || on_demand_->capturing() || !requests_->ask(amount)) return false;
+    watcher_.wake();
     return true;
   }
 
-  /// Whether a capture is under way: a timed one, or the steps of one not yet past.
-  bool capture_running() const noexcept {
-    return timed_capture_end_ns_ != 0 || (capture_.has_value() && step_num_ <= capture_last_step_);
-  }
-
-  /// In a Profiler's own thread, every 200 ms: on demand, ends a timed capture that is due and,
-  /// when no step() has come for a second (a program without steps), takes the requests step()
-  /// would; in a flight recorder, dumps a step that hangs. Only tries the control lock, so that
-  /// start(), step() and stop() never wait for it.
+  /// The watcher's look (detail/control/watcher.hpp): on demand, ends a timed capture that is due
+  /// and, when no step() has come for a second (a program without steps), takes the requests
+  /// step() would; in a flight recorder, dumps a step that hangs. Only tries the control lock, so
+  /// that start(), step() and stop() never wait for it.
   void watch() {
-    std::unique_lock<std::mutex> lock(watcher_mutex_);
-    while (!watcher_stopping_) {
-      watcher_wake_.wait_for(lock, std::chrono::milliseconds(200));
-      if (watcher_stopping_) return;
-      lock.unlock();
-      if (control_mutex_.try_lock()) {
-        const std::lock_guard<std::mutex> control(control_mutex_, std::adopt_lock);
-        if (started_) {
-          controller_.store(std::this_thread::get_id(), std::memory_order_release);
-          if (mode_ == Mode::FlightRecorder) {
-            dump_if_hung();
-          } else {
-            const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-            if (timed_capture_end_ns_ != 0 && now >= timed_capture_end_ns_) end_timed_capture();
-            if (now - last_step_call_ns_ >= kNoStepsNs) take_capture_requests(/*stepping=*/false);
-            if (!capture_running()) end_capture();
-          }
-          controller_.store(std::thread::id(), std::memory_order_release);
-          if (stop_requested_.load(std::memory_order_acquire)) stop_locked();
-        }
-      }
-      lock.lock();
+    if (!control_mutex_.try_lock()) return;
+    const std::lock_guard<std::mutex> control(control_mutex_, std::adopt_lock);
+    if (!started_) return;
+    controller_.store(std::this_thread::get_id(), std::memory_order_release);
+    if (flight_) {
+      if (std::optional<std::string> reason = flight_->hang(step_num_)) flight_dump(std::move(*reason), /*handlers_here=*/false);
+    } else {
+      const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
+      if (on_demand_->timed_capture_due(now)) end_timed_capture();
+      if (on_demand_->without_steps(now)) take_capture_requests(/*stepping=*/false);
+      if (!on_demand_->running(step_num_)) on_demand_->end();
     }
+    controller_.store(std::thread::id(), std::memory_order_release);
+    if (stop_requested_.load(std::memory_order_acquire)) stop_locked();
   }
 
   /// On demand: takes the requests made since the last look (prof.capture(), prof.capture_for(),
@@ -850,59 +512,26 @@ class BasicProfiler {
   /// without steps, every capture is timed.
   void take_capture_requests(bool stepping) {
     for (detail::CaptureRequest& request : requests_->take_all(detail::clock_ns(CLOCK_MONOTONIC), "capture")) {
-      if (capture_running()) {
-        detail::print_warning(timed_capture_end_ns_ != 0
-                                  ? fmt::format("capture asked by {} refused: a timed capture is still running", request.source)
-                                  : fmt::format("capture asked by {} refused: the capture of steps {} to {} is still running",
-                                                request.source, capture_last_step_ - capture_steps_ + 1, capture_last_step_));
+      if (on_demand_->running(step_num_)) {
+        detail::print_warning(on_demand_->refusal(request));
         continue;
       }
       if (!stepping && request.duration_ns == 0) request.duration_ns = detail::kDefaultCaptureNs;
-      begin_capture(request);
+      if (on_demand_->begin(request, step_num_)) {  // timed: recording begins now
+        window_.arm(/*keep_newest=*/false);
+        window_.start();
+        action_ = Action::Record;
+      }
     }
-  }
-
-  /// Applies the request's options for the capture, and begins it: a timed capture now, a capture
-  /// of steps at the next step (which warms up; the `steps` after it are recorded).
-  void begin_capture(const detail::CaptureRequest& request) {
-    options_before_capture_ = CaptureOptions{options_.record_shapes(), options_.profile_memory(), options_.with_flops(),
-                                             options_.activities()};
-    if (request.record_shapes) options_.record_shapes(*request.record_shapes);
-    if (request.profile_memory) options_.profile_memory(*request.profile_memory);
-    if (request.with_flops) options_.with_flops(*request.with_flops);
-    if (request.activities) options_.activities(*request.activities);
-    capturing_.store(true, std::memory_order_release);
-    if (request.duration_ns != 0) {
-      capture_.reset();
-      prepare_trace();
-      start_trace();
-      action_ = Action::Record;
-      timed_capture_end_ns_ = detail::clock_ns(CLOCK_MONOTONIC) + request.duration_ns;
-      return;
-    }
-    capture_ = schedule(0, 1, request.steps, 1, step_num_ + 1);
-    capture_steps_ = request.steps;
-    capture_last_step_ = step_num_ + 1 + request.steps;
   }
 
   /// A timed capture is due: its trace is handed over, and recording stops.
   void end_timed_capture() {
-    timed_capture_end_ns_ = 0;
-    stop_trace();
+    on_demand_->end_timed();
+    window_.stop();
     trace_ready();
-    disable_collectors();
+    window_.disable_collectors();
     action_ = Action::None;
-  }
-
-  /// After a capture: the Profiler's own options again, and requests are taken again.
-  void end_capture() {
-    if (options_before_capture_) {
-      const CaptureOptions& before = *options_before_capture_;
-      options_.record_shapes(before.record_shapes).profile_memory(before.profile_memory).with_flops(before.with_flops);
-      options_.activities(before.activities);
-      options_before_capture_.reset();
-    }
-    capturing_.store(false, std::memory_order_release);
   }
 
   void warn_of_refused_signals(bool flush) {
@@ -912,72 +541,22 @@ class BasicProfiler {
 
   void open_step() {
     // No schedule: no ProfilerStep events, like torch. On demand, captures have them.
-    if (mode_ == Mode::Scheduled && !options_.schedule().has_cycles()) return;
-    const std::uint32_t flags = detail::active_flags();
-    step_nvtx_pushed_ = (flags & detail::kNvtxAttached) != 0;
-    if (step_nvtx_pushed_) detail::nvtx_push(detail::profiler_step_name(step_num_), Category::Step);
-    step_recorded_ = (flags & detail::kRecording) != 0;
-    step_correlation_sequence_ =
-        step_recorded_ && (flags & detail::kCorrelating) != 0 ? detail::push_external_correlation() : 0;
-    step_end_sampled_ = false;
-    if (step_recorded_) sample_thread_cpu_at_step_start();
-    step_start_ticks_ = detail::now_ticks();
-    if (crash_target_ != nullptr) crash_target_->step_start_tick.store(step_recorded_ ? step_start_ticks_ : INT64_MIN);
+    window_.open_step(step_num_, mode_ != Mode::Scheduled || options_.schedule().has_cycles());
+    if (flight_) flight_->step_opened();
   }
 
-  void close_step() {
-    if (step_nvtx_pushed_) {
-      step_nvtx_pushed_ = false;
-      detail::nvtx_pop();
-    }
-    if (!step_recorded_) return;
-    step_recorded_ = false;
-    const std::int64_t end = detail::now_ticks();
-    last_step_ticks_ = end - step_start_ticks_;
-    detail::push_event(detail::Event{static_cast<detail::NameId>(step_num_), step_start_ticks_, {end},
-                                     detail::RecordKind::Step, Category::Step, step_correlation_sequence_});
-    if (step_correlation_sequence_ != 0) detail::pop_external_correlation();
-    step_correlation_sequence_ = 0;
-    sample_thread_cpu();
-    step_end_sampled_ = true;
-  }
+  void close_step() { window_.close_step(step_num_); }
 
   void warn_incorrect_schedule(Action previous, Action current) {
     detail::print_warning(fmt::format("Incorrect schedule: {} followed by {} at step {}; the recorded steps are discarded",
                              to_string(previous), to_string(current), step_num_));
   }
 
-  /// A reading of the threads' CPU time this recent stands for the moment a step begins.
-  static constexpr double kFreshReadingNs = 20'000;
-
-  /// On demand: a program that has not called step() for this long is served by the watcher.
-  static constexpr std::int64_t kNoStepsNs = 1'000'000'000;
-
   ProfilerOptions options_;
   Mode mode_ = Mode::Scheduled;
-  std::unique_ptr<detail::FlightLog> flight_log_;      // the flight recorder's steps
-  std::unique_ptr<detail::CrashTarget> crash_target_;  // what a fatal signal writes
-  detail::ClockSample flight_origin_{};
-  std::int64_t last_step_ticks_ = 0;  // the duration of the step that ended last
-  detail::SlowStepPolicy slow_steps_{0};  // the flight recorder's rules, with options_'s factor
-  std::uint64_t dumps_ = 0;
-  bool dumped_in_step_ = false;  // a dump ran in the step in progress
   std::optional<detail::CaptureRequests> requests_;  // on demand and flight recorder: what asks for a capture or dump
-  std::optional<Schedule> capture_;       // on demand: the current or last capture's steps
-  std::int64_t capture_steps_ = 0;        // its recorded steps
-  std::int64_t capture_last_step_ = -1;   // its last recorded step
-  std::int64_t timed_capture_end_ns_ = 0;  // a timed capture: when it ends (CLOCK_MONOTONIC); 0: none
-  struct CaptureOptions {
-    bool record_shapes, profile_memory, with_flops;
-    std::vector<Activity> activities;
-  };
-  std::optional<CaptureOptions> options_before_capture_;  // the Profiler's own, while a capture changes them
-  std::atomic<bool> capturing_{false};    // a capture is asked for or running
-  std::int64_t last_step_call_ns_ = 0;     // CLOCK_MONOTONIC of the last step() (or start())
-  std::unique_ptr<std::thread> watcher_;   // on demand: ends timed captures, serves programs without steps
-  std::mutex watcher_mutex_;
-  std::condition_variable watcher_wake_;
-  bool watcher_stopping_ = false;
+  std::optional<detail::OnDemandCapture> on_demand_;  // DLPROF_MODE=on-demand
+  detail::Watcher watcher_;  // on demand and flight recorder: looks at the job between steps
   const std::uint32_t generation_;  // the fork generation this Profiler was made in
   std::mutex control_mutex_;
   std::atomic<std::thread::id> controller_{};  // the thread inside start(), step() or stop(), if any
@@ -985,25 +564,8 @@ class BasicProfiler {
   bool started_ = false;
   std::int64_t step_num_ = 0;
   Action action_ = Action::None;
-  bool step_recorded_ = false;
-  bool step_nvtx_pushed_ = false;  // ProfilerStep#N is an NVTX range too, whether recorded or not
-  std::int64_t step_start_ticks_ = 0;
-  std::uint32_t step_correlation_sequence_ = 0;
-  detail::GpuBackend* gpu_backend_ = nullptr;  // set when CUDA activity is asked for and a backend is linked
-  bool gpu_enabled_ = false;
-  bool gpu_unavailable_ = false;  // asked for, and not linked or failed to start: CPU only from then on
-  detail::OpObserver* op_observer_ = nullptr;  // set when CPU activity is asked for and an observer is linked
-  bool op_observer_enabled_ = false;
-  std::optional<detail::DeviceActivity> device_activity_;
-  detail::ClockSample window_start_{};
-  detail::ClockSample window_end_{};
-  std::uint64_t overflowed_names_before_window_ = 0;
-  std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under kOverflowName
-  detail::DrainedEvents drained_;
-  detail::ThreadCpuSampler thread_cpu_;  // the recording threads' CPU time, read at each step's end
-  detail::ThreadCpuReadings thread_cpu_readings_;  // those of the window stop_trace() closed
-  bool step_end_sampled_ = false;  // the step that just closed read them: the window's end need not
-  std::int64_t last_thread_cpu_tick_ = 0;  // when they were last read, in ticks (0: never)
+  detail::WindowRecorder window_{options_};
+  std::optional<detail::FlightRecorder> flight_;  // DLPROF_MODE=flight-recorder
   // Last: its writer thread, which builds traces and runs handlers with the members above, ends
   // before they do.
   std::optional<detail::TracePublisher<>> publisher_;
@@ -1011,33 +573,9 @@ class BasicProfiler {
 
 using Profiler = BasicProfiler<>;
 
-/// Starts a Profiler on construction and stops it on destruction. A flight recorder left by an
-/// exception dumps its steps first.
-template <class Deferred = void>
-class BasicProfilingScope {
- public:
-  explicit BasicProfilingScope(BasicProfiler<Deferred>& profiler)
-      : profiler_(profiler), uncaught_exceptions_(std::uncaught_exceptions()) {
-    profiler_.start();
-  }
-  ~BasicProfilingScope() {
-    try {
-      if (std::uncaught_exceptions() > uncaught_exceptions_) profiler_.dump("an exception left the ProfilingScope");
-      profiler_.stop();
-    } catch (...) {  // stop() reports handler failures itself; a destructor must not throw
-    }
-  }
-  BasicProfilingScope(const BasicProfilingScope&) = delete;
-  BasicProfilingScope& operator=(const BasicProfilingScope&) = delete;
-
- private:
-  BasicProfiler<Deferred>& profiler_;
-  int uncaught_exceptions_;
-};
-
-using ProfilingScope = BasicProfilingScope<>;
-
 DLPROF_END_NAMESPACE
+
+#include "dlprof/profiling_scope.hpp"
 
 #if defined(DLPROF_HAS_CUPTI) && DLPROF_HAS_CUPTI
 #  include "dlprof/cupti.hpp"

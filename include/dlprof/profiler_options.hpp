@@ -6,11 +6,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -54,6 +56,18 @@ inline std::string process_name() {
 
 /// "<hostname>_<pid>": the worker name of trace files when none is given, as torch.profiler's.
 inline std::string default_worker_name() { return fmt::format("{}_{}", host_name(), static_cast<long>(::getpid())); }
+
+/// Prints `message` unless this process has printed it already: several Profilers made with the
+/// same settings warn once.
+template <class Deferred = void>
+void print_warning_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::vector<std::string>* printed = new std::vector<std::string>();  // never destroyed: Profilers may be globals
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(printed->begin(), printed->end(), message) != printed->end()) return;
+  printed->push_back(message);
+  print_warning(message);
+}
 
 }  // namespace detail
 

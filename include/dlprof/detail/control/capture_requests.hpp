@@ -24,6 +24,7 @@
 #include "dlprof/detail/text.hpp"
 #include "dlprof/format/atomic_file.hpp"
 #include "dlprof/format/launch_protocol.hpp"
+#include "dlprof/profiler_options.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -129,6 +130,27 @@ class CaptureRequests {
   std::int64_t next_trigger_check_ns_ = 0;
   bool trigger_file_warned_ = false;
 };
+
+/// Makes `requests` those a Profiler launched as `launched` takes: on demand and in a flight
+/// recorder, the program's, the capture signal's (installed here) and the trigger file's; none
+/// otherwise. What cannot ask, and a Profiler with nowhere to put what it is asked for, add to its
+/// warnings.
+template <class Deferred = void>
+void take_requests_as_launched(LaunchedOptions& launched, std::optional<CaptureRequests>& requests) {
+  if (!takes_requests(launched.mode)) return;
+  const bool on_demand = launched.mode == Mode::OnDemand;
+  if (launched.capture_signal != 0)
+    if (const std::string problem = install_capture_signal(launched.capture_signal); !problem.empty())
+      launched.warnings.push_back(fmt::format("signal {} cannot ask for {}: {}; {} and DLPROF_TRIGGER_FILE still can",
+                                              launched.capture_signal, on_demand ? "captures" : "dumps", problem,
+                                              on_demand ? "prof.capture()" : "prof.dump()"));
+  if (launched.options.handlers().empty())
+    launched.warnings.push_back(on_demand ? "DLPROF_MODE=on-demand with no DLPROF_OUTPUT and no on_trace_ready handler: captures "
+                                            "are kept for last_trace() only"
+                                          : "DLPROF_MODE=flight-recorder with no DLPROF_OUTPUT and no on_trace_ready handler: "
+                                            "dumps are kept for last_trace() only, and a crash leaves no file");
+  requests.emplace(std::move(launched.trigger_file));
+}
 
 }  // namespace detail
 DLPROF_END_NAMESPACE

@@ -23,30 +23,13 @@
 #include "dlprof/detail/backends/thread_cpu_sampler.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/text.hpp"
-#include "dlprof/detail/window/drain.hpp"
+#include "dlprof/detail/window/closed_window.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
 #include "dlprof/profiler_options.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-/// A closed window's events and what turning them into a Trace needs, taken on the training
-/// thread so the trace can be built on another.
-struct ClosedWindow {
-  DrainedEvents drained;
-  std::optional<DeviceActivity> device_activity;
-  ThreadCpuReadings thread_cpu;
-  ClockMap clock;
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-  std::uint64_t overflowed_names = 0;
-  std::string clock_source;
-  std::string flight_reason;  ///< a flight recorder's dump: why it was written
-  bool record_shapes = false;  ///< the options it was recorded with
-  bool profile_memory = false;
-  bool with_flops = false;
-};
 
 template <class Deferred = void>
 class TracePublisher {
