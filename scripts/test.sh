@@ -50,7 +50,9 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer (at ${SECONDS} s)"
 configure_and_build asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DDLPROF_SANITIZE=address,undefined \
   -DDLPROF_SANITIZE_EXCLUDE=alignment,null -DDLPROF_BUILD_BENCH=OFF -DDLPROF_BUILD_EXAMPLES=OFF \
   -DDLPROF_USE_TORCH=OFF  # LibTorch is not built with the sanitizers
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+# verify_asan_link_order=0: a library preloaded into every process (stdbuf's, a launcher's) comes
+# before the ASan runtime, which otherwise refuses to start.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan -j "$jobs" --output-on-failure -L dlprof
 
 # -O1 compiles in two thirds of -O2's time. There g++ 12 warns of maybe-uninitialized std::optional
