@@ -191,7 +191,6 @@ TEST(OnDemandCaptureTest, ATimedCaptureRecordsFromNowUntilItIsDueAndAProgramWith
   request.duration_ns = 5'000'000'000;
   request.source = "a test";
   EXPECT_TRUE(capture.begin(request, 3)) << "a timed capture begins now";
-  EXPECT_TRUE(capture.timed());
   EXPECT_EQ(capture.action(4), Action::Record);
   EXPECT_TRUE(capture.running(1'000));
   EXPECT_FALSE(capture.timed_capture_due(now));

@@ -55,9 +55,6 @@ class BasicOnDemandCapture {
   /// A timed capture runs, and `now_ns` (CLOCK_MONOTONIC) is past its end.
   bool timed_capture_due(std::int64_t now_ns) const noexcept { return timed_end_ns_ != 0 && now_ns >= timed_end_ns_; }
 
-  /// Whether a timed capture runs.
-  bool timed() const noexcept { return timed_end_ns_ != 0; }
-
   /// step() or start() is called at `now_ns` (CLOCK_MONOTONIC).
   void stepped(std::int64_t now_ns) noexcept { last_step_call_ns_ = now_ns; }
 
