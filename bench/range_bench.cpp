@@ -204,14 +204,14 @@ void restart_window(benchmark::State& state) {
 }
 
 /// Runs `range(i)` once per iteration while recording, restarting the window every
-/// events_per_thread / 2 ranges.
+/// events_per_thread / 2 ring records (a range writes `records_per_range`).
 template <class Range>
-void record_ranges(benchmark::State& state, Range range) {
+void record_ranges(benchmark::State& state, Range range, std::int64_t records_per_range = 1) {
   // A thread's first event attaches (allocates and pre-faults) its ring: do that untimed, as
   // Profiler::start() does for its own thread. Calling `range` only in the loop lets the
   // compiler inline it there, as it would in a user's function.
   if (dlprof::detail::t_ring == nullptr || dlprof::detail::t_ring->retired()) dlprof::detail::attach_thread_ring();
-  const std::int64_t restart_every = state.range(0) / 2;
+  const std::int64_t restart_every = state.range(0) / 2 / records_per_range;
   std::int64_t until_restart = restart_every;
   std::int64_t i = 0;
   for (auto _ : state) {
@@ -283,11 +283,25 @@ BENCHMARK(BM_dlprof_range_recording_gpu_correlation)
     ->Setup(start_recording_with_gpu_correlation)
     ->Teardown(end_recording_with_gpu_correlation);
 
-// 64 recurring names: formatting plus a hit in the per-thread intern cache (most of the time).
+// Numbers as arguments: kept in a second ring record, formatted when the window is assembled
+// (untimed here, as a window's close is).
 void BM_dlprof_range_f_recording(benchmark::State& state) {
-  record_ranges(state, [](std::int64_t i) { DLPROF_RANGE_F("step {}", i % 64); });
+  record_ranges(
+      state, [](std::int64_t i) { DLPROF_RANGE_F("epoch {} step {}", 3, i); }, 2);
 }
 BENCHMARK(BM_dlprof_range_f_recording)
+    ->ArgName("events_per_thread")
+    ->Arg(1 << 16)
+    ->Setup(start_recording)
+    ->Teardown(end_recording);
+
+// A string argument, which the range cannot keep: formatted as the range begins, then a hit in
+// the per-thread intern cache (64 recurring names).
+const std::string_view kLayerNames[] = {"conv1", "conv2", "fc1", "fc2"};
+void BM_dlprof_range_f_string_recording(benchmark::State& state) {
+  record_ranges(state, [](std::int64_t i) { DLPROF_RANGE_F("layer {} step {}", kLayerNames[i % 4], i % 16); });
+}
+BENCHMARK(BM_dlprof_range_f_string_recording)
     ->ArgName("events_per_thread")
     ->Arg(1 << 16)
     ->Setup(start_recording)
@@ -365,8 +379,13 @@ void print_ratios(const dlprof_bench::SummaryReporter& results) {
               ratio(cpu("BM_dlprof_range_recording/events_per_thread:1048576"), two_reads), 1.2);
   print_ratio("recording, 2 threads (2^16 rings) / two clock reads",
               ratio(cpu("BM_dlprof_range_recording/events_per_thread:65536/threads:2"), two_reads), 1.2);
-  print_ratio("DLPROF_RANGE_F recording / two clock reads (reference)",
-              ratio(cpu("BM_dlprof_range_f_recording/events_per_thread:65536"), two_reads));
+  print_ratio("DLPROF_RANGE_F recording, numbers / DLPROF_RANGE recording",
+              ratio(cpu("BM_dlprof_range_f_recording/events_per_thread:65536"),
+                    cpu("BM_dlprof_range_recording/events_per_thread:65536")),
+              1.5);
+  print_ratio("DLPROF_RANGE_F recording, a string / DLPROF_RANGE recording (reference)",
+              ratio(cpu("BM_dlprof_range_f_string_recording/events_per_thread:65536"),
+                    cpu("BM_dlprof_range_recording/events_per_thread:65536")));
   print_ratio("two clock reads / two rdtsc (reference)", ratio(two_reads, cpu("BM_clock_rdtsc_pair")));
   print_ratio("short-lived thread, one range: recording / idle (wall)",
               ratio(results.real_ns("BM_short_thread_recording/real_time"), results.real_ns("BM_short_thread_idle/real_time")),

@@ -337,6 +337,7 @@ TEST(FlightRecorderTest, ACrashFileHoldsTheKeptStepsTheThreadsRangesAndTheirName
   profiler.start();
   for (int step = 0; step < 4; ++step) {
     { DLPROF_RANGE_F("formatted {}", step); }
+    { DLPROF_RANGE_F("interned {}", std::to_string(step)); }
     profiler.step();
   }
   {
@@ -357,7 +358,8 @@ TEST(FlightRecorderTest, ACrashFileHoldsTheKeptStepsTheThreadsRangesAndTheirName
   const dlprof::Trace trace = dlprof::read_trace(crash_files[0].string());
   EXPECT_EQ(trace.flight_recorder_dump, "SIGSEGV in step 4");
   EXPECT_THAT(recorded_steps(trace), ElementsAre("ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"));
-  EXPECT_EQ(count_named(trace, "formatted 2"), 1u) << "interned names are written by the handler";
+  EXPECT_EQ(count_named(trace, "formatted 2"), 1u) << "formats and their kept arguments are written by the handler";
+  EXPECT_EQ(count_named(trace, "interned 3"), 1u) << "interned names are written by the handler";
   EXPECT_EQ(count_named(trace, "outer_at_crash"), 1u) << "ranges open at the crash end there";
   EXPECT_EQ(count_named(trace, "inner at crash 7"), 1u);
   EXPECT_EQ(trace.clipped_ranges, 3u) << "two ranges and the step";

@@ -257,7 +257,7 @@ TEST(ProcessFork, ChildrenForkedWhileOtherThreadsInternNamesDoNotDeadlock) {
   for (int t = 0; t < 3; ++t)
     interning.emplace_back([&, t] {
       for (std::uint64_t i = 0; !done.load(std::memory_order_relaxed); ++i) {
-        DLPROF_RANGE_F("interned {} {}", t, i % 50'000);
+        DLPROF_RANGE_F("interned {} {}", t, std::to_string(i % 50'000));  // a string argument: interned
         if (i % 1024 == 0) dlprof::set_thread_name(fmt::format("interner-{}-{}", t, i));
       }
     });

@@ -204,6 +204,88 @@ TEST(RangeTest, FormattedRangeFormatsOnlyWhileRecording) {
   EXPECT_EQ(events_named(*trace, "lazy 6").size(), 1u);
 }
 
+// Numbers, bools, chars and pointers are kept and formatted when the window is assembled: the
+// name is what fmt gives for the same values, type by type and with format specs.
+TEST(RangeTest, FormattedRangeKeepsNumbersAndFormatsThemAsFmtWould) {
+  const signed char tiny = -7;
+  const unsigned short small = 65535;
+  const std::int64_t big = -(std::int64_t{1} << 40);
+  const std::uint64_t huge = ~std::uint64_t{0};
+  const float ratio = 0.1f;
+  const double loss = 2.0 / 3.0;
+  int object = 0;
+  const void* address = &object;
+  const auto trace = record([&] {
+    DLPROF_RANGE_F("a {} {} {:x}", tiny, small, huge);
+    DLPROF_RANGE_F("b {} {:>6} {}", big, true, 'q');
+    DLPROF_RANGE_F("c {} {:.3f} {:e}", ratio, loss, 1e-300);
+    DLPROF_RANGE_F("d {} {}", address, nullptr);
+    DLPROF_RANGE_F("braces {{}} {}", 1);
+  });
+
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(events_named(*trace, fmt::format("a {} {} {:x}", tiny, small, huge)).size(), 1u);
+  EXPECT_EQ(events_named(*trace, fmt::format("b {} {:>6} {}", big, true, 'q')).size(), 1u);
+  EXPECT_EQ(events_named(*trace, fmt::format("c {} {:.3f} {:e}", ratio, loss, 1e-300)).size(), 1u);
+  EXPECT_EQ(events_named(*trace, fmt::format("d {} {}", address, static_cast<const void*>(nullptr))).size(), 1u);
+  EXPECT_EQ(events_named(*trace, "braces {} 1").size(), 1u);
+  EXPECT_EQ(events_named(*trace, "c 0.1 0.667 1.000000e-300").size(), 1u) << "a float is formatted as a float, not a double";
+}
+
+TEST(RangeTest, FormattedRangeKeepsNothingItDoesNotOwn) {
+  std::string text = "before";
+  const auto trace = record([&] {
+    DLPROF_RANGE_F("text {} {}", std::string_view(text), 1);
+    text = "after!";  // the view now shows other bytes: the name was formatted as the range began
+  });
+
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(events_named(*trace, "text before 1").size(), 1u);
+}
+
+TEST(RangeTest, FormattedRangeWithMoreArgumentsThanAreKeptIsFormattedAtOnce) {
+  static_assert(!dlprof::detail::kFormatArgumentsKeepable<std::int64_t, std::int64_t, std::int64_t>);
+  const auto trace = record([] { DLPROF_RANGE_F("{} {} {}", std::int64_t{1}, std::int64_t{2}, std::int64_t{3}); });
+
+  ASSERT_NE(trace, nullptr);
+  EXPECT_EQ(events_named(*trace, "1 2 3").size(), 1u);
+}
+
+TEST(RangeTest, FormattedRangeOpenAtTheWindowsEndKeepsItsName) {
+  dlprof::Profiler profiler;
+  profiler.start();
+  {
+    DLPROF_RANGE_F("around stop {} {:.1f}", 42, 0.5);
+    profiler.stop();
+  }
+  ASSERT_NE(profiler.last_trace(), nullptr);
+  EXPECT_EQ(events_named(*profiler.last_trace(), "around stop 42 0.5").size(), 1u);
+  EXPECT_EQ(profiler.last_trace()->clipped_ranges, 1u);
+}
+
+// A full ring drops a formatted range whole: never its arguments alone, which would leave the
+// range named by its bare format, nor the range alone.
+TEST(RangeTest, AFullRingDropsAFormattedRangeWithItsArguments) {
+  constexpr int kRanges = 1000;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions().events_per_thread(64));
+  profiler.start();
+  for (int i = 0; i < kRanges; ++i) {
+    DLPROF_RANGE_F("dropping {}", i);
+  }
+  profiler.stop();
+
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  std::size_t recorded = 0;
+  for (const TraceEvent& event : trace->events) {
+    if (event.kind != EventKind::Range) continue;
+    EXPECT_THAT(std::string(trace->name_of(event)), testing::MatchesRegex("dropping [0-9]+"));
+    ++recorded;
+  }
+  EXPECT_EQ(recorded, 32u) << "64 slots hold 32 formatted ranges";
+  EXPECT_EQ(recorded + trace->dropped_events, static_cast<std::size_t>(kRanges));
+}
+
 TEST(RangeTest, ScopedRangeInternsADynamicNameThatDiesRightAfterTheRangeBegins) {
   const std::string expected = "dynamic_range_" + std::string(64, 'x');  // too long for the small-string buffer
   const auto trace = record([&] {
@@ -365,6 +447,30 @@ TEST(RangeAllocationTest, RecordingRangesAllocateNothing) {
   // The ranges measured were really recorded, not skipped.
   ASSERT_NE(profiler.last_trace(), nullptr);
   EXPECT_EQ(events_named(*profiler.last_trace(), "allocation_free_range").size(), kRanges);
+}
+
+// A DLPROF_RANGE_F of numbers neither formats nor interns its name while recording: ten thousand
+// names, no allocation.
+TEST(RangeAllocationTest, RecordingFormattedRangesAllocateNothing) {
+  constexpr int kRanges = 10'000;
+  dlprof::Profiler profiler;
+  profiler.start();
+  ASSERT_NE(dlprof::detail::t_ring, nullptr);
+
+  std::size_t allocations = 0;
+  {
+    const AllocationCounter counter;
+    for (int i = 0; i < kRanges; ++i) {
+      DLPROF_RANGE_F("allocation-free step {} of {:.1f}", i, 2.5);
+    }
+    allocations = counter.count();
+  }
+  profiler.stop();
+
+  EXPECT_EQ(allocations, 0u);
+  ASSERT_NE(profiler.last_trace(), nullptr);
+  EXPECT_EQ(events_named(*profiler.last_trace(), "allocation-free step 0 of 2.5").size(), 1u);
+  EXPECT_EQ(events_named(*profiler.last_trace(), "allocation-free step 9999 of 2.5").size(), 1u);
 }
 
 // DLPROF_MODE=off: a Profiler that the launcher turned off takes the idle path all the way,

@@ -1,6 +1,7 @@
 // Tests of detail/recording/ring.hpp and ring_registry.hpp: the per-thread ring on its own, then
 // the rings as the Profiler uses them from many threads (exact counts, forced overflow, producers racing the collector,
 // threads that exit before the drain, configured capacity).
+#include <dlprof/detail/window/formatted_name.hpp>
 #include <dlprof/profiler.hpp>
 
 #include <gtest/gtest.h>
@@ -67,6 +68,65 @@ TEST(ThreadRingTest, FullRingDropsNewEventsAndCountsEachOne) {
   // Draining frees the slots for the producer again.
   EXPECT_EQ(ring.push(indexed_event(100)), PushResult::Stored);
   EXPECT_EQ(drain_indices(ring), std::vector<std::uint64_t>{100});
+}
+
+// A formatted range's kept arguments and its Range are stored together or not at all: one
+// without the other would name the range by its bare format.
+TEST(ThreadRingTest, AFormattedRangeIsStoredWithItsArgumentsOrDroppedWithThem) {
+  ThreadRing ring(4, 1, "ring");
+  ASSERT_EQ(ring.push(indexed_event(0)), PushResult::Stored);
+  const dlprof::detail::FormatArguments arguments = dlprof::detail::keep_format_arguments(7, 2.5);
+  ASSERT_EQ(ring.push_formatted_range(/*name=*/42 | dlprof::detail::kFormatSiteTag, 10, 20, dlprof::Category::User, 3, arguments),
+            PushResult::Stored);
+  EXPECT_EQ(ring.push_formatted_range(43 | dlprof::detail::kFormatSiteTag, 30, 40, dlprof::Category::User, 0, arguments),
+            PushResult::Dropped)
+      << "one slot is left: the pair needs two";
+  EXPECT_EQ(ring.take_new_drops(), 1u) << "a dropped formatted range counts as one event";
+
+  std::vector<Event> events;
+  ring.drain([&](const Event* first, std::size_t count) { events.insert(events.end(), first, first + count); });
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1].kind, dlprof::detail::RecordKind::FormatArguments);
+  EXPECT_EQ(events[1].start, 10);
+  const dlprof::detail::FormatArguments kept = dlprof::detail::format_arguments_of(events[1]);
+  EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{} {:.2f}", kept), "7 2.50");
+  EXPECT_EQ(events[2].kind, dlprof::detail::RecordKind::Range);
+  EXPECT_EQ(events[2].name, 42u | dlprof::detail::kFormatSiteTag);
+  EXPECT_EQ(events[2].end, 20);
+  EXPECT_EQ(events[2].correlation_sequence, 3u);
+}
+
+TEST(ThreadRingTest, AnOpenFormattedRangeKeepsItsArgumentsAndALiteralOneReadsNone) {
+  ThreadRing ring(8, 1, "ring");
+  const dlprof::detail::FormatArguments arguments = dlprof::detail::keep_format_arguments(std::int64_t{-5}, 'x');
+  ring.open_range(/*name=*/64, 1, dlprof::Category::User, 0);
+  ring.open_range(80 | dlprof::detail::kFormatSiteTag, 2, dlprof::Category::User, 0, &arguments);
+  std::vector<ThreadRing::OpenRange> open;
+  ASSERT_EQ(ring.open_ranges(open), 0u);
+  ASSERT_EQ(open.size(), 2u);
+  EXPECT_EQ(open[0].arguments.types, 0u);
+  EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{} {}", open[1].arguments), "-5 x");
+
+  // The slot a formatted range used, reused by a literal range: its old arguments are not read.
+  ring.close_range();
+  ring.open_range(96, 3, dlprof::Category::User, 0);
+  ASSERT_EQ(ring.open_ranges(open), 0u);
+  ASSERT_EQ(open.size(), 2u);
+  EXPECT_EQ(open[1].name, 96u);
+  EXPECT_EQ(open[1].arguments.types, 0u);
+}
+
+// What a damaged crash file may hold: types no range keeps, more bytes than are kept, a format
+// the arguments do not fit. The name is the format itself, never an exception.
+TEST(ThreadRingTest, KeptArgumentsThatCannotBeReadGiveTheFormatItself) {
+  dlprof::detail::FormatArguments arguments = dlprof::detail::keep_format_arguments(1, 2);
+  EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{}+{}", arguments), "1+2");
+  EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{:s}", arguments), "{:s}") << "an int formatted as a string";
+  EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{} {} {}", arguments), "{} {} {}") << "too few arguments";
+  arguments.types = 0xF;
+  EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{}", arguments), "{}") << "an unknown type";
+  arguments.types = 0x55555;  // five 8-byte integers: more than 16 bytes
+  EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{}", arguments), "{}");
 }
 
 TEST(ThreadRingTest, TakeNewDropsReportsOnlyDropsSinceLastCall) {

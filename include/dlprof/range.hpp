@@ -1,14 +1,17 @@
 // dlprof/range.hpp: ranges, marks and counters, the annotations a training loop writes.
 //
 //   DLPROF_RANGE("forward", dlprof::Category::Forward);   // literal name: registered once
-//   DLPROF_RANGE_F("epoch {} step {}", epoch, step);       // formatted only while recording
+//   DLPROF_RANGE_F("epoch {} step {}", epoch, step);       // formatted after the window closes
 //   DLPROF_FUNCTION();                                     // named after the enclosing function
 //   dlprof::mark("checkpoint saved");
 //   dlprof::counter("loss", loss);
 //
 // Cost: while no Profiler window is open and no NVTX tool is attached, a range is one relaxed
 // load and a branch at each end. While recording, it reads the clock twice and writes one
-// 32-byte event to its thread's ring: no lock, no allocation, no system call. While GPU activity
+// 32-byte event to its thread's ring: no lock, no allocation, no system call. A DLPROF_RANGE_F
+// whose arguments are numbers, bools, chars or pointers writes a second event that keeps them,
+// and its name is formatted when the window is assembled; with other arguments (strings, user
+// types) it formats and interns its name as it begins. While GPU activity
 // is recorded too, it also pushes an external correlation id so the kernels it launches link to
 // it (detail/correlation.hpp). Ranges are also NVTX ranges in the "dlprof" domain when an NVTX
 // tool (Nsight Systems) is attached.
@@ -28,6 +31,7 @@
 #include "dlprof/detail/recording/active.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/recording/correlation.hpp"
+#include "dlprof/detail/recording/format_arguments.hpp"
 #include "dlprof/detail/recording/nvtx.hpp"
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/ring.hpp"
@@ -93,19 +97,23 @@ class ScopedRange {
   static void* operator new(std::size_t) = delete;
   static void* operator new[](std::size_t) = delete;
 
- private:
+ protected:
+  /// A range that has not begun: a derived range begins itself.
+  explicit ScopedRange(std::uint32_t flags) noexcept : flags_(flags) {}
+
   /// Set in flags_ when the range is on its thread's stack of open ranges (detail::ThreadRing).
   static constexpr std::uint32_t kOpenOnRing = 1u << 31;
 
   /// The recording part of a constructor, once name_ and category_ are set: the ring first, so
   /// that attaching a thread's first ring is not timed, then the start time, then the range on
-  /// the ring's stack of open ranges.
-  DLPROF_ALWAYS_INLINE void begin_recording() noexcept {
+  /// the ring's stack of open ranges, with the arguments its name is formatted with where it has
+  /// them.
+  DLPROF_ALWAYS_INLINE void begin_recording(const detail::FormatArguments* arguments = nullptr) noexcept {
     detail::ThreadRing* ring = detail::current_ring();
     if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
     begin_ = detail::now_ticks();
     if (DLPROF_LIKELY(ring != nullptr)) {
-      ring->open_range(detail::ThreadRing::OpenRange{name_, begin_, category_, correlation_sequence_});
+      ring->open_range(name_, begin_, category_, correlation_sequence_, arguments);
       flags_ |= kOpenOnRing;
     }
   }
@@ -154,6 +162,52 @@ class ScopedRange {
   Category category_ = Category::User;
   detail::NameId name_ = 0;
   std::int64_t begin_ = 0;
+};
+
+/// What DLPROF_RANGE_F expands to: a range named by `format_site`'s format. While only
+/// recording, arguments that can be kept (detail::kFormatArgumentsKeepable) are copied into the
+/// range, and its name is formatted when its window is assembled; otherwise, and for NVTX, the
+/// name is formatted as it begins.
+class FormattedRange : public ScopedRange {
+ public:
+  template <class... Args>
+  DLPROF_ALWAYS_INLINE FormattedRange(const detail::Site& format_site, fmt::format_string<Args...> format, Args&&... args) noexcept
+      : ScopedRange(detail::active_flags()) {
+    if (DLPROF_UNLIKELY(flags_ != 0)) {
+      if constexpr (detail::kFormatArgumentsKeepable<Args...>) {
+        if ((flags_ & (detail::kRecording | detail::kNvtxAttached)) == detail::kRecording) {
+          name_ = detail::format_site_name_id(format_site);
+          category_ = format_site.category;
+          arguments_ = detail::keep_format_arguments(args...);
+          flags_ |= kKeptArguments;
+          begin_recording(&arguments_);
+          return;
+        }
+      }
+      begin_formatted(format_site.category, format, std::forward<Args>(args)...);
+    }
+  }
+
+  /// A range with kept arguments ends here: its arguments and its Range go to the ring together.
+  /// Any other ends in ~ScopedRange.
+  DLPROF_ALWAYS_INLINE ~FormattedRange() {
+    if (DLPROF_UNLIKELY(flags_ & kKeptArguments)) {
+      const std::int64_t end = detail::now_ticks();
+      if (flags_ & kOpenOnRing)
+        if (detail::ThreadRing* ring = detail::t_ring) ring->close_range();  // none in a fork's child
+      detail::push_formatted_range(name_, begin_, end, category_, correlation_sequence_, arguments_);
+      if (correlation_sequence_ != 0) detail::pop_external_correlation();
+      flags_ = 0;
+    }
+  }
+
+  FormattedRange(const FormattedRange&) = delete;
+  FormattedRange& operator=(const FormattedRange&) = delete;
+
+ private:
+  /// Set in flags_ when arguments_ holds the arguments the name is formatted with.
+  static constexpr std::uint32_t kKeptArguments = 1u << 30;
+  detail::FormatArguments arguments_;  // set with kKeptArguments
 };
 
 /// An instant event on the calling thread's timeline (and an NVTX mark).
@@ -223,10 +277,17 @@ DLPROF_END_NAMESPACE
 /// the end of the enclosing scope. The name must be a string literal.
 #  define DLPROF_RANGE(...) DLPROF_RANGE_AS_(DLPROF_UNIQUE_(dlprof_range_), __VA_ARGS__)
 /// DLPROF_RANGE_F("epoch {} step {}", e, s): a range whose name is formatted by fmt (checked at
-/// compile time), only while recording or while an NVTX tool is attached.
-#  define DLPROF_RANGE_F(format, ...)                                                                           \
-    const ::dlprof::ScopedRange DLPROF_UNIQUE_(dlprof_range_)(::dlprof::Category::User, DLPROF_FMT_STRING_(format), \
-                                                              __VA_ARGS__)
+/// compile time), only while recording or while an NVTX tool is attached. The format must be a
+/// string literal.
+/// One declaration, so that it stands alone as the body of a loop: the site is a static of a
+/// lambda of its own, constant-initialised (no guard).
+#  define DLPROF_RANGE_F(format, ...)                                                              \
+    const ::dlprof::FormattedRange DLPROF_UNIQUE_(dlprof_range_)(                                   \
+        []() -> const ::dlprof::detail::Site& {                                                    \
+          static ::dlprof::detail::Site site{format};                                              \
+          return site;                                                                             \
+        }(),                                                                                       \
+        DLPROF_FMT_STRING_(format), __VA_ARGS__)
 /// A range named after the enclosing function.
 #  define DLPROF_FUNCTION() DLPROF_RANGE(__func__)
 #  define DLPROF_RANGE_AS_(id, ...)                                    \

@@ -23,7 +23,7 @@ DLPROF_BEGIN_NAMESPACE
 namespace detail {
 
 inline constexpr char kCrashMagic[8] = {'D', 'L', 'P', 'R', 'O', 'F', 'C', 'R'};
-inline constexpr std::uint32_t kCrashFileVersion = 1;
+inline constexpr std::uint32_t kCrashFileVersion = 2;
 inline constexpr std::string_view kCrashFileSuffix = ".dlprof-crash";
 
 struct CrashHeader {

@@ -111,7 +111,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
           Event event;
           const std::size_t offset = payload + sizeof(slot) + i * sizeof(Event);
           std::memcpy(&event, bytes.data() + offset, sizeof(event));
-          if (static_cast<std::uint8_t>(event.kind) > static_cast<std::uint8_t>(RecordKind::Collective) ||
+          if (static_cast<std::uint8_t>(event.kind) > static_cast<std::uint8_t>(kLastRecordKind) ||
               static_cast<std::uint8_t>(event.category) > static_cast<std::uint8_t>(Category::Step)) {
             skip(fmt::format("an event of unknown kind {} (the log was being rewritten as the process died)",
                              static_cast<int>(event.kind)),
@@ -161,8 +161,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
   for (std::size_t i = 0; i < open_ranges.size(); ++i) {
     const OpenRange& range = open_ranges[i];
     if (range.start < from || range.start > to) continue;
-    drained.threads[open_range_threads[i]].events.push_back(
-        Event{range.name, range.start, {to}, RecordKind::Range, range.category, range.correlation_sequence});
+    append_open_range(drained.threads[open_range_threads[i]].events, range, to);
     ++drained.clipped_open;
   }
   // So does the step it was in.

@@ -19,6 +19,7 @@
 #include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/window/formatted_name.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -60,7 +61,9 @@ std::vector<ThreadInside> threads_inside_now() {
 inline std::string inside_text(const ThreadInside& thread, std::int64_t now_tick, double ns_per_tick) {
   std::vector<std::pair<std::string, std::int64_t>> chain;  // names and starts, outermost first
   for (const ThreadRing::OpenRange& range : thread.ranges)
-    chain.emplace_back(std::string(name_of_unlocked(range.name)), range.start);
+    chain.emplace_back(is_format_site_id(range.name) ? format_with_kept_arguments(name_of_unlocked(range.name), range.arguments)
+                                                     : std::string(name_of_unlocked(range.name)),
+                       range.start);
   if (thread.collective != 0) {
     std::string collective = std::string(name_of_unlocked(thread.collective)) + " (record_param_comms)";
     // Where the call records its range itself, that range is the innermost open one already.

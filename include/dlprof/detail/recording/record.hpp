@@ -9,6 +9,7 @@
 
 #include "dlprof/category.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/recording/format_arguments.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -16,6 +17,11 @@ namespace detail {
 /// Identifies a name without copying it: either the address of a static detail::Site
 /// (low bit 0) or an index into the interned-string table shifted left once (low bit 1).
 using NameId = std::uint64_t;
+
+/// Set in the id of a DLPROF_RANGE_F's site (low bits 10), whose name is a format: the event's
+/// name is that format applied to the arguments in the FormatArguments record before it.
+inline constexpr NameId kFormatSiteTag = 2;
+inline bool is_format_site_id(NameId id) noexcept { return (id & 3u) == kFormatSiteTag; }
 
 /// What a ring record holds. The first five are the Trace's EventKinds of the same values; the
 /// others carry details of the Op or memory record that follows them on the same thread, and the
@@ -41,7 +47,12 @@ enum class RecordKind : std::uint8_t {
   /// The collective the Op record that follows it (record_param_comms) made: name holds its
   /// interned description (detail::collective_description), end its sequence number.
   Collective = 9,
+  /// The kept arguments of the Range record that follows it, whose name is a DLPROF_RANGE_F's
+  /// format (format_site_name_id()): start is the range's, name and end hold the arguments'
+  /// bytes (FormatArguments::words), correlation_sequence their types.
+  FormatArguments = 10,
 };
+inline constexpr RecordKind kLastRecordKind = RecordKind::FormatArguments;
 
 /// The separator of the fields of a Collective record's description (ASCII's unit separator).
 inline constexpr char kCollectiveFieldSeparator = '\x1f';
@@ -102,13 +113,26 @@ inline std::pair<NameId, NameId> unpack_op_input_shape(std::uint64_t packed) noe
 }
 
 /// A range that began and has not ended: what its thread's ring tracks of it, so that a window
-/// closing inside it (or a crash) still shows it.
+/// closing inside it (or a crash) still shows it. `arguments` are a DLPROF_RANGE_F's kept
+/// arguments, read only when its name is a format's (is_format_site_id()).
 struct OpenRange {
   NameId name;
   std::int64_t start;
   Category category;
   std::uint32_t correlation_sequence;
+  FormatArguments arguments;
 };
+
+/// The FormatArguments record that goes before a formatted range's Range record.
+inline Event format_arguments_event(std::int64_t start, const FormatArguments& arguments) noexcept {
+  Event event{static_cast<NameId>(arguments.words[0]), start, {static_cast<std::int64_t>(arguments.words[1])},
+              RecordKind::FormatArguments, Category::User, arguments.types};
+  return event;
+}
+/// The FormatArguments a FormatArguments record holds.
+inline FormatArguments format_arguments_of(const Event& event) noexcept {
+  return FormatArguments{{static_cast<std::uint64_t>(event.name), static_cast<std::uint64_t>(event.end)}, event.correlation_sequence};
+}
 
 /// A range's external correlation id: (thread ordinal << 32 | sequence), unique in the process
 /// without a shared counter, and recoverable from the range's event and its ring

@@ -78,6 +78,35 @@ class ThreadRing {
     return PushResult::Stored;
   }
 
+  /// Producer side: stores a formatted range's Range record after the FormatArguments record
+  /// that keeps its arguments, both or neither (counted as one dropped): apart they mean
+  /// nothing. Field by field: built as two Events first, the records would go through the stack.
+  DLPROF_ALWAYS_INLINE PushResult push_formatted_range(NameId name, std::int64_t start, std::int64_t end, Category category,
+                                                       std::uint32_t correlation_sequence,
+                                                       const FormatArguments& arguments) noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    if (DLPROF_UNLIKELY(head + 1 - tail_cache_ >= limit_.load(std::memory_order_relaxed))) {
+      const PushResult room = make_room(head + 1);  // slot head + 1 free: slot head is too
+      if (room != PushResult::Stored) return room;
+    }
+    Event& kept = slots_[head & mask_];
+    kept.name = static_cast<NameId>(arguments.words[0]);
+    kept.start = start;
+    kept.end = static_cast<std::int64_t>(arguments.words[1]);
+    kept.kind = RecordKind::FormatArguments;
+    kept.category = Category::User;
+    kept.correlation_sequence = arguments.types;
+    Event& range = slots_[(head + 1) & mask_];
+    range.name = name;
+    range.start = start;
+    range.end = end;
+    range.kind = RecordKind::Range;
+    range.category = category;
+    range.correlation_sequence = correlation_sequence;
+    head_.store(head + 2, std::memory_order_release);
+    return PushResult::Stored;
+  }
+
   /// Consumer side: how many events are published and not yet drained (more may follow).
   std::size_t pending() const noexcept {
     return static_cast<std::size_t>(head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_relaxed));
@@ -130,8 +159,11 @@ class ThreadRing {
   static constexpr std::uint32_t kTrackedOpenRanges = 32;
 
   /// Producer side: a recorded range began. The consumer reads the stack under a sequence lock
-  /// (odd while an entry is written), so it never takes a half-written entry.
-  DLPROF_ALWAYS_INLINE void open_range(const OpenRange& range) noexcept {
+  /// (odd while an entry is written), so it never takes a half-written entry. The arguments of
+  /// a formatted range (is_format_site_id(name)) are stored only when `with_arguments` is set;
+  /// the consumer reads them only for such a name.
+  DLPROF_ALWAYS_INLINE void open_range(NameId name, std::int64_t start, Category category, std::uint32_t correlation_sequence,
+                                       const FormatArguments* with_arguments = nullptr) noexcept {
     const std::uint32_t depth = open_depth_.load(std::memory_order_relaxed);
     if (DLPROF_LIKELY(depth < kTrackedOpenRanges)) {
       // Release stores (plain stores on x86): a reader that sees any field of the new entry also
@@ -139,10 +171,15 @@ class ThreadRing {
       const std::uint32_t sequence = open_sequence_.load(std::memory_order_relaxed);
       open_sequence_.store(sequence + 1, std::memory_order_relaxed);
       TrackedRange& entry = open_[depth];
-      entry.name.store(range.name, std::memory_order_release);
-      entry.start.store(range.start, std::memory_order_release);
-      entry.category.store(range.category, std::memory_order_release);
-      entry.correlation_sequence.store(range.correlation_sequence, std::memory_order_release);
+      entry.name.store(name, std::memory_order_release);
+      entry.start.store(start, std::memory_order_release);
+      entry.category.store(category, std::memory_order_release);
+      entry.correlation_sequence.store(correlation_sequence, std::memory_order_release);
+      if (with_arguments != nullptr) {
+        entry.argument_words[0].store(with_arguments->words[0], std::memory_order_release);
+        entry.argument_words[1].store(with_arguments->words[1], std::memory_order_release);
+        entry.argument_types.store(with_arguments->types, std::memory_order_release);
+      }
       open_sequence_.store(sequence + 2, std::memory_order_release);
     }
     open_depth_.store(depth + 1, std::memory_order_release);
@@ -168,9 +205,14 @@ class ThreadRing {
       // Acquire loads: the sequence number is read again after them.
       for (std::uint32_t i = 0; i < tracked; ++i) {
         const TrackedRange& entry = open_[i];
-        out.push_back(OpenRange{entry.name.load(std::memory_order_acquire), entry.start.load(std::memory_order_acquire),
-                                entry.category.load(std::memory_order_acquire),
-                                entry.correlation_sequence.load(std::memory_order_acquire)});
+        const NameId name = entry.name.load(std::memory_order_acquire);
+        FormatArguments arguments{{0, 0}, 0};
+        if (is_format_site_id(name))
+          arguments = FormatArguments{{entry.argument_words[0].load(std::memory_order_acquire),
+                                       entry.argument_words[1].load(std::memory_order_acquire)},
+                                      entry.argument_types.load(std::memory_order_acquire)};
+        out.push_back(OpenRange{name, entry.start.load(std::memory_order_acquire), entry.category.load(std::memory_order_acquire),
+                                entry.correlation_sequence.load(std::memory_order_acquire), arguments});
       }
       if (open_sequence_.load(std::memory_order_relaxed) == before) return depth - tracked;
     }
@@ -201,8 +243,11 @@ class ThreadRing {
       void push_back(const OpenRange& range) noexcept { ranges[size++] = range; }
     } open;
     const std::uint32_t untracked = old.open_ranges(open);
-    for (std::uint32_t i = 0; i < open.size; ++i) open_range(open.ranges[i]);
-    for (std::uint32_t i = 0; i < untracked; ++i) open_range(OpenRange{});
+    for (std::uint32_t i = 0; i < open.size; ++i) {
+      const OpenRange& range = open.ranges[i];
+      open_range(range.name, range.start, range.category, range.correlation_sequence, &range.arguments);
+    }
+    for (std::uint32_t i = 0; i < untracked; ++i) open_range(0, 0, Category::User, 0);
     const auto [collective, since] = old.collective_in_progress();
     set_collective_in_progress(collective, since);
   }
@@ -272,6 +317,8 @@ class ThreadRing {
     std::atomic<std::int64_t> start{0};
     std::atomic<Category> category{Category::User};
     std::atomic<std::uint32_t> correlation_sequence{0};
+    std::atomic<std::uint64_t> argument_words[2] = {};
+    std::atomic<std::uint32_t> argument_types{0};
   };
   alignas(kCacheLine) std::atomic<std::uint32_t> open_depth_{0};
   std::atomic<std::uint32_t> open_sequence_{0};
@@ -318,6 +365,23 @@ DLPROF_ALWAYS_INLINE void push_event(Event event) noexcept {  // by value: see T
   if (slow_path == nullptr) return;
   try {
     slow_path->attach_thread_ring()->push(event);
+  } catch (...) {  // no memory for a new ring: the event is lost and counted, the thread keeps running
+    slow_path->count_ringless_event();
+  }
+}
+
+/// Writes a formatted range and its kept arguments to this thread's ring, both or neither.
+DLPROF_ALWAYS_INLINE void push_formatted_range(NameId name, std::int64_t start, std::int64_t end, Category category,
+                                               std::uint32_t correlation_sequence, const FormatArguments& arguments) noexcept {
+  ThreadRing* ring = t_ring;
+  if (DLPROF_LIKELY(ring != nullptr) &&
+      DLPROF_LIKELY(ring->push_formatted_range(name, start, end, category, correlation_sequence, arguments) !=
+                    ThreadRing::PushResult::Retired))
+    return;
+  const RecordingSlowPath* slow_path = recording_slow_path();
+  if (slow_path == nullptr) return;
+  try {
+    slow_path->attach_thread_ring()->push_formatted_range(name, start, end, category, correlation_sequence, arguments);
   } catch (...) {  // no memory for a new ring: the event is lost and counted, the thread keeps running
     slow_path->count_ringless_event();
   }

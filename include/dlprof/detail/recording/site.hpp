@@ -1,10 +1,11 @@
 // dlprof/detail/recording/site.hpp: how an event names itself.
 //
 // A literal given to DLPROF_RANGE lives in a static Site whose address is the event's name id:
-// nothing is copied or hashed while recording. Names known only at run time (DLPROF_RANGE_F,
-// ScopedRange(std::string_view), mark, counter) are interned once in the process's name table
-// (name_table.hpp) and referred to by index; a small per-thread cache answers repeated names
-// without the table's lock.
+// nothing is copied or hashed while recording. So does the format of a DLPROF_RANGE_F whose
+// arguments can be kept (format_arguments.hpp): its name is formatted when the window is
+// assembled. Names known only at run time (other DLPROF_RANGE_F, ScopedRange(std::string_view),
+// mark, counter) are interned once in the process's name table (name_table.hpp) and referred to
+// by index; a small per-thread cache answers repeated names without the table's lock.
 #pragma once
 
 #include <atomic>
@@ -48,9 +49,14 @@ struct Site {
   }
 };
 
+static_assert(alignof(Site) >= 4, "a site's address leaves two bits for its id's tags");
+
 inline NameId site_name_id(const Site& site) noexcept { return static_cast<NameId>(reinterpret_cast<std::uintptr_t>(&site)); }
+inline NameId format_site_name_id(const Site& site) noexcept { return site_name_id(site) | kFormatSiteTag; }
 inline bool is_site_id(NameId id) noexcept { return (id & 1u) == 0; }
-inline const Site& site_of(NameId id) noexcept { return *reinterpret_cast<const Site*>(static_cast<std::uintptr_t>(id)); }
+inline const Site& site_of(NameId id) noexcept {
+  return *reinterpret_cast<const Site*>(static_cast<std::uintptr_t>(id & ~kFormatSiteTag));
+}
 
 /// Direct-mapped per-thread cache in front of the name table: a hit is a hash, a compare and no
 /// lock; a miss takes the table's lock (RecordingSlowPath::intern).

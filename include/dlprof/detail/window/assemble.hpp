@@ -19,6 +19,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/recording/record.hpp"
+#include "dlprof/detail/window/formatted_name.hpp"
 #include "dlprof/flops.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
@@ -39,6 +40,13 @@ struct DrainedEvents {
   std::uint64_t clipped_open = 0;  ///< ranges still open at the window's end, saved ending there
   std::int64_t end_tick = INT64_MAX;  ///< the window's end, where those ranges end
 };
+
+/// A range still open at `end_tick` (a window's end, a crash) as the events that record it ending
+/// there: its Range, after the arguments its name is formatted with where it has them.
+inline void append_open_range(std::vector<Event>& events, const OpenRange& range, std::int64_t end_tick) {
+  if (is_format_site_id(range.name)) events.push_back(format_arguments_event(range.start, range.arguments));
+  events.push_back(Event{range.name, range.start, {end_tick}, RecordKind::Range, range.category, range.correlation_sequence});
+}
 
 /// Orders one thread's events (start ascending, enclosing range first) and shortens any range
 /// that would end after the range enclosing its start, so that slices nest strictly as
@@ -159,6 +167,17 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
     return found->second;
   };
 
+  // A DLPROF_RANGE_F's name: its format applied to the arguments recorded just before it; the
+  // format alone where they were not recorded (never: they are pushed together).
+  std::unordered_map<std::string, std::uint32_t> formatted_index;
+  const auto index_of_formatted = [&](NameId format, const Event* arguments) {  // call with the intern table's lock held
+    std::string text = arguments != nullptr ? format_with_kept_arguments(names(format), format_arguments_of(*arguments))
+                                            : std::string(names(format));
+    auto [found, inserted] = formatted_index.try_emplace(std::move(text), static_cast<std::uint32_t>(trace.names.size()));
+    if (inserted) trace.names.push_back(found->first);
+    return found->second;
+  };
+
   // Ops of one name called with the same inputs share an OpInputs (and later its cost estimate).
   struct InputsKey {
     NameId op, dims;
@@ -203,7 +222,12 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
       const Event* inputs = nullptr;
       const Event* memory_totals = nullptr;  // the MemoryTotals just before a Memory event
       const Event* collective = nullptr;     // the Collective just before a record_param_comms Op
+      const Event* format_arguments = nullptr;  // the FormatArguments just before a DLPROF_RANGE_F's Range
       for (const Event& raw : thread.events) {
+        if (raw.kind == RecordKind::FormatArguments) {
+          format_arguments = &raw;
+          continue;
+        }
         if (raw.kind == RecordKind::Collective) {
           collective = &raw;
           continue;
@@ -248,7 +272,8 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
           case RecordKind::OpInputs:
           case RecordKind::Memory:
           case RecordKind::MemoryTotals:
-          case RecordKind::Collective: break;  // consumed above
+          case RecordKind::Collective:
+          case RecordKind::FormatArguments: break;  // consumed above
           case RecordKind::Instant: event.end_ns = event.start_ns; break;
           case RecordKind::Counter:
             event.end_ns = event.start_ns;
@@ -264,12 +289,19 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
         if (raw.kind == RecordKind::Op && collective != nullptr && collective->start == raw.start)
           trace.collectives.push_back(collective_call(names(collective->name), collective->end,
                                                       static_cast<std::uint32_t>(t), event.start_ns));
+        // The pushed external id for now; assign_external_ids() replaces it.
+        if (raw.correlation_sequence != 0) event.external_id = make_external_id(thread.ordinal, raw.correlation_sequence);
+        if (raw.kind == RecordKind::Step)
+          event.name = index_of_step(raw.name);
+        else if (raw.kind == RecordKind::Range && is_format_site_id(raw.name))
+          event.name = index_of_formatted(
+              raw.name, format_arguments != nullptr && format_arguments->start == raw.start ? format_arguments : nullptr);
+        else
+          event.name = index_of_name(raw.name);
         details = nullptr;
         inputs = nullptr;
         collective = nullptr;
-        // The pushed external id for now; assign_external_ids() replaces it.
-        if (raw.correlation_sequence != 0) event.external_id = make_external_id(thread.ordinal, raw.correlation_sequence);
-        event.name = raw.kind == RecordKind::Step ? index_of_step(raw.name) : index_of_name(raw.name);
+        format_arguments = nullptr;
         trace.events.push_back(event);
       }
       trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size(), window_clip_ns);

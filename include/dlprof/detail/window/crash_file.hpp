@@ -144,7 +144,8 @@ void for_each_name_of(const Event& event, Use&& use) noexcept {
     case RecordKind::Step:
     case RecordKind::OpDetails:
     case RecordKind::Memory:
-    case RecordKind::MemoryTotals: break;
+    case RecordKind::MemoryTotals:
+    case RecordKind::FormatArguments: break;
   }
 }
 

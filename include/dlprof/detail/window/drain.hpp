@@ -47,7 +47,7 @@ DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
         return event.kind == RecordKind::Range && event.start == range.start && event.name == range.name;
       });
       if (ended_meanwhile) continue;
-      thread.events.push_back(Event{range.name, range.start, {end_tick}, RecordKind::Range, range.category, range.correlation_sequence});
+      append_open_range(thread.events, range, end_tick);
       ++drained.clipped_open;
     }
     if (!thread.events.empty()) drained.threads.push_back(std::move(thread));
