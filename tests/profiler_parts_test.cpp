@@ -152,6 +152,40 @@ TEST(FlightRecorderAloneTest, ADumpHoldsTheKeptStepsAndTheStepInProgressAndTheLo
   EXPECT_EQ(dlprof::detail::g_crash_target.load(), nullptr) << "a stopped recorder leaves nothing for a crash";
 }
 
+// The rings are the flight log: a step copies nothing out of them and frees, in place, the steps
+// no longer kept.
+TEST(FlightRecorderAloneTest, AStepCopiesNothingAndFreesTheStepsNoLongerKept) {
+  set_up_recording();
+  ProfilerOptions options;
+  options.flight_steps(2).slow_step_factor(0);
+  dlprof::detail::WindowRecorder window(options);
+  dlprof::detail::FlightRecorder flight(window, options);
+  flight.start(0, dlprof::detail::fork_generation(), nullptr, nullptr);
+  const dlprof::detail::ThreadRing* ring = dlprof::detail::current_ring();
+  ASSERT_NE(ring, nullptr);
+  std::vector<std::size_t> held;  // events the ring holds after each step
+  for (std::int64_t step = 0; step < 6; ++step) {
+    window.open_step(step, /*marks_steps=*/true);
+    flight.step_opened();
+    for (int i = 0; i < 10; ++i) {
+      DLPROF_RANGE("flight-log-range");
+    }
+    window.close_step(step);
+    EXPECT_EQ(flight.end_step(step), std::nullopt);
+    flight.number_step(step + 1);
+    held.push_back(ring->pending());
+  }
+  EXPECT_GE(held[0], 11u) << "the step's ranges and its step stay in the ring";
+  EXPECT_GE(held[1], 22u);
+  for (std::size_t step = 2; step < held.size(); ++step)
+    EXPECT_EQ(held[step], held[1]) << "two steps kept: the one before them is freed at step " << step;
+  const std::shared_ptr<ClosedWindow> dump = flight.dump("a test", 6);
+  EXPECT_EQ(on_this_thread(*dump, "flight-log-range").steps, (std::vector<std::int64_t>{4, 5}));
+  EXPECT_EQ(on_this_thread(*dump, "flight-log-range").ranges, 20);
+  EXPECT_EQ(ring->pending(), 0u) << "a dump empties the rings";
+  flight.stop();
+}
+
 TEST(OnDemandCaptureTest, ACaptureOfStepsWarmsUpRecordsAndEndsWithTheOptionsItChangedRestored) {
   ProfilerOptions options;
   options.record_shapes(false);

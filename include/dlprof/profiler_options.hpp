@@ -192,8 +192,8 @@ class ProfilerOptions {
     return *this;
   }
   /// Mode::FlightRecorder: the last steps kept in memory, at most kMaxFlightSteps. The recorder's
-  /// memory is fixed when it starts: besides the rings, a log of flight_steps × events_per_thread
-  /// events (32 bytes each; 10 MiB by default), which keeps fewer steps when they hold more.
+  /// memory is the threads' rings (events_per_thread events of 32 bytes each, 2 MiB by default):
+  /// each thread keeps the last steps as far as its ring holds them.
   ProfilerOptions& flight_steps(std::size_t steps) {
     if (steps < 1 || steps > kMaxFlightSteps)
       throw std::invalid_argument(

@@ -58,11 +58,11 @@ struct CrashSlot {
   std::uint32_t reserved;
 };
 
-/// The thread slots of the flight log, and so of a crash file's records (CrashSlot::slot); one
-/// more names the crashing thread when the log had none for it.
+/// The thread slots of a crash file's records (CrashSlot::slot): 0 to kFlightThreadSlots, one
+/// ring each; the rings of more threads are left out.
 inline constexpr std::uint32_t kFlightThreadSlots = 1024;
 
-/// A thread whose events the log holds: plain bytes, so the crash handler writes it as it is.
+/// A thread whose ring the file holds: plain bytes, so the crash handler writes it as it is.
 struct FlightThread {
   std::int64_t os_tid = 0;
   std::uint32_t ordinal = 0;

@@ -69,7 +69,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
     }
   };
 
-  constexpr std::uint32_t kSlots = kFlightThreadSlots + 1;  // the last: the crashing thread when the log had none
+  constexpr std::uint32_t kSlots = kFlightThreadSlots + 1;
   std::vector<std::int32_t> thread_of_slot(kSlots, -1);
   DrainedEvents drained;
   std::vector<OpenRange> open_ranges;
@@ -113,7 +113,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
           std::memcpy(&event, bytes.data() + offset, sizeof(event));
           if (static_cast<std::uint8_t>(event.kind) > static_cast<std::uint8_t>(kLastRecordKind) ||
               static_cast<std::uint8_t>(event.category) > static_cast<std::uint8_t>(Category::Step)) {
-            skip(fmt::format("an event of unknown kind {} (the log was being rewritten as the process died)",
+            skip(fmt::format("an event of unknown kind {} (a ring was being written as the process died)",
                              static_cast<int>(event.kind)),
                  offset);
             continue;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -131,6 +132,64 @@ class ThreadRing {
   }
 
   bool has_new_drops() const noexcept { return dropped_.load(std::memory_order_relaxed) != drops_reported_; }
+
+  /// Consumer side: the flight recorder's log (flight_log.hpp) is the ring itself. It marks where
+  /// each step begins, and frees the steps it no longer keeps without copying them. The last
+  /// kStepMarks marks are kept; an older step is freed with the oldest marked one.
+  static constexpr std::uint32_t kStepMarks = 64;
+
+  /// Consumer side: step `step` begins here (after every event published now).
+  void mark_step(std::int64_t step) noexcept {
+    if (marks_count_ == kStepMarks) {
+      marks_first_ = (marks_first_ + 1) % kStepMarks;
+      --marks_count_;
+    }
+    marks_[(marks_first_ + marks_count_) % kStepMarks] = StepMark{step, head_.load(std::memory_order_acquire)};
+    ++marks_count_;
+  }
+
+  /// Consumer side: forgets every mark (a new flight log, whose steps may be numbered anew).
+  void clear_step_marks() noexcept { marks_count_ = 0; }
+
+  /// Consumer side: the oldest step marked, whose events (and those pushed before it) the ring
+  /// may still hold; INT64_MAX when none is.
+  std::int64_t oldest_marked_step() const noexcept { return marks_count_ != 0 ? marks_[marks_first_].step : INT64_MAX; }
+
+  /// Consumer side: frees the events pushed before the newest marked step at or before `step`
+  /// began, and forgets the marks before it. Returns how many events were freed.
+  std::uint64_t free_before_step(std::int64_t step) noexcept {
+    std::uint64_t position = 0;
+    bool found = false;
+    while (marks_count_ != 0 && marks_[marks_first_].step <= step) {
+      position = marks_[marks_first_].position;
+      found = true;
+      if (marks_count_ == 1 || marks_[(marks_first_ + 1) % kStepMarks].step > step) break;
+      marks_first_ = (marks_first_ + 1) % kStepMarks;
+      --marks_count_;
+    }
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    if (!found || position <= tail) return 0;
+    tail_.store(position, std::memory_order_release);
+    return position - tail;
+  }
+
+  /// Consumer side: the most events one marked step holds, from one mark to the next.
+  std::uint64_t largest_marked_step() const noexcept {
+    std::uint64_t largest = 0;
+    for (std::uint32_t i = 1; i < marks_count_; ++i) {
+      const std::uint64_t events =
+          marks_[(marks_first_ + i) % kStepMarks].position - marks_[(marks_first_ + i - 1) % kStepMarks].position;
+      if (events > largest) largest = events;
+    }
+    return largest;
+  }
+
+  /// Consumer side: frees the oldest marked step (and what was pushed before it), unless it is
+  /// the only one marked. Returns how many events were freed.
+  std::uint64_t free_oldest_marked_step() noexcept {
+    if (marks_count_ < 2) return 0;
+    return free_before_step(marks_[(marks_first_ + 1) % kStepMarks].step);
+  }
 
   /// Drops counted so far that the consumer has not yet reported; resets the count it reports.
   std::uint64_t take_new_drops() noexcept {
@@ -264,6 +323,7 @@ class ThreadRing {
     tail_.store(0, std::memory_order_relaxed);
     drops_reported_ = 0;
     open_depth_.store(0, std::memory_order_relaxed);
+    marks_count_ = 0;
     collective_name_.store(0, std::memory_order_relaxed);
     exited_.store(false, std::memory_order_relaxed);
     superseded_.store(false, std::memory_order_relaxed);
@@ -328,6 +388,13 @@ class ThreadRing {
   // Consumer-owned line.
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
   std::uint64_t drops_reported_ = 0;
+  struct StepMark {
+    std::int64_t step;
+    std::uint64_t position;
+  };
+  StepMark marks_[kStepMarks] = {};
+  std::uint32_t marks_first_ = 0;
+  std::uint32_t marks_count_ = 0;
   std::atomic<bool> exited_{false};
   std::atomic<bool> superseded_{false};
   std::int64_t os_tid_;

@@ -104,6 +104,30 @@ class BasicRingRegistry {
                  rings_.end());
   }
 
+  /// Calls `visit(ring)` for each ring, then forgets rings that can receive nothing more (exited
+  /// or retired) and hold nothing: the flight recorder's step, which frees old steps in place.
+  template <class Visit>
+  void visit_all(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& ring : rings_) visit(*ring);
+    rings_.erase(std::remove_if(rings_.begin(), rings_.end(),
+                                [](const std::shared_ptr<ThreadRing>& ring) {
+                                  return (ring->exited() || ring->retired()) && ring->pending() == 0 && !ring->has_new_drops();
+                                }),
+                 rings_.end());
+  }
+
+  /// Calls `visit(ring)` for each ring if the lock is free, and returns whether it was: a fatal
+  /// signal's handler, which may not wait (the crashing thread may hold the lock itself).
+  /// Meanwhile no thread attaches or releases a ring, and no ring is freed.
+  template <class Visit>
+  bool try_visit_all(Visit&& visit) noexcept {
+    if (!mutex_.try_lock()) return false;
+    for (auto& ring : rings_) visit(static_cast<const ThreadRing&>(*ring));
+    mutex_.unlock();
+    return true;
+  }
+
   /// Calls `visit(ring)` for the ring of each live thread (not exited, not superseded).
   template <class Visit>
   void visit_live(Visit&& visit) {

@@ -2,9 +2,10 @@
 // leaves when the process dies of a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), in the
 // layout format/crash_file.hpp spells for the writer and the reader.
 //
-// The handler may not allocate, lock or use stdio, so the file holds raw records rather than a
-// trace: the flight log's threads and events, the crashing thread's ring and open ranges, and
-// the text of every name they use. import/crash_dump.hpp turns it into a Trace (dlprof-report
+// The handler may not allocate, wait for a lock or use stdio, so the file holds raw records
+// rather than a trace: every ring's thread, events and open ranges (the flight log is the rings),
+// and the text of every name they use. Where another thread holds the rings' lock, the crashing
+// thread's ring alone. import/crash_dump.hpp turns it into a Trace (dlprof-report
 // reads it directly). The file is `<dir>/<worker>.<unix_time_ns>.dlprof-crash`, beside the traces
 // of the directory handler. After writing it, the handler puts back the handler that was there
 // before and raises the signal again, so the program's own handler runs, or the process dies of
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string_view>
 
 #include "dlprof/config.hpp"
@@ -31,6 +33,7 @@
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/site.hpp"
+#include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/window/flight_log.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
 #include "dlprof/format/crash_file.hpp"
@@ -92,10 +95,40 @@ class SignalSafeFile {
   bool failed_ = false;
 };
 
+/// The names a crash file has written, so that each is written once: an open-addressing set
+/// allocated when the recorder starts. Past three quarters full, every id counts as new.
+class CrashNameSet {
+ public:
+  CrashNameSet() : slots_(new std::uint64_t[kSize]()) {}
+
+  bool first_sight(NameId id) noexcept {
+    if (used_ >= kSize / 4 * 3) return true;
+    const NameId key = id + 1;  // 0 marks an empty slot
+    for (std::size_t i = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull) & (kSize - 1);; i = (i + 1) & (kSize - 1)) {
+      if (slots_[i] == key) return false;
+      if (slots_[i] == 0) {
+        slots_[i] = key;
+        ++used_;
+        return true;
+      }
+    }
+  }
+  void clear() noexcept {
+    std::memset(slots_.get(), 0, kSize * sizeof(std::uint64_t));
+    used_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kSize = std::size_t{1} << 16;
+  std::unique_ptr<std::uint64_t[]> slots_;
+  std::size_t used_ = 0;
+};
+
 /// What the crash handler needs, prepared when a flight recorder starts: it only fills in the
 /// moment of the crash.
 struct CrashTarget {
-  FlightLog* log = nullptr;
+  const FlightLog* log = nullptr;
+  std::unique_ptr<CrashNameSet> names_seen;
   std::uint32_t generation = 0;  ///< the fork generation of the recorder: a fork's child writes nothing
   CrashHeader header{};
   char path_prefix[4096] = {};   ///< "<dir>/<worker>."
@@ -152,7 +185,7 @@ void for_each_name_of(const Event& event, Use&& use) noexcept {
 /// Writes the crash file of `target`. Async-signal-safe: open, write, close and clock reads only.
 /// Returns whether the file is whole.
 inline bool write_crash_file(CrashTarget& target, int signal, const char* reason) noexcept {
-  if (target.path_prefix[0] == '\0' || target.log == nullptr) return false;  // no trace directory
+  if (target.path_prefix[0] == '\0' || target.log == nullptr || target.names_seen == nullptr) return false;  // no trace directory
   CrashHeader header = target.header;
   header.signal = signal;
   header.crash = sample_clocks();
@@ -172,19 +205,16 @@ inline bool write_crash_file(CrashTarget& target, int signal, const char* reason
 
   SignalSafeFile file(fd);
   file.put(&header, sizeof(header));
-  FlightLog& log = *target.log;
-  const auto write_events = [&](std::uint32_t slot, const Event* first, std::size_t count) {
-    constexpr std::size_t kEventsPerRecord = 1 << 16;
-    for (std::size_t done = 0; done < count; done += kEventsPerRecord) {
-      const std::size_t n = count - done < kEventsPerRecord ? count - done : kEventsPerRecord;
-      const CrashSlot head{slot, 0};
-      file.record(CrashRecordKind::Events, &head, sizeof(head), first + done, n * sizeof(Event));
-    }
-  };
-  log.visit_for_crash([&](const FlightThread& thread) { file.record(CrashRecordKind::Thread, &thread, sizeof(thread), nullptr, 0); },
-                      write_events);
 
-  // The crashing thread's events since the last step, and the ranges it is inside.
+  CrashNameSet& names = *target.names_seen;
+  names.clear();
+  const InternTable& table = InternTable::instance();
+  const auto write_name = [&](NameId id) {
+    if (!names.first_sight(id)) return;
+    const char* text = is_site_id(id) ? (id == 0 ? nullptr : site_of(id).name) : table.published_text(id);
+    if (text == nullptr) return;
+    file.record(CrashRecordKind::Name, &id, sizeof(id), text, ::strnlen(text, 4096));
+  };
   struct OpenRanges {
     ThreadRing::OpenRange ranges[ThreadRing::kTrackedOpenRanges];
     std::uint32_t size = 0;
@@ -193,41 +223,41 @@ inline bool write_crash_file(CrashTarget& target, int signal, const char* reason
       if (size < ThreadRing::kTrackedOpenRanges) ranges[size++] = range;
     }
   } open;
-  const ThreadRing* ring = t_ring;
-  std::uint32_t slot = FlightLog::kMaxThreads;
-  if (ring != nullptr) {
-    slot = log.crash_slot_of(ring->os_tid(), ring->thread_ordinal());
-    if (slot == FlightLog::kMaxThreads) {
-      FlightThread thread;
-      thread.os_tid = ring->os_tid();
-      thread.ordinal = ring->thread_ordinal();
-      thread.slot = slot;
-      const std::size_t length = ring->thread_name().size() < sizeof(thread.name) ? ring->thread_name().size() : sizeof(thread.name) - 1;
-      std::memcpy(thread.name, ring->thread_name().data(), length);
-      file.record(CrashRecordKind::Thread, &thread, sizeof(thread), nullptr, 0);
-    }
-    ring->peek([&](const Event* first, std::size_t count) { write_events(slot, first, count); });
-    ring->open_ranges(open);
-    const CrashSlot head{slot, 0};
-    if (open.size != 0)
-      file.record(CrashRecordKind::OpenRanges, &head, sizeof(head), open.ranges, open.size * sizeof(OpenRange));
-  }
 
-  // The text of each name used, once.
-  log.clear_names_seen();
-  const InternTable& table = InternTable::instance();
-  const auto write_name = [&](NameId id) {
-    if (!log.first_sight_of_name(id)) return;
-    const char* text = is_site_id(id) ? (id == 0 ? nullptr : site_of(id).name) : table.published_text(id);
-    if (text == nullptr) return;
-    file.record(CrashRecordKind::Name, &id, sizeof(id), text, ::strnlen(text, 4096));
+  // Each ring: its thread, its events (the kept steps and the one in progress), the ranges it is
+  // inside, and the names of both.
+  const ThreadRing* crashing = t_ring;
+  bool crashing_written = false;
+  std::uint32_t slot = 0;
+  const auto write_ring = [&](const ThreadRing& ring) {
+    if (slot > kFlightThreadSlots) return;  // the reader's slots
+    FlightThread thread;
+    thread.os_tid = ring.os_tid();
+    thread.ordinal = ring.thread_ordinal();
+    thread.slot = slot;
+    const std::size_t length = ring.thread_name().size() < sizeof(thread.name) ? ring.thread_name().size() : sizeof(thread.name) - 1;
+    std::memcpy(thread.name, ring.thread_name().data(), length);
+    file.record(CrashRecordKind::Thread, &thread, sizeof(thread), nullptr, 0);
+    const CrashSlot head{slot, 0};
+    ring.peek([&](const Event* first, std::size_t count) {
+      constexpr std::size_t kEventsPerRecord = 1 << 16;
+      for (std::size_t done = 0; done < count; done += kEventsPerRecord) {
+        const std::size_t n = count - done < kEventsPerRecord ? count - done : kEventsPerRecord;
+        file.record(CrashRecordKind::Events, &head, sizeof(head), first + done, n * sizeof(Event));
+      }
+      for (std::size_t i = 0; i < count; ++i) for_each_name_of(first[i], write_name);
+    });
+    if (!ring.exited() && !ring.superseded()) {
+      ring.open_ranges(open);
+      if (open.size != 0) file.record(CrashRecordKind::OpenRanges, &head, sizeof(head), open.ranges, open.size * sizeof(OpenRange));
+      for (std::uint32_t i = 0; i < open.size; ++i) write_name(open.ranges[i].name);
+    }
+    if (&ring == crashing) crashing_written = true;
+    ++slot;
   };
-  const auto name_events = [&](const Event* first, std::size_t count) {
-    for (std::size_t i = 0; i < count; ++i) for_each_name_of(first[i], write_name);
-  };
-  log.visit_for_crash([](const FlightThread&) {}, [&](std::uint32_t, const Event* first, std::size_t count) { name_events(first, count); });
-  if (ring != nullptr) ring->peek(name_events);
-  for (std::uint32_t i = 0; i < open.size; ++i) write_name(open.ranges[i].name);
+  // The crashing thread's ring needs no lock: no other thread frees it while its thread runs.
+  RingRegistry::instance().try_visit_all(write_ring);
+  if (crashing != nullptr && !crashing_written) write_ring(*crashing);
 
   file.record(CrashRecordKind::End, nullptr, 0, nullptr, 0);
   file.flush();

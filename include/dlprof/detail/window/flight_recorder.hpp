@@ -1,11 +1,11 @@
 // dlprof/detail/window/flight_recorder.hpp: the flight recorder (DLPROF_MODE=flight-recorder).
 // It keeps one recording window open for as long as the Profiler runs, and the last steps of it
-// in a log of fixed size (flight_log.hpp). A step that runs slow, a step that hangs, a request
-// (prof.dump(), the dump signal, the trigger file) or std::terminate dumps the kept steps and the
-// step in progress as one trace; a fatal signal writes them to a crash file (crash_file.hpp),
-// which dlprof-report turns into the trace afterwards. The Profiler says when steps end and when
-// to dump (profiler.hpp); the rules for slow and hung steps are the slow-step policy's
-// (detail/control/slow_step_policy.hpp).
+// in the threads' rings, which are its log (flight_log.hpp). A step that runs slow, a step that
+// hangs, a request (prof.dump(), the dump signal, the trigger file) or std::terminate dumps the
+// kept steps and the step in progress as one trace; a fatal signal writes them to a crash file
+// (crash_file.hpp), which dlprof-report turns into the trace afterwards. The Profiler says when
+// steps end and when to dump (profiler.hpp); the rules for slow and hung steps are the slow-step
+// policy's (detail/control/slow_step_policy.hpp).
 #pragma once
 
 #include <unistd.h>
@@ -71,10 +71,8 @@ class BasicFlightRecorder {
     give_this_thread_a_signal_stack();
     window_.start();
     origin_ = window_.window_start();
-    const std::size_t capacity =
-        std::min(options_.flight_steps() * options_.events_per_thread(), ProfilerOptions::kMaxEventsPerThread);
     crash_target_.reset();  // a restart: its log goes, and a crash meanwhile finds no target
-    log_ = std::make_unique<FlightLog>(capacity, options_.flight_steps(), origin_.ticks);
+    log_ = std::make_unique<FlightLog>(options_.flight_steps(), origin_.ticks);
     arm_crash_dumps(step, generation, dump_on_terminate, profiler);
   }
 
@@ -86,10 +84,10 @@ class BasicFlightRecorder {
     window_.disable_collectors();
   }
 
-  /// Step `step`, which the window recorder has just closed, goes into the log. Returns why it is
+  /// Step `step`, which the window recorder has just closed, is kept in the log. Returns why it is
   /// dumped (it ran slow), or nothing.
   std::optional<std::string> end_step(std::int64_t step) {
-    log_->append_step(step, now_ticks());
+    log_->end_step(step, now_ticks());
     window_.discard_before(log_->window_start_tick());
     return slow_steps_.step_ended(step, window_.last_step_ticks(), process_ns_per_tick(), clock_ns(CLOCK_MONOTONIC),
                                   std::exchange(dumped_in_step_, false));
@@ -124,21 +122,8 @@ class BasicFlightRecorder {
   std::shared_ptr<ClosedWindow> dump(std::string reason, std::int64_t step) {
     const ClockSample now = sample_clocks();
     const std::int64_t from = log_->window_start_tick();
-    DrainedEvents partial = drain_rings(from, now.ticks);
-    if (window_.step_recorded()) window_.sample_thread_cpu();  // the step in progress, so far; the next dump's first reading
     DrainedEvents kept = log_->take(now.ticks);
-    kept.dropped += partial.dropped;
-    kept.clipped_open += partial.clipped_open;
-    kept.end_tick = partial.end_tick;
-    for (DrainedEvents::Thread& thread : partial.threads) {
-      const auto same = std::find_if(kept.threads.begin(), kept.threads.end(), [&](const DrainedEvents::Thread& t) {
-        return t.os_tid == thread.os_tid && t.ordinal == thread.ordinal;
-      });
-      if (same == kept.threads.end())
-        kept.threads.push_back(std::move(thread));
-      else
-        same->events.insert(same->events.end(), thread.events.begin(), thread.events.end());
-    }
+    if (window_.step_recorded()) window_.sample_thread_cpu();  // the step in progress, so far; the next dump's first reading
     if (window_.step_recorded()) {  // the step in progress, so far
       const std::int64_t stepping_tid = crash_target_->header.step_os_tid;
       auto stepping = std::find_if(kept.threads.begin(), kept.threads.end(),
@@ -176,6 +161,7 @@ class BasicFlightRecorder {
   void arm_crash_dumps(std::int64_t step, std::uint32_t generation, DumpOnTerminate dump_on_terminate, void* profiler) {
     auto target = std::make_unique<CrashTarget>();
     target->log = log_.get();
+    target->names_seen = std::make_unique<CrashNameSet>();
     target->generation = generation;
     CrashHeader& header = target->header;
     std::memcpy(header.magic, kCrashMagic, sizeof(header.magic));
