@@ -4,7 +4,7 @@
 // 784-256-10 MLP, every range of the demo recorded.
 //
 //   cpu_demo/paired_flight_recorder/W   W steps with the flight recorder started (each ending in
-//       prof.step(), which empties the rings into its log) alternate with W steps with no
+//       prof.step(), which marks the step in the rings, its log) alternate with W steps with no
 //       Profiler started (every range idle), inside one benchmark, so that both see the same
 //       load. Steps are timed on the wall clock, as a user sees them; the first step of each
 //       block is not counted. Counters: bare_ms and flight_ms (means of the counted steps),
@@ -18,6 +18,9 @@
 //       growth of the process's name table (name_table_growth_kb): the demo names each step's
 //       range anew (literal_names:0), which the table keeps, up to ProfilerOptions::name_table_bytes;
 //       literal_names:1 names it by a literal.
+//   step_call/flight_recorder:0|1   prof.step() alone, timed, after 360 recorded ranges (untimed):
+//       a scheduled window's step() (flight_recorder:0) and a flight recorder's (1), whose log is
+//       the rings: it copies none of the step's events.
 //
 // Run: build-bench/bench/flight_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -233,6 +236,23 @@ BENCHMARK(BM_flight_recorder_rss)
     ->Arg(1)
     ->Iterations(1)
     ->Unit(benchmark::kSecond);
+
+void BM_step_call(benchmark::State& state) {
+  const bool flight = state.range(0) != 0;
+  dlprof::Profiler profiler(flight ? flight_recorder()
+                                   : dlprof::ProfilerOptions{}.schedule(dlprof::schedule(0, 0, 1'000'000)));
+  profiler.start();
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < 360; ++i) {
+      DLPROF_RANGE("step_call_range");
+    }
+    state.ResumeTiming();
+    profiler.step();
+  }
+  profiler.stop();
+}
+BENCHMARK(BM_step_call)->Name("step_call")->ArgName("flight_recorder")->Arg(0)->Arg(1)->Iterations(20'000);
 
 }  // namespace
 

@@ -119,7 +119,10 @@ class ClockMap {
 };
 
 /// The tick period measured over the life of the process so far: a long baseline gives a
-/// precise rate for windows too short to measure their own. The first call spends 2 ms.
+/// precise rate for windows too short to measure their own. The first call spends 2 ms. The rate
+/// is measured again at most every kProcessRatePeriodTicks: a measurement samples the clocks 16
+/// times, a microsecond or more, and a flight recorder asks at every step.
+inline constexpr std::int64_t kProcessRatePeriodTicks = std::int64_t{1} << 24;
 inline double process_ns_per_tick() noexcept {
   static const ClockSample origin = [] {
     const ClockSample first = sample_clocks();
@@ -127,10 +130,16 @@ inline double process_ns_per_tick() noexcept {
     nanosleep(&pause, nullptr);
     return first;
   }();
+  static std::atomic<std::int64_t> measured_at{INT64_MIN};
+  static std::atomic<double> measured{1.0};
+  const std::int64_t at = measured_at.load(std::memory_order_acquire);
+  if (at != INT64_MIN && now_ticks() - at < kProcessRatePeriodTicks) return measured.load(std::memory_order_relaxed);
   const ClockSample now = sample_clocks();
   const std::int64_t ticks = now.ticks - origin.ticks;
-  if (ticks <= 0) return 1.0;
-  return static_cast<double>(now.realtime_ns - origin.realtime_ns) / static_cast<double>(ticks);
+  const double rate = ticks <= 0 ? 1.0 : static_cast<double>(now.realtime_ns - origin.realtime_ns) / static_cast<double>(ticks);
+  measured.store(rate, std::memory_order_relaxed);
+  measured_at.store(now.ticks, std::memory_order_release);
+  return rate;
 }
 
 }  // namespace detail
