@@ -1,7 +1,9 @@
 # Fails when SOURCE, compiled as the offline reader is, includes a header of the recording
 # runtime: one that installs a signal handler, a fork hook or std::terminate, starts a thread, or
-# touches the rings. The reader may use the ring record's plain layout (recording/record.hpp), the
-# clock's conversion (recording/clock.hpp) and the window's assembly (window/assemble.hpp).
+# touches the rings. The reader may use the ring record's plain layout (recording/record.hpp), a
+# DLPROF_RANGE_F's kept arguments and their formatting (recording/format_arguments.hpp,
+# window/formatted_name.hpp), the clock's conversion (recording/clock.hpp) and the window's
+# assembly (window/assemble.hpp).
 #   cmake -DCXX=... -DSOURCE=... -DINCLUDE_DIR=... [-DDEFINITIONS=...] -P check_reader_headers.cmake
 cmake_minimum_required(VERSION 3.16)
 set(allowed_detail_headers
@@ -9,6 +11,8 @@ set(allowed_detail_headers
     detail/sorted_runs.hpp
     detail/recording/clock.hpp
     detail/recording/record.hpp
+    detail/recording/format_arguments.hpp
+    detail/window/formatted_name.hpp
     detail/window/assemble.hpp)
 set(runtime_headers profiler.hpp range.hpp annotate.hpp collective.hpp cuda.hpp cupti.hpp settings.hpp torch.hpp
                     torch_modules.hpp torch_distributed.hpp)

@@ -221,3 +221,40 @@ TEST(ScheduleTest, RejectsPhasesWhoseSumsWouldOverflow) {
 }
 
 }  // namespace
+
+namespace dlprof {
+namespace {
+
+// torch.profiler's _get_action_map, pair by pair: prepare_trace is `arm`, start_trace `start`,
+// stop_trace with trace_ready `save`, stop_trace alone `discard`, and the "Incorrect schedule"
+// warning `warn`.
+TEST(ActionMapTest, EveryPairOfActionsDoesWhatTorchsActionMapDoes) {
+  struct Row {
+    Action previous, current;
+    bool save, discard, warn, arm, start;
+  };
+  constexpr Action N = Action::None, W = Action::Warmup, R = Action::Record, S = Action::RecordAndSave;
+  const Row rows[] = {
+      {N, N, false, false, false, false, false}, {N, W, false, false, false, true, false},
+      {N, R, false, false, false, true, true},   {N, S, false, false, false, true, true},
+      {W, N, false, false, true, false, false},  {W, W, false, false, false, false, false},
+      {W, R, false, false, false, false, true},  {W, S, false, false, false, false, true},
+      {R, N, false, true, true, false, false},   {R, W, false, true, true, false, false},
+      {R, R, false, false, false, false, false}, {R, S, false, false, false, false, false},
+      {S, N, true, false, false, false, false},  {S, W, true, false, false, true, false},
+      {S, R, true, false, false, true, true},    {S, S, true, false, false, true, true},
+  };
+  for (const Row& row : rows) {
+    const ActionMapSteps steps = action_map_steps(row.previous, row.current);
+    SCOPED_TRACE(std::string(to_string(row.previous)) + " -> " + std::string(to_string(row.current)));
+    EXPECT_EQ(steps.save, row.save);
+    EXPECT_EQ(steps.discard, row.discard);
+    EXPECT_EQ(steps.warn, row.warn);
+    EXPECT_EQ(steps.arm, row.arm);
+    EXPECT_EQ(steps.start, row.start);
+  }
+  static_assert(action_map_steps(Action::RecordAndSave, Action::Record).save, "a constant expression");
+}
+
+}  // namespace
+}  // namespace dlprof

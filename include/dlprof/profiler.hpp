@@ -8,7 +8,8 @@
 //   - the flight recorder: detail/window/flight_recorder.hpp;
 //   - on-demand capture and the requests that ask for captures and dumps:
 //     detail/control/on_demand.hpp, detail/control/capture_requests.hpp;
-//   - the watcher thread: detail/control/watcher.hpp;
+//   - the watcher thread: detail/control/watcher.hpp; the lock of start(), step() and stop():
+//     detail/control/control_lock.hpp; what the schedule's actions do: schedule.hpp;
 //   - fork and exit: detail/window/lifecycle.hpp.
 // The report (prof.report()) needs <dlprof/report.hpp> in the file that calls it:
 //
@@ -49,6 +50,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/control/capture_requests.hpp"
 #include "dlprof/detail/control/capture_signal.hpp"
+#include "dlprof/detail/control/control_lock.hpp"
 #include "dlprof/detail/control/on_demand.hpp"
 #include "dlprof/detail/control/watcher.hpp"
 #include "dlprof/detail/recording/active.hpp"
@@ -153,7 +155,7 @@ class BasicProfiler {
       throw std::logic_error(
           "dlprof::Profiler::start(): this Profiler was made before fork() and records nothing in the child; make a "
           "new Profiler in the child process");
-    const ControlLock control(*this, "start");
+    const detail::ControlLock control = lock_control("start");
     const void* expected = nullptr;
     if (!detail::g_started_profiler.compare_exchange_strong(expected, this))
       throw std::logic_error(expected == this ? "dlprof::Profiler::start(): already started"
@@ -183,7 +185,7 @@ class BasicProfiler {
       ++step_num_;
       return;
     }
-    const ControlLock control(*this, "step");
+    const detail::ControlLock control = lock_control("step");
     if (!started_) throw std::logic_error("dlprof::Profiler::step(): the profiler is not started");
     if (mode_ == Mode::Off) {
       ++step_num_;
@@ -228,7 +230,7 @@ class BasicProfiler {
       stop_requested_.store(true, std::memory_order_release);
       return;
     }
-    const ControlLock control(*this, "stop");
+    const detail::ControlLock control = lock_control("stop");
     stop_locked();
   }
 
@@ -263,7 +265,7 @@ class BasicProfiler {
   /// is not a started flight recorder. Any thread may call it, but not a handler.
   bool dump(std::string_view reason = "prof.dump()") {
     if (inherited()) return false;
-    const ControlLock control(*this, "dump");
+    const detail::ControlLock control = lock_control("dump");
     if (mode_ != Mode::FlightRecorder || !started_) return false;
     flight_dump(std::string(reason), /*handlers_here=*/false);
     return true;
@@ -325,54 +327,35 @@ class BasicProfiler {
   }
 
  private:
-  /// Serialises start(), step() and stop() across threads, and refuses them from a handler that
-  /// one of them is running on the same thread (which would otherwise deadlock or re-enter).
-  class ControlLock {
-   public:
-    ControlLock(BasicProfiler& profiler, const char* method) : profiler_(profiler) {
-      if (profiler.controller_.load(std::memory_order_acquire) == std::this_thread::get_id() ||
-          profiler.publisher_->on_writer_thread())
-        throw std::logic_error(
-            fmt::format("dlprof::Profiler::{}(): called from an on_trace_ready handler; only stop() may be", method));
-      profiler.control_mutex_.lock();
-      profiler.controller_.store(std::this_thread::get_id(), std::memory_order_release);
-    }
-    ~ControlLock() {
-      profiler_.controller_.store(std::thread::id(), std::memory_order_release);
-      profiler_.control_mutex_.unlock();
-    }
-    ControlLock(const ControlLock&) = delete;
-    ControlLock& operator=(const ControlLock&) = delete;
-
-   private:
-    BasicProfiler& profiler_;
-  };
+  /// Serialises start(), step() and stop() across threads (detail/control/control_lock.hpp).
+  detail::ControlLock lock_control(const char* method) {
+    return detail::ControlLock(control_mutex_, controller_, publisher_->on_writer_thread(), method);
+  }
 
   bool inherited() const noexcept { return generation_ != detail::fork_generation(); }
 
   /// `save`: whether a window still recording is saved (handlers run) or dropped.
   void stop_locked(bool save = true) {
     if (started_ && requests_) warn_of_refused_signals(/*flush=*/true);
-    if (started_ && mode_ == Mode::FlightRecorder) {
-      stop_flight_recorder();
-    } else if (started_) {
+    if (started_) {
       close_step();
-      switch (action_) {
-        case Action::None: break;
-        case Action::Warmup: break;  // torch starts and stops an empty trace here: nothing to save
-        case Action::Record:
-        case Action::RecordAndSave:
+      if (flight_) {
+        flight_->stop();  // the steps after the last dump are dropped: nothing asked for them
+      } else {
+        // A recording window is saved or dropped; torch starts and stops an empty trace at a
+        // warm-up step: nothing to save.
+        if (action_ == Action::Record || action_ == Action::RecordAndSave) {
           window_.stop();
           if (save)
             trace_ready();
           else
             window_.discard();
-          break;
-      }
-      window_.disable_collectors();
-      if (on_demand_) {
-        on_demand_->end_timed();
-        on_demand_->end();
+        }
+        window_.disable_collectors();
+        if (on_demand_) {
+          on_demand_->end_timed();
+          on_demand_->end();
+        }
       }
       started_ = false;
       detail::g_started_profiler.store(nullptr);
@@ -387,35 +370,20 @@ class BasicProfiler {
     if (stop_requested_.load(std::memory_order_acquire)) stop_locked(/*save=*/false);
   }
 
+  /// What torch.profiler's action map does on the step from `previous` to `current`
+  /// (action_map_steps(), schedule.hpp); the collectors are switched off for a step that records
+  /// nothing.
   void transit(Action previous, Action current) {
-    run_action_map(previous, current);
+    const ActionMapSteps steps = action_map_steps(previous, current);
+    if (steps.warn)
+      detail::print_warning(fmt::format("Incorrect schedule: {} followed by {} at step {}; the recorded steps are discarded",
+                                        to_string(previous), to_string(current), step_num_));
+    if (steps.save || steps.discard) window_.stop();
+    if (steps.save) trace_ready();
+    if (steps.discard) window_.discard();
+    if (steps.arm) window_.arm(/*keep_newest=*/false);
+    if (steps.start) window_.start();
     if (current == Action::None) window_.disable_collectors();
-  }
-
-  /// What torch.profiler's action map does on the step from `previous` to `current`: prepare,
-  /// start, stop and save the trace, or discard a window a schedule left without saving.
-  void run_action_map(Action previous, Action current) {
-    const bool was_recording = previous == Action::Record || previous == Action::RecordAndSave;
-    const bool recording = current == Action::Record || current == Action::RecordAndSave;
-    if (previous == Action::RecordAndSave) {
-      window_.stop();
-      trace_ready();
-      if (current != Action::None) window_.arm(/*keep_newest=*/false);
-      if (recording) window_.start();
-      return;
-    }
-    if (was_recording && !recording) {  // Record -> None/Warmup: torch discards the window
-      warn_incorrect_schedule(previous, current);
-      window_.stop();
-      window_.discard();
-      return;
-    }
-    if (previous == Action::Warmup && current == Action::None) {
-      warn_incorrect_schedule(previous, current);
-      return;
-    }
-    if (previous == Action::None && current != Action::None) window_.arm(/*keep_newest=*/false);
-    if (!was_recording && recording) window_.start();
   }
 
   /// The window just closed becomes a Trace for last_trace() and the handlers. Built on the
@@ -433,14 +401,6 @@ class BasicProfiler {
   void start_flight_recorder() {
     flight_->start(step_num_, generation_, &BasicProfiler::dump_on_terminate, this);
     open_step();
-  }
-
-  void stop_flight_recorder() {
-    close_step();
-    flight_->stop();
-    started_ = false;
-    detail::g_started_profiler.store(nullptr);
-    publisher_->wait_idle();
   }
 
   /// CrashTarget::dump: std::terminate's dump, with every handler run on the terminating thread,
@@ -506,23 +466,13 @@ class BasicProfiler {
     if (stop_requested_.load(std::memory_order_acquire)) stop_locked();
   }
 
-  /// On demand: takes the requests made since the last look (prof.capture(), prof.capture_for(),
-  /// the signal, the trigger file) and begins the first, unless a capture is running. From step()
-  /// (`stepping`), a capture of steps begins at the next step; from the watcher, in a program
-  /// without steps, every capture is timed.
+  /// On demand: the requests made since the last look (OnDemandCapture::take); a timed capture
+  /// records from now.
   void take_capture_requests(bool stepping) {
-    for (detail::CaptureRequest& request : requests_->take_all(detail::clock_ns(CLOCK_MONOTONIC), "capture")) {
-      if (on_demand_->running(step_num_)) {
-        detail::print_warning(on_demand_->refusal(request));
-        continue;
-      }
-      if (!stepping && request.duration_ns == 0) request.duration_ns = detail::kDefaultCaptureNs;
-      if (on_demand_->begin(request, step_num_)) {  // timed: recording begins now
-        window_.arm(/*keep_newest=*/false);
-        window_.start();
-        action_ = Action::Record;
-      }
-    }
+    if (!on_demand_->take(*requests_, step_num_, stepping)) return;
+    window_.arm(/*keep_newest=*/false);
+    window_.start();
+    action_ = Action::Record;
   }
 
   /// A timed capture is due: its trace is handed over, and recording stops.
@@ -546,11 +496,6 @@ class BasicProfiler {
   }
 
   void close_step() { window_.close_step(step_num_); }
-
-  void warn_incorrect_schedule(Action previous, Action current) {
-    detail::print_warning(fmt::format("Incorrect schedule: {} followed by {} at step {}; the recorded steps are discarded",
-                             to_string(previous), to_string(current), step_num_));
-  }
 
   ProfilerOptions options_;
   Mode mode_ = Mode::Scheduled;

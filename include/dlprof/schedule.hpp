@@ -30,6 +30,39 @@ constexpr std::string_view to_string(Action action) noexcept {
   return "None";
 }
 
+/// What torch.profiler's action map does to the trace on the step from one action to the next.
+struct ActionMapSteps {
+  bool save = false;     ///< the window ends and its trace goes to the handlers
+  bool discard = false;  ///< the window ends and its events are dropped, unsaved
+  bool warn = false;     ///< torch warns "Incorrect schedule" (the steps are discarded)
+  bool arm = false;      ///< the collectors are prepared for a window
+  bool start = false;    ///< a window begins recording
+};
+
+/// The action map's steps from `previous` to `current`: RecordAndSave saves its window (and
+/// prepares, or starts, the next); a recording window left for None or Warmup is discarded with
+/// a warning, as is a warm-up followed by None; None leaving for Warmup or a recording action
+/// prepares the collectors, and a recording action after a non-recording one starts the window.
+constexpr ActionMapSteps action_map_steps(Action previous, Action current) noexcept {
+  const bool was_recording = previous == Action::Record || previous == Action::RecordAndSave;
+  const bool recording = current == Action::Record || current == Action::RecordAndSave;
+  ActionMapSteps steps;
+  if (previous == Action::RecordAndSave) {
+    steps.save = true;
+    steps.arm = current != Action::None;
+    steps.start = recording;
+  } else if (was_recording && !recording) {
+    steps.discard = true;
+    steps.warn = true;
+  } else if (previous == Action::Warmup && current == Action::None) {
+    steps.warn = true;
+  } else {
+    steps.arm = previous == Action::None && current != Action::None;
+    steps.start = !was_recording && recording;
+  }
+  return steps;
+}
+
 /// A pure function from step number to Action. Default-constructed, it records every step
 /// (torch's default when no schedule is given).
 class Schedule {

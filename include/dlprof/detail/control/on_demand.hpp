@@ -20,6 +20,8 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/control/capture_requests.hpp"
 #include "dlprof/detail/recording/clock.hpp"
+#include "dlprof/detail/text.hpp"
+#include "dlprof/format/launch_protocol.hpp"
 #include "dlprof/profiler_options.hpp"
 #include "dlprof/schedule.hpp"
 
@@ -86,6 +88,24 @@ class BasicOnDemandCapture {
     steps_count_ = request.steps;
     last_step_ = step + 1 + request.steps;
     return false;
+  }
+
+  /// Takes the requests made since the last look (prof.capture(), prof.capture_for(), the signal,
+  /// the trigger file) and begins the first, unless a capture is running: the others are refused
+  /// with a warning. From step() (`stepping`) a capture of steps begins at the next step; from
+  /// the watcher, in a program without steps, every capture is timed. Returns true when a timed
+  /// capture began: the caller starts recording now.
+  bool take(CaptureRequests& requests, std::int64_t step, bool stepping) {
+    bool timed = false;
+    for (CaptureRequest& request : requests.take_all(clock_ns(CLOCK_MONOTONIC), "capture")) {
+      if (running(step)) {
+        print_warning(refusal(request));
+        continue;
+      }
+      if (!stepping && request.duration_ns == 0) request.duration_ns = kDefaultCaptureNs;
+      if (begin(request, step)) timed = true;
+    }
+    return timed;
   }
 
   /// A timed capture has ended (it was due, or the Profiler stopped).
