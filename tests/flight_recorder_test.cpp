@@ -50,6 +50,7 @@ using dlprof_test::ScopedEnvironment;
 using dlprof_test::TempDir;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -139,6 +140,22 @@ TEST(FlightRecorderTest, ASlowStepIsDumpedWithTheStepsBeforeItAtMostOnceAMinute)
   EXPECT_EQ(kept.traces.size(), 1u);
   EXPECT_EQ(profiler.slow_steps_not_dumped(), 1u);
   profiler.stop();
+}
+
+TEST(FlightRecorderTest, ASlowStepThatTakesARequestIsOneDumpThatNamesBoth) {
+  KeptTraces kept;
+  const ScopedEnvironment environment(std::vector<std::pair<std::string, std::string>>{{"DLPROF_SIGNAL", "USR1"}});
+  dlprof::Profiler profiler(flight_options(kept, 4).slow_step_factor(20));
+  profiler.start();
+  for (int i = 0; i < 22; ++i) {
+    DLPROF_RANGE("timed_work");
+    std::this_thread::sleep_for(std::chrono::milliseconds(i == 21 ? 400 : 5));
+    if (i == 21) ::raise(SIGUSR1);
+    profiler.step();
+  }
+  profiler.stop();
+  ASSERT_EQ(kept.traces.size(), 1u) << "one dump answers the slow step and the signal";
+  EXPECT_THAT(kept.traces[0]->flight_recorder_dump, AllOf(StartsWith("slow step 21: "), EndsWith("; the dump signal")));
 }
 
 TEST(FlightRecorderTest, AnExceptionLeavingTheScopeDumps) {
@@ -743,8 +760,9 @@ TEST(CaptureToolTest, AsksARunningJobOnDemandAndPrintsTheTracesPath) {
 TEST(CaptureToolTest, AsksAFlightRecorderForADump) {
   TempDir dir;
   const fs::path traces = dir.path() / "traces";
+  // No slow-step dumps: on a busy machine one may come first, and this asks for the signal's.
   const dlprof_test::BackgroundTraining job({"DLPROF_MODE=flight-recorder", "DLPROF_FLIGHT_STEPS=4",
-                                             "DLPROF_OUTPUT=" + traces.string()},
+                                             "DLPROF_SLOW_STEP_FACTOR=0", "DLPROF_OUTPUT=" + traces.string()},
                                             dir.path(), 1'000'000, {"--step-ms", "2"});
   ASSERT_TRUE(job.wait_for_output("training", 30)) << job.err();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -415,14 +415,15 @@ class BasicProfiler {
   }
 
   /// step() of a flight recorder: the step ends in the log, and a dump follows when the step was
-  /// slow or one was asked for.
+  /// slow or one was asked for. One dump answers all of these, and its reason names each.
   void flight_step() {
     close_step();
     std::string reason = flight_->end_step(step_num_).value_or("");
+    const auto also = [&reason](std::string_view why) { reason.append(reason.empty() ? "" : "; ").append(why); };
     const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-    if (requests_->take_signal(now) && reason.empty()) reason = "the dump signal";
+    if (requests_->take_signal(now)) also("the dump signal");
     warn_of_refused_signals(/*flush=*/false);
-    if (requests_->take_trigger_file(now) && reason.empty()) reason = "the trigger file";
+    if (requests_->take_trigger_file(now)) also("the trigger file");
     ++step_num_;
     flight_->number_step(step_num_);
     if (!reason.empty()) flight_dump(reason, /*handlers_here=*/false);
