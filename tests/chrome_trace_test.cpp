@@ -160,6 +160,28 @@ std::shared_ptr<const dlprof::Trace> record_ranges_and_steps() {
 }
 
 
+// --- numbers ---------------------------------------------------------------------------------
+
+TEST(FixedFloatCacheTest, PrintsSixDecimalsAsFmtDoesForEveryKindOfFloat) {
+  dlprof::detail::FixedFloatCache<> floats;
+  const float values[] = {0.0f, -0.0f, 0.1f, 1.0f / 3.0f, 4.7407407f, 75.851852f, 0.0000005f, 0.0000015f, -2.5f, 1e10f,
+                          16777217.0f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::lowest()};
+  for (int pass = 0; pass < 2; ++pass)  // the second pass reads what the first remembered
+    for (const float value : values) EXPECT_EQ(floats.text(value), fmt::format("{:f}", value)) << value;
+}
+
+TEST(JsonWriterTest, NumbersAreShortestAsFmtPrintsThemAndNotFiniteOnesNull) {
+  fmt::memory_buffer out;
+  dlprof::detail::JsonWriter json(out);
+  for (const double value : {0.1, 1.0, 1e6, 1e16, 1e20, 1.5e-7, -2.25, 0.30000000000000004, std::numeric_limits<double>::max(),
+                             std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    json.number(value);
+    json.character(' ');
+  }
+  EXPECT_EQ(fmt::to_string(out), "0.1 1 1000000 1e+16 1e+20 1.5e-07 -2.25 0.30000000000000004 1.7976931348623157e+308 null null ");
+}
+
 // --- top level -------------------------------------------------------------------------------
 
 TEST(ChromeTraceTest, WritesEveryTopLevelKeyKinetoWrites) {

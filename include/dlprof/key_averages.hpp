@@ -260,51 +260,52 @@ class BasicKeyAverages {
       }
       name_width = std::max(name_width, names[i].size());
     }
-    fmt::memory_buffer out;
-    auto line = std::back_inserter(out);
-    fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}", "Name", name_width,
-                   "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window");
-    if (gpu) fmt::format_to(line, "  {:>10}  {:>10}", "GPU total", "GPU");
-    if (flops) fmt::format_to(line, "  {:>10}", "FLOPs");
-    fmt::format_to(line, "\n");
+    // fmt::format runs libfmt's compiled formatter; fmt::format_to into a buffer would compile
+    // all of fmt's formatting into the file that prints the table.
+    std::string out;
+    out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>8}", "Name", name_width,
+                       "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window");
+    if (gpu) out += fmt::format("  {:>10}  {:>10}", "GPU total", "GPU");
+    if (flops) out += fmt::format("  {:>10}", "FLOPs");
+    out += '\n';
     const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 24 : 0) + (flops ? 12 : 0);
-    fmt::format_to(line, "{:-<{}}\n", "", rule);
+    out += fmt::format("{:-<{}}\n", "", rule);
     for (std::size_t i = 0; i < shown; ++i) {
       const KeyAverage& row = rows_[i];
       const std::string& name = names[i];
       const double share = window_ns_ > 0 ? 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(window_ns_) : 0.0;
-      fmt::format_to(line, "{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7.2f}%", name, name_width,
-                     to_string(row.category), row.calls, format_duration(row.total_ns), format_duration(row.self_ns),
-                     format_duration(row.average_ns()), format_duration(row.min_ns), format_duration(row.max_ns), share);
-      if (gpu) fmt::format_to(line, "  {:>10}  {:>10}", format_duration(row.gpu_total_ns), format_duration(row.gpu_ns));
-      if (flops) fmt::format_to(line, "  {:>10}", row.flops == 0 ? std::string("--") : format_count(row.flops));
-      fmt::format_to(line, "\n");
+      out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>7.2f}%", name, name_width,
+                         to_string(row.category), row.calls, format_duration(row.total_ns), format_duration(row.self_ns),
+                         format_duration(row.average_ns()), format_duration(row.min_ns), format_duration(row.max_ns), share);
+      if (gpu) out += fmt::format("  {:>10}  {:>10}", format_duration(row.gpu_total_ns), format_duration(row.gpu_ns));
+      if (flops) out += fmt::format("  {:>10}", row.flops == 0 ? std::string("--") : format_count(row.flops));
+      out += '\n';
     }
-    fmt::format_to(line, "{:-<{}}\n", "", rule);
-    fmt::format_to(line, "Window: {}  ({} names", format_duration(window_ns_), rows_.size());
-    if (shown < rows_.size()) fmt::format_to(line, ", {} shown", shown);
-    fmt::format_to(line, ")  Dropped events: {}\n", dropped_events_);
+    out += fmt::format("{:-<{}}\n", "", rule);
+    out += fmt::format("Window: {}  ({} names", format_duration(window_ns_), rows_.size());
+    if (shown < rows_.size()) out += fmt::format(", {} shown", shown);
+    out += fmt::format(")  Dropped events: {}\n", dropped_events_);
     if (gpu)
-      fmt::format_to(line, "GPU records: {}  dropped: {} (by CUPTI: {})  unknown kinds: {}  late: {}\n", gpu_.records,
-                     gpu_.dropped_records, gpu_.cupti_dropped_records, gpu_.unknown_records, gpu_.late_records);
+      out += fmt::format("GPU records: {}  dropped: {} (by CUPTI: {})  unknown kinds: {}  late: {}\n", gpu_.records,
+                         gpu_.dropped_records, gpu_.cupti_dropped_records, gpu_.unknown_records, gpu_.late_records);
     if (flops) {
       const double seconds = static_cast<double>(window_ns_) / 1e9;
-      fmt::format_to(line, "FLOPs: {} in the window ({}FLOP/s)\n", format_count(total_flops_),
-                     seconds > 0 ? format_count(static_cast<std::uint64_t>(static_cast<double>(total_flops_) / seconds)) : "0 ");
+      out += fmt::format("FLOPs: {} in the window ({}FLOP/s)\n", format_count(total_flops_),
+                         seconds > 0 ? format_count(static_cast<std::uint64_t>(static_cast<double>(total_flops_) / seconds)) : "0 ");
     }
     if (!peak_memory_.empty()) {
-      fmt::format_to(line, "Peak memory:");
+      out += "Peak memory:";
       for (const PeakMemory& peak : peak_memory_) {
         if (peak.device_type == MemoryDeviceType::CPU) {
-          fmt::format_to(line, "  CPU {} allocated", format_bytes(peak.allocated_bytes));
+          out += fmt::format("  CPU {} allocated", format_bytes(peak.allocated_bytes));
         } else {
-          fmt::format_to(line, "  CUDA:{} {} allocated, {} reserved", peak.device, format_bytes(peak.allocated_bytes),
-                         format_bytes(peak.reserved_bytes));
+          out += fmt::format("  CUDA:{} {} allocated, {} reserved", peak.device, format_bytes(peak.allocated_bytes),
+                             format_bytes(peak.reserved_bytes));
         }
       }
-      fmt::format_to(line, "\n");
+      out += '\n';
     }
-    return fmt::to_string(out);
+    return out;
   }
 
   /// "1.234G", "56.700M", "999": three decimals in the largest SI unit below the count.

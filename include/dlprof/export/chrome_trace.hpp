@@ -17,6 +17,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -339,8 +341,11 @@ class FixedFloatCache {
     std::memcpy(&bits, &value, sizeof(bits));
     Entry& entry = entries_[(bits * 2654435761u) >> (32 - kIndexBits)];
     if (!entry.used || entry.bits != bits) {
-      const auto end = fmt::format_to_n(entry.text, sizeof(entry.text), "{:f}", value);
-      entry.size = static_cast<std::uint8_t>(std::min(end.size, sizeof(entry.text)));
+      // std::to_chars, libstdc++'s compiled formatter, prints what fmt's "{:f}" does; fmt::format_to_n
+      // would compile fmt's whole formatter into the file that writes traces.
+      const std::to_chars_result end =
+          std::to_chars(entry.text, entry.text + sizeof(entry.text), static_cast<double>(value), std::chars_format::fixed, 6);
+      entry.size = static_cast<std::uint8_t>(end.ec == std::errc() ? end.ptr - entry.text : 0);
       entry.bits = bits;
       entry.used = true;
     }

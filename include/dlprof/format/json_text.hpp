@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -157,19 +157,15 @@ class JsonWriter {
   }
 
   /// A finite number in its shortest exact form; NaN and infinities become null (JSON has none).
-  void number(double value) {
-    if (!std::isfinite(value)) {
-      raw("null");
-      return;
-    }
-    fmt::format_to(std::back_inserter(out_), "{}", value);
-  }
+  /// fmt::format runs libfmt's compiled formatter; fmt::format_to into this buffer would compile
+  /// all of fmt's formatting into every file that includes the writer.
+  void number(double value) { raw(std::isfinite(value) ? fmt::format("{}", value) : std::string("null")); }
 
   /// A counter's sample: a number, or for NaN and the infinities their name as a string
   /// (non_finite_name()), which the reader takes back as the number.
   void sample(double value) {
     if (std::isfinite(value)) {
-      fmt::format_to(std::back_inserter(out_), "{}", value);
+      number(value);
       return;
     }
     character('"');

@@ -19,13 +19,12 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/clock.hpp"
@@ -197,7 +196,7 @@ class BasicThreadCpuSampler {
     const bool kept_open = fd >= 0;
     if (!kept_open) {
       char path[64];
-      *fmt::format_to_n(path, sizeof(path) - 1, "/proc/self/task/{}/schedstat", known.os_tid).out = '\0';
+      std::snprintf(path, sizeof(path), "/proc/self/task/%lld/schedstat", static_cast<long long>(known.os_tid));
       fd = ::open(path, O_RDONLY | O_CLOEXEC);
       if (fd < 0) {
         // The thread has just ended, or this kernel keeps no schedstat: told apart by the
