@@ -250,6 +250,38 @@ TEST(ThreadCpuProfilerTest, NotReadWhenTheOptionsSayNo) {
   EXPECT_TRUE(trace->thread_cpu.empty());
 }
 
+TEST(ThreadCpuProfilerTest, StepsFarShorterThanAReadingShareReadingsAndAllHaveFigures) {
+  std::shared_ptr<const dlprof::Trace> trace;
+  constexpr int kSteps = 400;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .schedule(dlprof::schedule(/*wait=*/0, /*warmup=*/0, /*active=*/kSteps, /*repeat=*/1))
+                                .on_trace_ready([&](const dlprof::Trace& t) { trace = std::make_shared<dlprof::Trace>(t); }));
+  profiler.start();
+  for (int step = 0; step < kSteps; ++step) {
+    DLPROF_RANGE("tiny_step");
+    profiler.step();
+  }
+  profiler.stop();
+  ASSERT_NE(trace, nullptr);
+  const dlprof::analysis::ThreadCpu cpu =
+      dlprof::analysis::thread_cpu(*trace, dlprof::analysis::step_breakdown(*trace).steps);
+  ASSERT_FALSE(cpu.empty());
+  const dlprof::analysis::ThreadCpuRow& training = cpu.threads.front();
+  std::size_t readings = 0;
+  for (const dlprof::ThreadCpuSample& sample : trace->thread_cpu) {
+    readings += sample.thread == training.thread;
+    EXPECT_GE(sample.time_ns, trace->window_start_ns);
+    EXPECT_LE(sample.time_ns, trace->window_end_ns);
+  }
+  EXPECT_GE(readings, 2u) << "the window's ends";
+  EXPECT_LT(readings, static_cast<std::size_t>(kSteps) / 2) << "steps of a few microseconds share readings";
+  ASSERT_EQ(training.steps.size(), static_cast<std::size_t>(kSteps));
+  for (const auto& step : training.steps) {
+    ASSERT_TRUE(step) << "interpolated between the readings around it";
+    EXPECT_LE(step->cpu_ns, step->wall_ns + 1'000'000);
+  }
+}
+
 TEST(ThreadCpuProfilerTest, AFlightRecordersDumpSpansItsStepsAndTheStepInProgress) {
   std::vector<std::shared_ptr<const dlprof::Trace>> dumps;
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}

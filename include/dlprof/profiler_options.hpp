@@ -169,7 +169,8 @@ class ProfilerOptions {
   }
   /// With Activity::CPU: each recording thread's CPU time and run-queue wait, read from the
   /// kernel's scheduler accounting at each recorded step's end and at the window's ends (on by
-  /// default; about a microsecond a thread). They are written as counter tracks, one per thread.
+  /// default; about a microsecond a thread, and at most 1 % of the time between readings: steps
+  /// shorter than that share them). They are written as counter tracks, one per thread.
   ProfilerOptions& thread_cpu(bool on) {
     thread_cpu_ = on;
     return *this;

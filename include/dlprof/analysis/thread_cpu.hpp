@@ -11,8 +11,10 @@
 //
 // A step's figures for a thread are its counters' differences between the step's start and end,
 // each read off the thread's readings by linear interpolation: dlprof reads them at each step's
-// end, so at the steps' edges the interpolation is exact to a microsecond. A step the readings do
-// not span (a thread that started inside it) has no figures for that thread.
+// end, so at the steps' edges the interpolation is exact to a microsecond, except where steps are
+// so short that readings at every edge would cost over 1 % of the time (detail/window/
+// window_recorder.hpp): such steps share readings, and their figures are interpolated. A step
+// the readings do not span (a thread that started inside it) has no figures for that thread.
 #pragma once
 
 #include <algorithm>

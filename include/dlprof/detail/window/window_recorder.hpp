@@ -45,8 +45,16 @@ namespace detail {
 template <class Deferred = void>
 class BasicWindowRecorder {
  public:
-  /// A reading of the threads' CPU time this recent stands for the moment a step begins.
+  /// A reading of the threads' CPU time this recent stands for the moment a step begins or ends.
   static constexpr double kFreshReadingNs = 20'000;
+  /// Readings at steps' edges take at most 1 % of the time between them: a step's edge is read
+  /// once this many times the last reading's cost has passed since it, or kEdgeReadingIntervalNs,
+  /// whichever is less. Steps far shorter than a reading (tens of microseconds) then share
+  /// readings, and analysis::thread_cpu interpolates between them.
+  static constexpr std::int64_t kReadingCostsBetweenReadings = 100;
+  /// Steps this long have readings at both edges whatever a reading costs (one that opens the
+  /// files of new threads costs more than the next).
+  static constexpr double kEdgeReadingIntervalNs = 1'000'000;
 
   /// `options`: the Profiler's, which outlive the recorder. They are read when the window is
   /// armed, started and closed, so that an on-demand capture's options apply to its window.
@@ -123,9 +131,9 @@ class BasicWindowRecorder {
   /// Closes the window: recording stops, and what it recorded is kept for close() or discard().
   void stop() {
     g_active.fetch_and(~(kRecording | kCorrelating), std::memory_order_relaxed);
+    if (!step_end_sampled_) sample_thread_cpu();  // no steps, ended inside one, or the last end unread
     const ClockSample window_end = sample_clocks();
     drained_ = drain_rings(window_start_.ticks, window_end.ticks);
-    if (!step_end_sampled_) sample_thread_cpu();  // a window without steps, or ended inside one
     thread_cpu_readings_ = thread_cpu_.take(window_start_.ticks, /*keep_last_round=*/false);
     window_end_ = window_end;
     overflowed_names_in_window_ = InternTable::instance().overflowed() - overflowed_names_before_window_;
@@ -195,7 +203,7 @@ class BasicWindowRecorder {
     step_recorded_ = (flags & kRecording) != 0;
     step_correlation_sequence_ = step_recorded_ && (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     step_end_sampled_ = false;
-    if (step_recorded_) sample_thread_cpu_at_step_start();
+    if (step_recorded_) sample_thread_cpu_if_due();
     step_start_ticks_ = now_ticks();
   }
 
@@ -213,8 +221,7 @@ class BasicWindowRecorder {
                      step_correlation_sequence_});
     if (step_correlation_sequence_ != 0) pop_external_correlation();
     step_correlation_sequence_ = 0;
-    sample_thread_cpu();
-    step_end_sampled_ = true;
+    step_end_sampled_ = sample_thread_cpu_if_due();
   }
 
   /// Reads the recording threads' CPU time and run-queue wait (detail/backends/thread_cpu_sampler.hpp).
@@ -222,6 +229,7 @@ class BasicWindowRecorder {
     if (!options_.thread_cpu() || !options_.wants(Activity::CPU)) return;
     last_thread_cpu_tick_ = now_ticks();
     thread_cpu_.sample(last_thread_cpu_tick_);
+    last_reading_cost_ticks_ = now_ticks() - last_thread_cpu_tick_;
   }
 
   /// The readings taken since `from`; `keep_last_round`: the last one stays, as the next take's
@@ -262,9 +270,17 @@ class BasicWindowRecorder {
   /// was just taken. The analysis reads each step's edges off the readings around them, which is
   /// exact only when nothing ran between the reading and the edge: a thread preempted there, or a
   /// window handed over there, would have its CPU time spread over the gap.
-  void sample_thread_cpu_at_step_start() {
-    if (static_cast<double>(now_ticks() - last_thread_cpu_tick_) * process_ns_per_tick() > kFreshReadingNs)
-      sample_thread_cpu();
+  /// Reads the threads at a step's edge unless the last reading is fresh (kFreshReadingNs) or
+  /// recent against its own cost (kReadingCostsBetweenReadings, kEdgeReadingIntervalNs). Returns
+  /// whether it read.
+  bool sample_thread_cpu_if_due() {
+    const std::int64_t since = now_ticks() - last_thread_cpu_tick_;
+    const double since_ns = static_cast<double>(since) * process_ns_per_tick();
+    if (since_ns <= kFreshReadingNs ||
+        (since < kReadingCostsBetweenReadings * last_reading_cost_ticks_ && since_ns < kEdgeReadingIntervalNs))
+      return false;
+    sample_thread_cpu();
+    return true;
   }
 
   const ProfilerOptions& options_;
@@ -279,7 +295,7 @@ class BasicWindowRecorder {
   std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under kOverflowName
   DrainedEvents drained_;                          // what the window stop() closed recorded
   std::optional<DeviceActivity> device_activity_;
-  ThreadCpuSampler thread_cpu_;           // the recording threads' CPU time, read at each step's end
+  ThreadCpuSampler thread_cpu_;           // the recording threads' CPU time, read at steps' edges
   ThreadCpuReadings thread_cpu_readings_;
   bool step_recorded_ = false;
   bool step_nvtx_pushed_ = false;  // ProfilerStep#N is an NVTX range too, whether recorded or not
@@ -287,6 +303,7 @@ class BasicWindowRecorder {
   std::int64_t step_start_ticks_ = 0;
   std::int64_t last_step_ticks_ = 0;
   std::int64_t last_thread_cpu_tick_ = 0;  // when the threads were last read, in ticks (0: never)
+  std::int64_t last_reading_cost_ticks_ = 0;  // how long that reading took
   std::uint32_t step_correlation_sequence_ = 0;
 };
 
