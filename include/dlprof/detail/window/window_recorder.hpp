@@ -266,12 +266,11 @@ class BasicWindowRecorder {
   std::int64_t last_step_ticks() const noexcept { return last_step_ticks_; }
 
  private:
-  /// A step begins: read again unless the last reading (the step before's end, the window's start)
-  /// was just taken. The analysis reads each step's edges off the readings around them, which is
-  /// exact only when nothing ran between the reading and the edge: a thread preempted there, or a
-  /// window handed over there, would have its CPU time spread over the gap.
-  /// Reads the threads at a step's edge unless the last reading is fresh (kFreshReadingNs) or
-  /// recent against its own cost (kReadingCostsBetweenReadings, kEdgeReadingIntervalNs). Returns
+  /// A step begins or ends: the threads are read unless the last reading is fresh
+  /// (kFreshReadingNs) or recent against its own cost (kReadingCostsBetweenReadings,
+  /// kEdgeReadingIntervalNs). The analysis reads each step's edges off the readings around them,
+  /// which is exact only when nothing ran between the reading and the edge: a thread preempted
+  /// there, or a window handed over there, would have its CPU time spread over the gap. Returns
   /// whether it read.
   bool sample_thread_cpu_if_due() {
     const std::int64_t since = now_ticks() - last_thread_cpu_tick_;
