@@ -419,11 +419,8 @@ class BasicProfiler {
   void flight_step() {
     close_step();
     std::string reason = flight_->end_step(step_num_).value_or("");
-    const auto also = [&reason](std::string_view why) { reason.append(reason.empty() ? "" : "; ").append(why); };
-    const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);
-    if (requests_->take_signal(now)) also("the dump signal");
-    warn_of_refused_signals(/*flush=*/false);
-    if (requests_->take_trigger_file(now)) also("the trigger file");
+    for (const detail::CaptureRequest& request : requests_->take_all(detail::clock_ns(CLOCK_MONOTONIC), "dump"))
+      reason.append(reason.empty() ? "" : "; ").append(request.source);
     ++step_num_;
     flight_->number_step(step_num_);
     if (!reason.empty()) flight_dump(reason, /*handlers_here=*/false);

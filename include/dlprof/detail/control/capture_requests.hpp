@@ -104,13 +104,13 @@ class CaptureRequests {
   }
 
   /// Everything asked since the last look, in this order: the program, the signal, the trigger
-  /// file. `what` words the refused signals' warning.
+  /// file. `what` ("capture" or "dump") words the signal's source and the refused signals' warning.
   std::vector<CaptureRequest> take_all(std::int64_t now_ns, std::string_view what) {
     std::vector<CaptureRequest> requests;
     if (std::optional<CaptureRequest> request = take_from_code()) requests.push_back(std::move(*request));
     if (take_signal(now_ns)) {
       CaptureRequest request;
-      request.source = "the capture signal";
+      request.source = fmt::format("the {} signal", what);
       requests.push_back(std::move(request));
     }
     warn_of_refused_signals(now_ns, /*flush=*/false, what);
