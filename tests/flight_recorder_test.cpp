@@ -64,8 +64,15 @@ struct KeptTraces {
   }
 };
 
+/// A flight recorder keeping `steps` steps that dumps only when asked: a step that a busy
+/// (sanitized) machine slows would otherwise be dumped, and each dump starts the log over. The
+/// tests of slow steps set their own factor.
 dlprof::ProfilerOptions flight_options(KeptTraces& kept, std::size_t steps) {
-  return dlprof::ProfilerOptions{}.mode(dlprof::Mode::FlightRecorder).flight_steps(steps).on_trace_ready(kept.handler());
+  return dlprof::ProfilerOptions{}
+      .mode(dlprof::Mode::FlightRecorder)
+      .flight_steps(steps)
+      .slow_step_factor(0)
+      .on_trace_ready(kept.handler());
 }
 
 std::size_t count_named(const dlprof::Trace& trace, std::string_view name) {

@@ -234,7 +234,9 @@ TEST(ThreadCpuProfilerTest, AWindowHoldsAReadingAtItsStartAndAtEachStepsEnd) {
   ASSERT_EQ(training.steps.size(), 2u);
   for (const auto& step : training.steps) {
     ASSERT_TRUE(step);
-    EXPECT_GE(step->cpu_ns, 4'980'000) << "each step spun 5 ms (an edge read 20 us or less before it may lose that)";
+    // A step's start shares the reading at the last step's end, so what ran between the two is
+    // spread over the readings' gap: on a busy machine a thread preempted there loses some.
+    EXPECT_GE(step->cpu_ns, 4'900'000) << "each step spun 5 ms";
     EXPECT_LE(step->cpu_ns, step->wall_ns + 1'000'000);
   }
 }
