@@ -8,7 +8,9 @@ of a trainer compiles it), and the median wall time is compared with the NVTX3 o
     python3 bench/compile_time.py [--runs 5] [--cxx g++] [--fmt-header-only]
 
 The dlprof cases use fmt as the dlprof::dlprof target gives it: the compiled library
-(FMT_HEADER_ONLY unset) unless --fmt-header-only says otherwise.
+(FMT_HEADER_ONLY unset) unless --fmt-header-only says otherwise. The "runtime library" cases are
+files of a program that links dlprof::runtime (DLPROF_RUNTIME_LIBRARY=1), where the Profiler's
+runtime is compiled once, in the library, rather than in the file.
 """
 
 import argparse
@@ -29,7 +31,21 @@ CASES = [
                             "int train_step(int x) { DLPROF_RANGE(\"step\"); return x + 1; }\n"),
     ("dlprof/profiler.hpp", "#include <dlprof/profiler.hpp>\n"
                             "int train_step(int x) { DLPROF_RANGE(\"step\"); return x + 1; }\n"),
+    ("dlprof/profiler.hpp, runtime library",
+     "#define DLPROF_RUNTIME_LIBRARY 1\n"
+     "#include <dlprof/profiler.hpp>\n"
+     "int train_step(int x) { DLPROF_RANGE(\"step\"); return x + 1; }\n"),
     ("dlprof/profiler.hpp + a loop",
+     "#include <dlprof/profiler.hpp>\n"
+     "int main() {\n"
+     "  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 2))\n"
+     "                        .on_trace_ready(dlprof::tensorboard_trace_handler(\"log\")));\n"
+     "  prof.start();\n"
+     "  for (int i = 0; i < 8; ++i) { DLPROF_RANGE(\"step\"); prof.step(); }\n"
+     "  prof.stop();\n"
+     "}\n"),
+    ("dlprof/profiler.hpp + a loop, runtime library",
+     "#define DLPROF_RUNTIME_LIBRARY 1\n"
      "#include <dlprof/profiler.hpp>\n"
      "int main() {\n"
      "  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 2))\n"
@@ -84,9 +100,9 @@ def main():
     version = subprocess.run([args.cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     print(f"{version}, {' '.join(flags[:2])}, fmt {'header-only' if args.fmt_header_only else 'compiled'}, "
           f"median of {args.runs}")
-    print(f"{'translation unit':32} {'seconds':>8} {'x NVTX3':>8} {'lines':>8}")
+    print(f"{'translation unit':48} {'seconds':>8} {'x NVTX3':>8} {'lines':>8}")
     for label, (seconds, lines) in results.items():
-        print(f"{label:32} {seconds:8.2f} {seconds / baseline:8.2f} {lines:8d}")
+        print(f"{label:48} {seconds:8.2f} {seconds / baseline:8.2f} {lines:8d}")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,14 @@
 #  define DLPROF_HAS_NVTX 0
 #endif
 
+// Whether the Profiler's runtime (detail/profiler_runtime.hpp) is compiled once, in the
+// dlprof::runtime library that a program links, rather than in each file that includes
+// profiler.hpp. The dlprof::runtime target defines it to 1 for the files that link it; the
+// Profiler's layout is the same either way, so files built both ways may share a program.
+#ifndef DLPROF_RUNTIME_LIBRARY
+#  define DLPROF_RUNTIME_LIBRARY 0
+#endif
+
 // The switch changes what the NVTX layer's types contain, so it is folded into the inline
 // namespace: two translation units built with different settings cannot silently share an
 // inline function with two meanings (they fail to link instead).

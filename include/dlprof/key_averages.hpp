@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
@@ -349,10 +349,14 @@ using KeyAverages = BasicKeyAverages<>;
 
 DLPROF_END_NAMESPACE
 
+/// `fmt::print("{}", averages)` prints table(). It takes no format spec, and writes through the
+/// output iterator, which <fmt/core.h> alone provides.
 template <>
-struct fmt::formatter<dlprof::KeyAverages> : fmt::formatter<std::string_view> {
+struct fmt::formatter<dlprof::KeyAverages> {
+  constexpr auto parse(fmt::format_parse_context& context) { return context.begin(); }
   template <class FormatContext>
   auto format(const dlprof::KeyAverages& averages, FormatContext& context) const {
-    return fmt::formatter<std::string_view>::format(averages.table(), context);
+    const std::string table = averages.table();
+    return std::copy(table.begin(), table.end(), context.out());
   }
 };

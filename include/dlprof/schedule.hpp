@@ -1,16 +1,40 @@
-// dlprof/schedule.hpp: which steps a Profiler records, with torch.profiler.schedule's exact
-// semantics (skip_first, wait, warmup, active, repeat, skip_first_wait).
+// dlprof/schedule.hpp: when a Profiler records. Its mode, and in the scheduled mode the steps its
+// schedule selects, with torch.profiler.schedule's exact semantics (skip_first, wait, warmup,
+// active, repeat, skip_first_wait).
 #pragma once
 
 #include <cstdint>
 #include <stdexcept>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "dlprof/config.hpp"
 
 DLPROF_BEGIN_NAMESPACE
+
+/// When the Profiler records (ProfilerOptions::mode, DLPROF_MODE).
+///  * Scheduled: the steps its schedule selects.
+///  * Off: never; every range stays idle, and start(), step() and stop() count steps and do
+///    nothing else, allocating nothing.
+///  * OnDemand: when asked, the next steps (Profiler::capture(), the capture signal, the trigger
+///    file), then it goes back to idle and can be asked again.
+///  * FlightRecorder: always, into memory that holds the last steps; a trace of them is written
+///    when asked (Profiler::dump(), the signal, the trigger file), after a slow step, when an
+///    exception leaves a ProfilingScope, on std::terminate and on a fatal signal.
+enum class Mode : std::uint8_t { Scheduled, Off, OnDemand, FlightRecorder };
+
+/// The mode's name, which is also its DLPROF_MODE word (format/launch_protocol.hpp):
+/// "scheduled", "off", "on-demand" or "flight-recorder".
+constexpr std::string_view to_string(Mode mode) noexcept {
+  switch (mode) {
+    case Mode::Scheduled: return "scheduled";
+    case Mode::Off: return "off";
+    case Mode::OnDemand: return "on-demand";
+    case Mode::FlightRecorder: return "flight-recorder";
+  }
+  return "scheduled";
+}
 
 /// What the profiler does during a step. Values match torch.profiler.ProfilerAction.
 enum class Action : std::uint8_t {

@@ -8,7 +8,7 @@
 // value, where it came from and what is kept) and changes nothing: the job never dies over a
 // profiler setting. An unknown DLPROF_* name is warned about too, in case it is a misspelling.
 // The names and the words of their values are format/launch_protocol.hpp's; README.md ("Leave
-// it on") lists them.
+// it on") lists them. detail/control/launched_options.hpp lays them over a program's options.
 #pragma once
 
 #include <cerrno>

@@ -1,6 +1,6 @@
 // dlprof/format/launch_protocol.hpp: what a job's launcher, dlprof-capture and the job say to one
-// another, spelled once: the DLPROF_* variable names, the words of their values (modes,
-// activities, schedules, flags, counts, signals), the trigger file's grammar (parsed by the
+// another, spelled once: the DLPROF_* variable names, the words of their values (modes, which
+// are the modes' names of schedule.hpp, activities, schedules, flags, counts, signals), the trigger file's grammar (parsed by the
 // Profiler, written by dlprof-capture) and the names of the files a job leaves in its trace
 // directory. settings.hpp applies the variables to a Profiler; README.md ("Leave it on") lists
 // them for users.
@@ -15,28 +15,15 @@
 #include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
+#include "dlprof/activity.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/format/crash_file.hpp"
 #include "dlprof/schedule.hpp"
 
 DLPROF_BEGIN_NAMESPACE
-
-/// What to collect. CUDA needs a program linked with dlprof::cupti (or including dlprof/cupti.hpp).
-enum class Activity : std::uint8_t { CPU = 0, CUDA = 1 };
-
-/// DLPROF_MODE: when the Profiler records.
-///  * Scheduled: the steps its schedule selects.
-///  * Off: never; every range stays idle, and start(), step() and stop() count steps and do
-///    nothing else, allocating nothing.
-///  * OnDemand: when asked, the next steps (Profiler::capture(), the capture signal, the trigger
-///    file), then it goes back to idle and can be asked again.
-///  * FlightRecorder: always, into memory that holds the last steps; a trace of them is written
-///    when asked (Profiler::dump(), the signal, the trigger file), after a slow step, when an
-///    exception leaves a ProfilingScope, on std::terminate and on a fatal signal.
-enum class Mode : std::uint8_t { Scheduled, Off, OnDemand, FlightRecorder };
 
 namespace detail {
 
@@ -129,16 +116,11 @@ inline std::optional<Schedule> parse_schedule(std::string_view text, std::string
   }
 }
 
-/// DLPROF_MODE's words, in the order of Mode.
-inline constexpr std::string_view kModeWords[] = {"scheduled", "off", "on-demand", "flight-recorder"};
-
-inline constexpr std::string_view mode_word(Mode mode) noexcept { return kModeWords[static_cast<int>(mode)]; }
-
-/// A DLPROF_MODE word, in any case.
+/// A DLPROF_MODE word, in any case: a mode's name (to_string(Mode), schedule.hpp).
 inline std::optional<Mode> parse_mode(std::string_view text) {
   const std::string word = lowercase(trimmed(text));
-  for (int mode = 0; mode < 4; ++mode)
-    if (word == kModeWords[mode]) return static_cast<Mode>(mode);
+  for (const Mode mode : {Mode::Scheduled, Mode::Off, Mode::OnDemand, Mode::FlightRecorder})
+    if (word == to_string(mode)) return mode;
   return std::nullopt;
 }
 
@@ -307,8 +289,5 @@ inline bool is_trace_file_name(std::string_view name) noexcept {
 }
 
 }  // namespace detail
-
-/// The DLPROF_MODE word of `mode`: "scheduled", "off", "on-demand" or "flight-recorder".
-inline constexpr std::string_view to_string(Mode mode) noexcept { return detail::mode_word(mode); }
 
 DLPROF_END_NAMESPACE

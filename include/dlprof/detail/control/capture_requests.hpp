@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,7 +25,7 @@
 #include "dlprof/detail/text.hpp"
 #include "dlprof/format/atomic_file.hpp"
 #include "dlprof/format/launch_protocol.hpp"
-#include "dlprof/profiler_options.hpp"
+#include "dlprof/detail/control/launched_options.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -136,7 +137,7 @@ class CaptureRequests {
 /// otherwise. What cannot ask, and a Profiler with nowhere to put what it is asked for, add to its
 /// warnings.
 template <class Deferred = void>
-void take_requests_as_launched(LaunchedOptions& launched, std::optional<CaptureRequests>& requests) {
+void take_requests_as_launched(LaunchedOptions& launched, std::unique_ptr<CaptureRequests>& requests) {
   if (!takes_requests(launched.mode)) return;
   const bool on_demand = launched.mode == Mode::OnDemand;
   if (launched.capture_signal != 0)
@@ -149,7 +150,7 @@ void take_requests_as_launched(LaunchedOptions& launched, std::optional<CaptureR
                                             "are kept for last_trace() only"
                                           : "DLPROF_MODE=flight-recorder with no DLPROF_OUTPUT and no on_trace_ready handler: "
                                             "dumps are kept for last_trace() only, and a crash leaves no file");
-  requests.emplace(std::move(launched.trigger_file));
+  requests = std::make_unique<CaptureRequests>(std::move(launched.trigger_file));
 }
 
 }  // namespace detail

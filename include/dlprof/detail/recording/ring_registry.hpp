@@ -227,8 +227,17 @@ struct RingOwner {
     ring.reset();
   }
 };
+
+/// This thread's RingOwner. A block-scope thread_local, whose destructor is registered when the
+/// thread first passes its declaration: GCC reaches a constant-initialized thread_local at
+/// namespace scope without running its file's thread-local initializer, and so never registers the
+/// destructor of one that is first reached from another file (the thread's first range is in the
+/// program's file, its ring attached in dlprof::runtime's).
 template <class Deferred = void>
-inline thread_local RingOwner<Deferred> t_ring_owner;
+RingOwner<Deferred>& this_thread_ring_owner() noexcept {
+  thread_local RingOwner<Deferred> owner;
+  return owner;
+}
 
 /// Set once the fatal-signal handler that writes crash files is installed (a flight recorder
 /// started): from then on each thread that attaches a ring gets an alternate signal stack. Other
@@ -238,7 +247,7 @@ inline std::atomic<bool> g_threads_need_signal_stacks{false};
 /// Gives the calling thread its alternate signal stack now (its ring may be attached already).
 template <class Deferred = void>
 void give_this_thread_a_signal_stack() noexcept {
-  t_ring_owner<Deferred>.signal_stack.install();
+  this_thread_ring_owner<Deferred>().signal_stack.install();
 }
 
 inline std::string native_thread_name() {
@@ -250,7 +259,7 @@ inline std::string native_thread_name() {
 /// Slow path of the first event of a thread (or the first after its ring was retired).
 template <class Deferred = void>
 DLPROF_NOINLINE ThreadRing* attach_thread_ring() {
-  RingOwner<Deferred>& owner = t_ring_owner<Deferred>;
+  RingOwner<Deferred>& owner = this_thread_ring_owner<Deferred>();
   std::string name = owner.ring                       ? owner.ring->thread_name()
                      : !t_pending_thread_name.empty() ? t_pending_thread_name
                                                       : native_thread_name();

@@ -25,6 +25,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/control/slow_step_policy.hpp"
+#include "dlprof/detail/control/launched_options.hpp"
 #include "dlprof/detail/control/watchdog.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/recording/record.hpp"

@@ -185,7 +185,7 @@ void after_fork_in_child() noexcept {
   LiveWriters::instance().writers.clear();  // the parent's, whose threads the child has not
   LiveWriters::instance().mutex.unlock();
   t_ring = nullptr;
-  t_ring_owner<>.ring.reset();
+  this_thread_ring_owner<>().ring.reset();
 }
 
 /// Installs the fork handlers and the exit hook, once per process.
