@@ -5,11 +5,12 @@
 # the CUDA example are built. libtorch-dev (LibTorch 1.13, CPU) gives dlprof::torch, rapidjson-dev
 # the trace reader (dlprof::import), libdeflate-dev its fast inflating of gzip traces, chromium the
 # test that renders dlprof-report's HTML page, libgloo-dev (Gloo's headers, which LibTorch's c10d headers
-# include) and openmpi-bin (mpirun) the distributed example and its multi-process test.
+# include) and openmpi-bin (mpirun) the distributed example and its multi-process test, libunwind8
+# the fast unwinder that stacks use where it is present (opened at run time).
 set -euo pipefail
 
 packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev libdeflate-dev nlohmann-json3-dev rapidjson-dev libgtest-dev libgmock-dev
-          libbenchmark-dev python3 python3-venv libtorch-dev chromium libgloo-dev openmpi-bin)
+          libbenchmark-dev python3 python3-venv libtorch-dev chromium libgloo-dev openmpi-bin libunwind8)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
