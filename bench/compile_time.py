@@ -24,36 +24,25 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA_INCLUDE = "/usr/local/cuda/include"
 
+ONE_RANGE = "int train_step(int x) { DLPROF_RANGE(\"step\"); return x + 1; }\n"
+A_LOOP = ("int main() {\n"
+          "  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 2))\n"
+          "                        .on_trace_ready(dlprof::tensorboard_trace_handler(\"log\")));\n"
+          "  prof.start();\n"
+          "  for (int i = 0; i < 8; ++i) { DLPROF_RANGE(\"step\"); prof.step(); }\n"
+          "  prof.stop();\n"
+          "}\n")
+PROFILER = "#include <dlprof/profiler.hpp>\n"
+RUNTIME_LIBRARY = "#define DLPROF_RUNTIME_LIBRARY 1\n"
+
 CASES = [
     ("nvtx3", "#include <nvtx3/nvtx3.hpp>\n"
               "int train_step(int x) { nvtx3::scoped_range r{\"step\"}; return x + 1; }\n"),
-    ("dlprof/annotate.hpp", "#include <dlprof/annotate.hpp>\n"
-                            "int train_step(int x) { DLPROF_RANGE(\"step\"); return x + 1; }\n"),
-    ("dlprof/profiler.hpp", "#include <dlprof/profiler.hpp>\n"
-                            "int train_step(int x) { DLPROF_RANGE(\"step\"); return x + 1; }\n"),
-    ("dlprof/profiler.hpp, runtime library",
-     "#define DLPROF_RUNTIME_LIBRARY 1\n"
-     "#include <dlprof/profiler.hpp>\n"
-     "int train_step(int x) { DLPROF_RANGE(\"step\"); return x + 1; }\n"),
-    ("dlprof/profiler.hpp + a loop",
-     "#include <dlprof/profiler.hpp>\n"
-     "int main() {\n"
-     "  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 2))\n"
-     "                        .on_trace_ready(dlprof::tensorboard_trace_handler(\"log\")));\n"
-     "  prof.start();\n"
-     "  for (int i = 0; i < 8; ++i) { DLPROF_RANGE(\"step\"); prof.step(); }\n"
-     "  prof.stop();\n"
-     "}\n"),
-    ("dlprof/profiler.hpp + a loop, runtime library",
-     "#define DLPROF_RUNTIME_LIBRARY 1\n"
-     "#include <dlprof/profiler.hpp>\n"
-     "int main() {\n"
-     "  dlprof::Profiler prof(dlprof::ProfilerOptions{}.schedule(dlprof::schedule(1, 1, 2))\n"
-     "                        .on_trace_ready(dlprof::tensorboard_trace_handler(\"log\")));\n"
-     "  prof.start();\n"
-     "  for (int i = 0; i < 8; ++i) { DLPROF_RANGE(\"step\"); prof.step(); }\n"
-     "  prof.stop();\n"
-     "}\n"),
+    ("dlprof/annotate.hpp", "#include <dlprof/annotate.hpp>\n" + ONE_RANGE),
+    ("dlprof/profiler.hpp", PROFILER + ONE_RANGE),
+    ("dlprof/profiler.hpp, runtime library", RUNTIME_LIBRARY + PROFILER + ONE_RANGE),
+    ("dlprof/profiler.hpp + a loop", PROFILER + A_LOOP),
+    ("dlprof/profiler.hpp + a loop, runtime library", RUNTIME_LIBRARY + PROFILER + A_LOOP),
 ]
 
 
