@@ -418,6 +418,20 @@ Trace every_kind_of_event() {
                                              name(R"(["", ""])"), mm->name, 512, 0, name("[[8, 1], [1, 8]]")});
   TraceEvent* add = slice(0, "aten::add", 8'000'001, 8'500'000, EventKind::Op, Category::User, 5);
   add->inputs = 1;
+  // Call stacks: two frames of modules the trace names (read back as addresses), one of none,
+  // and a symbolised one (read back as text); two events share a stack.
+  trace.modules = {dlprof::LoadedModule{"/opt/app/train", "0123abcd", 0x555500000000, 0x555500001000, 0x555500009000},
+                   dlprof::LoadedModule{"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so", "", 0x7f1000000000,
+                                        0x7f1000100000, 0x7f1002000000}};
+  trace.stack_frames = {dlprof::StackFrame{0x7f1000123456, dlprof::StackFrame::kNoText},
+                        dlprof::StackFrame{0x555500001234, dlprof::StackFrame::kNoText},
+                        dlprof::StackFrame{0, name("train.cpp(142): Block::forward")},
+                        dlprof::StackFrame{0x42, dlprof::StackFrame::kNoText}};
+  trace.stacks = {dlprof::CallStack{0, 3}, dlprof::CallStack{3, 1}};
+  mm->stack = 0;
+  add->stack = 0;
+  trace.events[2].stack = 1;
+  trace.stackless_events = 6;
   trace.op_inputs.push_back(dlprof::OpInputs{name("[[4], []]"), name(R"(["float", "Scalar"])"), name(R"(["", "1"])"),
                                              add->name, 0, 0});
   slice(0, "Optimizer.step#SGD.step", 20'000'000, 25'000'000, EventKind::Range, Category::Optimizer, 6);
@@ -636,6 +650,21 @@ void expect_same(const Trace& expected, const Trace& actual) {
     EXPECT_EQ(a.sequence_number, e.sequence_number);
     EXPECT_EQ(a.forward_thread_id, e.forward_thread_id);
     EXPECT_EQ(a.value, e.value);
+    ASSERT_EQ(a.stack == TraceEvent::kNoStack, e.stack == TraceEvent::kNoStack);
+    if (e.stack != TraceEvent::kNoStack) {
+      const dlprof::CallStack& as = actual.stacks.at(a.stack);
+      const dlprof::CallStack& es = expected.stacks.at(e.stack);
+      ASSERT_EQ(as.depth, es.depth);
+      for (std::uint32_t f = 0; f < es.depth; ++f) {
+        const dlprof::StackFrame& af = actual.stack_frames.at(as.first + f);
+        const dlprof::StackFrame& ef = expected.stack_frames.at(es.first + f);
+        EXPECT_EQ(af.address, ef.address) << "frame " << f;
+        ASSERT_EQ(af.text == dlprof::StackFrame::kNoText, ef.text == dlprof::StackFrame::kNoText) << "frame " << f;
+        if (ef.text != dlprof::StackFrame::kNoText) {
+          EXPECT_EQ(text(actual, af.text), text(expected, ef.text));
+        }
+      }
+    }
     ASSERT_EQ(a.inputs == TraceEvent::kNoInputs, e.inputs == TraceEvent::kNoInputs);
     if (e.inputs != TraceEvent::kNoInputs) {
       const dlprof::OpInputs& ai = actual.op_inputs.at(a.inputs);
@@ -693,6 +722,14 @@ void expect_same(const Trace& expected, const Trace& actual) {
     EXPECT_EQ(text(actual, actual.overhead_events[i].name), text(expected, expected.overhead_events[i].name));
     EXPECT_EQ(actual.overhead_events[i].start_ns, expected.overhead_events[i].start_ns);
     EXPECT_EQ(actual.overhead_events[i].end_ns, expected.overhead_events[i].end_ns);
+  }
+  EXPECT_EQ(actual.stacks.size(), expected.stacks.size()) << "a stack shared by events is written and read as one";
+  EXPECT_EQ(actual.stackless_events, expected.stackless_events);
+  ASSERT_EQ(actual.modules.size(), expected.modules.size());
+  for (std::size_t i = 0; i < expected.modules.size(); ++i) {
+    const dlprof::LoadedModule& am = actual.modules[i];
+    const dlprof::LoadedModule& em = expected.modules[i];
+    EXPECT_EQ(std::tie(am.path, am.build_id, am.base, am.start, am.end), std::tie(em.path, em.build_id, em.base, em.start, em.end));
   }
   const dlprof::GpuCollectionStats& a = actual.gpu;
   const dlprof::GpuCollectionStats& e = expected.gpu;
@@ -2445,6 +2482,61 @@ TEST_F(ReferenceTraceTest, EverySetReadsAsWrittenStrictlyAndLeniently) {
     }
   }
   EXPECT_EQ(sets, 7u);
+}
+
+TEST(ImportCallStackTest, TorchsCallStacksAreReadAsFramesOfText) {
+  const Trace trace = parse(R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5,
+     "args": {"Call stack": "model.py(12): forward;train.py(40): step;train.py(80): <module>"}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+     "args": {"Call stack": "model.py(12): forward;train.py(40): step;train.py(80): <module>"}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"Call stack": ""}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": 1, "tid": 1, "ts": 30, "dur": 5, "args": {"Call stack": 7}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::abs", "pid": 1, "tid": 1, "ts": 40, "dur": 5, "args": {"Call stack": "libfoo.so+0x10"}}
+  ]})");
+  const TraceEvent* mm = find_event(trace, "aten::mm");
+  const TraceEvent* add = find_event(trace, "aten::add");
+  ASSERT_NE(mm, nullptr);
+  ASSERT_NE(add, nullptr);
+  ASSERT_NE(mm->stack, TraceEvent::kNoStack);
+  EXPECT_EQ(add->stack, mm->stack) << "one text, one stack";
+  const dlprof::CallStack& stack = trace.stacks.at(mm->stack);
+  ASSERT_EQ(stack.depth, 3u);
+  EXPECT_EQ(trace.names.at(trace.stack_frames.at(stack.first).text), "model.py(12): forward") << "the innermost first";
+  EXPECT_EQ(trace.names.at(trace.stack_frames.at(stack.first + 2).text), "train.py(80): <module>");
+  EXPECT_EQ(trace.stack_frames.at(stack.first).address, 0u);
+  EXPECT_EQ(find_event(trace, "aten::relu")->stack, TraceEvent::kNoStack) << "an empty stack is none";
+  // A number is read as text, as the reader reads other texts leniently.
+  const dlprof::CallStack& number = trace.stacks.at(find_event(trace, "aten::sum")->stack);
+  EXPECT_EQ(trace.names.at(trace.stack_frames.at(number.first).text), "7");
+  // Without the modules it names, a frame spelled as dlprof's unsymbolised ones keeps its text.
+  const dlprof::CallStack& foo = trace.stacks.at(find_event(trace, "aten::abs")->stack);
+  EXPECT_EQ(trace.stack_frames.at(foo.first).address, 0u);
+  EXPECT_EQ(trace.names.at(trace.stack_frames.at(foo.first).text), "libfoo.so+0x10");
+}
+
+TEST(ImportCallStackTest, AModuleListThatIsNotOneIsNotedAndKeptAndFramesKeepTheirText) {
+  for (const char* modules : {R"("modules")", R"([{"path": "/lib/libfoo.so", "base": -1, "start": 0, "end": 16}])",
+                              R"([{"path": "/lib/libfoo.so", "base": 0, "start": 32, "end": 16}])", R"([{"base": 0, "start": 0, "end": 16}])"}) {
+    SCOPED_TRACE(modules);
+    const Trace trace = parse(fmt::format(R"({{"dlprof_modules": {}, "traceEvents": [
+      {{"ph": "X", "cat": "cpu_op", "name": "aten::abs", "pid": 1, "tid": 1, "ts": 40, "dur": 5, "args": {{"Call stack": "libfoo.so+0x10"}}}}
+    ]}})", modules));
+    EXPECT_TRUE(trace.modules.empty());
+    ASSERT_EQ(trace.metadata.size(), 1u);
+    EXPECT_EQ(trace.metadata[0].first, "dlprof_modules");
+    EXPECT_THAT(trace.read_result.notes, ::testing::Contains(HasSubstr("\"dlprof_modules\" is not an array of modules")));
+    const dlprof::CallStack& stack = trace.stacks.at(find_event(trace, "aten::abs")->stack);
+    EXPECT_EQ(trace.names.at(trace.stack_frames.at(stack.first).text), "libfoo.so+0x10");
+  }
+  const Trace good = parse(R"({"dlprof_modules": [{"path": "/lib/libfoo.so", "build_id": "", "base": 4096, "start": 4096, "end": 8192}],
+    "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::abs", "pid": 1, "tid": 1, "ts": 40, "dur": 5,
+                     "args": {"Call stack": "libfoo.so+0x10"}}]})");
+  ASSERT_EQ(good.modules.size(), 1u);
+  EXPECT_TRUE(good.metadata.empty());
+  const dlprof::CallStack& stack = good.stacks.at(find_event(good, "aten::abs")->stack);
+  EXPECT_EQ(good.stack_frames.at(stack.first).address, 4096u + 0x10);
+  EXPECT_EQ(good.stack_frames.at(stack.first).text, dlprof::StackFrame::kNoText);
 }
 
 TEST(ImportRoundTripTest, PythonFramesAndUnknownOccupancyReadBackAsWritten) {

@@ -105,7 +105,8 @@ TEST(SettingsTest, FlagsAndCounts) {
 TEST(SettingsTest, EnvironmentOverridesTheProgramsOptions) {
   const auto launched = launched_with(
       {"PATH=/usr/bin", "DLPROF_SCHEDULE=1,1,2,3", "DLPROF_ACTIVITIES=cpu", "DLPROF_RECORD_SHAPES=1",
-       "DLPROF_PROFILE_MEMORY=yes", "DLPROF_WITH_FLOPS=on", "DLPROF_EVENTS_PER_THREAD=4096", "DLPROF_GPU_RECORDS=1000"},
+       "DLPROF_PROFILE_MEMORY=yes", "DLPROF_WITH_FLOPS=on", "DLPROF_EVENTS_PER_THREAD=4096", "DLPROF_GPU_RECORDS=1000",
+       "DLPROF_WITH_STACK=1", "DLPROF_STACK_DEPTH=12", "DLPROF_STACK_UNWINDER=frame_pointers"},
       dlprof::ProfilerOptions{}.schedule(dlprof::schedule(5, 5, 5)).activities({dlprof::Activity::CPU, dlprof::Activity::CUDA}));
   EXPECT_THAT(launched.warnings, IsEmpty());
   EXPECT_EQ(launched.mode, dlprof::Mode::Scheduled);
@@ -117,6 +118,9 @@ TEST(SettingsTest, EnvironmentOverridesTheProgramsOptions) {
   EXPECT_TRUE(options.record_shapes());
   EXPECT_TRUE(options.profile_memory());
   EXPECT_TRUE(options.with_flops());
+  EXPECT_TRUE(options.with_stack());
+  EXPECT_EQ(options.stack_depth(), 12u);
+  EXPECT_EQ(options.stack_unwinder(), dlprof::StackUnwinder::FramePointers);
   EXPECT_EQ(options.events_per_thread(), 4096u);
   EXPECT_EQ(options.gpu_records_per_window(), 1000u);
 }
@@ -141,6 +145,20 @@ TEST(SettingsTest, ABadValueIsWarnedAboutNamingItAndTheProgramsOptionIsKept) {
                           AllOf(HasSubstr("DLPROF_RECORD_SHAPES=maybe"), HasSubstr("keeping on")),
                           AllOf(HasSubstr("DLPROF_EVENTS_PER_THREAD=1"), HasSubstr("must be in [2,"), HasSubstr("keeping 1024")),
                           AllOf(HasSubstr("DLPROF_GPU_RECORDS=lots"), HasSubstr("expected a count"))));
+}
+
+TEST(SettingsTest, BadStackSettingsAreWarnedAboutAndTheProgramsKept) {
+  const auto launched = launched_with({"DLPROF_WITH_STACK=sometimes", "DLPROF_STACK_DEPTH=0", "DLPROF_STACK_UNWINDER=dwarf"},
+                                      dlprof::ProfilerOptions{}.with_stack(true).stack_depth(16));
+  EXPECT_TRUE(launched.options.with_stack());
+  EXPECT_EQ(launched.options.stack_depth(), 16u);
+  EXPECT_EQ(launched.options.stack_unwinder(), dlprof::StackUnwinder::UnwindTables);
+  EXPECT_THAT(launched.warnings,
+              ElementsAre(AllOf(HasSubstr("DLPROF_WITH_STACK=sometimes"), HasSubstr("keeping on")),
+                          AllOf(HasSubstr("DLPROF_STACK_UNWINDER=dwarf"), HasSubstr("expected unwind_tables or frame_pointers"),
+                                HasSubstr("keeping unwind_tables")),
+                          AllOf(HasSubstr("DLPROF_STACK_DEPTH=0"), HasSubstr("must be in [1, 256], got 0"), HasSubstr("keeping 16"))));
+  EXPECT_THROW(dlprof::ProfilerOptions{}.stack_depth(257), std::invalid_argument);
 }
 
 TEST(SettingsTest, UnknownVariablesAreWarnedAboutAndOthersIgnored) {
@@ -254,12 +272,13 @@ TEST(SettingsTest, TriggerFileTextNamesTheCaptureAndItsOptions) {
   EXPECT_EQ(request("").steps, 5);
   EXPECT_EQ(request("steps=3\n").steps, 3);
   const dlprof::detail::CaptureRequest full =
-      request("steps=2 record_shapes=1\tprofile_memory=yes with_flops=0\nactivities=cpu seconds=1.5");
+      request("steps=2 record_shapes=1\tprofile_memory=yes with_flops=0\nactivities=cpu seconds=1.5 with_stack=on");
   EXPECT_EQ(full.steps, 2);
   EXPECT_EQ(full.duration_ns, 1'500'000'000);
   EXPECT_EQ(full.record_shapes, true);
   EXPECT_EQ(full.profile_memory, true);
   EXPECT_EQ(full.with_flops, false);
+  EXPECT_EQ(full.with_stack, true);
   EXPECT_EQ(full.activities, std::vector<dlprof::Activity>{dlprof::Activity::CPU});
   EXPECT_THAT(problems, IsEmpty());
   EXPECT_EQ(request("steps=lots").steps, 5);
@@ -288,9 +307,10 @@ TEST(SettingsTest, TriggerFileTextIsWrittenAsItIsRead) {
   full.record_shapes = true;
   full.profile_memory = false;
   full.with_flops = true;
+  full.with_stack = true;
   full.activities = std::vector<dlprof::Activity>{dlprof::Activity::CPU, dlprof::Activity::CUDA};
   const std::string text = format_capture_request(full);
-  EXPECT_EQ(text, "steps=3 seconds=1.500000001 record_shapes=1 profile_memory=0 with_flops=1 activities=cpu,cuda\n");
+  EXPECT_EQ(text, "steps=3 seconds=1.500000001 record_shapes=1 profile_memory=0 with_flops=1 with_stack=1 activities=cpu,cuda\n");
   std::vector<std::string> problems;
   const CaptureRequest read = dlprof::detail::parse_capture_request(text, problems);
   EXPECT_THAT(problems, IsEmpty());
@@ -299,6 +319,7 @@ TEST(SettingsTest, TriggerFileTextIsWrittenAsItIsRead) {
   EXPECT_EQ(read.record_shapes, full.record_shapes);
   EXPECT_EQ(read.profile_memory, full.profile_memory);
   EXPECT_EQ(read.with_flops, full.with_flops);
+  EXPECT_EQ(read.with_stack, full.with_stack);
   EXPECT_EQ(read.activities, full.activities);
 }
 

@@ -25,10 +25,28 @@
 #include "dlprof/detail/backends/gpu_activity.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
 #include "dlprof/detail/recording/ring.hpp"
+#include "dlprof/detail/recording/stack_table.hpp"
 #include "dlprof/schedule.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
+
+/// How call stacks are taken (ProfilerOptions::with_stack).
+enum class StackUnwinder : std::uint8_t {
+  /// By the unwind tables every C++ object carries (libunwind where libunwind.so.8 is present,
+  /// else libgcc): right for any code. About 14 ns a frame with libunwind, 200 with libgcc.
+  UnwindTables,
+  /// By the chain of saved frame pointers: about 3 ns a frame, and right only where every frame
+  /// keeps its pointer (the program and the libraries its ranges and ops are called through,
+  /// built with -fno-omit-frame-pointer). Elsewhere frames are missed or the walk stops early,
+  /// never faulting.
+  FramePointers,
+};
+
+/// "unwind_tables" or "frame_pointers", as DLPROF_STACK_UNWINDER takes it.
+constexpr std::string_view to_string(StackUnwinder unwinder) noexcept {
+  return unwinder == StackUnwinder::FramePointers ? "frame_pointers" : "unwind_tables";
+}
 
 namespace detail {
 
@@ -167,6 +185,28 @@ class ProfilerOptions {
     with_flops_ = on;
     return *this;
   }
+  /// Every recorded range and LibTorch forward op takes its call stack as it begins, written as
+  /// its `Call stack` (frames separated by ';', the innermost first, as torch.profiler writes
+  /// it) and symbolised by dlprof-report; the trace carries the process's modules for that.
+  /// Backward ops carry their forward op's stack. Costs a stack walk per range and op (bench/).
+  ProfilerOptions& with_stack(bool on) {
+    with_stack_ = on;
+    return *this;
+  }
+  /// with_stack: the innermost frames kept of each stack, 1 to detail::kMaxStackFrames (64 by
+  /// default).
+  ProfilerOptions& stack_depth(std::size_t frames) {
+    if (frames < 1 || frames > detail::kMaxStackFrames)
+      throw std::invalid_argument(
+          fmt::format("dlprof::ProfilerOptions::stack_depth must be in [1, {}], got {}", detail::kMaxStackFrames, frames));
+    stack_depth_ = static_cast<std::uint32_t>(frames);
+    return *this;
+  }
+  /// with_stack: how stacks are taken (StackUnwinder::UnwindTables by default).
+  ProfilerOptions& stack_unwinder(StackUnwinder unwinder) {
+    stack_unwinder_ = unwinder;
+    return *this;
+  }
   /// When the Profiler records (settings.hpp); DLPROF_MODE overrides it.
   ProfilerOptions& mode(Mode value) {
     mode_ = value;
@@ -218,6 +258,9 @@ class ProfilerOptions {
   bool record_shapes() const noexcept { return record_shapes_; }
   bool profile_memory() const noexcept { return profile_memory_; }
   bool with_flops() const noexcept { return with_flops_; }
+  bool with_stack() const noexcept { return with_stack_; }
+  std::size_t stack_depth() const noexcept { return stack_depth_; }
+  StackUnwinder stack_unwinder() const noexcept { return stack_unwinder_; }
   const std::string& distributed_backend() const noexcept { return distributed_backend_; }
   Mode mode() const noexcept { return mode_; }
   std::size_t flight_steps() const noexcept { return flight_steps_; }
@@ -248,6 +291,9 @@ class ProfilerOptions {
   bool record_shapes_ = false;
   bool profile_memory_ = false;
   bool with_flops_ = false;
+  bool with_stack_ = false;
+  std::uint32_t stack_depth_ = detail::StackCapture::kDefaultDepth;
+  StackUnwinder stack_unwinder_ = StackUnwinder::UnwindTables;
   std::string distributed_backend_;
   Mode mode_ = Mode::Scheduled;
   std::size_t flight_steps_ = kDefaultFlightSteps;

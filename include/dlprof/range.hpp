@@ -83,6 +83,7 @@ class ScopedRange {
         const std::int64_t end = detail::now_ticks();
         if (flags_ & kOpenOnRing)
           if (detail::ThreadRing* ring = detail::t_ring) ring->close_range();  // none in a fork's child
+        if (stack_ != 0) detail::push_event(detail::stack_event(stack_, begin_));
         detail::push_event(detail::Event{name_, begin_, {end}, detail::RecordKind::Range, category_, correlation_sequence_});
         if (correlation_sequence_ != 0) detail::pop_external_correlation();
       }
@@ -105,17 +106,25 @@ class ScopedRange {
   static constexpr std::uint32_t kOpenOnRing = 1u << 31;
 
   /// The recording part of a constructor, once name_ and category_ are set: the ring first, so
-  /// that attaching a thread's first ring is not timed, then the start time, then the range on
-  /// the ring's stack of open ranges, with the arguments its name is formatted with where it has
-  /// them.
+  /// that attaching a thread's first ring is not timed, and the call stack (with_stack), so that
+  /// taking it is not either; then the start time, then the range on the ring's stack of open
+  /// ranges, with the arguments its name is formatted with where it has them.
   DLPROF_ALWAYS_INLINE void begin_recording(const detail::FormatArguments* arguments = nullptr) noexcept {
     detail::ThreadRing* ring = detail::current_ring();
+    if (DLPROF_UNLIKELY(flags_ & detail::kWithStack)) capture_stack();
     if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
     begin_ = detail::now_ticks();
     if (DLPROF_LIKELY(ring != nullptr)) {
       ring->open_range(name_, begin_, category_, correlation_sequence_, arguments);
       flags_ |= kOpenOnRing;
     }
+  }
+
+  /// Out of line, so that a range's inlined code grows by a call; the slow path takes the stack
+  /// from this function's caller outwards, and skips this function's own frame.
+  DLPROF_NOINLINE void capture_stack() noexcept {
+    if (const detail::RecordingSlowPath* slow_path = detail::recording_slow_path())
+      stack_ = slow_path->capture_stack(/*skip=*/1);
   }
 
   /// Formatted names are written into a per-thread array; one longer than it is formatted again
@@ -163,6 +172,7 @@ class ScopedRange {
   std::uint32_t flags_;
   std::uint32_t correlation_sequence_ = 0;  // non-zero: an external correlation id was pushed
   Category category_ = Category::User;
+  std::uint32_t stack_ = 0;  // with_stack: its id in the stack table (0: none)
   detail::NameId name_ = 0;
   std::int64_t begin_ = 0;
 };
@@ -198,6 +208,7 @@ class FormattedRange : public ScopedRange {
       const std::int64_t end = detail::now_ticks();
       if (flags_ & kOpenOnRing)
         if (detail::ThreadRing* ring = detail::t_ring) ring->close_range();  // none in a fork's child
+      if (stack_ != 0) detail::push_event(detail::stack_event(stack_, begin_));
       detail::push_formatted_range(name_, begin_, end, category_, correlation_sequence_, arguments_);
       if (correlation_sequence_ != 0) detail::pop_external_correlation();
       flags_ = 0;

@@ -55,6 +55,7 @@
 #include "dlprof/detail/backends/op_observer.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
+#include "dlprof/detail/recording/stack_table.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/category.hpp"
 #include "dlprof/format/vocabulary.hpp"
@@ -530,6 +531,7 @@ class TorchOpObserver final : public OpObserver {
     std::size_t depth = 0;  // first: its line is one of those every entry reads first (ThreadState)
     std::uint32_t backward_depth = 0;  // open ops that make what they contain backward
     std::array<OpenOp, kMaxDepth> ops;
+    std::array<StackId, kMaxDepth> stacks;  // with_stack: each open op's; apart, as ops' lines are full
   };
 
   /// Op names by the address LibTorch hands them at, the entry a LookupHistory predicts compared
@@ -676,6 +678,8 @@ class TorchOpObserver final : public OpObserver {
     op.input_shape = 0;
     if (inputs) state.inputs.texts(fn, op.input_shape, op.input_types_and_concrete, &format_inputs);
     op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
+    // A backward op's own stack shows autograd's engine: the assembly gives it its forward op's.
+    open.stacks[open.depth - 1] = (flags & kWithStack) != 0 && !op.backward ? capture_call_stack(/*skip=*/1) : kNoStackId;
     // The next op's entries, predicted now, start loading during this op's compute: when it is
     // short they are still in cache at the next entry, which prefetches them again in case not.
     state.names.prefetch_predicted();
@@ -788,6 +792,7 @@ class TorchOpObserver final : public OpObserver {
       if (op.opens_backward) --open.backward_depth;
       if (op.correlation_sequence != 0) pop_external_correlation();
       if (open.depth + 1 != index) continue;
+      if (const StackId stack = open.stacks[open.depth]; stack != kNoStackId) push_event(stack_event(stack, op.start));
       if (op.input_shape != 0) {
         const auto [dims, strides] = unpack_op_input_shape(op.input_shape);
         push_event(Event{dims, op.start, {op.input_types_and_concrete}, RecordKind::OpInputs, Category::User,

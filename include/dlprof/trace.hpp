@@ -83,8 +83,10 @@ struct TraceEvent {
   std::int64_t sequence_number = -1;  ///< ops: autograd's sequence number linking forward and backward; -1 if none
   std::uint64_t forward_thread_id = 0;  ///< ops with a sequence number: the thread that ran the forward op
   std::uint32_t inputs = kNoInputs;  ///< ops with record_shapes or with_flops: index into Trace::op_inputs
+  std::uint32_t stack = kNoStack;    ///< ranges and ops with a call stack: index into Trace::stacks
 
   static constexpr std::uint32_t kNoInputs = UINT32_MAX;
+  static constexpr std::uint32_t kNoStack = UINT32_MAX;
   std::uint32_t name = 0;     ///< index into Trace::names
   std::uint32_t thread = 0;   ///< index into Trace::threads
   EventKind kind = EventKind::Range;
@@ -107,6 +109,32 @@ struct OpInputs {
   std::uint32_t strides = kNoText;
 
   static constexpr std::uint32_t kNoText = UINT32_MAX;
+};
+
+/// A module (the executable or a shared library) of the recording process, for symbolising the
+/// return addresses of its stacks offline.
+struct LoadedModule {
+  std::string path;
+  std::string build_id;       ///< the GNU build id in hex; empty when the module has none
+  std::uint64_t base = 0;     ///< the load bias: an address in the module less this is its ELF address
+  std::uint64_t start = 0;    ///< the addresses its executable segments span, [start, end)
+  std::uint64_t end = 0;
+};
+
+/// One frame of a call stack: a return address in the recording process (Trace::modules tells
+/// whose), or the text a trace gave it ("train.cpp(142): forward", torch.profiler's
+/// "model.py(12): forward"), or both once symbolised.
+struct StackFrame {
+  std::uint64_t address = 0;    ///< 0 where the trace gave only text
+  std::uint32_t text = kNoText;  ///< index into Trace::names; kNoText where not symbolised
+
+  static constexpr std::uint32_t kNoText = UINT32_MAX;
+};
+
+/// A call stack: Trace::stack_frames[first, first + depth), the innermost frame first.
+struct CallStack {
+  std::uint32_t first = 0;
+  std::uint32_t depth = 0;
 };
 
 /// What a GPU event is; each is written with its Kineto category (kernel, gpu_memcpy, ...).
@@ -289,6 +317,12 @@ struct Trace {
   std::vector<ThreadInfo> threads;
   std::vector<OpInputs> op_inputs;  ///< what ops were called with; TraceEvent::inputs indexes it
   std::vector<CollectiveCall> collectives;  ///< in the order of their ops' start
+  /// with_stack: the distinct call stacks of ranges and ops (TraceEvent::stack), their frames, and
+  /// the modules the frames' addresses are in (by start address).
+  std::vector<CallStack> stacks;
+  std::vector<StackFrame> stack_frames;
+  std::vector<LoadedModule> modules;
+  std::uint64_t stackless_events = 0;  ///< with_stack: events recorded without theirs (stack table full)
   std::int64_t pid = 0;
   std::string process_name;
   std::int64_t window_start_ns = 0;  ///< CLOCK_REALTIME ns when recording started

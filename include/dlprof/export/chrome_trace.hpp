@@ -34,8 +34,10 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/forward_ops.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/format/atomic_file.hpp"
+#include "dlprof/format/call_stack.hpp"
 #include "dlprof/format/json_text.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
@@ -369,32 +371,13 @@ class FixedFloatCache {
 /// links them. Ids count up from 1; empty when the trace has no op with a sequence number.
 template <class Deferred = void>
 std::vector<std::uint32_t> forward_backward_flows(const Trace& trace) {
-  struct Key {
-    std::uint64_t thread;
-    std::int64_t sequence;
-    bool operator==(const Key& other) const noexcept { return thread == other.thread && sequence == other.sequence; }
-  };
-  struct KeyHash {
-    std::size_t operator()(const Key& key) const noexcept {
-      return std::hash<std::uint64_t>()(key.thread * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(key.sequence));
-    }
-  };
-  std::unordered_map<Key, std::size_t, KeyHash> forward_of;
-  for (std::size_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& event = trace.events[i];
-    if (event.kind != EventKind::Op || event.sequence_number < 0 || event.category == Category::Backward) continue;
-    auto [found, inserted] = forward_of.try_emplace(Key{event.forward_thread_id, event.sequence_number}, i);
-    if (!inserted && trace.events[found->second].start_ns <= event.start_ns) found->second = i;
-  }
-  if (forward_of.empty()) return {};
+  const std::vector<std::uint32_t> forward = forward_op_of_each_backward_op(trace);
+  if (forward.empty()) return {};
   std::vector<std::uint32_t> flows(trace.events.size(), 0);
   std::uint32_t next_id = 0;
-  for (std::size_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& event = trace.events[i];
-    if (event.kind != EventKind::Op || event.sequence_number < 0 || event.category != Category::Backward) continue;
-    const auto forward = forward_of.find(Key{event.forward_thread_id, event.sequence_number});
-    if (forward == forward_of.end() || flows[forward->second] != 0) continue;
-    flows[forward->second] = flows[i] = ++next_id;
+  for (std::size_t i = 0; i < forward.size(); ++i) {
+    if (forward[i] == kNoForwardOp || flows[forward[i]] != 0) continue;
+    flows[forward[i]] = flows[i] = ++next_id;
   }
   return flows;
 }
@@ -702,6 +685,49 @@ class GpuEventWriter {
   FixedFloatCache<> floats_;
 };
 
+/// The text of `stack`'s `Call stack` arg (format/call_stack.hpp).
+inline std::string call_stack_text(const Trace& trace, const CallStack& stack) {
+  std::string text;
+  for (std::uint32_t i = 0; i < stack.depth; ++i) {
+    const StackFrame& frame = trace.stack_frames[stack.first + i];
+    if (i != 0) text.push_back(kineto::arg::kCallStackSeparator);
+    if (frame.text != StackFrame::kNoText)
+      text += trace.names[frame.text];
+    else
+      text += unsymbolised_frame_text(trace.modules, frame.address);
+  }
+  return text;
+}
+
+/// The trace's modules and stackless events, where it has them (vocabulary.hpp's kModules).
+template <class Deferred = void>
+void write_modules(JsonWriter& json, const Trace& trace) {
+  namespace top = kineto::key;
+  if (trace.stackless_events != 0) {
+    json.key(",\n  ", top::kStacklessEvents);
+    json.integer(static_cast<std::int64_t>(trace.stackless_events));
+  }
+  if (trace.modules.empty()) return;
+  json.key(",\n  ", top::kModules);
+  json.character('[');
+  for (std::size_t i = 0; i < trace.modules.size(); ++i) {
+    const LoadedModule& module = trace.modules[i];
+    json.raw(i == 0 ? "\n    " : ",\n    ");
+    json.key("{", top::kModulePath);
+    json.string(module.path);
+    json.key(", ", top::kModuleBuildId);
+    json.string(module.build_id);
+    json.key(", ", top::kModuleBase);
+    json.integer(static_cast<std::int64_t>(module.base));
+    json.key(", ", top::kModuleStart);
+    json.integer(static_cast<std::int64_t>(module.start));
+    json.key(", ", top::kModuleEnd);
+    json.integer(static_cast<std::int64_t>(module.end));
+    json.character('}');
+  }
+  json.raw("\n  ]");
+}
+
 /// The fixed fragments of a CPU event, put together once from the vocabulary: the writer copies
 /// each with one move, as it would a literal. Never destroyed: the writer thread may still be
 /// writing a trace while an exiting process destroys its statics, and a static made on that
@@ -813,6 +839,7 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
     json.key(",\n  ", top::kDroppedThreadCpuReadings);
     json.integer(static_cast<std::int64_t>(trace.dropped_thread_cpu_readings));
   }
+  detail::write_modules(json, trace);
   for (const auto& [metadata_key, value] : trace.metadata) {
     json.raw(",\n  ");
     json.string(metadata_key);
@@ -861,6 +888,17 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
   const auto write_name = [&](std::uint32_t index) {
     json.raw(std::string_view(escaped_names_buffer.data() + escaped_names[index].first, escaped_names[index].second));
   };
+
+  // Each stack's `Call stack` arg, key and all, spelled once.
+  std::vector<std::string> call_stack_args;
+  call_stack_args.reserve(trace.stacks.size());
+  for (const CallStack& stack : trace.stacks) {
+    fmt::memory_buffer arg_text;
+    detail::JsonWriter arg_json(arg_text);
+    arg_json.key(", ", arg::kCallStack);
+    arg_json.string(detail::call_stack_text(trace, stack));
+    call_stack_args.emplace_back(arg_text.data(), arg_text.size());
+  }
 
   const detail::CpuEventFragments<>& fragments = detail::CpuEventFragments<>::get();
   const std::vector<std::uint32_t> fwdbwd = detail::forward_backward_flows(trace);
@@ -912,6 +950,7 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
             json.integer(static_cast<std::int64_t>(inputs.flops));
           }
         }
+        if (event.stack < call_stack_args.size()) json.raw(call_stack_args[event.stack]);
         if (event.kind == EventKind::Range && event.category != Category::User) {
           json.key(", ", arg::kDlprofCategory);
           json.string(to_string(event.category));

@@ -33,7 +33,8 @@ inline constexpr std::string_view kSettingNames[] = {
     "DLPROF_WORKER",        "DLPROF_GZIP",           "DLPROF_RECORD_SHAPES",     "DLPROF_PROFILE_MEMORY",
     "DLPROF_WITH_FLOPS",    "DLPROF_GPU_RECORDS",    "DLPROF_EVENTS_PER_THREAD", "DLPROF_CONFIG",
     "DLPROF_NVTX",          "DLPROF_CUPTI_LIBRARY",  "DLPROF_SIGNAL",            "DLPROF_TRIGGER_FILE",
-    "DLPROF_FLIGHT_STEPS",  "DLPROF_SLOW_STEP_FACTOR"};
+    "DLPROF_FLIGHT_STEPS",  "DLPROF_SLOW_STEP_FACTOR", "DLPROF_WITH_STACK",       "DLPROF_STACK_DEPTH",
+    "DLPROF_STACK_UNWINDER"};
 
 inline bool is_setting_name(std::string_view name) noexcept {
   for (const std::string_view known : kSettingNames)
@@ -189,13 +190,14 @@ struct CaptureRequest {
   std::optional<bool> record_shapes;
   std::optional<bool> profile_memory;
   std::optional<bool> with_flops;
+  std::optional<bool> with_stack;
   std::optional<std::vector<Activity>> activities;
   std::string source;  ///< what asked, for messages
 };
 
 /// The capture a trigger file asks for. Its text is empty (the defaults) or words of the form
 /// key=value between blanks: steps=N, seconds=T (a capture of T seconds instead of steps: for a
-/// program that does not call step()), record_shapes=B, profile_memory=B, with_flops=B (B as
+/// program that does not call step()), record_shapes=B, profile_memory=B, with_flops=B, with_stack=B (B as
 /// DLPROF_RECORD_SHAPES takes it) and activities=cpu|cuda|cpu,cuda. Anything else is warned about
 /// through `problems`, and left out of the request.
 template <class Deferred = void>
@@ -230,13 +232,15 @@ CaptureRequest parse_capture_request(std::string_view text, std::vector<std::str
       flag(request.profile_memory);
     } else if (key == "with_flops") {
       flag(request.with_flops);
+    } else if (key == "with_stack") {
+      flag(request.with_stack);
     } else if (key == "activities") {
       request.activities = parse_activities(value);
       if (!request.activities)
         problems.push_back(fmt::format("trigger file: '{}': expected activities=cpu, cuda or cpu,cuda", terminal_text(word)));
     } else {
       problems.push_back(fmt::format("trigger file: '{}' is not one of steps=, seconds=, record_shapes=, profile_memory=, "
-                                     "with_flops=, activities=; left out",
+                                     "with_flops=, with_stack=, activities=; left out",
                                      terminal_text(word)));
     }
     return true;
@@ -264,6 +268,7 @@ inline std::string format_capture_request(const CaptureRequest& request) {
   flag("record_shapes", request.record_shapes);
   flag("profile_memory", request.profile_memory);
   flag("with_flops", request.with_flops);
+  flag("with_stack", request.with_stack);
   if (request.activities) {
     std::string kinds;
     for (const Activity kind : *request.activities)

@@ -94,6 +94,16 @@ inline constexpr std::string_view kDroppedDeviceCounters = "dlprof_dropped_devic
 inline constexpr std::string_view kDroppedThreadCpuReadings = "dlprof_dropped_thread_cpu_readings";
 /// A flight recorder's dump: why it was written (Trace::flight_recorder_dump).
 inline constexpr std::string_view kFlightRecorder = "dlprof_flight_recorder";
+/// with_stack: the recording process's modules (Trace::modules), an array of objects with the
+/// fields below, and the events recorded without their stacks (Trace::stackless_events), written
+/// when not 0.
+inline constexpr std::string_view kModules = "dlprof_modules";
+inline constexpr std::string_view kModulePath = "path";
+inline constexpr std::string_view kModuleBuildId = "build_id";
+inline constexpr std::string_view kModuleBase = "base";
+inline constexpr std::string_view kModuleStart = "start";
+inline constexpr std::string_view kModuleEnd = "end";
+inline constexpr std::string_view kStacklessEvents = "dlprof_stackless_events";
 
 /// distributedInfo's fields (DistributedInfo's).
 inline constexpr std::string_view kBackend = "backend";
@@ -145,6 +155,12 @@ inline constexpr std::string_view kInputType = "Input type";
 inline constexpr std::string_view kConcreteInputs = "Concrete Inputs";
 inline constexpr std::string_view kInputStrides = "Input Strides";
 inline constexpr std::string_view kFlops = "flops";
+/// An op's or range's call stack: its frames, the innermost first, each followed by
+/// kCallStackSeparator but the last (torch.profiler's stacksToStr). A frame dlprof has not
+/// symbolised is its module's file name, '+', and its ELF address in hex ("libtorch_cpu.so+0x1a2b3c"),
+/// or its address alone where no module holds it ("0x7f0012345678").
+inline constexpr std::string_view kCallStack = "Call stack";
+inline constexpr char kCallStackSeparator = ';';
 // API calls and device work.
 inline constexpr std::string_view kCbid = "cbid";
 inline constexpr std::string_view kCorrelation = "correlation";

@@ -33,7 +33,8 @@ inline bool has_crash_magic(std::string_view head) noexcept {
   return head.size() >= sizeof(kCrashMagic) && std::memcmp(head.data(), kCrashMagic, sizeof(kCrashMagic)) == 0;
 }
 
-/// The names a crash file holds; an id it lacks reads as kMissingName.
+/// The names a crash file holds; an id it lacks reads as kMissingName. It holds no call stacks:
+/// its ranges and ops are read without theirs.
 struct CrashFileNames {
   static constexpr std::string_view kMissingName = "<dlprof: name not in the crash file>";
   std::unordered_map<NameId, std::string> texts;
@@ -46,6 +47,7 @@ struct CrashFileNames {
     const auto found = texts.find(id);
     return found == texts.end() ? kMissingName : std::string_view(found->second);
   }
+  std::pair<const std::uintptr_t*, std::size_t> stack(std::uint64_t) const { return {nullptr, 0}; }
 };
 
 /// The trace of a crash file's bytes, or nothing with `problem` set when they are not one.

@@ -112,6 +112,15 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
   flag("DLPROF_RECORD_SHAPES", set.record_shapes(), [&](bool on) { set.record_shapes(on); });
   flag("DLPROF_PROFILE_MEMORY", set.profile_memory(), [&](bool on) { set.profile_memory(on); });
   flag("DLPROF_WITH_FLOPS", set.with_flops(), [&](bool on) { set.with_flops(on); });
+  flag("DLPROF_WITH_STACK", set.with_stack(), [&](bool on) { set.with_stack(on); });
+  if (const Setting* unwinder = settings.find("DLPROF_STACK_UNWINDER")) {
+    if (unwinder->value == to_string(StackUnwinder::UnwindTables))
+      set.stack_unwinder(StackUnwinder::UnwindTables);
+    else if (unwinder->value == to_string(StackUnwinder::FramePointers))
+      set.stack_unwinder(StackUnwinder::FramePointers);
+    else
+      refuse(*unwinder, "expected unwind_tables or frame_pointers", to_string(set.stack_unwinder()));
+  }
   const auto count = [&](std::string_view name, std::size_t current, auto&& apply) {
     const Setting* setting = settings.find(name);
     if (setting == nullptr) return;
@@ -129,6 +138,7 @@ LaunchedOptions apply_settings(ProfilerOptions options, const Settings& settings
   count("DLPROF_EVENTS_PER_THREAD", set.events_per_thread(), [&](std::size_t n) { set.events_per_thread(n); });
   count("DLPROF_GPU_RECORDS", set.gpu_records_per_window(), [&](std::size_t n) { set.gpu_records_per_window(n); });
   count("DLPROF_FLIGHT_STEPS", set.flight_steps(), [&](std::size_t n) { set.flight_steps(n); });
+  count("DLPROF_STACK_DEPTH", set.stack_depth(), [&](std::size_t n) { set.stack_depth(n); });
 
   const Setting* output = settings.find("DLPROF_OUTPUT");
   const Setting* worker = settings.find("DLPROF_WORKER");

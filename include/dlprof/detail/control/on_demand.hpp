@@ -3,7 +3,7 @@
 // steps, by its watcher (watcher.hpp). A capture of N steps warms up for the step after the
 // request and records the N after it, as schedule(wait=0, warmup=1, active=N) would from there;
 // a timed capture records from the moment it is taken until its duration has passed. The
-// request's options (record_shapes, profile_memory, with_flops, activities) hold for the
+// request's options (record_shapes, profile_memory, with_flops, with_stack, activities) hold for the
 // capture's window alone. The Profiler's state machine starts and closes the window
 // (profiler.hpp); this says what each step does and which options are in effect.
 #pragma once
@@ -73,10 +73,12 @@ class BasicOnDemandCapture {
   /// Applies the request's options for the capture and begins it after step `step`: a capture of
   /// steps at the next step, a timed capture now, and then true: the caller starts recording.
   bool begin(const CaptureRequest& request, std::int64_t step) {
-    options_before_ = Options{options_.record_shapes(), options_.profile_memory(), options_.with_flops(), options_.activities()};
+    options_before_ = Options{options_.record_shapes(), options_.profile_memory(), options_.with_flops(),
+                              options_.with_stack(), options_.activities()};
     if (request.record_shapes) options_.record_shapes(*request.record_shapes);
     if (request.profile_memory) options_.profile_memory(*request.profile_memory);
     if (request.with_flops) options_.with_flops(*request.with_flops);
+    if (request.with_stack) options_.with_stack(*request.with_stack);
     if (request.activities) options_.activities(*request.activities);
     capturing_.store(true, std::memory_order_release);
     if (request.duration_ns != 0) {
@@ -116,6 +118,7 @@ class BasicOnDemandCapture {
     if (options_before_) {
       const Options& before = *options_before_;
       options_.record_shapes(before.record_shapes).profile_memory(before.profile_memory).with_flops(before.with_flops);
+      options_.with_stack(before.with_stack);
       options_.activities(before.activities);
       options_before_.reset();
     }
@@ -124,7 +127,7 @@ class BasicOnDemandCapture {
 
  private:
   struct Options {
-    bool record_shapes, profile_memory, with_flops;
+    bool record_shapes, profile_memory, with_flops, with_stack;
     std::vector<Activity> activities;
   };
 

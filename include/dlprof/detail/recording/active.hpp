@@ -12,6 +12,9 @@ namespace detail {
 inline constexpr std::uint32_t kRecording = 1u;    ///< a Profiler window is open: events go to the rings
 inline constexpr std::uint32_t kNvtxAttached = 2u; ///< an NVTX tool (e.g. Nsight Systems) is injected
 inline constexpr std::uint32_t kCorrelating = 4u;  ///< GPU activity is recorded: ranges push external correlation ids
+inline constexpr std::uint32_t kWithStack = 8u;    ///< with kRecording: ranges and ops take their call stacks
+/// What a window raises as it opens and lowers as it closes.
+inline constexpr std::uint32_t kWindowFlags = kRecording | kCorrelating | kWithStack;
 
 /// Constant-initialised, so the idle cost of a range is this one relaxed load and a branch.
 inline std::atomic<std::uint32_t> g_active{0};

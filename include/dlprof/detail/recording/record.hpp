@@ -51,8 +51,11 @@ enum class RecordKind : std::uint8_t {
   /// format (format_site_name_id()): start is the range's, name and end hold the arguments'
   /// bytes (FormatArguments::words), correlation_sequence their types.
   FormatArguments = 10,
+  /// The call stack of the Range or Op record that follows it (with_stack): name holds its id in
+  /// the process's stack table (stack_table.hpp), start is the range's or op's.
+  Stack = 11,
 };
-inline constexpr RecordKind kLastRecordKind = RecordKind::FormatArguments;
+inline constexpr RecordKind kLastRecordKind = RecordKind::Stack;
 
 /// The separator of the fields of a Collective record's description (ASCII's unit separator).
 inline constexpr char kCollectiveFieldSeparator = '\x1f';
@@ -132,6 +135,11 @@ inline Event format_arguments_event(std::int64_t start, const FormatArguments& a
 /// The FormatArguments a FormatArguments record holds.
 inline FormatArguments format_arguments_of(const Event& event) noexcept {
   return FormatArguments{{static_cast<std::uint64_t>(event.name), static_cast<std::uint64_t>(event.end)}, event.correlation_sequence};
+}
+
+/// The Stack record that goes before a range's or op's record.
+inline Event stack_event(std::uint32_t stack_id, std::int64_t start) noexcept {
+  return Event{stack_id, start, {0}, RecordKind::Stack, Category::User, 0};
 }
 
 /// A range's external correlation id: (thread ordinal << 32 | sequence), unique in the process

@@ -26,6 +26,7 @@
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/slow_path.hpp"
+#include "dlprof/detail/recording/stack_table.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -297,7 +298,8 @@ void count_ringless_event() noexcept {
 
 template <class Deferred = void>
 inline constexpr RecordingSlowPath kRecordingSlowPath{&attach_thread_ring<Deferred>, &count_ringless_event<Deferred>,
-                                                      &intern_in_table<Deferred>, &set_ring_thread_name<Deferred>};
+                                                      &intern_in_table<Deferred>, &set_ring_thread_name<Deferred>,
+                                                      &capture_call_stack<Deferred>};
 
 /// Makes the slow path reachable from ranges; the Profiler calls it before it raises kRecording.
 template <class Deferred = void>

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -31,6 +32,9 @@ struct RecordingSlowPath {
   NameId (*intern)(std::string_view name, const char** text);
   /// Names the calling thread's ring, now or when it attaches one.
   void (*set_thread_name)(std::string_view name);
+  /// The calling thread's call stack from its caller's frame outwards, after `skip` more frames,
+  /// interned (stack_table.hpp); kNoStackId (0) when it has none or it cannot be kept.
+  std::uint32_t (*capture_stack)(std::size_t skip) noexcept;
 };
 
 inline std::atomic<const RecordingSlowPath*> g_recording_slow_path{nullptr};

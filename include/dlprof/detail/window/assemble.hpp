@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/forward_ops.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/window/formatted_name.hpp"
@@ -140,8 +141,9 @@ inline CollectiveCall collective_call(std::string_view description, std::int64_t
   return call;
 }
 
-/// `names` gives the text of name ids: with_lock(fn) runs fn while its texts may be read, and
-/// names(id) is the text.
+/// `names` gives the text of name ids and the frames of stack ids: with_lock(fn) runs fn while
+/// they may be read, names(id) is a name's text and names.stack(id) a stack's frames (a pointer
+/// and a count; none where it is not known).
 template <class Names>
 Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_t window_start_ns,
                      std::int64_t window_end_ns, const Names& names) {
@@ -209,6 +211,19 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
     return found->second;
   };
 
+  // A stack seen again is the CallStack already made of it.
+  std::unordered_map<std::uint64_t, std::uint32_t> stack_index;
+  const auto index_of_stack = [&](std::uint64_t id) {  // call with the tables' locks held
+    const auto [frames, depth] = names.stack(id);
+    if (depth == 0) return TraceEvent::kNoStack;
+    auto [found, inserted] = stack_index.try_emplace(id, static_cast<std::uint32_t>(trace.stacks.size()));
+    if (inserted) {
+      trace.stacks.push_back(CallStack{static_cast<std::uint32_t>(trace.stack_frames.size()), static_cast<std::uint32_t>(depth)});
+      for (std::size_t i = 0; i < depth; ++i) trace.stack_frames.push_back(StackFrame{frames[i], StackFrame::kNoText});
+    }
+    return found->second;
+  };
+
   std::size_t total = 0;
   for (const auto& thread : drained.threads) total += thread.events.size();
   trace.events.reserve(total);
@@ -223,7 +238,12 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
       const Event* memory_totals = nullptr;  // the MemoryTotals just before a Memory event
       const Event* collective = nullptr;     // the Collective just before a record_param_comms Op
       const Event* format_arguments = nullptr;  // the FormatArguments just before a DLPROF_RANGE_F's Range
+      const Event* stack = nullptr;             // the Stack just before a Range or Op
       for (const Event& raw : thread.events) {
+        if (raw.kind == RecordKind::Stack) {
+          stack = &raw;
+          continue;
+        }
         if (raw.kind == RecordKind::FormatArguments) {
           format_arguments = &raw;
           continue;
@@ -273,7 +293,8 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
           case RecordKind::Memory:
           case RecordKind::MemoryTotals:
           case RecordKind::Collective:
-          case RecordKind::FormatArguments: break;  // consumed above
+          case RecordKind::FormatArguments:
+          case RecordKind::Stack: break;  // consumed above
           case RecordKind::Instant: event.end_ns = event.start_ns; break;
           case RecordKind::Counter:
             event.end_ns = event.start_ns;
@@ -286,6 +307,8 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
         }
         if (raw.kind == RecordKind::Op && inputs != nullptr && inputs->start == raw.start)
           event.inputs = index_of_inputs(raw.name, *inputs);
+        if ((raw.kind == RecordKind::Range || raw.kind == RecordKind::Op) && stack != nullptr && stack->start == raw.start)
+          event.stack = index_of_stack(stack->name);
         if (raw.kind == RecordKind::Op && collective != nullptr && collective->start == raw.start)
           trace.collectives.push_back(collective_call(names(collective->name), collective->end,
                                                       static_cast<std::uint32_t>(t), event.start_ns));
@@ -302,12 +325,39 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
         inputs = nullptr;
         collective = nullptr;
         format_arguments = nullptr;
+        stack = nullptr;
         trace.events.push_back(event);
       }
       trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size(), window_clip_ns);
     }
   });
   return trace;
+}
+
+/// with_stack: a backward op takes the stack of the forward op it differentiates, and an op run
+/// inside a backward op takes that op's, as torch.profiler gives them: where autograd's engine
+/// runs them, their own stacks show only the engine. Call after the events are ordered.
+template <class Deferred = void>
+void inherit_forward_stacks(Trace& trace) {
+  if (trace.stacks.empty()) return;
+  const std::vector<std::uint32_t> forward = forward_op_of_each_backward_op(trace);
+  std::vector<std::size_t> open;  // the thread's enclosing slices, outermost first
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    TraceEvent& event = trace.events[i];
+    if (!is_slice(event.kind)) continue;
+    if (i == 0 || trace.events[i - 1].thread != event.thread) open.clear();
+    while (!open.empty() && trace.events[open.back()].end_ns <= event.start_ns) open.pop_back();
+    if (event.kind == EventKind::Op && event.category == Category::Backward) {
+      if (!forward.empty() && forward[i] != kNoForwardOp) {
+        if (trace.events[forward[i]].stack != TraceEvent::kNoStack) event.stack = trace.events[forward[i]].stack;
+      } else if (!open.empty()) {
+        const TraceEvent& enclosing = trace.events[open.back()];
+        if (enclosing.kind == EventKind::Op && enclosing.category == Category::Backward && enclosing.stack != TraceEvent::kNoStack)
+          event.stack = enclosing.stack;
+      }
+    }
+    open.push_back(i);
+  }
 }
 
 /// with_flops: the estimated FLOPs and bytes of every distinct (op, inputs) of the trace.

@@ -178,7 +178,8 @@ void for_each_name_of(const Event& event, Use&& use) noexcept {
     case RecordKind::OpDetails:
     case RecordKind::Memory:
     case RecordKind::MemoryTotals:
-    case RecordKind::FormatArguments: break;
+    case RecordKind::FormatArguments:
+    case RecordKind::Stack: break;
   }
 }
 

@@ -13,6 +13,7 @@
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/recording/stack_table.hpp"
 #include "dlprof/detail/window/assemble.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -56,13 +57,18 @@ DrainedEvents drain_rings(std::int64_t start_tick, std::int64_t end_tick) {
   return drained;
 }
 
-/// The names of a process's own events: the intern table's, resolved under its lock.
+/// The names and stacks of a process's own events: the intern table's and the stack table's,
+/// resolved under their locks (taken in that order, the only order both are held in).
 struct InternedNames {
   template <class Fn>
   void with_lock(Fn&& fn) const {
-    InternTable::instance().with_lock(std::forward<Fn>(fn));
+    InternTable::instance().with_lock([&] { StackTable::instance().with_lock(std::forward<Fn>(fn)); });
   }
   std::string_view operator()(NameId id) const { return name_of_unlocked(id); }
+  std::pair<const std::uintptr_t*, std::size_t> stack(std::uint64_t id) const {
+    return id > UINT32_MAX ? std::pair<const std::uintptr_t*, std::size_t>{nullptr, 0}
+                           : StackTable::instance().frames_of_unlocked(static_cast<StackId>(id));
+  }
 };
 
 }  // namespace detail

@@ -145,6 +145,7 @@ class BasicFlightRecorder {
     window->start_ns = window->clock.to_realtime_ns(from);
     window->end_ns = now.realtime_ns;
     window->overflowed_names = window_.take_overflowed_names();
+    window->stackless_events = window_.take_stackless_events();
     window->flight_reason = std::move(reason);
     window_.describe(*window);
     ++dumps_;

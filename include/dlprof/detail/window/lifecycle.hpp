@@ -176,7 +176,7 @@ void after_fork_in_parent() noexcept {
 
 template <class Deferred = void>
 void after_fork_in_child() noexcept {
-  g_active.fetch_and(~(kRecording | kCorrelating), std::memory_order_relaxed);
+  g_active.fetch_and(~kWindowFlags, std::memory_order_relaxed);
   g_started_profiler.store(nullptr, std::memory_order_relaxed);
   g_fork_generation.fetch_add(1, std::memory_order_acq_rel);
   RingRegistry::instance().forget_all_in_child();

@@ -29,8 +29,10 @@
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/recording/slow_path.hpp"
+#include "dlprof/detail/recording/stack_table.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/detail/window/drain.hpp"
+#include "dlprof/detail/window/module_map.hpp"
 #include "dlprof/detail/window/publisher.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/profiler_options.hpp"
@@ -121,7 +123,14 @@ class BasicWindowRecorder {
       gpu_backend_->begin_window();
       flags |= kCorrelating;
     }
+    if (options_.with_stack()) {
+      g_stack_capture.depth.store(static_cast<std::uint32_t>(options_.stack_depth()), std::memory_order_relaxed);
+      g_stack_capture.by_frame_pointers.store(options_.stack_unwinder() == StackUnwinder::FramePointers,
+                                              std::memory_order_relaxed);
+      flags |= kWithStack;
+    }
     overflowed_names_before_window_ = InternTable::instance().overflowed();
+    stacks_lost_before_window_ = StackTable::instance().lost();
     window_start_ = sample_clocks();
     sample_thread_cpu();
     install_recording_slow_path();  // before kRecording: Profilers constructed while the program starts
@@ -130,13 +139,14 @@ class BasicWindowRecorder {
 
   /// Closes the window: recording stops, and what it recorded is kept for close() or discard().
   void stop() {
-    g_active.fetch_and(~(kRecording | kCorrelating), std::memory_order_relaxed);
+    g_active.fetch_and(~kWindowFlags, std::memory_order_relaxed);
     if (!step_end_sampled_) sample_thread_cpu();  // no steps, ended inside one, or the last end unread
     const ClockSample window_end = sample_clocks();
     drained_ = drain_rings(window_start_.ticks, window_end.ticks);
     thread_cpu_readings_ = thread_cpu_.take(window_start_.ticks, /*keep_last_round=*/false);
     window_end_ = window_end;
     overflowed_names_in_window_ = InternTable::instance().overflowed() - overflowed_names_before_window_;
+    stacks_lost_in_window_ = StackTable::instance().lost() - stacks_lost_before_window_;
     if (gpu_enabled_) device_activity_ = gpu_backend_->end_window();
   }
 
@@ -150,7 +160,7 @@ class BasicWindowRecorder {
   /// Stops recording and drops everything recorded since the window opened, unread: the flight
   /// recorder's steps after its last dump, which nothing asked for.
   void abandon() {
-    g_active.fetch_and(~(kRecording | kCorrelating), std::memory_order_relaxed);
+    g_active.fetch_and(~kWindowFlags, std::memory_order_relaxed);
     drain_rings(INT64_MIN, INT64_MAX);
     thread_cpu_.clear();
     if (gpu_enabled_) gpu_backend_->end_window();
@@ -179,17 +189,27 @@ class BasicWindowRecorder {
     window->start_ns = window_start_.realtime_ns;
     window->end_ns = window_end_.realtime_ns;
     window->overflowed_names = overflowed_names_in_window_;
+    window->stackless_events = stacks_lost_in_window_;
     describe(*window);
     return window;
   }
 
   /// The recording's clock and the options it was recorded with, for a window made elsewhere (a
-  /// flight-recorder dump).
+  /// flight-recorder dump); with stacks, the modules their addresses are in, read now, before a
+  /// library the window's stacks point into can be unloaded by the program going on.
   void describe(ClosedWindow& window) const {
     window.clock_source = g_use_tsc.load(std::memory_order_relaxed) ? "tsc" : "clock_monotonic";
     window.record_shapes = options_.record_shapes();
     window.profile_memory = options_.profile_memory();
     window.with_flops = options_.with_flops();
+    window.with_stack = options_.with_stack();
+    if (window.with_stack) {
+      try {
+        window.modules = loaded_modules();
+      } catch (const std::bad_alloc&) {  // the trace says its stacks' modules are not known
+        window.modules.clear();
+      }
+    }
   }
 
   /// Begins step `step`: ProfilerStep#N is an NVTX range whenever a tool listens, and an event
@@ -258,6 +278,12 @@ class BasicWindowRecorder {
     return overflowed - std::exchange(overflowed_names_before_window_, overflowed);
   }
 
+  /// Stacks the stack table could not keep since the window began or since the last call.
+  std::uint64_t take_stackless_events() {
+    const std::uint64_t lost = StackTable::instance().lost();
+    return lost - std::exchange(stacks_lost_before_window_, lost);
+  }
+
   const ClockSample& window_start() const noexcept { return window_start_; }
   /// Whether the step in progress is recorded, and when it began, in ticks.
   bool step_recorded() const noexcept { return step_recorded_; }
@@ -292,6 +318,8 @@ class BasicWindowRecorder {
   ClockSample window_end_{};
   std::uint64_t overflowed_names_before_window_ = 0;
   std::uint64_t overflowed_names_in_window_ = 0;  // new names the window recorded under kOverflowName
+  std::uint64_t stacks_lost_before_window_ = 0;
+  std::uint64_t stacks_lost_in_window_ = 0;  // events the window recorded without their stacks
   DrainedEvents drained_;                          // what the window stop() closed recorded
   std::optional<DeviceActivity> device_activity_;
   ThreadCpuSampler thread_cpu_;           // the recording threads' CPU time, read at steps' edges

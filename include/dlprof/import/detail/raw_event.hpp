@@ -173,6 +173,7 @@ enum class Arg : std::uint8_t {
   SrcRank,
   Seq,
   DlprofCategory,    // "dlprof category" of a range
+  CallStack,         // "Call stack" of an op or range
   Count
 };
 static_assert(static_cast<int>(Arg::Count) <= 64, "RawEvent keeps a 64-bit mask of the args present");
@@ -236,6 +237,7 @@ inline const KeyTable<Arg>& event_args() {
       {arg::kSrcRank, Arg::SrcRank},
       {arg::kSeq, Arg::Seq},
       {arg::kDlprofCategory, Arg::DlprofCategory},
+      {arg::kCallStack, Arg::CallStack},
   }});
   return table;
 }

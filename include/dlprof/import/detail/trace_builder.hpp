@@ -28,6 +28,7 @@
 #include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
+#include "dlprof/format/call_stack.hpp"
 #include "dlprof/category.hpp"
 #include "dlprof/import/detail/json_number.hpp"
 #include "dlprof/format/json_text.hpp"
@@ -243,11 +244,12 @@ enum class TopKey : std::uint8_t {
   DroppedThreadCpuReadings,
   CuptiVersion,
   DriverVersion,
+  StacklessEvents,
 };
 
 inline const KeyTable<TopKey>& top_level_keys() {
   namespace key = kineto::key;
-  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 23>{{
+  static const KeyTable<TopKey> table(std::array<std::pair<std::string_view, TopKey>, 24>{{
       {key::kTraceEvents, TopKey::TraceEvents},
       {key::kDeviceProperties, TopKey::DeviceProperties},
       {key::kDistributedInfo, TopKey::DistributedInfo},
@@ -271,6 +273,7 @@ inline const KeyTable<TopKey>& top_level_keys() {
       {key::kDroppedThreadCpuReadings, TopKey::DroppedThreadCpuReadings},
       {key::kCuptiVersion, TopKey::CuptiVersion},
       {key::kCudaDriverVersion, TopKey::DriverVersion},
+      {key::kStacklessEvents, TopKey::StacklessEvents},
   }});
   return table;
 }
@@ -497,6 +500,7 @@ class TraceBuilder {
       case TopKey::DroppedThreadCpuReadings: count(trace_.dropped_thread_cpu_readings); break;
       case TopKey::CuptiVersion: text(trace_.gpu.cupti_version); break;
       case TopKey::DriverVersion: text(trace_.gpu.driver_version); break;
+      case TopKey::StacklessEvents: count(trace_.stackless_events); break;
       case TopKey::TraceEvents:
       case TopKey::DeviceProperties:
       case TopKey::DistributedInfo:
@@ -576,10 +580,14 @@ class TraceBuilder {
                      [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
     take_clock_offset();
     take_process_groups();
+    take_modules();
+    take_unsymbolised_frames();
     trace_.names.reserve(names_.size());
     for (std::string& name : names_) trace_.names.push_back(std::move(name));
     names_.clear();
     name_index_.clear();
+    stack_index_.clear();
+    stack_texts_.clear();
     if (!trace_.gpu_events.empty() || !trace_.api_events.empty()) trace_.gpu.enabled = true;
     trace_.file_time_base_ns = base_time_ns_;
     return std::move(trace_);
@@ -874,6 +882,8 @@ class TraceBuilder {
                                 return unsigned_of(value, kineto::arg::kFwdThreadId, UINT64_MAX);
                               }).value_or(0);
     slice.inputs = inputs_of(event, slice.name);
+    if (const RawValue* stack = event.arg(Arg::CallStack))
+      if (const std::optional<std::string_view> text = text_of(*stack, kineto::arg::kCallStack)) slice.stack = stack_of(*text);
     if (slice.kind == EventKind::Op && event.arg(Arg::CollectiveName) != nullptr) {
       slice.category = Category::Communication;
       add_collective(event, slice);
@@ -911,6 +921,83 @@ class TraceBuilder {
     if (strict_) fail_at(0, fmt::format("\"{}\" must be an object of four integers", kineto::key::kClockOffset));
     note(fmt::format("\"{}\" is not an object of four integers: the rank's clock is taken as the reference's; kept in the metadata",
                      kineto::key::kClockOffset));
+  }
+
+  /// The CallStack of a `Call stack` arg's text, its frames' texts interned; the same text twice
+  /// is one stack. kNoStack for an empty text.
+  std::uint32_t stack_of(std::string_view text) {
+    if (text.empty()) return TraceEvent::kNoStack;
+    const auto found = stack_index_.find(text);
+    if (found != stack_index_.end()) return found->second;
+    const auto index = static_cast<std::uint32_t>(trace_.stacks.size());
+    CallStack stack{static_cast<std::uint32_t>(trace_.stack_frames.size()), 0};
+    for_each_field(text, std::string_view(&kineto::arg::kCallStackSeparator, 1), /*skip_empty=*/false, [&](std::string_view frame) {
+      trace_.stack_frames.push_back(StackFrame{0, intern(frame)});
+      ++stack.depth;
+      return true;
+    });
+    trace_.stacks.push_back(stack);
+    stack_index_.emplace(stack_texts_.emplace_back(text), index);  // a deque's elements never move
+    return index;
+  }
+
+  /// dlprof_modules, which the handler keeps as JSON text in the metadata, becomes
+  /// Trace::modules: an array of objects with a path, a build id and three addresses. A list it
+  /// cannot read whole stays in the metadata, with a note, and the stacks' frames keep their text.
+  void take_modules() {
+    const auto kept = std::find_if(trace_.metadata.begin(), trace_.metadata.end(),
+                                   [](const auto& entry) { return entry.first == kineto::key::kModules; });
+    if (kept == trace_.metadata.end()) return;
+    rapidjson::Document document;
+    document.Parse(kept->second.data(), kept->second.size());
+    std::vector<LoadedModule> modules;
+    bool whole = document.IsArray();
+    for (rapidjson::SizeType i = 0; whole && i < document.Size(); ++i) {
+      const rapidjson::Value& entry = document[i];
+      const auto member = [&](std::string_view name) -> const rapidjson::Value* {
+        if (!entry.IsObject()) return nullptr;
+        const auto found = entry.FindMember(rapidjson::StringRef(name.data(), name.size()));
+        return found == entry.MemberEnd() ? nullptr : &found->value;
+      };
+      const rapidjson::Value* path = member(kineto::key::kModulePath);
+      const rapidjson::Value* build_id = member(kineto::key::kModuleBuildId);
+      const rapidjson::Value* base = member(kineto::key::kModuleBase);
+      const rapidjson::Value* start = member(kineto::key::kModuleStart);
+      const rapidjson::Value* end = member(kineto::key::kModuleEnd);
+      whole = path != nullptr && path->IsString() && (build_id == nullptr || build_id->IsString()) && base != nullptr &&
+              base->IsUint64() && start != nullptr && start->IsUint64() && end != nullptr && end->IsUint64() &&
+              start->GetUint64() <= end->GetUint64();
+      if (!whole) break;
+      LoadedModule module;
+      module.path.assign(path->GetString(), path->GetStringLength());
+      if (build_id != nullptr) module.build_id.assign(build_id->GetString(), build_id->GetStringLength());
+      module.base = base->GetUint64();
+      module.start = start->GetUint64();
+      module.end = end->GetUint64();
+      modules.push_back(std::move(module));
+    }
+    if (!whole) {
+      if (strict_) fail_at(0, fmt::format("\"{}\" must be an array of modules, each with a path and three addresses", kineto::key::kModules));
+      note(fmt::format("\"{}\" is not an array of modules, each with a path and three addresses: call stacks keep "
+                       "their frames' text; kept in the metadata",
+                       kineto::key::kModules));
+      return;
+    }
+    std::sort(modules.begin(), modules.end(), [](const LoadedModule& a, const LoadedModule& b) { return a.start < b.start; });
+    trace_.modules = std::move(modules);
+    trace_.metadata.erase(kept);
+  }
+
+  /// A frame spelled as an unsymbolised one ("libfoo.so+0x1a2b") of a module the trace names
+  /// becomes its address, to be symbolised (format/call_stack.hpp); other frames keep their text.
+  void take_unsymbolised_frames() {
+    if (trace_.modules.empty()) return;
+    for (StackFrame& frame : trace_.stack_frames) {
+      if (const std::optional<std::uint64_t> address = unsymbolised_frame_address(trace_.modules, names_[frame.text])) {
+        frame.address = *address;
+        frame.text = StackFrame::kNoText;
+      }
+    }
   }
 
   /// distributedInfo's pg_config, which the handler keeps as JSON text in the metadata: the process
@@ -1532,6 +1619,8 @@ class TraceBuilder {
   std::vector<ThreadCpuShare> thread_cpu_shares_;
   std::deque<std::string> names_;
   std::unordered_map<std::string_view, std::uint32_t> name_index_;
+  std::deque<std::string> stack_texts_;
+  std::unordered_map<std::string_view, std::uint32_t> stack_index_;  // a `Call stack` text's CallStack
   std::unordered_map<InputsKey, std::uint32_t, InputsKeyHash> inputs_index_;
   std::vector<ThreadEntry> threads_;
   std::unordered_map<std::pair<std::int64_t, std::int64_t>, std::uint32_t, PairHash> numeric_threads_;

@@ -1,0 +1,273 @@
+// Call stacks (with_stack): the stack table and its per-thread cache, the stacks recorded ranges
+// take as they begin, the process's modules, backward ops given their forward op's stack, and the
+// trace's `Call stack` args and module list as written.
+#include <dlprof/profiler.hpp>
+#include <dlprof/detail/recording/stack_table.hpp>
+#include <dlprof/detail/window/module_map.hpp>
+#include <dlprof/format/call_stack.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace call_stack_test {
+
+using dlprof::CallStack;
+using dlprof::StackFrame;
+using dlprof::Trace;
+using dlprof::TraceEvent;
+using dlprof::detail::StackTable;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+/// The frames of `event`'s stack in `trace`.
+std::vector<std::uint64_t> frames_of(const Trace& trace, const TraceEvent& event) {
+  std::vector<std::uint64_t> frames;
+  if (event.stack == TraceEvent::kNoStack) return frames;
+  const CallStack& stack = trace.stacks.at(event.stack);
+  for (std::uint32_t i = 0; i < stack.depth; ++i) frames.push_back(trace.stack_frames.at(stack.first + i).address);
+  return frames;
+}
+
+const TraceEvent* event_named(const Trace& trace, std::string_view name) {
+  for (const TraceEvent& event : trace.events)
+    if (trace.name_of(event) == name) return &event;
+  return nullptr;
+}
+
+TEST(StackTableTest, TheSameFramesAreOneStackAndItsCopyStays) {
+  StackTable& table = StackTable::instance();
+  // Frames no real stack has, so that the process's other stacks never match them.
+  const std::uintptr_t first[] = {0x1001, 0x2002, 0x3003};
+  const std::uintptr_t second[] = {0x1001, 0x2002, 0x3004};
+  const auto a = table.intern(first, 3);
+  const auto again = table.intern(first, 3);
+  const auto b = table.intern(second, 3);
+  const auto prefix = table.intern(first, 2);
+  ASSERT_NE(a.id, dlprof::detail::kNoStackId);
+  EXPECT_EQ(again.id, a.id);
+  EXPECT_EQ(again.frames, a.frames) << "one copy";
+  EXPECT_NE(b.id, a.id);
+  EXPECT_NE(prefix.id, a.id) << "a stack's prefix is a stack of its own";
+  const auto [frames, depth] = table.with_lock([&] { return table.frames_of_unlocked(a.id); });
+  ASSERT_EQ(depth, 3u);
+  EXPECT_EQ(frames[0], 0x1001u);
+  EXPECT_EQ(frames[2], 0x3003u);
+  EXPECT_EQ(table.with_lock([&] { return table.frames_of_unlocked(dlprof::detail::kNoStackId).second; }), 0u);
+  EXPECT_EQ(table.with_lock([&] { return table.frames_of_unlocked(UINT32_MAX).second; }), 0u);
+}
+
+TEST(StackTableTest, AThreadsCacheAnswersAStackSeenBeforeWithTheTablesId) {
+  dlprof::detail::StackCache cache;
+  const std::uintptr_t frames[] = {0x5005, 0x6006};
+  const dlprof::detail::StackId id = cache.intern(frames, 2);
+  EXPECT_EQ(cache.intern(frames, 2), id);
+  EXPECT_EQ(StackTable::instance().intern(frames, 2).id, id);
+  EXPECT_EQ(cache.intern(frames, 0), dlprof::detail::kNoStackId) << "no frames, no stack";
+  std::uintptr_t other[] = {0x5005, 0x6007};
+  EXPECT_NE(cache.intern(other, 2), id);
+}
+
+// A range's stack is its caller's: the stack an unwinder takes beside it in the same function
+// matches it from the second frame outwards, and its innermost frame lies a few instructions
+// from the range's.
+DLPROF_NOINLINE std::vector<std::uintptr_t> range_and_walk_in_one_function() {
+  std::vector<std::uintptr_t> walked(dlprof::detail::kMaxStackFrames);
+  { DLPROF_RANGE("range_with_a_stack"); }
+  walked.resize(dlprof::detail::unwind_with_tables(walked.data(), walked.size()));
+  return walked;
+}
+
+TEST(CallStackTest, ARecordedRangeCarriesItsCallersStack) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.with_stack(true).stack_depth(256));
+  profiler.start();
+  const std::vector<std::uintptr_t> walked = range_and_walk_in_one_function();
+  profiler.stop();
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const TraceEvent* range = event_named(*trace, "range_with_a_stack");
+  ASSERT_NE(range, nullptr);
+  const std::vector<std::uint64_t> frames = frames_of(*trace, *range);
+  ASSERT_GE(walked.size(), 3u);
+  ASSERT_EQ(frames.size(), walked.size());
+  EXPECT_LT(frames[0] > walked[0] ? frames[0] - walked[0] : walked[0] - frames[0], 512u)
+      << "the innermost frame is in the function that holds the range";
+  for (std::size_t i = 1; i < frames.size(); ++i) EXPECT_EQ(frames[i], walked[i]) << "frame " << i;
+  EXPECT_EQ(trace->stackless_events, 0u);
+  // The module map holds every frame of this executable's code.
+  const dlprof::LoadedModule* module = dlprof::detail::module_holding(trace->modules, frames[0]);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(module->path, dlprof::detail::executable_path());
+}
+
+TEST(CallStackTest, TheDepthIsCappedAndRangesWithoutStacksHaveNone) {
+  dlprof::Profiler capped(dlprof::ProfilerOptions{}.with_stack(true).stack_depth(2));
+  capped.start();
+  { DLPROF_RANGE("capped_range"); }
+  { DLPROF_RANGE_F("formatted_range {}", 7); }
+  capped.stop();
+  const auto trace = capped.last_trace();
+  ASSERT_NE(trace, nullptr);
+  for (const char* name : {"capped_range", "formatted_range 7"}) {
+    const TraceEvent* range = event_named(*trace, name);
+    ASSERT_NE(range, nullptr) << name;
+    EXPECT_THAT(frames_of(*trace, *range), SizeIs(2)) << name;
+  }
+  dlprof::Profiler plain;
+  plain.start();
+  { DLPROF_RANGE("range_without_a_stack"); }
+  plain.stop();
+  const auto without = plain.last_trace();
+  ASSERT_NE(without, nullptr);
+  const TraceEvent* range = event_named(*without, "range_without_a_stack");
+  ASSERT_NE(range, nullptr);
+  EXPECT_EQ(range->stack, TraceEvent::kNoStack);
+  EXPECT_TRUE(without->stacks.empty());
+  EXPECT_TRUE(without->modules.empty()) << "the module map is read only for stacks";
+}
+
+DLPROF_NOINLINE void range_in_a_loop_body(int i) { DLPROF_RANGE_F("loop_range {}", i % 2); }
+
+TEST(CallStackTest, RangesFromOneCallSiteShareOneStackAndOtherThreadsHaveTheirOwn) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.with_stack(true));
+  profiler.start();
+  for (int i = 0; i < 100; ++i) range_in_a_loop_body(i);
+  std::thread([] { range_in_a_loop_body(0); }).join();
+  profiler.stop();
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  std::set<std::uint32_t> main_stacks;
+  std::set<std::uint32_t> other_stacks;
+  const std::uint32_t main_thread = trace->events.front().thread;
+  for (const TraceEvent& event : trace->events) {
+    if (trace->name_of(event).rfind("loop_range", 0) != 0) continue;
+    ASSERT_NE(event.stack, TraceEvent::kNoStack);
+    (event.thread == main_thread ? main_stacks : other_stacks).insert(event.stack);
+  }
+  EXPECT_THAT(main_stacks, SizeIs(1)) << "one call site, one stack";
+  ASSERT_THAT(other_stacks, SizeIs(1));
+  EXPECT_NE(*main_stacks.begin(), *other_stacks.begin()) << "a thread's stack ends in its own start routine";
+}
+
+TEST(CallStackTest, FramePointersGiveTheRangesCallerWhereFramesKeepThem) {
+  dlprof::Profiler profiler(
+      dlprof::ProfilerOptions{}.with_stack(true).stack_unwinder(dlprof::StackUnwinder::FramePointers));
+  profiler.start();
+  const std::vector<std::uintptr_t> walked = range_and_walk_in_one_function();
+  profiler.stop();
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const TraceEvent* range = event_named(*trace, "range_with_a_stack");
+  ASSERT_NE(range, nullptr);
+  // Without frame pointers in this test's code the walk may stop early or skip frames, but it
+  // never faults and never reads past the thread's stack; with them it is exact.
+  const std::vector<std::uint64_t> frames = frames_of(*trace, *range);
+  if (frames.size() >= 2 && frames.size() == walked.size()) {
+    for (std::size_t i = 1; i < frames.size(); ++i) EXPECT_EQ(frames[i], walked[i]) << "frame " << i;
+  }
+  dlprof::detail::g_stack_capture.by_frame_pointers.store(false);
+}
+
+TEST(CallStackTest, TheModuleMapNamesTheExecutableWithItsBuildId) {
+  const std::vector<dlprof::LoadedModule> modules = dlprof::detail::loaded_modules();
+  ASSERT_FALSE(modules.empty());
+  const auto here = reinterpret_cast<std::uintptr_t>(&range_in_a_loop_body);
+  const dlprof::LoadedModule* executable = dlprof::detail::module_holding(modules, here);
+  ASSERT_NE(executable, nullptr);
+  EXPECT_EQ(executable->path, dlprof::detail::executable_path());
+  EXPECT_THAT(executable->build_id, ::testing::MatchesRegex("[0-9a-f]{16,}")) << "Debian's linker writes a build id";
+  EXPECT_LE(executable->base, executable->start);
+  for (std::size_t i = 1; i < modules.size(); ++i) EXPECT_LE(modules[i - 1].end, modules[i].start) << "ordered, apart";
+  EXPECT_EQ(dlprof::detail::module_holding(modules, 0), nullptr);
+  const auto libc = reinterpret_cast<std::uintptr_t>(&::getpid);
+  const dlprof::LoadedModule* library = dlprof::detail::module_holding(modules, libc);
+  ASSERT_NE(library, nullptr);
+  EXPECT_THAT(library->path, HasSubstr("libc.so"));
+}
+
+TEST(CallStackTest, BuildIdsAreReadFromWellFormedNotesOnly) {
+  // A note: namesz 4, descsz 4, type 3 (NT_GNU_BUILD_ID), "GNU\0", then the id.
+  const unsigned char good[] = {4, 0, 0, 0, 4, 0, 0, 0, 3, 0, 0, 0, 'G', 'N', 'U', 0, 0xde, 0xad, 0xbe, 0xef};
+  EXPECT_EQ(dlprof::detail::gnu_build_id(good, sizeof(good)), "deadbeef");
+  EXPECT_EQ(dlprof::detail::gnu_build_id(good, sizeof(good) - 1), "") << "the id runs past the segment";
+  unsigned char huge[sizeof(good)];
+  std::copy(std::begin(good), std::end(good), huge);
+  huge[4] = 0xff;  // descsz 255
+  EXPECT_EQ(dlprof::detail::gnu_build_id(huge, sizeof(huge)), "");
+  EXPECT_EQ(dlprof::detail::gnu_build_id(good, 3), "");
+}
+
+// Backward ops and the ops they run take their forward op's stack.
+TEST(CallStackTest, ABackwardOpAndTheOpsItRunsTakeTheForwardOpsStack) {
+  Trace trace;
+  trace.names = {"aten::mm", "autograd::engine::evaluate_function: MmBackward0", "aten::mm"};
+  trace.threads = {{1, "main"}, {2, "autograd"}};
+  trace.stacks = {CallStack{0, 1}, CallStack{1, 1}};
+  trace.stack_frames = {StackFrame{0x100, StackFrame::kNoText}, StackFrame{0x200, StackFrame::kNoText}};
+  TraceEvent forward;
+  forward.kind = dlprof::EventKind::Op;
+  forward.start_ns = 0;
+  forward.end_ns = 10;
+  forward.sequence_number = 7;
+  forward.forward_thread_id = 1;
+  forward.stack = 0;
+  TraceEvent backward = forward;
+  backward.name = 1;
+  backward.thread = 1;
+  backward.category = dlprof::Category::Backward;
+  backward.start_ns = 20;
+  backward.end_ns = 40;
+  backward.stack = 1;  // the engine's
+  TraceEvent inner = backward;
+  inner.name = 2;
+  inner.sequence_number = -1;
+  inner.start_ns = 25;
+  inner.end_ns = 30;
+  inner.stack = TraceEvent::kNoStack;
+  TraceEvent unrelated = inner;  // after the backward op: its own stack
+  unrelated.start_ns = 50;
+  unrelated.end_ns = 60;
+  unrelated.stack = 1;
+  trace.events = {forward, backward, inner, unrelated};
+  dlprof::detail::inherit_forward_stacks(trace);
+  EXPECT_EQ(trace.events[1].stack, 0u);
+  EXPECT_EQ(trace.events[2].stack, 0u);
+  EXPECT_EQ(trace.events[3].stack, 1u);
+}
+
+TEST(CallStackTest, CallStackArgsAndModulesAreWrittenAsTorchAndTheReaderSpellThem) {
+  Trace trace;
+  trace.pid = 1;
+  trace.names = {"op", "model.py(12): forward"};
+  trace.threads = {{1, "main"}};
+  trace.modules = {dlprof::LoadedModule{"/opt/app/train", "abcd", 0x400000, 0x401000, 0x402000},
+                   dlprof::LoadedModule{"/usr/lib/libtorch_cpu.so", "", 0x7f0000000000, 0x7f0000001000, 0x7f0000100000}};
+  trace.stacks = {CallStack{0, 4}};
+  trace.stack_frames = {StackFrame{0x7f0000001234, StackFrame::kNoText}, StackFrame{0x401010, StackFrame::kNoText},
+                        StackFrame{0x10, StackFrame::kNoText}, StackFrame{0, 1}};
+  TraceEvent op;
+  op.kind = dlprof::EventKind::Op;
+  op.end_ns = 1000;
+  op.stack = 0;
+  trace.events = {op};
+  trace.stackless_events = 3;
+  fmt::memory_buffer out;
+  dlprof::write_chrome_trace(trace, out, "t");
+  const std::string json(out.data(), out.size());
+  EXPECT_THAT(json, HasSubstr(R"("Call stack": "libtorch_cpu.so+0x1234;train+0x1010;0x10;model.py(12): forward")"));
+  EXPECT_THAT(json, HasSubstr(R"("dlprof_stackless_events": 3)"));
+  EXPECT_THAT(json, HasSubstr(R"({"path": "/opt/app/train", "build_id": "abcd", "base": 4194304, "start": 4198400, "end": 4202496})"));
+  EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "libtorch_cpu.so+0x1234"), 0x7f0000001234u);
+  EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "0x10"), 0x10u);
+  EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "absent.so+0x10"), std::nullopt);
+  EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "train+0xzz"), std::nullopt);
+  EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "model.py(12): forward"), std::nullopt);
+}
+
+}  // namespace call_stack_test
