@@ -228,21 +228,30 @@ struct Recording {
   std::uint64_t windows = 0;
   std::uint64_t events = 0;
   std::uint64_t dropped = 0;
+  std::uint64_t stacks = 0;        // events with a call stack
+  std::uint64_t stack_frames = 0;  // and their frames
   bool gpu_correlation = false;  // windows also raise kCorrelating (no GPU backend here to do it)
 };
 Recording g_recording;
 
-void start_recording(const benchmark::State& state) {
-  g_recording.windows = g_recording.events = g_recording.dropped = 0;
-  g_recording.profiler.emplace(dlprof::ProfilerOptions{}
-                                   .events_per_thread(static_cast<std::size_t>(state.range(0)))
+/// Starts recording with `options` (the ring sized by the run's first argument).
+void start_recording_with(const benchmark::State& state, dlprof::ProfilerOptions options) {
+  g_recording.windows = g_recording.events = g_recording.dropped = g_recording.stacks = g_recording.stack_frames = 0;
+  g_recording.profiler.emplace(options.events_per_thread(static_cast<std::size_t>(state.range(0)))
                                    .on_trace_ready([](const dlprof::Trace& trace) {  // runs in stop(), on thread 0
                                      ++g_recording.windows;
                                      g_recording.events += trace.events.size();
                                      g_recording.dropped += trace.dropped_events;
+                                     for (const dlprof::TraceEvent& event : trace.events) {
+                                       if (event.stack == dlprof::TraceEvent::kNoStack) continue;
+                                       ++g_recording.stacks;
+                                       g_recording.stack_frames += trace.stacks[event.stack].depth;
+                                     }
                                    }));
   g_recording.profiler->start();
 }
+
+void start_recording(const benchmark::State& state) { start_recording_with(state, dlprof::ProfilerOptions{}); }
 
 void end_recording(const benchmark::State&) { g_recording.profiler.reset(); }
 
@@ -304,6 +313,41 @@ BENCHMARK(BM_dlprof_range_recording)
     ->Arg(1 << 16)
     ->Threads(2)
     ->Setup(start_recording)
+    ->Teardown(end_recording);
+
+// with_stack: each range also takes its call stack as it begins, `frames` deep (stack_depth), at
+// the bottom of a recursion deeper than that whose frames keep their frame pointers. The range
+// writes a Stack record and its Range; a stack seen before is found in the thread's cache.
+constexpr int kStackBenchDepth = 40;
+
+void start_recording_with_stack(const benchmark::State& state) {
+  start_recording_with(state, dlprof::ProfilerOptions{}
+                                  .with_stack(true)
+                                  .stack_depth(static_cast<std::size_t>(state.range(1)))
+                                  .stack_unwinder(state.range(2) != 0 ? dlprof::StackUnwinder::FramePointers
+                                                                      : dlprof::StackUnwinder::UnwindTables));
+}
+
+void BM_dlprof_range_recording_with_stack(benchmark::State& state) {
+  if (state.range(2) == 0 && dlprof::detail::libunwind_backtrace() == nullptr) {
+    state.SkipWithError("libunwind.so.8 cannot be opened");
+    return;
+  }
+  auto loop = [&]() DLPROF_BENCH_KEEPS_FRAME_POINTER {
+    record_ranges(state, [](std::int64_t) { DLPROF_RANGE("recorded_with_stack"); }, /*records_per_range=*/2);
+  };
+  at_depth(kStackBenchDepth, loop);
+  const double frames = g_recording.stacks == 0 ? 0 : static_cast<double>(g_recording.stack_frames) / g_recording.stacks;
+  state.counters["frames"] = frames;
+  if (frames != static_cast<double>(state.range(1))) state.SkipWithError("the stacks took fewer frames than asked for");
+}
+BENCHMARK(BM_dlprof_range_recording_with_stack)
+    ->ArgNames({"events_per_thread", "frames", "frame_pointers"})
+    ->Args({1 << 16, 10, 0})
+    ->Args({1 << 16, 20, 0})
+    ->Args({1 << 16, 10, 1})
+    ->Args({1 << 16, 20, 1})
+    ->Setup(start_recording_with_stack)
     ->Teardown(end_recording);
 
 // While GPU activity is recorded, each range also pushes and pops an external correlation id so

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string_view>
+#include <utility>
 
 namespace dlprof_examples {
 
@@ -26,14 +27,19 @@ inline int parse_int(std::string_view flag, std::string_view text, int min, int 
 }
 
 /// Calls `on_flag(flag, value)` for every `--flag value` or `--flag=value` argument whose flag is
-/// in `known`; `-h` and `--help` set `help`. Anything else, or a flag without a value, is a
-/// UsageError.
+/// in `known`, and `on_flag(flag, "")` for every flag in `switches`, which takes no value; `-h`
+/// and `--help` set `help`. Anything else, or a flag without a value, is a UsageError.
 template <class OnFlag>
-void for_each_flag(int argc, char** argv, std::initializer_list<std::string_view> known, bool& help, OnFlag&& on_flag) {
+void for_each_flag(int argc, char** argv, std::initializer_list<std::string_view> known,
+                   std::initializer_list<std::string_view> switches, bool& help, OnFlag&& on_flag) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       help = true;
+      continue;
+    }
+    if (std::find(switches.begin(), switches.end(), arg) != switches.end()) {
+      on_flag(arg, std::string_view());
       continue;
     }
     const std::size_t equals = arg.find('=');
@@ -46,6 +52,12 @@ void for_each_flag(int argc, char** argv, std::initializer_list<std::string_view
     else throw UsageError(fmt::format("{} needs a value", flag));
     on_flag(flag, value);
   }
+}
+
+/// As above, without switches.
+template <class OnFlag>
+void for_each_flag(int argc, char** argv, std::initializer_list<std::string_view> known, bool& help, OnFlag&& on_flag) {
+  for_each_flag(argc, argv, known, {}, help, std::forward<OnFlag>(on_flag));
 }
 
 }  // namespace dlprof_examples

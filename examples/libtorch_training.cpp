@@ -10,6 +10,8 @@
 //   libtorch_training                         # CPU, 2 loader workers, trace in ./log
 //   libtorch_training --num-workers 0         # loading runs inline: the DataLoader takes the step
 //   libtorch_training --device cuda           # on a GPU (LibTorch with CUDA): kernels linked to ops
+//   libtorch_training --with-stack && dlprof-report --stacks cpu log > cpu.folded
+//                                             # each op's C++ call stack: a flame graph of the steps
 //   DLPROF_MODE=flight-recorder DLPROF_OUTPUT=log/fr libtorch_training --steps 40 --slow-step 30
 //                                             # the flight recorder dumps the slow step
 //   DLPROF_MODE=flight-recorder DLPROF_OUTPUT=log/fr libtorch_training --steps 40 --crash-at 25
@@ -122,6 +124,7 @@ struct Options {
   int num_workers = 2;
   int slow_step = -1;
   int crash_at = -1;
+  bool with_stack = false;
   std::string device = "cpu";
   std::string log_dir = "log";
   bool help = false;
@@ -130,7 +133,7 @@ struct Options {
 void print_usage(int min_steps) {
   fmt::print(
       "Usage: libtorch_training [--steps N] [--batch-size N] [--num-workers N] [--device cpu|cuda] [--log-dir DIR]\n"
-      "                         [--slow-step N] [--crash-at N]\n"
+      "                         [--slow-step N] [--crash-at N] [--with-stack]\n"
       "Trains a small CNN on synthetic MNIST-shaped data with LibTorch, profiled by dlprof.\n\n"
       "  --steps N          training steps, at least {} (default 12)\n"
       "  --batch-size N     examples per batch (default 64)\n"
@@ -139,6 +142,7 @@ void print_usage(int min_steps) {
       "  --log-dir DIR      where the trace goes (default log)\n"
       "  --slow-step N      step N stalls for half a second (a flight recorder dumps it)\n"
       "  --crash-at N       step N dies of SIGSEGV inside a range (a flight recorder leaves its last steps)\n"
+      "  --with-stack       ranges and ops carry their call stacks (dlprof-report --stacks cpu: a flame graph)\n"
       "The DLPROF_* variables (README, \"Leave it on\") override the profiling options set here.\n",
       min_steps);
 }
@@ -149,9 +153,10 @@ Options parse_options(int argc, char** argv, int min_steps) {
   Options options;
   dlprof_examples::for_each_flag(
       argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at"},
-      options.help,
+      {"--with-stack"}, options.help,
       [&](std::string_view flag, std::string_view value) {
-        if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
+        if (flag == "--with-stack") options.with_stack = true;
+        else if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
         else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
         else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
         else if (flag == "--slow-step") options.slow_step = parse_int(flag, value, 0, 1'000'000);
@@ -217,6 +222,7 @@ int main(int argc, char** argv) {
                             .record_shapes(true)
                             .profile_memory(true)
                             .with_flops(true)
+                            .with_stack(options.with_stack)
                             .on_trace_ready(dlprof::tensorboard_trace_handler(options.log_dir)));
 
   fmt::print("Training a small CNN on synthetic MNIST ({}): batch size {}, {} steps, {} DataLoader worker(s)\n\n",

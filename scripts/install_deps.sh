@@ -6,11 +6,13 @@
 # the trace reader (dlprof::import), libdeflate-dev its fast inflating of gzip traces, chromium the
 # test that renders dlprof-report's HTML page, libgloo-dev (Gloo's headers, which LibTorch's c10d headers
 # include) and openmpi-bin (mpirun) the distributed example and its multi-process test, libunwind8
-# the fast unwinder that stacks use where it is present (opened at run time).
+# the fast unwinder that stacks use where it is present (opened at run time), libdw-dev (elfutils)
+# dlprof-report's symboliser of call stacks, and binutils' addr2line the benchmark it is compared with.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ clang libfmt-dev zlib1g-dev libdeflate-dev nlohmann-json3-dev rapidjson-dev libgtest-dev libgmock-dev
-          libbenchmark-dev python3 python3-venv libtorch-dev chromium libgloo-dev openmpi-bin libunwind8)
+          libbenchmark-dev python3 python3-venv libtorch-dev chromium libgloo-dev openmpi-bin libunwind8
+          libdw-dev binutils)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

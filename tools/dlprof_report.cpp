@@ -9,6 +9,7 @@
 //   dlprof-report --export-trace crash.pt.trace.json log/run/host_12.1716423322.dlprof-crash
 //   dlprof-report --kernels --format csv -o kernels.csv log/run
 //   dlprof-report --peaks "bf16=165.2, fp32=82.6, memory=1.008" log/run   # a GPU dlprof does not know
+//   dlprof-report --stacks cpu log/run > cpu.folded && flamegraph.pl cpu.folded > cpu.svg
 //
 // Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
 // the input, an output file that cannot be written), 2 a command line it cannot run (an output
@@ -43,11 +44,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <dlprof/analysis/call_stacks.hpp>
 #include <dlprof/detail/text.hpp>
 #include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/format/atomic_file.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 #include <dlprof/report.hpp>
+#if defined(DLPROF_HAS_SYMBOLIZE)
+#  include <dlprof/import/symbolize.hpp>
+#endif
 
 namespace {
 
@@ -56,6 +61,7 @@ constexpr std::string_view kProgram = "dlprof-report";
 constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window N|last] [--format text|json|html] [--hta-compat] [--strict]
                      [--peaks PEAKS] [-o FILE] PATH...
        dlprof-report --kernels [--format text|csv|json|html] [--top N] [--peaks PEAKS] [-o FILE] PATH...
+       dlprof-report --stacks cpu|gpu [--rank N] [--window N|last] [-o FILE] PATH...
        dlprof-report --export-trace OUT TRACE
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
@@ -79,6 +85,15 @@ recommendations, from traces written by dlprof or torch.profiler.
                     "bf16=989.4, tf32=494.7, fp32=67, memory=3.35" (dense TFLOP/s on the
                     matrix units, fp32 on the vector units, TB/s; also fp64, fp16, fp8,
                     int8, vector.P and matrix.P, mamf, boost_mhz, cache_mb)
+  --stacks cpu|gpu  no report: the call stacks of the ops and ranges (with_stack, or torch's
+                    `Call stack`) folded for flamegraph.pl and speedscope, one line per
+                    stack, outermost frame first and the op as the leaf, weighed by self CPU
+                    time or by the GPU time of the work each op launched, in microseconds
+  --symbols lines|functions|none
+                    how the stacks' addresses are symbolised from the modules the trace names
+                    (lines: functions, files, lines and inlined calls, the default; functions:
+                    names only, faster; none: addresses as module+offset). A module missing,
+                    stripped or rebuilt since the run is named, and its frames kept as addresses
   --hta-compat      HTA's conventions: drop the last ProfilerStep when there are two or more and
                     round fractional microseconds inward, so that numbers compare with HTA's one
                     to one (by default every complete step is analysed, in exact nanoseconds)
@@ -90,8 +105,9 @@ recommendations, from traces written by dlprof or torch.profiler.
                     written through, a device or FIFO in place), not stdout; FILE may not be
                     one of the input traces
   --export-trace OUT  no report: write the one trace TRACE reads to OUT as Kineto's Chrome-trace
-                    JSON (.gz: compressed), for Perfetto, HTA and TensorBoard; what turns a
-                    flight recorder's crash file into a trace they open
+                    JSON (.gz: compressed), for Perfetto, HTA and TensorBoard, its call stacks
+                    symbolised (--symbols); what turns a flight recorder's crash file into a
+                    trace they open
   -h, --help        this text
 
 Exit status: 0 done; 1 a trace cannot be read, a rank is not in the input or FILE cannot be
@@ -116,6 +132,7 @@ std::string without_library_prefix(std::string_view message) {
 }
 
 enum class Format { Text, Json, Html, Csv };
+enum class Symbols { Lines, Functions, None };
 
 struct Options {
   std::vector<std::string> paths;
@@ -125,6 +142,8 @@ struct Options {
   bool hta_compat = false;
   bool strict = false;
   bool kernels = false;
+  std::optional<dlprof::analysis::StackMetric> stacks;  // --stacks: folded stacks instead of a report
+  Symbols symbols = Symbols::Lines;
   std::optional<dlprof::analysis::DevicePeaks> peaks;
   std::optional<std::size_t> top_rows;
   std::string output;  // empty: stdout
@@ -203,7 +222,7 @@ Options parse_command_line(int argc, char** argv) {
     const std::size_t equals = argument.substr(0, 2) == "--" ? argument.find('=') : std::string_view::npos;
     const std::string_view flag = argument.substr(0, equals);
     if (flag != "--rank" && flag != "--window" && flag != "--format" && flag != "--top" && flag != "-o" &&
-        flag != "--output" && flag != "--export-trace" && flag != "--peaks")
+        flag != "--output" && flag != "--export-trace" && flag != "--peaks" && flag != "--stacks" && flag != "--symbols")
       throw UsageError(fmt::format("unknown option '{}'", argument));
     std::string_view value;
     if (equals != std::string_view::npos) {
@@ -227,6 +246,15 @@ Options parse_command_line(int argc, char** argv) {
       else throw UsageError(fmt::format("--format expects text, json, html or csv, got '{}'", value));
     } else if (flag == "--peaks") {
       options.peaks = parse_peaks(value);
+    } else if (flag == "--stacks") {
+      if (value == "cpu") options.stacks = dlprof::analysis::StackMetric::SelfCpuTime;
+      else if (value == "gpu") options.stacks = dlprof::analysis::StackMetric::SelfGpuTime;
+      else throw UsageError(fmt::format("--stacks expects cpu or gpu, got '{}'", value));
+    } else if (flag == "--symbols") {
+      if (value == "lines") options.symbols = Symbols::Lines;
+      else if (value == "functions") options.symbols = Symbols::Functions;
+      else if (value == "none") options.symbols = Symbols::None;
+      else throw UsageError(fmt::format("--symbols expects lines, functions or none, got '{}'", value));
     } else if (flag == "--export-trace") {
       if (value.empty()) throw UsageError("--export-trace needs a file name");
       options.export_trace = std::string(value);
@@ -240,6 +268,8 @@ Options parse_command_line(int argc, char** argv) {
     throw UsageError("--export-trace writes one trace: name exactly one trace file");
   if (options.format == Format::Csv && !options.kernels)
     throw UsageError("--format csv is the kernel table's: add --kernels");
+  if (options.stacks && (options.kernels || !options.export_trace.empty()))
+    throw UsageError("--stacks writes folded stacks: it goes with neither --kernels nor --export-trace");
   return options;
 }
 
@@ -366,6 +396,63 @@ auto read_windows(const Options& options, Summarize&& summarize) {
   }
 }
 
+/// Symbolises `trace`'s call stacks as --symbols asks, where this program was built with libdw;
+/// what could not be read becomes notes of the trace.
+void symbolize(dlprof::Trace& trace, Symbols symbols) {
+  if (symbols == Symbols::None || trace.modules.empty()) return;
+#if defined(DLPROF_HAS_SYMBOLIZE)
+  dlprof::SymbolizeOptions symbolize_options;
+  symbolize_options.lines = symbols == Symbols::Lines;
+  dlprof::SymbolizeResult result = dlprof::symbolize_stacks(trace, symbolize_options);
+  for (std::string& problem : result.problems) trace.read_result.notes.push_back("call stacks: " + problem);
+#else
+  trace.read_result.notes.push_back(
+      "call stacks: not symbolised (this dlprof-report was built without elfutils' libdw): frames are module+offset");
+#endif
+}
+
+/// --stacks: the folded stacks of each rank chosen; each line starts with its rank's frame where
+/// several ranks are shown.
+std::string render_folded_stacks(const Options& options) {
+  struct RankStacks {
+    std::int64_t rank = 0;
+    std::string folded;
+  };
+  auto windows = read_windows(options, [&](dlprof::Trace&& trace) {
+    RankStacks stacks;
+    stacks.rank = trace.distributed.rank;
+    if (options.rank && trace.distributed.rank != *options.rank) return stacks;
+    symbolize(trace, options.symbols);
+    for (const std::string& note : trace.read_result.notes)
+      fmt::print(stderr, "{}: rank {}: {}\n", kProgram, stacks.rank, dlprof::detail::terminal_text(note));
+    stacks.folded = dlprof::analysis::folded_stacks(trace, *options.stacks);
+    return stacks;
+  });
+  std::size_t window = 1;
+  std::vector<std::string> notes;
+  std::vector<RankStacks> ranks = choose_ranks(options, windows, [](const RankStacks& rank) { return rank.rank; }, window, notes);
+  for (const std::string& note : notes) fmt::print(stderr, "{}: {}\n", kProgram, dlprof::detail::terminal_text(note));
+  std::sort(ranks.begin(), ranks.end(), [](const RankStacks& a, const RankStacks& b) { return a.rank < b.rank; });
+  std::string text;
+  for (const RankStacks& rank : ranks) {
+    if (ranks.size() == 1) {
+      text += rank.folded;
+      continue;
+    }
+    const std::string prefix = fmt::format("rank {};", rank.rank);
+    for (std::size_t from = 0; from < rank.folded.size();) {
+      const std::size_t end = rank.folded.find('\n', from);
+      text += prefix;
+      text.append(rank.folded, from, end - from + 1);
+      from = end + 1;
+    }
+  }
+  if (text.empty())
+    fmt::print(stderr, "{}: no op or range has a call stack: record with ProfilerOptions::with_stack (DLPROF_WITH_STACK=1) "
+                       "or torch.profiler's with_stack\n", kProgram);
+  return text;
+}
+
 /// --kernels: the kernel table of each rank chosen, in the format asked for.
 std::string render_kernel_tables(const Options& options) {
   const dlprof::analysis::DevicePeaks* peaks = options.peaks ? &*options.peaks : nullptr;
@@ -402,6 +489,7 @@ Input read_ranks(const Options& options) {
       other.report.rank = trace.distributed.rank;
       return other;
     }
+    symbolize(trace, options.symbols);
     return dlprof::analyse_rank(std::move(trace), analysis_options);
   });
   Input input;
@@ -460,6 +548,10 @@ int run(int argc, char** argv) {
     } catch (const dlprof::TraceReadError& error) {
       throw InputError(without_library_prefix(error.what()));
     }
+    symbolize(trace, options.symbols);
+    for (const std::string& note : trace.read_result.notes)
+      if (dlprof::detail::starts_with(note, "call stacks: "))
+        fmt::print(stderr, "{}: {}\n", kProgram, dlprof::detail::terminal_text(note));
     try {
       dlprof::save_chrome_trace(trace, options.export_trace);
     } catch (const std::runtime_error& error) {
@@ -467,7 +559,9 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  const std::string text = options.kernels ? render_kernel_tables(options) : render(options, read_ranks(options));
+  const std::string text = options.stacks    ? render_folded_stacks(options)
+                           : options.kernels ? render_kernel_tables(options)
+                                             : render(options, read_ranks(options));
   if (!options.output.empty()) {
     write_file(options.output, text);
   } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {

@@ -121,10 +121,10 @@ class ScopedRange {
   }
 
   /// Out of line, so that a range's inlined code grows by a call; the slow path takes the stack
-  /// from this function's caller outwards, and skips this function's own frame.
+  /// from this function's caller, the range's, outwards.
   DLPROF_NOINLINE void capture_stack() noexcept {
     if (const detail::RecordingSlowPath* slow_path = detail::recording_slow_path())
-      stack_ = slow_path->capture_stack(/*skip=*/1);
+      stack_ = slow_path->capture_stack(__builtin_frame_address(0));
   }
 
   /// Formatted names are written into a per-thread array; one longer than it is formatted again

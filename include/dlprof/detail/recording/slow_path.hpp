@@ -9,7 +9,6 @@
 #pragma once
 
 #include <atomic>
-#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -32,9 +31,10 @@ struct RecordingSlowPath {
   NameId (*intern)(std::string_view name, const char** text);
   /// Names the calling thread's ring, now or when it attaches one.
   void (*set_thread_name)(std::string_view name);
-  /// The calling thread's call stack from its caller's frame outwards, after `skip` more frames,
-  /// interned (stack_table.hpp); kNoStackId (0) when it has none or it cannot be kept.
-  std::uint32_t (*capture_stack)(std::size_t skip) noexcept;
+  /// The calling thread's call stack from its caller's caller outwards, interned; `caller_frame`
+  /// is the caller's __builtin_frame_address(0) (stack_table.hpp's capture_call_stack). 0
+  /// (kNoStackId) when it has none or it cannot be kept.
+  std::uint32_t (*capture_stack)(const void* caller_frame) noexcept;
 };
 
 inline std::atomic<const RecordingSlowPath*> g_recording_slow_path{nullptr};

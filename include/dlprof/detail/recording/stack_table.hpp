@@ -159,22 +159,24 @@ struct StackCapture {
 };
 inline StackCapture g_stack_capture;
 
-/// The calling thread's stack, from its caller's frame outwards after `skip` more, interned.
-/// The Profiler's slow path (slow_path.hpp) points to it; a frame-pointer walk starts from this
-/// function's own frame, which __builtin_frame_address(0) keeps.
+/// The calling thread's stack from its caller's caller outwards, interned: `caller_frame` is the
+/// caller's __builtin_frame_address(0), where a frame-pointer walk starts (its use keeps the
+/// caller's frame pointer, so the walk finds the innermost frame kept whatever the compiler
+/// did with the frames outside it); an unwinder skips the caller's frame instead. The Profiler's
+/// slow path (slow_path.hpp) points to it.
 template <class Deferred = void>
-DLPROF_NOINLINE StackId capture_call_stack(std::size_t skip) noexcept {
+DLPROF_NOINLINE StackId capture_call_stack(const void* caller_frame) noexcept {
   thread_local StackCache cache;
   std::uintptr_t frames[kMaxStackFrames];
   const std::size_t capacity = g_stack_capture.depth.load(std::memory_order_relaxed);
   std::size_t depth = 0;
   if (g_stack_capture.by_frame_pointers.load(std::memory_order_relaxed)) {
-    depth = walk_frame_chain(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)), this_thread_stack_bounds(),
-                             frames, capacity < kMaxStackFrames ? capacity : kMaxStackFrames, skip);
+    depth = walk_frame_chain(reinterpret_cast<std::uintptr_t>(caller_frame), this_thread_stack_bounds(), frames,
+                             capacity < kMaxStackFrames ? capacity : kMaxStackFrames, /*skip=*/0);
   } else if (const UnwindBacktrace backtrace = libunwind_backtrace()) {
-    depth = frames_by_libunwind(backtrace, frames, capacity, skip);
+    depth = frames_by_libunwind(backtrace, frames, capacity, /*skip=*/1);
   } else {
-    depth = frames_by_libgcc(frames, capacity, skip);
+    depth = frames_by_libgcc(frames, capacity, /*skip=*/1);
   }
   return cache.intern(frames, depth);
 }
