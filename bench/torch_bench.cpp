@@ -469,14 +469,16 @@ struct PairedTimes {
   }
 };
 
+/// `stacks`: with_stack, each op's C++ call stack taken by the unwind tables (libunwind).
 template <class Workload>
-void paired_dlprof(benchmark::State& state, bool shapes) {
+void paired_dlprof(benchmark::State& state, bool shapes, bool stacks = false) {
   const OpCount& count = op_count<Workload>();
   auto workload = make_workload<Workload>();
   TraceTally tally;
   dlprof::Profiler profiler(dlprof::ProfilerOptions{}
                                 .schedule(dlprof::schedule(count.window, 0, count.window))
                                 .record_shapes(shapes)
+                                .with_stack(stacks)
                                 .on_trace_ready(tally.handler()));
   profiler.start();
   PairedTimes times;
@@ -595,6 +597,11 @@ void BM_paired_dlprof_ops(benchmark::State& state) {
 template <class Workload>
 void BM_paired_dlprof_ops_shapes(benchmark::State& state) {
   paired_dlprof<Workload>(state, true);
+}
+
+template <class Workload>
+void BM_paired_dlprof_ops_stack(benchmark::State& state) {
+  paired_dlprof<Workload>(state, false, true);
 }
 
 template <class Workload>
@@ -929,6 +936,7 @@ void register_workload() {
   const std::vector<std::pair<const char*, Fn>> paired = {
       {"paired_dlprof_ops", &BM_paired_dlprof_ops<Workload>},
       {"paired_dlprof_ops_shapes", &BM_paired_dlprof_ops_shapes<Workload>},
+      {"paired_dlprof_ops_stack", &BM_paired_dlprof_ops_stack<Workload>},
       {"paired_record_profile", &BM_paired_record_profile<Workload>},
       {"paired_kineto_state_collector", &BM_paired_kineto_state_collector<Workload>},
       {"paired_kineto_state_collector_shapes", &BM_paired_kineto_state_collector_shapes<Workload>},

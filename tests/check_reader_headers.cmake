@@ -2,13 +2,15 @@
 # runtime: one that installs a signal handler, a fork hook or std::terminate, starts a thread, or
 # touches the rings. The reader may use the ring record's plain layout (recording/record.hpp), a
 # DLPROF_RANGE_F's kept arguments and their formatting (recording/format_arguments.hpp,
-# window/formatted_name.hpp), the clock's conversion (recording/clock.hpp) and the window's
-# assembly (window/assemble.hpp).
+# window/formatted_name.hpp), the clock's conversion (recording/clock.hpp), the window's
+# assembly (window/assemble.hpp) and the pure helpers of traces (text.hpp, sorted_runs.hpp,
+# forward_ops.hpp).
 #   cmake -DCXX=... -DSOURCE=... -DINCLUDE_DIR=... [-DDEFINITIONS=...] -P check_reader_headers.cmake
 cmake_minimum_required(VERSION 3.16)
 set(allowed_detail_headers
     detail/text.hpp
     detail/sorted_runs.hpp
+    detail/forward_ops.hpp
     detail/recording/clock.hpp
     detail/recording/record.hpp
     detail/recording/format_arguments.hpp
