@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -111,26 +112,21 @@ void BM_addr2line(benchmark::State& state) {
       state.SkipWithError("addr2line (binutils) cannot be run");
       return;
     }
-    // addr2line answers line by line: write and read in turns so that neither pipe fills.
-    std::size_t written = 0;
+    // addr2line buffers what it writes into a pipe: the addresses go in from a thread of their
+    // own while this one reads, so that neither side waits on the other.
+    std::thread writer([&] {
+      for (std::size_t written = 0; written < input.size();) {
+        const ssize_t sent = ::write(to_child[1], input.data() + written, input.size() - written);
+        if (sent <= 0) break;
+        written += static_cast<std::size_t>(sent);
+      }
+      ::close(to_child[1]);
+    });
     char buffer[1 << 16];
     std::size_t newlines = 0;
-    bool input_closed = false;
-    while (true) {
-      if (!input_closed) {
-        const std::size_t chunk = std::min<std::size_t>(4096, input.size() - written);
-        const ssize_t sent = ::write(to_child[1], input.data() + written, chunk);
-        if (sent > 0) written += static_cast<std::size_t>(sent);
-        if (sent <= 0 || written == input.size()) {
-          ::close(to_child[1]);
-          input_closed = true;
-        }
-      }
-      const ssize_t got = ::read(from_child[0], buffer, sizeof(buffer));
-      if (got <= 0) break;
+    for (ssize_t got; (got = ::read(from_child[0], buffer, sizeof(buffer))) > 0;)
       for (ssize_t k = 0; k < got; ++k) newlines += buffer[k] == '\n';
-    }
-    if (!input_closed) ::close(to_child[1]);
+    writer.join();
     ::close(from_child[0]);
     int status = 0;
     ::waitpid(child, &status, 0);

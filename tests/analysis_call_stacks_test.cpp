@@ -1,6 +1,7 @@
 // Call stacks in the analyses (analysis/call_stacks.hpp): folded stacks of self CPU and GPU time,
 // checked by hand, and the innermost frame of the user's own code.
 #include <dlprof/analysis/call_stacks.hpp>
+#include <dlprof/report.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -91,6 +92,41 @@ TEST(AnalysisCallStacksTest, TheInnermostUserFrameSkipsLibrariesAndTheirNamespac
   Trace libraries_only = trace;
   libraries_only.stacks = {CallStack{2, 2}};
   EXPECT_EQ(dlprof::analysis::innermost_user_frame(libraries_only, libraries_only.stacks[0]), std::nullopt);
+}
+
+TEST(AnalysisCallStacksTest, OpsAreGroupedByTheInnermostLineOfTheUsersCode) {
+  const Trace trace = trace_with_stacks();
+  const dlprof::analysis::CodeLines code = dlprof::analysis::code_lines(trace, 10);
+  // Every op's stack reaches Block::forward: aten::linear twice (40 + 40 us of self time) and
+  // aten::addmm (60 us) that launched the 30 us kernel. The range is no op.
+  EXPECT_EQ(code.lines, 1u);
+  EXPECT_EQ(code.ops_with_stacks, 3u);
+  EXPECT_EQ(code.ops_in_libraries, 0u);
+  EXPECT_EQ(code.self_cpu_ns, 140'000);
+  EXPECT_EQ(code.gpu_ns, 30'000);
+  ASSERT_EQ(code.by_cpu.size(), 1u);
+  const dlprof::analysis::CodeLine& line = code.by_cpu[0];
+  EXPECT_EQ(line.line, "train.cpp(42): Block::forward(at::Tensor)");
+  EXPECT_EQ(line.self_cpu_ns, 140'000);
+  EXPECT_EQ(line.gpu_ns, 30'000);
+  EXPECT_EQ(line.ops, 3u);
+  EXPECT_EQ(line.top_op, "aten::linear");
+  EXPECT_EQ(line.top_kernel, "gemm_kernel");
+  ASSERT_EQ(code.by_gpu.size(), 1u);
+  EXPECT_EQ(code.by_gpu[0].line, line.line);
+
+  Trace without = trace;
+  for (TraceEvent& event : without.events) event.stack = TraceEvent::kNoStack;
+  EXPECT_TRUE(dlprof::analysis::code_lines(without, 10).empty());
+}
+
+TEST(AnalysisCallStacksTest, TheReportNamesTheLineInEachFormat) {
+  const dlprof::Report report = dlprof::make_report(trace_with_stacks());
+  EXPECT_THAT(dlprof::render_text(report),
+              ::testing::AllOf(::testing::HasSubstr("Which line of code"),
+                               ::testing::HasSubstr("The line that launched the most GPU time: train.cpp(42): Block::forward(at::Tensor)")));
+  EXPECT_THAT(dlprof::render_json(report), ::testing::HasSubstr(R"("code_lines")"));
+  EXPECT_THAT(dlprof::render_html(report), ::testing::HasSubstr("Which line of code"));
 }
 
 }  // namespace analysis_call_stacks_test

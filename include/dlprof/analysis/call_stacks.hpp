@@ -45,29 +45,40 @@ inline std::string frame_text(const Trace& trace, const StackFrame& frame) {
   return dlprof::detail::unsymbolised_frame_text(trace.modules, frame.address);
 }
 
-/// The folded stacks of `trace`'s ops and ranges that have a stack, `metric` summed per distinct
-/// line and the lines in text order; lines of zero are left out. A ';' in a frame's text becomes
-/// ',' so that it separates no frames.
-inline std::string folded_stacks(const Trace& trace, StackMetric metric) {
-  const detail::SliceTree tree(trace);
+namespace detail {
+
+/// Each slice's `metric` by event index (0 for other events): its self CPU time, or the GPU time
+/// of the work it launched itself (the slice whose External id the work carries, else the
+/// innermost slice around its launch call).
+inline std::vector<std::int64_t> time_of_each_slice(const Trace& trace, const SliceTree& tree, StackMetric metric) {
   std::vector<std::int64_t> value(trace.events.size(), 0);
   if (metric == StackMetric::SelfCpuTime) {
     for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
       if (!is_slice(trace.events[i].kind)) continue;
       value[i] += trace.events[i].duration_ns();
-      if (const std::uint32_t parent = tree.parent(i); parent != detail::SliceTree::kNone)
-        value[parent] -= trace.events[i].duration_ns();
+      if (const std::uint32_t parent = tree.parent(i); parent != SliceTree::kNone) value[parent] -= trace.events[i].duration_ns();
     }
-  } else {
-    for (const GpuEvent& work : trace.gpu_events) {
-      if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
-      std::uint32_t launcher = tree.with_external_id(work.external_id);
-      if (launcher == detail::SliceTree::kNone)
-        if (const ApiEvent* call = tree.call_with_correlation(work.correlation))
-          launcher = tree.innermost_at(call->thread, call->start_ns);
-      if (launcher != detail::SliceTree::kNone) value[launcher] += work.end_ns - work.start_ns;
-    }
+    return value;
   }
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
+    std::uint32_t launcher = tree.with_external_id(work.external_id);
+    if (launcher == SliceTree::kNone)
+      if (const ApiEvent* call = tree.call_with_correlation(work.correlation))
+        launcher = tree.innermost_at(call->thread, call->start_ns);
+    if (launcher != SliceTree::kNone) value[launcher] += work.end_ns - work.start_ns;
+  }
+  return value;
+}
+
+}  // namespace detail
+
+/// The folded stacks of `trace`'s ops and ranges that have a stack, `metric` summed per distinct
+/// line and the lines in text order; lines of zero are left out. A ';' in a frame's text becomes
+/// ',' so that it separates no frames.
+inline std::string folded_stacks(const Trace& trace, StackMetric metric) {
+  const detail::SliceTree tree(trace);
+  const std::vector<std::int64_t> value = detail::time_of_each_slice(trace, tree, metric);
   const auto clean = [](std::string text) {
     std::replace(text.begin(), text.end(), kineto::arg::kCallStackSeparator, ',');
     std::replace(text.begin(), text.end(), '\n', ' ');
@@ -147,6 +158,108 @@ inline std::optional<std::string> innermost_user_frame(const Trace& trace, const
     if (!is_library_frame(text)) return text;
   }
   return std::nullopt;
+}
+
+/// The ops of one line of the user's code: the innermost frame of their stacks that is not a
+/// library's.
+struct CodeLine {
+  std::string line;              ///< "train.cpp(142): Block::forward(at::Tensor)", or "libx.so+0x1a2b" unsymbolised
+  std::int64_t self_cpu_ns = 0;  ///< the self CPU time of its ops
+  std::int64_t gpu_ns = 0;       ///< the GPU time of the work its ops launched
+  std::uint64_t ops = 0;         ///< op calls
+  std::string top_op;            ///< its op with the most self CPU time
+  std::string top_kernel;        ///< the kernel (or copy, fill) with the most time its ops launched
+};
+
+/// The ops with a stack by the line of the user's code they came from.
+struct CodeLines {
+  std::vector<CodeLine> by_cpu;  ///< by self CPU time, at most the rows asked for
+  std::vector<CodeLine> by_gpu;  ///< those with GPU time, by it, at most the rows asked for
+  std::size_t lines = 0;         ///< distinct lines
+  std::uint64_t ops_with_stacks = 0;
+  std::uint64_t ops_in_libraries = 0;  ///< whose every frame is a library's: in no line
+  std::int64_t self_cpu_ns = 0;        ///< all ops' with a stack
+  std::int64_t gpu_ns = 0;
+
+  bool empty() const noexcept { return ops_with_stacks == 0; }
+};
+
+/// `trace`'s ops grouped by the innermost frame of the user's code in their stacks (the kernel
+/// table's and top kernels' "line"), the `rows` first of each ranking.
+inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
+  CodeLines result;
+  bool has_stacks = false;
+  for (const TraceEvent& event : trace.events) has_stacks = has_stacks || (event.kind == EventKind::Op && event.stack != TraceEvent::kNoStack);
+  if (!has_stacks) return result;
+  const detail::SliceTree tree(trace);
+  const std::vector<std::int64_t> cpu = detail::time_of_each_slice(trace, tree, StackMetric::SelfCpuTime);
+  // Each kernel's time by the slice that launched it, to name the top kernel of each line.
+  std::vector<std::pair<std::uint32_t, const GpuEvent*>> launched;
+  for (const GpuEvent& work : trace.gpu_events) {
+    if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
+    std::uint32_t launcher = tree.with_external_id(work.external_id);
+    if (launcher == detail::SliceTree::kNone)
+      if (const ApiEvent* call = tree.call_with_correlation(work.correlation)) launcher = tree.innermost_at(call->thread, call->start_ns);
+    if (launcher != detail::SliceTree::kNone) launched.emplace_back(launcher, &work);
+  }
+  struct Tally {
+    CodeLine line;
+    std::map<std::string_view, std::int64_t> op_cpu;
+    std::map<std::string_view, std::int64_t> kernel_gpu;
+  };
+  std::map<std::string, Tally> by_line;
+  std::vector<std::optional<std::string>> line_of_stack(trace.stacks.size());
+  std::vector<bool> line_known(trace.stacks.size(), false);
+  std::vector<Tally*> tally_of_event(trace.events.size(), nullptr);
+  for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& event = trace.events[i];
+    if (event.kind != EventKind::Op || event.stack == TraceEvent::kNoStack) continue;
+    ++result.ops_with_stacks;
+    result.self_cpu_ns += cpu[i];
+    if (!line_known[event.stack]) {
+      line_of_stack[event.stack] = innermost_user_frame(trace, trace.stacks[event.stack]);
+      line_known[event.stack] = true;
+    }
+    const std::optional<std::string>& line = line_of_stack[event.stack];
+    if (!line) {
+      ++result.ops_in_libraries;
+      continue;
+    }
+    Tally& tally = by_line[*line];
+    tally.line.line = *line;
+    tally.line.self_cpu_ns += cpu[i];
+    ++tally.line.ops;
+    tally.op_cpu[trace.name_of(event)] += cpu[i];
+    tally_of_event[i] = &tally;
+  }
+  for (const auto& [launcher, work] : launched) {
+    Tally* tally = tally_of_event[launcher];
+    const std::int64_t ns = work->end_ns - work->start_ns;
+    if (trace.events[launcher].stack != TraceEvent::kNoStack && trace.events[launcher].kind == EventKind::Op) result.gpu_ns += ns;
+    if (tally == nullptr) continue;
+    tally->line.gpu_ns += ns;
+    tally->kernel_gpu[trace.names[work->name]] += ns;
+  }
+  const auto top_of = [](const std::map<std::string_view, std::int64_t>& totals) {
+    const auto top = std::max_element(totals.begin(), totals.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    return top == totals.end() ? std::string() : std::string(top->first);
+  };
+  std::vector<CodeLine> lines;
+  for (auto& [text, tally] : by_line) {
+    tally.line.top_op = top_of(tally.op_cpu);
+    tally.line.top_kernel = top_of(tally.kernel_gpu);
+    lines.push_back(std::move(tally.line));
+  }
+  result.lines = lines.size();
+  const auto first_rows = [rows](std::vector<CodeLine> ranked, auto key) {
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const CodeLine& a, const CodeLine& b) { return key(a) > key(b); });
+    ranked.erase(std::remove_if(ranked.begin(), ranked.end(), [&](const CodeLine& line) { return key(line) <= 0; }), ranked.end());
+    if (ranked.size() > rows) ranked.resize(rows);
+    return ranked;
+  };
+  result.by_cpu = first_rows(lines, [](const CodeLine& line) { return line.self_cpu_ns; });
+  result.by_gpu = first_rows(std::move(lines), [](const CodeLine& line) { return line.gpu_ns; });
+  return result;
 }
 
 }  // namespace analysis

@@ -23,10 +23,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -77,12 +80,15 @@ inline std::string module_build_id(Dwfl_Module* module) {
 }
 
 /// The name of a function's DIE (a subprogram or an inlined subroutine), demangled from its
-/// linkage name where it has one, else its plain name; both looked up through its abstract origin.
-inline std::string function_name(Dwarf_Die* die) {
+/// linkage name where it has one (looked up through its abstract origin), else `symbol` (the ELF
+/// symbol of a function's own code, which names a function of internal linkage with its
+/// namespaces and parameters) where given, else its plain name.
+inline std::string function_name(Dwarf_Die* die, const char* symbol = nullptr) {
   Dwarf_Attribute attribute;
   for (const int name : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name})
     if (::dwarf_attr_integrate(die, name, &attribute) != nullptr)
       if (const char* linkage = ::dwarf_formstring(&attribute)) return demangled(linkage);
+  if (symbol != nullptr) return demangled(symbol);
   const char* plain = ::dwarf_diename(die);
   return plain != nullptr ? std::string(plain) : std::string("??");
 }
@@ -118,7 +124,10 @@ class Symboliser {
     if (options_.lines && append_inlined_frames(read, pc, frames)) return frames;
     const char* symbol = ::dwfl_module_addrname(read, pc);
     if (symbol == nullptr) return frames;
-    std::string frame = demangled(symbol);
+    // libdwfl keeps a symbol's name where it read it: the pointer names the symbol.
+    auto [cached, inserted] = demangled_symbols_.try_emplace(symbol);
+    if (inserted) cached->second = demangled(symbol);
+    const std::string& frame = cached->second;
     if (options_.lines)
       if (Dwfl_Line* line = ::dwfl_module_getsrc(read, pc)) {
         int number = 0;
@@ -179,57 +188,150 @@ class Symboliser {
     return reported;
   }
 
+  /// The functions of one compile unit, by address: its concrete subprograms and the calls
+  /// inlined into them, each with the function it is inlined into. Read once per unit, so that an
+  /// address's chain of inlined calls is a binary search rather than a walk of the unit's DIEs.
+  struct UnitFunctions {
+    static constexpr std::uint32_t kNone = UINT32_MAX;
+    struct Function {
+      Dwarf_Off die = 0;                 // read again for its name
+      std::uint32_t caller = kNone;      // an inlined call: the function it is inlined into
+      std::uint32_t first_piece = 0;     // its address ranges: pieces[first_piece, +piece_count)
+      std::uint32_t piece_count = 0;
+      Dwarf_Word call_file = 0;          // an inlined call: where it is in its caller
+      Dwarf_Word call_line = 0;
+      bool inlined = false;
+    };
+    struct Piece {
+      Dwarf_Addr low = 0;
+      Dwarf_Addr high = 0;
+      std::uint32_t function = 0;
+    };
+    std::vector<Function> functions;
+    std::vector<Piece> pieces;   // by function
+    std::vector<Piece> by_low;   // the same, by start address
+    std::unordered_map<Dwarf_Off, std::string> names;
+
+    bool holds(std::uint32_t function, Dwarf_Addr pc) const noexcept {
+      const Function& f = functions[function];
+      for (std::uint32_t i = 0; i < f.piece_count; ++i)
+        if (pieces[f.first_piece + i].low <= pc && pc < pieces[f.first_piece + i].high) return true;
+      return false;
+    }
+
+    std::uint32_t depth_of(std::uint32_t function) const noexcept {
+      std::uint32_t depth = 0;
+      while ((function = functions[function].caller) != kNone) ++depth;
+      return depth;
+    }
+
+    /// The innermost function holding `pc`, kNone where none does. Functions nest, but an inlined
+    /// call's code may be split into pieces that interleave with its siblings': the pieces that
+    /// start before `pc` are tried from the nearest back, with the functions around the nearest,
+    /// and the deepest that holds `pc` wins.
+    std::uint32_t innermost_at(Dwarf_Addr pc) const noexcept {
+      constexpr int kPiecesTried = 256;
+      auto after = std::upper_bound(by_low.begin(), by_low.end(), pc, [](Dwarf_Addr at, const Piece& piece) { return at < piece.low; });
+      if (after == by_low.begin()) return kNone;
+      std::uint32_t best = kNone;
+      std::uint32_t best_depth = 0;
+      const auto consider = [&](std::uint32_t function) {
+        const std::uint32_t depth = depth_of(function);
+        if (best == kNone || depth > best_depth) {
+          best = function;
+          best_depth = depth;
+        }
+      };
+      for (std::uint32_t function = (after - 1)->function; function != kNone; function = functions[function].caller)
+        if (holds(function, pc)) {
+          consider(function);
+          break;
+        }
+      for (int tried = 0; after != by_low.begin() && tried < kPiecesTried; ++tried) {
+        --after;
+        if (pc < after->high) consider(after->function);
+      }
+      return best;
+    }
+
+    void collect(Dwarf_Die* parent, std::uint32_t caller) {
+      Dwarf_Die child;
+      if (::dwarf_child(parent, &child) != 0) return;
+      do {
+        const int tag = ::dwarf_tag(&child);
+        std::uint32_t inside = caller;
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+          Function function;
+          function.die = ::dwarf_dieoffset(&child);
+          function.inlined = tag == DW_TAG_inlined_subroutine;
+          function.caller = function.inlined ? caller : kNone;
+          function.first_piece = static_cast<std::uint32_t>(pieces.size());
+          const auto index = static_cast<std::uint32_t>(functions.size());
+          Dwarf_Addr base = 0, low = 0, high = 0;
+          for (std::ptrdiff_t offset = 0; (offset = ::dwarf_ranges(&child, offset, &base, &low, &high)) > 0;)
+            if (low < high) pieces.push_back(Piece{low, high, index});
+          function.piece_count = static_cast<std::uint32_t>(pieces.size()) - function.first_piece;
+          if (function.piece_count != 0) {  // declarations and abstract instances have no code
+            Dwarf_Attribute attribute;
+            if (function.inlined) {
+              ::dwarf_formudata(::dwarf_attr(&child, DW_AT_call_file, &attribute), &function.call_file);
+              ::dwarf_formudata(::dwarf_attr(&child, DW_AT_call_line, &attribute), &function.call_line);
+            }
+            functions.push_back(function);
+            inside = index;
+          }
+        }
+        if (::dwarf_haschildren(&child)) collect(&child, inside);
+      } while (::dwarf_siblingof(&child, &child) == 0);
+    }
+  };
+
   /// Where the module has DWARF for `pc`: one frame per function inlined there, then the function
   /// they are inlined into, each at its line (the innermost at the line table's, the others at
   /// the call site of the one inside them). Returns false without DWARF for `pc`.
   bool append_inlined_frames(Dwfl_Module* module, Dwarf_Addr pc, std::vector<std::string>& frames) {
     Dwarf_Addr bias = 0;
-    Dwarf_Die* unit = ::dwfl_module_addrdie(module, pc, &bias);
-    if (unit == nullptr) return false;
-    // dwarf_getscopes() follows an inlined function's abstract definition outwards; the functions
-    // it is inlined into are the physical parents of its DIE, which dwarf_getscopes_die() gives.
-    Dwarf_Die* at_pc = nullptr;
-    const int at_pc_count = ::dwarf_getscopes(unit, pc - bias, &at_pc);
-    if (at_pc_count <= 0) return false;
-    std::unique_ptr<Dwarf_Die, void (*)(void*)> owned_at_pc(at_pc, std::free);
-    int innermost = 0;
-    while (innermost < at_pc_count && ::dwarf_tag(&at_pc[innermost]) != DW_TAG_subprogram &&
-           ::dwarf_tag(&at_pc[innermost]) != DW_TAG_inlined_subroutine)
-      ++innermost;
-    if (innermost == at_pc_count) return false;
-    Dwarf_Die* scopes = nullptr;
-    const int count = ::dwarf_getscopes_die(&at_pc[innermost], &scopes);
-    if (count <= 0) return false;
-    std::unique_ptr<Dwarf_Die, void (*)(void*)> owned(scopes, std::free);
-    // The line of the innermost function comes from the line table.
+    Dwarf_Die* unit_die = ::dwfl_module_addrdie(module, pc, &bias);
+    if (unit_die == nullptr) return false;
+    Dwarf_Addr module_bias = 0;
+    Dwarf* dwarf = ::dwfl_module_getdwarf(module, &module_bias);
+    if (dwarf == nullptr) return false;
+    auto [found, inserted] = units_.try_emplace(std::make_pair(module, ::dwarf_dieoffset(unit_die)));
+    UnitFunctions& unit = found->second;
+    if (inserted) {
+      unit.collect(unit_die, UnitFunctions::kNone);
+      unit.by_low = unit.pieces;
+      std::sort(unit.by_low.begin(), unit.by_low.end(), [](const auto& a, const auto& b) { return a.low < b.low; });
+    }
+    const Dwarf_Addr at = pc - bias;
+    std::uint32_t function = unit.innermost_at(at);
+    if (function == UnitFunctions::kNone) return false;
     std::string file = "??";
     int line = 0;
-    if (Dwarf_Line* row = ::dwarf_getsrc_die(unit, pc - bias)) {
+    if (Dwarf_Line* row = ::dwarf_getsrc_die(unit_die, at)) {
       if (const char* name = ::dwarf_linesrc(row, nullptr, nullptr)) file = name;
       ::dwarf_lineno(row, &line);
     }
     Dwarf_Files* files = nullptr;
     std::size_t file_count = 0;
-    const bool have_files = ::dwarf_getsrcfiles(unit, &files, &file_count) == 0;
-    const std::size_t before = frames.size();
-    for (int i = 0; i < count; ++i) {
-      Dwarf_Die* scope = &scopes[i];
-      const int tag = ::dwarf_tag(scope);
-      if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine) continue;
-      frames.push_back(fmt::format("{}({}): {}", file, line, function_name(scope)));
-      if (tag == DW_TAG_subprogram) break;
-      // The next function out was at this inlined call's site.
-      Dwarf_Attribute attribute;
-      Dwarf_Word call_file = 0;
-      Dwarf_Word call_line = 0;
+    const bool have_files = ::dwarf_getsrcfiles(unit_die, &files, &file_count) == 0;
+    for (; function != UnitFunctions::kNone; function = unit.functions[function].caller) {
+      const UnitFunctions::Function& current = unit.functions[function];
+      auto [name, named] = unit.names.try_emplace(current.die);
+      if (named) {
+        Dwarf_Die die;
+        const char* symbol = current.inlined ? nullptr : ::dwfl_module_addrname(module, pc);
+        name->second = ::dwarf_offdie(dwarf, current.die, &die) != nullptr ? function_name(&die, symbol) : std::string("??");
+      }
+      frames.push_back(fmt::format("{}({}): {}", file, line, name->second));
+      if (!current.inlined) break;
+      // The function it is inlined into was at this call's site.
       file = "??";
-      line = 0;
-      if (::dwarf_formudata(::dwarf_attr(scope, DW_AT_call_file, &attribute), &call_file) == 0 && have_files)
-        if (const char* name = ::dwarf_filesrc(files, call_file, nullptr, nullptr)) file = name;
-      if (::dwarf_formudata(::dwarf_attr(scope, DW_AT_call_line, &attribute), &call_line) == 0)
-        line = static_cast<int>(call_line);
+      if (have_files && current.call_file < file_count)
+        if (const char* name_of_file = ::dwarf_filesrc(files, current.call_file, nullptr, nullptr)) file = name_of_file;
+      line = static_cast<int>(current.call_line);
     }
-    return frames.size() != before;
+    return true;
   }
 
   const std::vector<LoadedModule>& modules_;
@@ -237,6 +339,8 @@ class Symboliser {
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   std::vector<ReadModule> read_;
+  std::map<std::pair<Dwfl_Module*, Dwarf_Off>, UnitFunctions> units_;  // by module and unit DIE
+  std::unordered_map<const char*, std::string> demangled_symbols_;  // by the name libdwfl holds
   std::vector<std::string> problems_;
 };
 

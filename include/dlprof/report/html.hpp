@@ -34,6 +34,7 @@
 #include "dlprof/detail/text.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/limits.hpp"
+#include "dlprof/report/detail/code_lines_section.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -565,6 +566,7 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     }
     html.table({"Thread", "Waiting", "Waits", "Longest in"}, rows, 3);
   }
+  if (!rank.code_lines.empty()) html_section(html, code_lines_section(rank));
   if (!rank.thread_cpu.empty()) {
     html_section(html, thread_cpu_section(rank, report.options.top_rows));
   }

@@ -53,6 +53,10 @@
 //        "blocked_elsewhere_us"} (over the steps), "loaders": null or {"threads", "mean_cpu_pct",
 //        "busiest", "busiest_cpu_pct", "idlest", "idlest_cpu_pct"} (OS ids)}: each recording
 //        thread's time on a CPU, waiting for one and blocked (analysis/thread_cpu.hpp),
+//      "code_lines": {"lines", "ops_with_stacks", "ops_in_libraries", "self_cpu_us", "gpu_us",
+//        "by_cpu": [{"line", "self_cpu_us", "gpu_us", "calls", "top_op", "top_kernel"}] (by self CPU
+//        time, at most top_rows), "by_gpu": [the same] (by GPU time, those with some)}: the ops with
+//        call stacks by the innermost frame of the user's code (analysis/call_stacks.hpp); {} without,
 //      "top_kernels": [{"name", "short_name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "limits": {"mfu": null or {"utilization_pct", "achieved_tflops", "peak_tflops", "precision",
 //        "matrix_units", "devices", "flops", "span_us", "unknown_ops"} (over the steps),
@@ -530,6 +534,34 @@ inline void json_thread_time(JsonTree& json, const analysis::ThreadTime& time) {
   json.member_number("blocked_pct", 100 * time.blocked_share());
 }
 
+inline void json_code_lines(JsonTree& json, const analysis::CodeLines& code) {
+  json.key("code_lines");
+  json.begin_object();
+  if (!code.empty()) {
+    json.member_integer("lines", static_cast<std::int64_t>(code.lines));
+    json.member_integer("ops_with_stacks", static_cast<std::int64_t>(code.ops_with_stacks));
+    json.member_integer("ops_in_libraries", static_cast<std::int64_t>(code.ops_in_libraries));
+    json.member_us("self_cpu_us", code.self_cpu_ns);
+    json.member_us("gpu_us", code.gpu_ns);
+    for (const auto& [name, lines] : {std::pair{"by_cpu", &code.by_cpu}, std::pair{"by_gpu", &code.by_gpu}}) {
+      json.key(name);
+      json.begin_array();
+      for (const analysis::CodeLine& line : *lines) {
+        json.begin_object();
+        json.member("line", line.line);
+        json.member_us("self_cpu_us", line.self_cpu_ns);
+        json.member_us("gpu_us", line.gpu_ns);
+        json.member_integer("calls", static_cast<std::int64_t>(line.ops));
+        json.member("top_op", line.top_op);
+        json.member("top_kernel", line.top_kernel);
+        json.end_object();
+      }
+      json.end_array();
+    }
+  }
+  json.end_object();
+}
+
 inline void json_thread_cpu(JsonTree& json, const analysis::ThreadCpu& cpu, std::size_t rows) {
   json.key("thread_cpu");
   json.begin_object();
@@ -739,6 +771,7 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   json.end_array();
 
   json_thread_cpu(json, rank.thread_cpu, report.options.top_rows);
+  json_code_lines(json, rank.code_lines);
   json_limits(json, rank, report.options.top_rows);
 
   json.key("gpu_activities");

@@ -43,6 +43,7 @@
 #include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/thread_cpu.hpp"
+#include "dlprof/analysis/call_stacks.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -135,6 +136,9 @@ struct RankReport {
   std::vector<analysis::DeviceClock> clocks;
   /// How busy each recording thread was in each step: running, waiting for a CPU, blocked.
   analysis::ThreadCpu thread_cpu;
+  /// Which line of code: the ops with call stacks by the innermost frame of the user's code, the
+  /// first top_rows by self CPU time and by the GPU time they launched.
+  analysis::CodeLines code_lines;
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
   std::uint64_t overflowed_names = 0;    ///< names recorded as "<dlprof: name table full>"
@@ -435,6 +439,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     rounds[0].emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
     rounds[0].emplace_back([trace, rank] { rank->syncs = analysis::host_syncs(*trace); });
     rounds[0].emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
+    rounds[0].emplace_back([trace, rank, &options] { rank->code_lines = analysis::code_lines(*trace, options.top_rows); });
     rounds[0].emplace_back([trace, rank, &options] {
       rank->roofline = analysis::roofline(*trace, options.peaks ? &*options.peaks : nullptr);
     });

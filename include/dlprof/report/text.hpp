@@ -22,6 +22,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/limits.hpp"
+#include "dlprof/report/detail/code_lines_section.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -291,6 +292,18 @@ inline void text_thread_cpu(fmt::memory_buffer& out, const RankReport& rank, std
     fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
 }
 
+/// Which line of code: the ops by the line of the user's code they came from.
+inline void text_code_lines(fmt::memory_buffer& out, const RankReport& rank) {
+  const CodeLinesSection lines = code_lines_section(rank);
+  section(out, lines.title);
+  for (const std::string& line : lines.lines) fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
+  TextTable table({{lines.headers[0], Align::Left, 56}, {lines.headers[1]}, {lines.headers[2]}, {lines.headers[3]},
+                   {lines.headers[4]}, {lines.headers[5]}, {lines.headers[6], Align::Left, 24}, {lines.headers[7], Align::Left, 24}});
+  for (const std::vector<std::string>& row : lines.rows) table.add_row(row);
+  table.render(out);
+  for (const std::string& note : lines.notes) fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
+}
+
 /// How far from the limit: MFU, roofs, clocks, and the ops that lost the most time.
 inline void text_limits(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
   const LimitsSection limits = limits_section(rank, rows);
@@ -386,6 +399,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
     text_hta(out, rank.hta, options.analysis);
   }
   text_top_ops(out, rank);
+  if (!rank.code_lines.empty()) text_code_lines(out, rank);
   text_idle_threads(out, rank, options.top_rows);
   if (!rank.thread_cpu.empty()) text_thread_cpu(out, rank, options.top_rows);
   if (rank.gpu_activity) {
