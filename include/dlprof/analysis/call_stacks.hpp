@@ -47,9 +47,17 @@ inline std::string frame_text(const Trace& trace, const StackFrame& frame) {
 
 namespace detail {
 
+/// The slice that launched `work`: the one whose External id it carries, else the innermost
+/// slice around its launch call; SliceTree::kNone where neither is in the trace.
+inline std::uint32_t launcher_of(const SliceTree& tree, const GpuEvent& work) {
+  const std::uint32_t linked = tree.with_external_id(work.external_id);
+  if (linked != SliceTree::kNone) return linked;
+  const ApiEvent* call = tree.call_with_correlation(work.correlation);
+  return call == nullptr ? SliceTree::kNone : tree.innermost_at(call->thread, call->start_ns);
+}
+
 /// Each slice's `metric` by event index (0 for other events): its self CPU time, or the GPU time
-/// of the work it launched itself (the slice whose External id the work carries, else the
-/// innermost slice around its launch call).
+/// of the work it launched itself (launcher_of()).
 inline std::vector<std::int64_t> time_of_each_slice(const Trace& trace, const SliceTree& tree, StackMetric metric) {
   std::vector<std::int64_t> value(trace.events.size(), 0);
   if (metric == StackMetric::SelfCpuTime) {
@@ -62,11 +70,8 @@ inline std::vector<std::int64_t> time_of_each_slice(const Trace& trace, const Sl
   }
   for (const GpuEvent& work : trace.gpu_events) {
     if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
-    std::uint32_t launcher = tree.with_external_id(work.external_id);
-    if (launcher == SliceTree::kNone)
-      if (const ApiEvent* call = tree.call_with_correlation(work.correlation))
-        launcher = tree.innermost_at(call->thread, call->start_ns);
-    if (launcher != SliceTree::kNone) value[launcher] += work.end_ns - work.start_ns;
+    if (const std::uint32_t launcher = launcher_of(tree, work); launcher != SliceTree::kNone)
+      value[launcher] += work.end_ns - work.start_ns;
   }
   return value;
 }
@@ -188,8 +193,9 @@ struct CodeLines {
 /// table's and top kernels' "line"), the `rows` first of each ranking.
 inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
   CodeLines result;
-  bool has_stacks = false;
-  for (const TraceEvent& event : trace.events) has_stacks = has_stacks || (event.kind == EventKind::Op && event.stack != TraceEvent::kNoStack);
+  const bool has_stacks = std::any_of(trace.events.begin(), trace.events.end(), [](const TraceEvent& event) {
+    return event.kind == EventKind::Op && event.stack != TraceEvent::kNoStack;
+  });
   if (!has_stacks) return result;
   const detail::SliceTree tree(trace);
   const std::vector<std::int64_t> cpu = detail::time_of_each_slice(trace, tree, StackMetric::SelfCpuTime);
@@ -197,10 +203,8 @@ inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
   std::vector<std::pair<std::uint32_t, const GpuEvent*>> launched;
   for (const GpuEvent& work : trace.gpu_events) {
     if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
-    std::uint32_t launcher = tree.with_external_id(work.external_id);
-    if (launcher == detail::SliceTree::kNone)
-      if (const ApiEvent* call = tree.call_with_correlation(work.correlation)) launcher = tree.innermost_at(call->thread, call->start_ns);
-    if (launcher != detail::SliceTree::kNone) launched.emplace_back(launcher, &work);
+    if (const std::uint32_t launcher = detail::launcher_of(tree, work); launcher != detail::SliceTree::kNone)
+      launched.emplace_back(launcher, &work);
   }
   struct Tally {
     CodeLine line;
