@@ -1,12 +1,18 @@
 // Call stacks in the analyses (analysis/call_stacks.hpp): folded stacks of self CPU and GPU time,
 // checked by hand, and the innermost frame of the user's own code.
 #include <dlprof/analysis/call_stacks.hpp>
+#include <dlprof/export/folded_stacks.hpp>
+#include <dlprof/key_averages.hpp>
 #include <dlprof/report.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "test_files.hpp"
 
 namespace analysis_call_stacks_test {
 
@@ -79,7 +85,7 @@ TEST(AnalysisCallStacksTest, SelfGpuTimeIsTheWorkEachOpLaunchedItself) {
 TEST(AnalysisCallStacksTest, TheInnermostUserFrameSkipsLibrariesAndTheirNamespaces) {
   const Trace trace = trace_with_stacks();
   EXPECT_EQ(dlprof::analysis::innermost_user_frame(trace, trace.stacks[1]), "train.cpp(42): Block::forward(at::Tensor)");
-  using dlprof::analysis::is_library_frame;
+  using dlprof::is_library_frame;
   EXPECT_TRUE(is_library_frame("libtorch_cpu.so+0x1a2b"));
   EXPECT_TRUE(is_library_frame("at::native::add (libtorch_cpu.so+0x1a2b)"));
   EXPECT_TRUE(is_library_frame("/usr/include/c++/12/bits/std_function.h(591): std::function<void ()>::operator()() const"));
@@ -89,6 +95,16 @@ TEST(AnalysisCallStacksTest, TheInnermostUserFrameSkipsLibrariesAndTheirNamespac
   EXPECT_FALSE(is_library_frame("train.cpp(7): std_like::helper()"));
   EXPECT_FALSE(is_library_frame("train+0x1234"));
   EXPECT_FALSE(is_library_frame("model.py(12): forward"));
+  EXPECT_FALSE(is_library_frame("train.py(30): <module>")) << "a Python script's top level";
+  EXPECT_TRUE(is_library_frame("torch/nn/modules/module.py(1194): _call_impl"));
+  EXPECT_TRUE(is_library_frame("/opt/venv/lib/python3.11/site-packages/transformers/models/qwen2.py(80): forward"));
+  EXPECT_TRUE(is_library_frame("threading.py(1032): _bootstrap"));
+  EXPECT_TRUE(is_library_frame("<built-in method linear of type object at 0x7f00>"));
+  EXPECT_TRUE(is_library_frame("nn.Module: Linear_0"));
+  EXPECT_TRUE(is_library_frame(""));
+  EXPECT_TRUE(is_library_frame("/usr/local/include/dlprof/range.hpp(90): begin"));
+  EXPECT_FALSE(is_library_frame("/home/me/dlprof/train.cpp(3): main")) << "a project in a directory named as a library";
+  EXPECT_FALSE(is_library_frame("/home/me/torch/train.cpp(3): main"));
   Trace libraries_only = trace;
   libraries_only.stacks = {CallStack{2, 2}};
   EXPECT_EQ(dlprof::analysis::innermost_user_frame(libraries_only, libraries_only.stacks[0]), std::nullopt);
@@ -127,6 +143,102 @@ TEST(AnalysisCallStacksTest, TheReportNamesTheLineInEachFormat) {
                                ::testing::HasSubstr("The line that launched the most GPU time: train.cpp(42): Block::forward(at::Tensor)")));
   EXPECT_THAT(dlprof::render_json(report), ::testing::HasSubstr(R"("code_lines")"));
   EXPECT_THAT(dlprof::render_html(report), ::testing::HasSubstr("Which line of code"));
+}
+
+/// trace_with_stacks() and a third aten::linear (20 us), called from another line: Head::forward,
+/// called from main.
+Trace trace_with_two_call_sites() {
+  Trace trace = trace_with_stacks();
+  const auto head = static_cast<std::uint32_t>(trace.names.size());
+  trace.names.push_back("train.cpp(50): Head::forward()");
+  const auto first = static_cast<std::uint32_t>(trace.stack_frames.size());
+  trace.stack_frames.push_back(StackFrame{0x40, head});
+  trace.stack_frames.push_back(StackFrame{0x20, 5});
+  trace.stacks.push_back(CallStack{first, 2});
+  TraceEvent event = trace.events[3];
+  event.start_ns = 700'000;
+  event.end_ns = 720'000;
+  event.stack = 2;
+  event.external_id = 7;
+  trace.events.push_back(event);
+  return trace;
+}
+
+TEST(AnalysisCallStacksTest, KeyAveragesGroupByTheInnermostFramesOfTheUsersCode) {
+  dlprof::KeyAverages averages(trace_with_two_call_sites());
+  const dlprof::KeyAverage* linear = averages.find("aten::linear");
+  ASSERT_NE(linear, nullptr);
+  EXPECT_EQ(linear->calls, 3u);
+  EXPECT_EQ(linear->total_ns, 160'000);
+  EXPECT_TRUE(linear->stack.empty());
+
+  const auto rows_named = [&averages](std::string_view name) {
+    std::vector<dlprof::KeyAverage> rows;
+    for (const dlprof::KeyAverage& row : averages.rows())
+      if (row.name == name) rows.push_back(row);
+    return rows;
+  };
+  averages.sort_by(dlprof::SortBy::Calls).group_by_stack(1);
+  std::vector<dlprof::KeyAverage> linears = rows_named("aten::linear");
+  ASSERT_EQ(linears.size(), 2u);
+  // Sorted by calls, as asked before the grouping.
+  EXPECT_EQ(averages.rows().front().name, "aten::linear");
+  EXPECT_THAT(linears[0].stack, ::testing::ElementsAre("train.cpp(42): Block::forward(at::Tensor)"));
+  EXPECT_EQ(linears[0].calls, 2u);
+  EXPECT_EQ(linears[0].total_ns, 140'000);
+  EXPECT_EQ(linears[0].self_ns, 80'000);
+  EXPECT_EQ(linears[0].min_ns, 40'000);
+  EXPECT_EQ(linears[0].max_ns, 100'000);
+  EXPECT_EQ(linears[0].gpu_total_ns, 30'000);
+  EXPECT_THAT(linears[1].stack, ::testing::ElementsAre("train.cpp(50): Head::forward()"));
+  EXPECT_EQ(linears[1].calls, 1u);
+  EXPECT_EQ(linears[1].total_ns, 20'000);
+  // aten::addmm's libtorch and ATen frames are no user's: its frame is Block::forward.
+  ASSERT_EQ(rows_named("aten::addmm").size(), 1u);
+  EXPECT_THAT(rows_named("aten::addmm")[0].stack, ::testing::ElementsAre("train.cpp(42): Block::forward(at::Tensor)"));
+  ASSERT_EQ(rows_named("untracked").size(), 1u);
+  EXPECT_TRUE(rows_named("untracked")[0].stack.empty());
+  const std::string table = averages.table();
+  EXPECT_THAT(table, ::testing::HasSubstr("\n    train.cpp(50): Head::forward()\n"));
+  EXPECT_THAT(table, ::testing::HasSubstr("names and stacks"));
+
+  averages.group_by_stack(2);
+  linears = rows_named("aten::linear");
+  ASSERT_EQ(linears.size(), 2u);
+  EXPECT_THAT(linears[1].stack, ::testing::ElementsAre("train.cpp(50): Head::forward()", "train.cpp(80): main"));
+
+  averages.group_by_stack(0);
+  ASSERT_EQ(rows_named("aten::linear").size(), 1u);
+  EXPECT_EQ(rows_named("aten::linear")[0].calls, 3u);
+  EXPECT_THAT(averages.table(), ::testing::Not(::testing::HasSubstr("Head::forward")));
+}
+
+TEST(AnalysisCallStacksTest, ExportStacksWritesTheFoldedFileOrSaysWhyNot) {
+  const dlprof_test::TempDir dir;
+  const Trace trace = trace_with_two_call_sites();
+  const std::string path = (dir.path() / "stacks.folded").string();
+  dlprof::export_stacks(trace, path, StackMetric::SelfGpuTime);
+  EXPECT_EQ(dlprof_test::read_file(path), dlprof::analysis::folded_stacks(trace, StackMetric::SelfGpuTime));
+  dlprof::export_stacks(trace, path + ".gz");
+  EXPECT_EQ(dlprof_test::read_gzip(path + ".gz"), dlprof::analysis::folded_stacks(trace, StackMetric::SelfCpuTime));
+
+  Trace stackless = trace;
+  stackless.stacks.clear();
+  for (TraceEvent& event : stackless.events) event.stack = TraceEvent::kNoStack;
+  EXPECT_THROW(
+      try { dlprof::export_stacks(stackless, (dir.path() / "none.folded").string()); } catch (const std::invalid_argument& error) {
+        EXPECT_THAT(error.what(), ::testing::HasSubstr("with_stack"));
+        throw;
+      },
+      std::invalid_argument);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "none.folded"));
+  const std::string unwritable = (dir.path() / "missing" / "dir" / "stacks.folded").string();
+  EXPECT_THROW(
+      try { dlprof::export_stacks(trace, unwritable); } catch (const std::runtime_error& error) {
+        EXPECT_THAT(error.what(), ::testing::HasSubstr(unwritable));
+        throw;
+      },
+      std::runtime_error);
 }
 
 }  // namespace analysis_call_stacks_test

@@ -4,6 +4,7 @@
 #include <dlprof/profiler.hpp>
 #include <dlprof/detail/recording/stack_table.hpp>
 #include <dlprof/detail/window/module_map.hpp>
+#include <dlprof/export/folded_stacks.hpp>
 #include <dlprof/format/call_stack.hpp>
 
 #include <gmock/gmock.h>
@@ -15,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "test_files.hpp"
 
 namespace call_stack_test {
 
@@ -280,6 +283,39 @@ TEST(CallStackTest, CallStackArgsAndModulesAreWrittenAsTorchAndTheReaderSpellThe
   EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "absent.so+0x10"), std::nullopt);
   EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "train+0xzz"), std::nullopt);
   EXPECT_EQ(dlprof::detail::unsymbolised_frame_address(trace.modules, "model.py(12): forward"), std::nullopt);
+}
+
+DLPROF_NOINLINE void range_from_a_named_call_site() { DLPROF_RANGE("range_from_a_named_call_site"); }
+
+TEST(CallStackTest, TheProfilerGroupsItsSummaryByStackAndExportsFoldedStacks) {
+  const dlprof_test::TempDir dir;
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.with_stack(true));
+  EXPECT_THROW(profiler.export_stacks((dir.path() / "early.folded").string()), std::logic_error);
+  profiler.start();
+  for (int i = 0; i < 3; ++i) range_from_a_named_call_site();
+  profiler.stop();
+  dlprof::KeyAverages averages = profiler.key_averages();
+  averages.group_by_stack(1);
+  const dlprof::KeyAverage* row = averages.find("range_from_a_named_call_site");
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->calls, 3u) << "one call site, one stack";
+  ASSERT_THAT(row->stack, SizeIs(1));
+#if DLPROF_DETAIL_SYMBOLISE_STACKS
+  // A program that links dlprof::symbolize gets functions and lines in-process.
+  EXPECT_THAT(row->stack[0], HasSubstr("call_stack_test.cpp("));
+  EXPECT_THAT(row->stack[0], HasSubstr("range_from_a_named_call_site"));
+#else
+  EXPECT_THAT(row->stack[0], HasSubstr("+0x"));
+#endif
+  const std::string path = (dir.path() / "stacks.folded").string();
+  profiler.export_stacks(path);
+  const std::string folded = dlprof_test::read_file(path);
+  EXPECT_THAT(folded, HasSubstr(";range_from_a_named_call_site "));
+#if DLPROF_DETAIL_SYMBOLISE_STACKS
+  EXPECT_THAT(folded, HasSubstr("call_stack_test.cpp("));
+#endif
+  profiler.export_stacks(path, dlprof::analysis::StackMetric::SelfGpuTime);
+  EXPECT_EQ(dlprof_test::read_file(path), "") << "no GPU work";
 }
 
 }  // namespace call_stack_test

@@ -4,13 +4,14 @@
 # DLPROF_RANGE_F's kept arguments and their formatting (recording/format_arguments.hpp,
 # window/formatted_name.hpp), the clock's conversion (recording/clock.hpp), the window's
 # assembly (window/assemble.hpp) and the pure helpers of traces (text.hpp, sorted_runs.hpp,
-# forward_ops.hpp).
+# forward_ops.hpp, stack_symbols.hpp).
 #   cmake -DCXX=... -DSOURCE=... -DINCLUDE_DIR=... [-DDEFINITIONS=...] -P check_reader_headers.cmake
 cmake_minimum_required(VERSION 3.16)
 set(allowed_detail_headers
     detail/text.hpp
     detail/sorted_runs.hpp
     detail/forward_ops.hpp
+    detail/stack_symbols.hpp
     detail/recording/clock.hpp
     detail/recording/record.hpp
     detail/recording/format_arguments.hpp

@@ -3,15 +3,20 @@
 // the recording window, for every range name; with GPU activity, also the device time of the
 // work each range launched itself (torch's "Self CUDA" of an op) and of the work launched inside it
 // as well (torch's "CUDA total"); with with_flops, the FLOPs of ops
-// (torch's "Total MFLOPs"); with profile_memory, the peak memory of every device. Printed with fmt:
+// (torch's "Total MFLOPs"); with profile_memory, the peak memory of every device. With with_stack,
+// group_by_stack(n) splits each name by the n innermost frames of the user's code in its stacks,
+// as torch's key_averages(group_by_stack_n=n). Printed with fmt:
 //
 //   fmt::print("{}", prof.key_averages().sort_by(dlprof::SortBy::SelfTime).table(10));
+//   fmt::print("{}", prof.key_averages().group_by_stack(3).sort_by(dlprof::SortBy::SelfTime).table(10));
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,6 +24,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
+#include "dlprof/format/call_stack.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -44,6 +50,10 @@ struct KeyAverage {
   /// part of an enclosing op's (the aten::convolution inside an aten::conv2d adds nothing), so
   /// that the column adds up to KeyAverages::total_flops().
   std::uint64_t flops = 0;
+  /// group_by_stack(n): the innermost n frames of the user's code (is_library_frame() left out)
+  /// that these ranges' stacks share, the innermost first; empty when not grouped by stack, or
+  /// for ranges without a stack or whose every frame is a library's.
+  std::vector<std::string> stack;
 
   std::int64_t average_ns() const noexcept { return calls == 0 ? 0 : total_ns / static_cast<std::int64_t>(calls); }
 };
@@ -118,8 +128,7 @@ class BasicKeyAverages {
     };
     std::size_t next_call = 0;  // into trace.api_events, by thread then start
 
-    constexpr std::size_t kNoRow = SIZE_MAX;
-    std::vector<std::size_t> row_of_name(trace.names.size(), kNoRow);
+    std::unordered_map<std::uint64_t, std::size_t> row_of_key;  // by name and stack: name << 32 | stack
     struct OpenRange {
       std::size_t event;
       std::size_t row;
@@ -139,7 +148,7 @@ class BasicKeyAverages {
       open_with_flops -= closed.has_flops;
       if (!open.empty()) open.back().gpu_total_ns += closed.gpu_total_ns;
       const std::int64_t duration = trace.events[closed.event].duration_ns();
-      KeyAverage& row = rows_[closed.row];
+      KeyAverage& row = rows_by_stack_[closed.row];
       ++row.calls;
       row.total_ns += duration;
       row.self_ns += duration - closed.child_ns;
@@ -172,14 +181,15 @@ class BasicKeyAverages {
         thread = event.thread;
       }
       walk_calls(event.start_ns);
-      // Rows in the order their names first appear, which is their order among equals.
-      std::size_t& row = row_of_name[event.name];
-      if (row == kNoRow) {
-        row = rows_.size();
-        KeyAverage& added = rows_.emplace_back();
+      // Rows in the order their names and stacks first appear, which is their order among equals.
+      const auto [found, first] = row_of_key.try_emplace((std::uint64_t{event.name} << 32) | event.stack, rows_by_stack_.size());
+      const std::size_t row = found->second;
+      if (first) {
+        KeyAverage& added = rows_by_stack_.emplace_back();
         added.name = trace.names[event.name];
         added.category = event.category;
         added.min_ns = INT64_MAX;
+        stack_of_row_.push_back(event.stack);
       }
       // Sorted by start, enclosing first, and nesting strictly: the innermost open range that
       // ends no earlier than this one encloses it.
@@ -202,10 +212,59 @@ class BasicKeyAverages {
       peak->allocated_bytes = std::max(peak->allocated_bytes, memory.total_allocated);
       peak->reserved_bytes = std::max(peak->reserved_bytes, memory.total_reserved);
     }
-    sort_by(SortBy::TotalTime);
+    user_frames_.resize(trace.stacks.size());
+    std::vector<bool> seen(trace.stacks.size(), false);
+    for (const std::uint32_t stack : stack_of_row_) {
+      if (stack == TraceEvent::kNoStack || seen[stack]) continue;
+      seen[stack] = true;
+      const CallStack& frames = trace.stacks[stack];
+      for (std::uint32_t f = 0; f < frames.depth; ++f) {
+        std::string text = frame_text(trace, trace.stack_frames[frames.first + f]);
+        if (!is_library_frame(text)) user_frames_[stack].push_back(std::move(text));
+      }
+    }
+    group_by_stack(0);
+  }
+
+  /// Splits every name's row by the innermost `frames` frames of the user's code in its ranges'
+  /// stacks (KeyAverage::stack), as torch's key_averages(group_by_stack_n); 0 joins them again,
+  /// one row per name. Frames are as the trace spells them: symbolise its stacks first
+  /// (dlprof::symbolize_stacks, or a Profiler in a program that links dlprof::symbolize) for
+  /// functions and lines. The rows keep the order sort_by() last asked for.
+  BasicKeyAverages& group_by_stack(std::size_t frames) {
+    frames_per_group_ = frames;
+    rows_.clear();
+    std::unordered_map<std::string, std::size_t> row_of_group;
+    for (std::size_t i = 0; i < rows_by_stack_.size(); ++i) {
+      const KeyAverage& part = rows_by_stack_[i];
+      std::vector<std::string> stack;
+      if (frames != 0 && stack_of_row_[i] != TraceEvent::kNoStack) {
+        const std::vector<std::string>& user = user_frames_[stack_of_row_[i]];
+        stack.assign(user.begin(), user.begin() + static_cast<std::ptrdiff_t>(std::min(frames, user.size())));
+      }
+      std::string group = part.name;
+      for (const std::string& frame : stack) (group += '\n') += frame;
+      const auto [found, first] = row_of_group.try_emplace(std::move(group), rows_.size());
+      if (first) {
+        KeyAverage& row = rows_.emplace_back(part);
+        row.stack = std::move(stack);
+        continue;
+      }
+      KeyAverage& row = rows_[found->second];
+      row.calls += part.calls;
+      row.total_ns += part.total_ns;
+      row.self_ns += part.self_ns;
+      row.min_ns = std::min(row.min_ns, part.min_ns);
+      row.max_ns = std::max(row.max_ns, part.max_ns);
+      row.gpu_ns += part.gpu_ns;
+      row.gpu_total_ns += part.gpu_total_ns;
+      row.flops += part.flops;
+    }
+    return sort_by(sort_key_);
   }
 
   BasicKeyAverages& sort_by(SortBy key) {
+    sort_key_ = key;
     const auto by = [key](const KeyAverage& a, const KeyAverage& b) {
       switch (key) {
         case SortBy::TotalTime: return a.total_ns > b.total_ns;
@@ -235,7 +294,7 @@ class BasicKeyAverages {
   /// Per device, in the order first seen; empty without profile_memory.
   const std::vector<PeakMemory>& peak_memory() const noexcept { return peak_memory_; }
 
-  /// The row named `name`, or nullptr.
+  /// The first row named `name` in the current order, or nullptr.
   const KeyAverage* find(std::string_view name) const noexcept {
     for (const KeyAverage& row : rows_)
       if (row.name == name) return &row;
@@ -244,6 +303,7 @@ class BasicKeyAverages {
 
   /// A fixed-width text table of the first `row_limit` rows (0: all). "GPU total" and "GPU" (self)
   /// columns appear when the trace recorded GPU activity, a FLOPs column when ops have FLOPs.
+  /// Grouped by stack, each row's frames follow it, one a line.
   std::string table(std::size_t row_limit = 0) const {
     const std::size_t shown = row_limit == 0 ? rows_.size() : std::min(row_limit, rows_.size());
     const bool gpu = gpu_.enabled;
@@ -280,9 +340,19 @@ class BasicKeyAverages {
       if (gpu) out += fmt::format("  {:>10}  {:>10}", format_duration(row.gpu_total_ns), format_duration(row.gpu_ns));
       if (flops) out += fmt::format("  {:>10}", row.flops == 0 ? std::string("--") : format_count(row.flops));
       out += '\n';
+      for (const std::string& frame : row.stack) {
+        std::string text = detail::terminal_text(frame);
+        if (text.size() > 160) {
+          std::size_t cut = 157;
+          while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;
+          text = text.substr(0, cut) + "...";
+        }
+        out += fmt::format("    {}\n", text);
+      }
     }
     out += fmt::format("{:-<{}}\n", "", rule);
-    out += fmt::format("Window: {}  ({} names", format_duration(window_ns_), rows_.size());
+    out += fmt::format("Window: {}  ({} {}", format_duration(window_ns_), rows_.size(),
+                       frames_per_group_ == 0 ? "names" : "names and stacks");
     if (shown < rows_.size()) out += fmt::format(", {} shown", shown);
     out += fmt::format(")  Dropped events: {}\n", dropped_events_);
     if (gpu)
@@ -338,6 +408,11 @@ class BasicKeyAverages {
 
  private:
   std::vector<KeyAverage> rows_;
+  std::vector<KeyAverage> rows_by_stack_;   // one per name and stack, in the order first seen
+  std::vector<std::uint32_t> stack_of_row_;  // each of rows_by_stack_'s Trace::stacks index, or kNoStack
+  std::vector<std::vector<std::string>> user_frames_;  // by Trace::stacks index: its user frames, innermost first
+  std::size_t frames_per_group_ = 0;
+  SortBy sort_key_ = SortBy::TotalTime;
   std::int64_t window_ns_ = 0;
   std::uint64_t dropped_events_ = 0;
   GpuCollectionStats gpu_;

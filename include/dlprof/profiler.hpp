@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -46,6 +47,7 @@
 
 #include "dlprof/annotate.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/stack_symbols.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/profiler_options.hpp"
 #include "dlprof/range.hpp"
@@ -55,12 +57,19 @@
 DLPROF_BEGIN_NAMESPACE
 
 struct ReportOptions;
+namespace analysis {
+enum class StackMetric : std::uint8_t;
+}
 
 namespace detail {
 /// The text report of a trace, for Profiler::report(): defined for ReportOptions by
 /// <dlprof/report.hpp>.
 template <class Options>
 struct TextReport;
+/// The folded call stacks of a trace, for Profiler::export_stacks(): defined by
+/// <dlprof/export/folded_stacks.hpp>.
+template <class Metric>
+struct FoldedStacks;
 
 template <class T, class = void>
 inline constexpr bool is_complete_v = false;
@@ -171,10 +180,29 @@ class BasicProfiler {
   /// writer thread is waited for (except from a background handler, which is handed its trace).
   std::shared_ptr<const Trace> last_trace() const;
 
-  /// Per-name summary of the most recent trace; empty before the first one.
+  /// Per-name summary of the most recent trace; empty before the first one. In a program that
+  /// links dlprof::symbolize, the frames of group_by_stack() are functions and lines.
+  template <bool Symbolise = DLPROF_DETAIL_SYMBOLISE_STACKS>
   KeyAverages key_averages() const {
     const auto trace = last_trace();
-    return trace ? KeyAverages(*trace) : KeyAverages();
+    if (trace == nullptr) return KeyAverages();
+    Trace copy;
+    return KeyAverages(detail::StackSymbols<Symbolise>::of(*trace, copy));
+  }
+
+  /// Writes the call stacks of the most recent trace (with_stack) to `path` in the folded format
+  /// that flamegraph.pl and speedscope read, weighted by `metric` (analysis::StackMetric; self CPU
+  /// time by default), as torch.profiler's export_stacks(); see export/folded_stacks.hpp, which
+  /// the file that calls it includes. Throws std::logic_error before the first trace,
+  /// std::invalid_argument when it has no call stacks, and std::runtime_error naming the path
+  /// when it cannot write it.
+  template <class Metric = analysis::StackMetric, bool Symbolise = DLPROF_DETAIL_SYMBOLISE_STACKS>
+  void export_stacks(const std::string& path, Metric metric = Metric{}) const {
+    static_assert(detail::is_complete_v<detail::FoldedStacks<Metric>>,
+                  "Profiler::export_stacks() needs #include <dlprof/export/folded_stacks.hpp>");
+    const auto trace = last_trace();
+    if (trace == nullptr) throw std::logic_error("dlprof: export_stacks: no trace yet: no recording window has been closed");
+    detail::FoldedStacks<Metric>::template save<Symbolise>(*trace, path, metric);
   }
 
   /// The text report of the most recent trace: step-time breakdown, GPU summary, top ops and

@@ -39,12 +39,6 @@ constexpr std::string_view to_string(StackMetric metric) noexcept {
   return metric == StackMetric::SelfGpuTime ? "self_gpu_time" : "self_cpu_time";
 }
 
-/// The text of one frame of `trace`: its symbolised text, else its unsymbolised spelling.
-inline std::string frame_text(const Trace& trace, const StackFrame& frame) {
-  if (frame.text != StackFrame::kNoText) return trace.names[frame.text];
-  return dlprof::detail::unsymbolised_frame_text(trace.modules, frame.address);
-}
-
 namespace detail {
 
 /// The slice that launched `work`: the one whose External id it carries, else the innermost
@@ -107,52 +101,6 @@ inline std::string folded_stacks(const Trace& trace, StackMetric metric) {
   std::string text;
   for (const auto& [line, ns] : lines) fmt::format_to(std::back_inserter(text), "{} {}.{:03}\n", line, ns / 1000, ns % 1000);
   return text;
-}
-
-/// Whether a frame's text names code the user did not write: dlprof's, LibTorch's (ATen, c10,
-/// torch), CUDA's libraries', the C++ standard library's or the C library's. A symbolised frame
-/// ("file(line): function") is judged by its file and the namespace its function is in, an
-/// unsymbolised one ("libfoo.so+0x1a2b", or "function (libfoo.so+0x1a2b)") by its module too.
-inline bool is_library_frame(std::string_view text) {
-  static constexpr std::string_view kLibraryModules[] = {
-      "libtorch", "libc10", "libcuda", "libcudart", "libcublas", "libcudnn", "libnccl", "libnvrtc", "libcupti",
-      "libstdc++", "libc.so", "libm.so", "libgcc_s", "libpthread", "libunwind", "ld-linux", "libgomp"};
-  static constexpr std::string_view kLibraryFiles[] = {"/dlprof/", "/ATen/", "/c10/", "/torch/csrc/", "/include/c++/",
-                                                       "/bits/", "/glibc", "/sysdeps/"};
-  static constexpr std::string_view kLibraryNamespaces[] = {"dlprof::", "at::", "c10::", "torch::", "std::",
-                                                            "__gnu_cxx::", "caffe2::", "__libc_", "__GI_", "_start",
-                                                            "start_thread", "clone"};
-  const auto contains_any = [](std::string_view in, const auto& marks) {
-    for (const std::string_view mark : marks)
-      if (in.find(mark) != std::string_view::npos) return true;
-    return false;
-  };
-  const std::size_t plus = text.rfind("+0x");
-  if (plus != std::string_view::npos) {  // the module of an unsymbolised frame
-    const std::size_t open = text.rfind('(', plus);
-    const std::string_view module = text.substr(open == std::string_view::npos ? 0 : open + 1, plus);
-    if (contains_any(module, kLibraryModules)) return true;
-  }
-  std::string_view function = text;
-  if (const std::size_t file_end = text.find("): "); file_end != std::string_view::npos) {
-    if (contains_any(text.substr(0, file_end), kLibraryFiles)) return true;
-    function = text.substr(file_end + 3);
-  }
-  // A demangled template function starts with its return type: the name is after the last
-  // space outside angle brackets before its parameters.
-  const std::size_t parameters = function.find('(');
-  const std::string_view head = function.substr(0, parameters);
-  std::size_t name_start = 0;
-  int depth = 0;
-  for (std::size_t i = 0; i < head.size(); ++i) {
-    if (head[i] == '<') ++depth;
-    if (head[i] == '>') --depth;
-    if (head[i] == ' ' && depth == 0) name_start = i + 1;
-  }
-  const std::string_view name = head.substr(name_start);
-  for (const std::string_view space : kLibraryNamespaces)
-    if (name.substr(0, space.size()) == space) return true;
-  return false;
 }
 
 /// The innermost frame of `stack` that is the user's code (not is_library_frame()), as its

@@ -39,6 +39,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/detail/text.hpp"
+#include "dlprof/format/call_stack.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -129,15 +130,6 @@ inline bool is_copy_call(std::string_view call) noexcept {
 
 inline bool is_scalar_read(std::string_view op) noexcept {
   return op == "aten::item" || op == "aten::_local_scalar_dense" || op == "aten::is_nonzero";
-}
-
-/// A frame the user did not write: a built-in ("<built-in method item of Tensor object ...>"),
-/// torch's own files ("torch/nn/modules/module.py(1501): _call_impl", ".../site-packages/torch/
-/// _tensor.py(...)") or a module frame ("nn.Module: Linear_0").
-inline bool is_library_frame(std::string_view frame) noexcept {
-  using dlprof::detail::starts_with;
-  return frame.empty() || frame.front() == '<' || starts_with(frame, "torch/") ||
-         frame.find("/torch/") != std::string_view::npos || starts_with(frame, "nn.Module:");
 }
 
 /// A point being gathered: the calls of one scalar read, or one call.
@@ -271,7 +263,7 @@ inline HostSyncs host_syncs(const Trace& trace) {
       if (event.kind == EventKind::Range && range == detail::SliceTree::kNone) range = slice;
       if (event.kind != EventKind::PythonFrame) continue;
       if (any_frame == detail::SliceTree::kNone) any_frame = slice;
-      if (user_frame == detail::SliceTree::kNone && !detail::is_library_frame(trace.names[event.name])) user_frame = slice;
+      if (user_frame == detail::SliceTree::kNone && !is_library_frame(trace.names[event.name])) user_frame = slice;
     }
     const std::uint32_t frame = user_frame != detail::SliceTree::kNone ? user_frame : any_frame;
     const auto name = [&](std::uint32_t slice) {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "dlprof/config.hpp"
 #include "dlprof/trace.hpp"
@@ -69,4 +69,70 @@ inline std::optional<std::uint64_t> unsymbolised_frame_address(const std::vector
 }
 
 }  // namespace detail
+
+/// The text of one frame of `trace`: its symbolised text, else its unsymbolised spelling.
+inline std::string frame_text(const Trace& trace, const StackFrame& frame) {
+  if (frame.text != StackFrame::kNoText) return trace.names[frame.text];
+  return detail::unsymbolised_frame_text(trace.modules, frame.address);
+}
+
+/// Whether a frame's text names code the user did not write: dlprof's, LibTorch's (ATen, c10,
+/// torch), CUDA's libraries', the C++ standard library's or the C library's; of Python frames
+/// (torch.profiler's, "file.py(line): function"), torch's own files, installed packages, the
+/// standard library's threads and context managers, built-ins ("<built-in method ...>") and
+/// module frames ("nn.Module: Linear_0"). A symbolised C++ frame ("file(line): function") is
+/// judged by its file and the namespace its function is in, an unsymbolised one
+/// ("libfoo.so+0x1a2b", or "function (libfoo.so+0x1a2b)") by its module too.
+inline bool is_library_frame(std::string_view text) noexcept {
+  static constexpr std::string_view kLibraryModules[] = {
+      "libtorch", "libc10", "libcuda", "libcudart", "libcublas", "libcudnn", "libnccl", "libnvrtc", "libcupti",
+      "libstdc++", "libc.so", "libm.so", "libgcc_s", "libpthread", "libunwind", "ld-linux", "libgomp"};
+  static constexpr std::string_view kLibraryFiles[] = {"/include/dlprof/", "/ATen/", "/c10/", "/torch/csrc/",
+                                                       "/include/torch/", "/include/c++/", "/bits/", "/glibc",
+                                                       "/sysdeps/", "site-packages/", "dist-packages/", "/lib/python"};
+  // Python files as torch.profiler names them: relative to the entry of sys.path holding them.
+  static constexpr std::string_view kLibraryPythonFiles[] = {"torch/", "threading.py", "contextlib.py", "runpy.py",
+                                                             "functools.py", "concurrent/", "asyncio/",
+                                                             "multiprocessing/", "importlib/"};
+  static constexpr std::string_view kLibraryNamespaces[] = {"dlprof::", "at::", "c10::", "torch::", "std::",
+                                                            "__gnu_cxx::", "caffe2::", "__libc_", "__GI_", "_start",
+                                                            "start_thread", "clone"};
+  const auto contains_any = [](std::string_view in, const auto& marks) {
+    for (const std::string_view mark : marks)
+      if (in.find(mark) != std::string_view::npos) return true;
+    return false;
+  };
+  if (text.empty() || text.front() == '<' || text.substr(0, 10) == "nn.Module:") return true;
+  const std::size_t plus = text.rfind("+0x");
+  if (plus != std::string_view::npos) {  // the module of an unsymbolised frame
+    const std::size_t open = text.rfind('(', plus);
+    const std::string_view module = text.substr(open == std::string_view::npos ? 0 : open + 1, plus);
+    if (contains_any(module, kLibraryModules)) return true;
+  }
+  std::string_view function = text;
+  if (const std::size_t file_end = text.find("): "); file_end != std::string_view::npos) {
+    std::string_view file = text.substr(0, file_end);
+    file = file.substr(0, file.rfind('('));
+    if (contains_any(file, kLibraryFiles)) return true;
+    for (const std::string_view python : kLibraryPythonFiles)
+      if (file.substr(0, python.size()) == python) return true;
+    function = text.substr(file_end + 3);
+  }
+  // A demangled template function starts with its return type: the name is after the last
+  // space outside angle brackets before its parameters.
+  const std::size_t parameters = function.find('(');
+  const std::string_view head = function.substr(0, parameters);
+  std::size_t name_start = 0;
+  int depth = 0;
+  for (std::size_t i = 0; i < head.size(); ++i) {
+    if (head[i] == '<') ++depth;
+    if (head[i] == '>') --depth;
+    if (head[i] == ' ' && depth == 0) name_start = i + 1;
+  }
+  const std::string_view name = head.substr(name_start);
+  for (const std::string_view space : kLibraryNamespaces)
+    if (name.substr(0, space.size()) == space) return true;
+  return false;
+}
+
 DLPROF_END_NAMESPACE

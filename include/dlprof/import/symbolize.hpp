@@ -40,6 +40,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/stack_symbols.hpp"
 #include "dlprof/format/call_stack.hpp"
 #include "dlprof/trace.hpp"
 
@@ -386,5 +387,21 @@ inline SymbolizeResult symbolize_stacks(Trace& trace, const SymbolizeOptions& op
   result.problems = symboliser.take_problems();
   return result;
 }
+
+namespace detail {
+/// In a program that links dlprof::symbolize: a Profiler's trace with its frames symbolised.
+template <>
+struct StackSymbols<true> {
+  static const Trace& of(const Trace& trace, Trace& copy) {
+    const bool unsymbolised = std::any_of(trace.stack_frames.begin(), trace.stack_frames.end(), [](const StackFrame& frame) {
+      return frame.text == StackFrame::kNoText && frame.address != 0;
+    });
+    if (!unsymbolised) return trace;
+    copy = trace;
+    symbolize_stacks(copy);
+    return copy;
+  }
+};
+}  // namespace detail
 
 DLPROF_END_NAMESPACE

@@ -576,6 +576,7 @@ class TraceBuilder {
     remap_threads();
     apply_base_time();
     sort_and_categorise();
+    take_python_stacks();
     std::stable_sort(trace_.collectives.begin(), trace_.collectives.end(),
                      [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
     take_clock_offset();
@@ -939,6 +940,43 @@ class TraceBuilder {
     trace_.stacks.push_back(stack);
     stack_index_.emplace(stack_texts_.emplace_back(text), index);  // a deque's elements never move
     return index;
+  }
+
+  /// torch.profiler's with_stack without its experimental `Call stack` args: the Python frames
+  /// around each op and range on its thread (python_function slices, which nest them) become its
+  /// stack, the innermost first, at most kMaxPythonFrames deep. An op with a `Call stack` keeps it.
+  /// Call once the events are sorted.
+  void take_python_stacks() {
+    constexpr std::size_t kMaxPythonFrames = 256;
+    std::vector<std::uint32_t> open;  // the thread's Python frames not yet ended, outermost first
+    std::vector<std::uint32_t> frames;
+    std::map<std::vector<std::uint32_t>, std::uint32_t> stack_of_frames;  // by frame names, innermost first
+    std::uint32_t thread = UINT32_MAX;
+    for (std::uint32_t i = 0; i < trace_.events.size(); ++i) {
+      TraceEvent& event = trace_.events[i];
+      if (event.thread != thread) {
+        open.clear();
+        thread = event.thread;
+      }
+      if (!is_slice(event.kind)) continue;
+      while (!open.empty() && trace_.events[open.back()].end_ns <= event.start_ns) open.pop_back();
+      if (event.kind == EventKind::PythonFrame) {
+        open.push_back(i);
+        continue;
+      }
+      if ((event.kind != EventKind::Op && event.kind != EventKind::Range) || event.stack != TraceEvent::kNoStack) continue;
+      frames.clear();
+      // Frames that only overlap the event (a malformed file) are not around it.
+      for (std::size_t f = open.size(); f-- > 0 && frames.size() < kMaxPythonFrames;)
+        if (trace_.events[open[f]].end_ns >= event.end_ns) frames.push_back(trace_.events[open[f]].name);
+      if (frames.empty()) continue;
+      const auto [found, first] = stack_of_frames.try_emplace(frames, static_cast<std::uint32_t>(trace_.stacks.size()));
+      if (first) {
+        trace_.stacks.push_back(CallStack{static_cast<std::uint32_t>(trace_.stack_frames.size()), static_cast<std::uint32_t>(frames.size())});
+        for (const std::uint32_t name : frames) trace_.stack_frames.push_back(StackFrame{0, name});
+      }
+      event.stack = found->second;
+    }
   }
 
   /// dlprof_modules, which the handler keeps as JSON text in the metadata, becomes
