@@ -17,6 +17,7 @@
 //   DLPROF_MODE=flight-recorder DLPROF_OUTPUT=log/fr libtorch_training --steps 40 --crash-at 25
 //                                             # ... and the steps before a crash
 #include <dlprof/profiler.hpp>
+#include <dlprof/export/folded_stacks.hpp>
 #include <dlprof/report.hpp>
 #include <torch/torch.h>
 
@@ -274,6 +275,13 @@ int main(int argc, char** argv) {
   if (report.find("[dataloader_bound]") != std::string::npos)
     fmt::print("In this demo the loader's workers are --num-workers (now {}): try --num-workers 4.\n\n", options.num_workers);
   fmt::print("Top ops by FLOPs:\n{}\n", prof.key_averages().sort_by(dlprof::SortBy::Flops).table(8));
+  if (options.with_stack) {
+    fmt::print("Top ops by self time, by the two innermost frames of this program that called them:\n{}\n",
+               prof.key_averages().group_by_stack(2).sort_by(dlprof::SortBy::SelfTime).table(6));
+    const std::string folded = (std::filesystem::path(options.log_dir) / "stacks.folded").string();
+    prof.export_stacks(folded);
+    fmt::print("Folded stacks by self CPU time: {} (flamegraph.pl {} > flame.svg)\n", folded, folded);
+  }
   const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);
   if (!trace || !prof.errors().empty()) {  // dlprof has already printed why on stderr
     fmt::print(stderr, "libtorch_training: no trace was written to {}\n", options.log_dir);

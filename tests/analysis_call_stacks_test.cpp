@@ -1,9 +1,11 @@
 // Call stacks in the analyses (analysis/call_stacks.hpp): folded stacks of self CPU and GPU time,
 // checked by hand, and the innermost frame of the user's own code.
 #include <dlprof/analysis/call_stacks.hpp>
+#include <dlprof/analysis/cuda_graphs.hpp>
 #include <dlprof/export/folded_stacks.hpp>
 #include <dlprof/key_averages.hpp>
 #include <dlprof/report.hpp>
+#include <dlprof/report/kernel_table.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -84,7 +86,8 @@ TEST(AnalysisCallStacksTest, SelfGpuTimeIsTheWorkEachOpLaunchedItself) {
 
 TEST(AnalysisCallStacksTest, TheInnermostUserFrameSkipsLibrariesAndTheirNamespaces) {
   const Trace trace = trace_with_stacks();
-  EXPECT_EQ(dlprof::analysis::innermost_user_frame(trace, trace.stacks[1]), "train.cpp(42): Block::forward(at::Tensor)");
+  ASSERT_NE(dlprof::innermost_user_frame(trace, trace.stacks[1]), nullptr);
+  EXPECT_EQ(dlprof::frame_text(trace, *dlprof::innermost_user_frame(trace, trace.stacks[1])), "train.cpp(42): Block::forward(at::Tensor)");
   using dlprof::is_library_frame;
   EXPECT_TRUE(is_library_frame("libtorch_cpu.so+0x1a2b"));
   EXPECT_TRUE(is_library_frame("at::native::add (libtorch_cpu.so+0x1a2b)"));
@@ -107,7 +110,7 @@ TEST(AnalysisCallStacksTest, TheInnermostUserFrameSkipsLibrariesAndTheirNamespac
   EXPECT_FALSE(is_library_frame("/home/me/torch/train.cpp(3): main"));
   Trace libraries_only = trace;
   libraries_only.stacks = {CallStack{2, 2}};
-  EXPECT_EQ(dlprof::analysis::innermost_user_frame(libraries_only, libraries_only.stacks[0]), std::nullopt);
+  EXPECT_EQ(dlprof::innermost_user_frame(libraries_only, libraries_only.stacks[0]), nullptr);
 }
 
 TEST(AnalysisCallStacksTest, OpsAreGroupedByTheInnermostLineOfTheUsersCode) {
@@ -239,6 +242,158 @@ TEST(AnalysisCallStacksTest, ExportStacksWritesTheFoldedFileOrSaysWhyNot) {
         throw;
       },
       std::runtime_error);
+}
+
+TEST(AnalysisCallStacksTest, EachKernelIsNamedByTheLineItsOpCameFrom) {
+  Trace trace = trace_with_two_call_sites();
+  // A kernel of the Head::forward aten::linear, and one of a range whose one frame is this
+  // program's, unsymbolised.
+  dlprof::GpuEvent kernel = trace.gpu_events[0];
+  kernel.start_ns = 705'000;
+  kernel.end_ns = 715'000;
+  kernel.external_id = 7;
+  trace.gpu_events.push_back(kernel);
+  trace.modules.push_back(dlprof::LoadedModule{"/opt/app/train", "", 0x400000, 0x400000, 0x500000});
+  trace.stack_frames.push_back(StackFrame{0x401010, StackFrame::kNoText});
+  trace.stacks.push_back(CallStack{static_cast<std::uint32_t>(trace.stack_frames.size() - 1), 1});
+  TraceEvent decode = trace.events[4];
+  decode.start_ns = 800'000;
+  decode.end_ns = 810'000;
+  decode.stack = 3;
+  decode.external_id = 8;
+  trace.events.push_back(decode);
+  kernel.start_ns = 805'000;
+  kernel.end_ns = 806'000;
+  kernel.external_id = 8;
+  trace.gpu_events.push_back(kernel);
+
+  const dlprof::analysis::KernelAttribution attribution = dlprof::analysis::kernel_attribution(trace);
+  ASSERT_EQ(attribution.kernels.size(), 3u);
+  EXPECT_EQ(attribution.kernels[0].line, "train.cpp(42): Block::forward(at::Tensor)") << "aten::addmm's, past libtorch and ATen";
+  EXPECT_EQ(attribution.kernels[1].line, "train.cpp(50): Head::forward()");
+  EXPECT_EQ(attribution.kernels[2].line, "train+0x1010");
+
+  // The table keeps the lines it views: its attribution is gone.
+  const dlprof::analysis::KernelTable table = dlprof::analysis::kernel_table(trace);
+  ASSERT_EQ(table.rows.size(), 3u);
+  EXPECT_TRUE(table.has_lines());
+  std::vector<std::string> lines;
+  for (const dlprof::analysis::KernelTableRow& row : table.rows) lines.emplace_back(row.line);
+  EXPECT_THAT(lines, ::testing::UnorderedElementsAre("train.cpp(42): Block::forward(at::Tensor)", "train.cpp(50): Head::forward()",
+                                                     "train+0x1010"));
+  const std::string text = dlprof::render_kernel_table_text({dlprof::rank_kernel_table(Trace(trace))});
+  EXPECT_THAT(text, ::testing::HasSubstr("Line"));
+  EXPECT_THAT(text, ::testing::HasSubstr("train.cpp(50): Head::forward()"));
+  EXPECT_THAT(dlprof::render_kernel_table_csv({dlprof::rank_kernel_table(Trace(trace))}),
+              ::testing::HasSubstr(R"csv("aten::linear","train.cpp(50): Head::forward()","fwd")csv"));
+
+  Trace without = trace;
+  for (TraceEvent& event : without.events) event.stack = TraceEvent::kNoStack;
+  without.stacks.clear();
+  EXPECT_FALSE(dlprof::analysis::kernel_table(without).has_lines());
+  EXPECT_THAT(dlprof::render_kernel_table_text({dlprof::rank_kernel_table(std::move(without))}),
+              ::testing::Not(::testing::HasSubstr("Line")));
+}
+
+TEST(AnalysisCallStacksTest, AFlameGraphMergesTheStacksSharedPrefixesIntoBoxes) {
+  const Trace trace = trace_with_two_call_sites();
+  const dlprof::analysis::FlameGraph graph = dlprof::analysis::flame_graph(trace, StackMetric::SelfCpuTime);
+  EXPECT_EQ(graph.total_ns, 161'000);
+  EXPECT_EQ(graph.depth, 5u);
+  EXPECT_EQ(graph.frames_left_out, 0u);
+  std::vector<std::string> boxes;
+  for (const dlprof::analysis::FlameFrame& frame : graph.frames)
+    boxes.push_back(fmt::format("{} {} {} {}{}", frame.depth, frame.start_ns / 1000, frame.ns / 1000, frame.text, frame.op ? " (op)" : ""));
+  EXPECT_THAT(boxes, ::testing::ElementsAre("0 0 161 train.cpp(80): main", "1 0 141 train.cpp(42): Block::forward(at::Tensor)",
+                                            "2 0 60 /usr/include/ATen/Functions.h(10): at::addmm()", "3 0 60 libtorch_cpu.so+0x100",
+                                            "4 0 60 aten::addmm (op)", "2 60 80 aten::linear (op)",
+                                            "2 140 1 linear,with,semicolons (op)", "1 141 20 train.cpp(50): Head::forward()",
+                                            "2 141 20 aten::linear (op)"));
+  // Boxes under 1 % (1.61 us) are left out; at most 3 boxes, the widest.
+  EXPECT_EQ(dlprof::analysis::flame_graph(trace, StackMetric::SelfCpuTime, 0.01).frames_left_out, 1u);
+  const dlprof::analysis::FlameGraph three = dlprof::analysis::flame_graph(trace, StackMetric::SelfCpuTime, 0, 3);
+  ASSERT_EQ(three.frames.size(), 3u);
+  EXPECT_EQ(three.frames[2].text, "aten::linear");
+  EXPECT_EQ(three.frames_left_out, 6u);
+  EXPECT_EQ(three.depth, 3u);
+
+  const dlprof::analysis::FlameGraph gpu = dlprof::analysis::flame_graph(trace, StackMetric::SelfGpuTime);
+  EXPECT_EQ(gpu.total_ns, 30'000);
+  ASSERT_EQ(gpu.frames.size(), 5u);
+  EXPECT_EQ(gpu.frames.back().text, "aten::addmm");
+
+  const std::string page = dlprof::render_html(dlprof::make_report(trace));
+  EXPECT_THAT(page, ::testing::HasSubstr(R"(<svg class="chart flame-graph" id="rank-0-flame-cpu")"));
+  EXPECT_THAT(page, ::testing::HasSubstr(R"(<svg class="chart flame-graph" id="rank-0-flame-gpu")"));
+  EXPECT_THAT(page, ::testing::HasSubstr("Flame graph: self CPU time by call stack (161.000us in all)"));
+  EXPECT_THAT(page, ::testing::HasSubstr("<title>train.cpp(50): Head::forward()\n0.020 ms, 12.42%</title>"));
+  EXPECT_THAT(page, ::testing::HasSubstr("querySelectorAll('svg.flame-graph')")) << "the zoom";
+  Trace stackless = trace;
+  for (TraceEvent& event : stackless.events) event.stack = TraceEvent::kNoStack;
+  stackless.stacks.clear();
+  const std::string without = dlprof::render_html(dlprof::make_report(stackless));
+  EXPECT_THAT(without, ::testing::Not(::testing::HasSubstr(R"(<svg class="chart flame-graph")")));
+  EXPECT_THAT(without, ::testing::Not(::testing::HasSubstr("querySelectorAll('svg.flame-graph')")));
+}
+
+TEST(AnalysisCallStacksTest, AFlameGraphsLabelIsCutToItsBoxAtACharacter) {
+  EXPECT_EQ(dlprof::detail::flame_label("aten::linear", 200), "aten::linear");
+  EXPECT_EQ(dlprof::detail::flame_label("aten::linear", 6 + 6.6 * 8), "aten::..");
+  EXPECT_EQ(dlprof::detail::flame_label("aten::linear", 20), "");
+  EXPECT_EQ(dlprof::detail::flame_label("ééééé", 6 + 6.6 * 4), "éé..") << "not inside a character";
+}
+
+TEST(AnalysisCallStacksTest, GraphReplaysAreGroupedByTheGraphTheirRecordsName) {
+  Trace trace = trace_with_stacks();
+  trace.names.push_back("cudaGraphLaunch");
+  const auto launch_name = static_cast<std::uint32_t>(trace.names.size() - 1);
+  // Two launches of graph 5 (two nodes) from aten::linear, one of graph 9 from the range.
+  const auto launch = [&](std::uint32_t correlation, std::int64_t at_us) {
+    dlprof::ApiEvent call;
+    call.name = launch_name;
+    call.correlation = correlation;
+    call.start_ns = at_us * 1000;
+    call.end_ns = at_us * 1000 + 500;
+    trace.api_events.push_back(call);
+  };
+  launch(100, 310);
+  launch(101, 320);
+  launch(102, 410);
+  const auto replayed = [&](std::uint32_t correlation, std::uint32_t graph, std::uint64_t node, std::int64_t us) {
+    dlprof::GpuEvent work = trace.gpu_events[0];
+    work.external_id = 0;
+    work.correlation = correlation;
+    work.graph_id = graph;
+    work.graph_node_id = node;
+    work.start_ns = 900'000;
+    work.end_ns = 900'000 + us * 1000;
+    trace.gpu_events.push_back(work);
+  };
+  replayed(100, 5, 1, 10);
+  replayed(100, 5, 2, 20);
+  replayed(101, 5, 1, 10);
+  replayed(102, 9, 7, 5);
+  const dlprof::analysis::CudaGraphs graphs = dlprof::analysis::cuda_graphs(trace);
+  EXPECT_EQ(graphs.launches, 3u);
+  EXPECT_EQ(graphs.gpu_ns, 45'000);
+  EXPECT_EQ(graphs.all_gpu_ns, 75'000) << "with the 30 us kernel aten::addmm launched itself";
+  ASSERT_EQ(graphs.graphs.size(), 2u);
+  EXPECT_EQ(graphs.graphs[0].graph_id, 5u);
+  EXPECT_EQ(graphs.graphs[0].launches, 2u);
+  EXPECT_EQ(graphs.graphs[0].work, 3u);
+  EXPECT_EQ(graphs.graphs[0].nodes, 2u);
+  EXPECT_EQ(graphs.graphs[0].gpu_ns, 40'000);
+  EXPECT_EQ(graphs.graphs[0].launched_from, "aten::linear");
+  EXPECT_EQ(graphs.graphs[1].graph_id, 9u);
+  EXPECT_EQ(graphs.graphs[1].launched_from, "untracked");
+
+  const dlprof::Report report = dlprof::make_report(trace);
+  EXPECT_THAT(dlprof::render_text(report), ::testing::HasSubstr("CUDA graphs: the GPU work graphs replayed (60.0% of the GPU time, 3 launches)"));
+  EXPECT_THAT(dlprof::render_json(report), ::testing::HasSubstr(R"("all_gpu_us": 75.000,)"));
+  EXPECT_THAT(dlprof::render_html(report), ::testing::HasSubstr("CUDA graphs: the GPU work graphs replayed"));
+  const std::string without = dlprof::render_json(dlprof::make_report(trace_with_stacks()));
+  EXPECT_THAT(without, ::testing::HasSubstr(R"("cuda_graphs": {)"));
+  EXPECT_THAT(without, ::testing::Not(::testing::HasSubstr("all_gpu_us")));
 }
 
 }  // namespace analysis_call_stacks_test

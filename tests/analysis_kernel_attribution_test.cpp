@@ -109,6 +109,15 @@ TEST(KernelAttributionTest, BackwardKernelsTakeTheLayerOfTheirForwardOp) {
   EXPECT_DOUBLE_EQ(backward.tflops_per_second(), 1'000.0 / 500 / 1e3);
 }
 
+TEST(KernelAttributionTest, BackwardKernelsFindTheirForwardOpAsTorchNumbersThreads) {
+  // torch.profiler writes 0 as a forward op's `Fwd thread id`, and its RecordFunction thread id
+  // (1, not the OS's) as the backward op's.
+  dlprof::Trace trace = layered_trace();
+  for (dlprof::TraceEvent& event : trace.events)
+    if (event.sequence_number == 7) event.forward_thread_id = event.category == Category::Backward ? 1 : 0;
+  EXPECT_EQ(dlprof::analysis::kernel_attribution(trace).kernels.at(5).layer, "nn.Module: Linear_fc1");
+}
+
 TEST(KernelAttributionTest, OpsWithShapesButNoFlopsFromTheTraceAreEstimated) {
   // torch.profiler's with_flops counts no softmax; its shapes give 5 FLOPs per element and the
   // bytes of a read and a write (flops.hpp).

@@ -3,6 +3,7 @@
 // `tests/tools/hta_breakdowns.py <set>`; the other analyses, their invariants.
 #include <dlprof/analysis/analysis.hpp>
 #include <dlprof/analysis/call_stacks.hpp>
+#include <dlprof/analysis/cuda_graphs.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
 #include <gmock/gmock.h>
@@ -250,7 +251,8 @@ TEST_F(ReferenceTraces, PythonFramesAroundAnOpAreItsStack) {
   EXPECT_EQ(frame(0), "<built-in method embedding of type object at 0x7f9a3dfe1d20>");
   EXPECT_EQ(frame(1), "torch/nn/functional.py(2437): embedding");
   EXPECT_EQ(frame(19), "<string>(1): <module>");
-  EXPECT_EQ(dlprof::analysis::innermost_user_frame(trace, stack), "transformers/models/qwen2/modeling_qwen2.py(503): forward");
+  ASSERT_NE(dlprof::innermost_user_frame(trace, stack), nullptr);
+  EXPECT_EQ(dlprof::frame_text(trace, *dlprof::innermost_user_frame(trace, stack)), "transformers/models/qwen2/modeling_qwen2.py(503): forward");
   // The flame graph's lines start at the outermost frame and end with the op.
   const std::string folded = dlprof::analysis::folded_stacks(trace, dlprof::analysis::StackMetric::SelfCpuTime);
   EXPECT_THAT(folded, ::testing::HasSubstr("<string>(1): <module>;multiprocessing/spawn.py(122): spawn_main;"));
@@ -258,6 +260,26 @@ TEST_F(ReferenceTraces, PythonFramesAroundAnOpAreItsStack) {
   const dlprof::analysis::CodeLines lines = dlprof::analysis::code_lines(trace, 5);
   ASSERT_FALSE(lines.by_cpu.empty());
   for (const dlprof::analysis::CodeLine& line : lines.by_cpu) EXPECT_FALSE(dlprof::is_library_frame(line.line)) << line.line;
+}
+
+// vLLM's decode steps on ROCm replay HIP graphs; the trace names no graph, so the work is the
+// work of hipGraphLaunch calls, by correlation (the oracle, in Python: 25 launches, 361 kernels,
+// 149,919.755 us of the trace's 156,085.905 us, all launched from one Python frame).
+TEST_F(ReferenceTraces, GraphReplaysAreTheWorkOfGraphLaunches) {
+  const dlprof::Trace trace = read_set("tracelens-rocm-vllm-graph-execution").at(0);
+  const dlprof::analysis::CudaGraphs graphs = dlprof::analysis::cuda_graphs(trace);
+  EXPECT_EQ(graphs.launches, 25u);
+  EXPECT_EQ(graphs.gpu_ns, 149'919'755);
+  EXPECT_EQ(graphs.all_gpu_ns, 156'085'905);
+  ASSERT_EQ(graphs.graphs.size(), 1u);
+  const dlprof::analysis::GraphReplays& graph = graphs.graphs[0];
+  EXPECT_EQ(graph.graph_id, 0u);
+  EXPECT_EQ(graph.work, 361u);
+  EXPECT_EQ(graph.nodes, 0u);
+  EXPECT_EQ(graph.top_kernel, "_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu");
+  EXPECT_THAT(graph.launched_from, ::testing::StartsWith("<built-in method replay of pybind11_builtins"));
+  // A trace without graphs has none.
+  EXPECT_TRUE(dlprof::analysis::cuda_graphs(read_set("hta-1rank-a100-simple-add").at(0)).empty());
 }
 
 }  // namespace

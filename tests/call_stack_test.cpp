@@ -9,9 +9,17 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -316,6 +324,86 @@ TEST(CallStackTest, TheProfilerGroupsItsSummaryByStackAndExportsFoldedStacks) {
 #endif
   profiler.export_stacks(path, dlprof::analysis::StackMetric::SelfGpuTime);
   EXPECT_EQ(dlprof_test::read_file(path), "") << "no GPU work";
+}
+
+/// Records a range from `depth` frames down: one stack per depth.
+DLPROF_NOINLINE int range_at_depth(int depth) {
+  if (depth > 0) return range_at_depth(depth - 1) + 1;
+  DLPROF_RANGE("range_while_signalled");
+  return 0;
+}
+
+/// A handler that unwinds its own stack, on the stack and through the unwinder a capture it
+/// interrupts is using.
+std::atomic<int> g_signals_handled{0};
+void unwind_in_the_handler(int) {
+  void* frames[64];
+  ::backtrace(frames, 64);
+  g_signals_handled.fetch_add(1);
+}
+
+TEST(CallStackTest, SignalsArrivingDuringCapturesLeaveEveryRangeItsOwnStack) {
+  void* warm[4];
+  ::backtrace(warm, 4);  // glibc loads libgcc's unwinder on its first call, which a handler must not
+  struct sigaction handler {};
+  handler.sa_handler = unwind_in_the_handler;
+  sigemptyset(&handler.sa_mask);
+  struct sigaction previous {};
+  ASSERT_EQ(::sigaction(SIGURG, &handler, &previous), 0);
+  for (const auto unwinder : {dlprof::StackUnwinder::UnwindTables, dlprof::StackUnwinder::FramePointers}) {
+    SCOPED_TRACE(std::string(dlprof::to_string(unwinder)));
+    dlprof::Profiler profiler(dlprof::ProfilerOptions{}.with_stack(true).stack_unwinder(unwinder));
+    profiler.start();
+    g_signals_handled = 0;
+    std::atomic<bool> done{false};
+    std::uint64_t ranges = 0;
+    std::thread worker([&] {
+      // Until a hundred signals have come, however busy the machine.
+      for (; ranges < 4000 || g_signals_handled.load() < 100; ++ranges) range_at_depth(ranges % 2 == 0 ? 0 : 20);
+      done = true;
+    });
+    while (!done.load()) {
+      ::pthread_kill(worker.native_handle(), SIGURG);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    worker.join();
+    profiler.stop();
+    const auto trace = profiler.last_trace();
+    ASSERT_NE(trace, nullptr);
+    std::map<std::uint32_t, std::uint64_t> ranges_by_stack;
+    for (const TraceEvent& event : trace->events)
+      if (trace->name_of(event) == "range_while_signalled") ++ranges_by_stack[event.stack];
+    EXPECT_GE(g_signals_handled.load(), 100);
+    EXPECT_EQ(trace->stackless_events, 0u);
+    EXPECT_EQ(ranges_by_stack.count(TraceEvent::kNoStack), 0u);
+    // Where this build omits frame pointers, a walk by them stops early: no depth to compare.
+    if (unwinder == dlprof::StackUnwinder::FramePointers) continue;
+    // Two call sites, two stacks, 20 frames apart, whatever the signals interrupted.
+    ASSERT_EQ(ranges_by_stack.size(), 2u);
+    const std::uint32_t shallow = ranges_by_stack.begin()->first;
+    const std::uint32_t deep = std::next(ranges_by_stack.begin())->first;
+    const std::int64_t depths[2] = {trace->stacks.at(shallow).depth, trace->stacks.at(deep).depth};
+    EXPECT_EQ(std::abs(depths[1] - depths[0]), 20) << depths[0] << " and " << depths[1] << " frames";
+    EXPECT_EQ(ranges_by_stack.begin()->second + std::next(ranges_by_stack.begin())->second, ranges);
+  }
+  dlprof::detail::g_stack_capture.by_frame_pointers.store(false);
+  ASSERT_EQ(::sigaction(SIGURG, &previous, nullptr), 0);
+}
+
+TEST(StackTableTest, AFullTableKeepsNoNewStackAndCountsIt) {
+  StackTable table(2 * dlprof::detail::interned_stack_bytes(3));
+  const std::uintptr_t first[] = {1, 2, 3};
+  const std::uintptr_t second[] = {1, 2, 4};
+  const std::uintptr_t third[] = {1, 2, 5};
+  const auto kept = table.intern(first, 3);
+  ASSERT_NE(kept.id, dlprof::detail::kNoStackId);
+  ASSERT_NE(table.intern(second, 3).id, dlprof::detail::kNoStackId);
+  EXPECT_EQ(table.lost(), 0u);
+  EXPECT_EQ(table.intern(third, 3).id, dlprof::detail::kNoStackId);
+  EXPECT_EQ(table.lost(), 1u);
+  EXPECT_EQ(table.intern(first, 3).id, kept.id) << "a stack kept before is still found";
+  EXPECT_EQ(table.intern(third, 3).id, dlprof::detail::kNoStackId);
+  EXPECT_EQ(table.lost(), 2u);
 }
 
 }  // namespace call_stack_test

@@ -560,6 +560,44 @@ TEST_F(CuptiRecordsTest, KernelIsWrittenWithKinetosNameTimesAndArgsInOrder) {
   EXPECT_EQ(keys_of(renamed.at("args")).front(), "queued");
 }
 
+TEST_F(CuptiRecordsTest, AGraphsKernelsAndFillsCarryTheGraphAndNodeTheyReplay) {
+  CpuTrace cpu;
+  cpu.step("ProfilerStep#1", at(1'000'000), at(9'000'000)).range("replay", at(1'100'000), at(1'300'000), 1);
+  CUpti_ActivityKernel10 node = kernel(kGemm, 300, at(1'400'000), at(1'450'000));
+  node.graphId = 4;
+  node.graphNodeId = 0x100000002ull;  // CUPTI's ids do not fit 32 bits
+  CUpti_ActivityMemset4 fill{};
+  fill.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  fill.bytes = 4096;
+  fill.start = static_cast<std::uint64_t>(at(1'460'000));
+  fill.end = static_cast<std::uint64_t>(at(1'461'000));
+  fill.streamId = 7;
+  fill.contextId = 1;
+  fill.correlationId = 300;
+  fill.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  fill.graphId = 4;
+  fill.graphNodeId = 9;
+  ActivityBufferBuilder buffer;
+  buffer.add(external(300, pushed_id(1)))
+      .add(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 300, at(1'150'000), at(1'160'000)))
+      .add(node)
+      .add(fill)
+      .add(kernel("_Z4stepv", 301, at(2'000'000), at(2'001'000)));
+  const Written written = write_window(cpu, collect({&buffer}, {a100()}));
+
+  const json replayed = the_event(written.document, slice("kernel", 300), "the graph's kernel");
+  ASSERT_FALSE(replayed.is_null());
+  EXPECT_EQ(replayed.at("args").at("graph id"), 4);
+  EXPECT_EQ(replayed.at("args").at("graph node id"), 0x100000002ull);
+  EXPECT_EQ(keys_of(replayed.at("args")).back(), "graph node id");
+  const json filled = the_event(written.document, slice("gpu_memset", 300), "the graph's fill");
+  ASSERT_FALSE(filled.is_null());
+  EXPECT_EQ(filled.at("args").at("graph node id"), 9);
+  const json alone = the_event(written.document, slice("kernel", 301), "a kernel launched on its own");
+  ASSERT_FALSE(alone.is_null());
+  EXPECT_FALSE(alone.at("args").contains("graph id"));
+}
+
 TEST_F(CuptiRecordsTest, KernelQueuedTimeIsWrittenInMicrosecondsAndKernelKindIsTranslatedToo) {
   CpuTrace cpu;
   CUpti_ActivityKernel10 serial = kernel("_Z4stepv", 10, at(1'000'500), at(1'001'500));

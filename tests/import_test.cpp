@@ -1,6 +1,7 @@
 // The trace reader (import/chrome_trace.hpp): torch.profiler's traces of every era, dlprof's own
 // traces read back field by field, and input that is not a trace.
 #include <dlprof/analysis/step_breakdown.hpp>
+#include <dlprof/detail/forward_ops.hpp>
 #include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 
@@ -573,6 +574,8 @@ Trace every_kind_of_event() {
   trace.gpu.clipped_annotations = 5;
   trace.gpu.cupti_version = "13.0";
   trace.gpu.driver_version = "580.65";
+  // Backward ops carry their forward op's stack, as a recorded window gives them.
+  dlprof::detail::inherit_forward_stacks(trace);
   return trace;
 }
 
@@ -2482,6 +2485,65 @@ TEST_F(ReferenceTraceTest, EverySetReadsAsWrittenStrictlyAndLeniently) {
     }
   }
   EXPECT_EQ(sets, 7u);
+}
+
+TEST(ImportCallStackTest, PythonFramesAroundAnOpAreItsStackAndBackwardOpsTakeTheirForwardOps) {
+  const Trace trace = parse(R"({"traceEvents": [
+    {"ph": "X", "cat": "python_function", "name": "train.py(80): <module>", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "python_function", "name": "model.py(12): forward", "pid": 1, "tid": 1, "ts": 1, "dur": 50},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 2, "dur": 10, "args": {"Sequence number": 5}},
+    {"ph": "X", "cat": "python_function", "name": "<built-in method relu>", "pid": 1, "tid": 1, "ts": 20, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 21, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 40, "dur": 2, "args": {"Call stack": "x.py(1): f"}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": 1, "tid": 1, "ts": 60, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::abs", "pid": 1, "tid": 1, "ts": 90, "dur": 20},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::neg", "pid": 1, "tid": 3, "ts": 5, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "MmBackward0", "pid": 1, "tid": 2, "ts": 200, "dur": 10,
+     "args": {"Sequence number": 5, "Fwd thread id": 1}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::t", "pid": 1, "tid": 2, "ts": 201, "dur": 5}
+  ]})");
+  const auto frames = [&trace](std::string_view op) {
+    std::vector<std::string> texts;
+    const TraceEvent* event = find_event(trace, op);
+    if (event == nullptr || event->stack == TraceEvent::kNoStack) return texts;
+    const dlprof::CallStack& stack = trace.stacks.at(event->stack);
+    for (std::uint32_t i = 0; i < stack.depth; ++i) texts.push_back(dlprof::frame_text(trace, trace.stack_frames.at(stack.first + i)));
+    return texts;
+  };
+  using ::testing::ElementsAre;
+  EXPECT_THAT(frames("aten::mm"), ElementsAre("model.py(12): forward", "train.py(80): <module>")) << "the innermost first";
+  EXPECT_THAT(frames("aten::relu"), ElementsAre("<built-in method relu>", "model.py(12): forward", "train.py(80): <module>"));
+  EXPECT_THAT(frames("aten::add"), ElementsAre("x.py(1): f")) << "a Call stack arg is kept";
+  EXPECT_THAT(frames("aten::sum"), ElementsAre("train.py(80): <module>"));
+  EXPECT_THAT(frames("aten::abs"), ElementsAre()) << "a frame that ends inside an op does not hold it";
+  EXPECT_THAT(frames("aten::neg"), ElementsAre()) << "another thread's frames";
+  EXPECT_THAT(frames("MmBackward0"), ElementsAre("model.py(12): forward", "train.py(80): <module>")) << "its forward op's";
+  EXPECT_THAT(frames("aten::t"), ElementsAre("model.py(12): forward", "train.py(80): <module>")) << "its backward op's";
+  EXPECT_EQ(find_event(trace, "aten::mm")->stack, find_event(trace, "MmBackward0")->stack);
+}
+
+TEST(ImportTest, AGraphsWorkKeepsItsGraphAndNodeIdsAndOddOnesAreNoted) {
+  const Trace trace = parse(R"json({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1, "dur": 5,
+     "args": {"correlation": 3, "graph id": 4, "graph node id": 4294967298}},
+    {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 7, "dur": 1,
+     "args": {"correlation": 3, "graph id": 4, "graph node id": 9}},
+    {"ph": "X", "cat": "kernel", "name": "odd", "pid": 0, "tid": 7, "ts": 9, "dur": 1,
+     "args": {"correlation": 4, "graph id": "four"}},
+    {"ph": "X", "cat": "kernel", "name": "alone", "pid": 0, "tid": 7, "ts": 12, "dur": 1, "args": {"correlation": 5}}
+  ]})json");
+  ASSERT_EQ(trace.gpu_events.size(), 4u);
+  EXPECT_EQ(trace.gpu_events[0].graph_id, 4u);
+  EXPECT_EQ(trace.gpu_events[0].graph_node_id, 4294967298u);
+  EXPECT_EQ(trace.gpu_events[1].graph_node_id, 9u);
+  EXPECT_EQ(trace.gpu_events[2].graph_id, 0u) << "a value of the wrong type is left out";
+  EXPECT_THAT(trace.read_result.notes, ::testing::Contains(::testing::HasSubstr("graph id")));
+  EXPECT_EQ(trace.gpu_events[3].graph_id, 0u);
+  EXPECT_EQ(trace.gpu_events[3].graph_node_id, 0u);
+  // Written again, as Kineto writes them.
+  fmt::memory_buffer out;
+  dlprof::write_chrome_trace(trace, out, "t");
+  EXPECT_THAT(std::string(out.data(), out.size()), ::testing::HasSubstr(R"("graph id": 4, "graph node id": 4294967298)"));
 }
 
 TEST(ImportCallStackTest, TorchsCallStacksAreReadAsFramesOfText) {

@@ -1579,8 +1579,8 @@ TEST(ReportCliTest, TheKernelTableInCsvJsonTextAndHtml) {
   ASSERT_EQ(csv.status, 0) << csv.output;
   const std::vector<std::string> lines = lines_of(csv.output);
   ASSERT_EQ(lines.size(), 15u) << "a header and the trace's 14 kernel rows";
-  EXPECT_EQ(lines[0].rfind("rank,layer,op,direction,input_dims,input_types,precision,matrix_units,kernel,grid,block,", 0), 0u);
-  EXPECT_EQ(lines[1].rfind(R"(0,"","aten::mm","fwd","[[8192, 8192], [8192, 8192]]","[""c10::BFloat16"", ""c10::BFloat16""]","BF16",true,"nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT",)", 0), 0u)
+  EXPECT_EQ(lines[0].rfind("rank,layer,op,line,direction,input_dims,input_types,precision,matrix_units,kernel,grid,block,", 0), 0u);
+  EXPECT_EQ(lines[1].rfind(R"(0,"","aten::mm","","fwd","[[8192, 8192], [8192, 8192]]","[""c10::BFloat16"", ""c10::BFloat16""]","BF16",true,"nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT",)", 0), 0u)
       << lines[1];
   EXPECT_THAT(lines[1], HasSubstr(",200,311406.330,219902325555200,80530636800,"));
 
@@ -1590,6 +1590,7 @@ TEST(ReportCliTest, TheKernelTableInCsvJsonTextAndHtml) {
   const Json& top = table.at("ranks").at(0).at("kernels").at(0);
   EXPECT_EQ(top.at("kernel"), "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT");
   EXPECT_EQ(top.at("calls"), 200);
+  EXPECT_TRUE(top.at("line").is_null()) << "no call stacks";
   EXPECT_EQ(top.at("precision"), "BF16");
   EXPECT_EQ(top.at("bound"), "compute");
   EXPECT_NEAR(top.at("efficiency_pct").get<double>(), 100 * 219902325555200.0 / 311406330 / 1e3 / 989.4, 1e-6);

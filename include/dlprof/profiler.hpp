@@ -206,21 +206,23 @@ class BasicProfiler {
   }
 
   /// The text report of the most recent trace: step-time breakdown, GPU summary, top ops and
-  /// kernels, recommendations. The file that calls it includes <dlprof/report.hpp>, so that the
+  /// kernels, recommendations; its call stacks' lines symbolised in a program that links
+  /// dlprof::symbolize. The file that calls it includes <dlprof/report.hpp>, so that the
   /// report's analyses and renderers are compiled only there, not in every file that includes the
   /// Profiler. A handler of on_trace_ready, which is given its trace, prints
   /// dlprof::report(trace) instead.
-  template <class Options = ReportOptions>
+  template <class Options = ReportOptions, bool Symbolise = DLPROF_DETAIL_SYMBOLISE_STACKS>
   std::string report() const {
     static_assert(detail::is_complete_v<detail::TextReport<Options>>, "Profiler::report() needs #include <dlprof/report.hpp>");
-    return report(Options{});
+    return report<Options, Symbolise>(Options{});
   }
-  template <class Options>
+  template <class Options, bool Symbolise = DLPROF_DETAIL_SYMBOLISE_STACKS>
   std::string report(const Options& options) const {
     static_assert(detail::is_complete_v<detail::TextReport<Options>>, "Profiler::report() needs #include <dlprof/report.hpp>");
     const auto trace = last_trace();
     if (trace == nullptr) return "dlprof report: no trace yet: no recording window has been closed\n";
-    return detail::TextReport<Options>::of(*trace, options);
+    Trace copy;
+    return detail::TextReport<Options>::of(detail::StackSymbols<Symbolise>::of(*trace, copy), options);
   }
 
   /// Messages of handlers that threw (an unwritable trace directory, for example), the first 256

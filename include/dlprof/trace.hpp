@@ -189,6 +189,10 @@ struct GpuEvent {
   std::int64_t stream = 0;        ///< CUDA stream id; -1 for a context synchronisation
   std::uint32_t correlation = 0;  ///< CUPTI correlation id shared with the API call; 0 if none
   GpuEventKind kind = GpuEventKind::Kernel;
+  /// Kernels, copies and fills a CUDA graph replayed: CUPTI's id of the graph and of its node
+  /// (0: launched on their own, or not said).
+  std::uint32_t graph_id = 0;
+  std::uint64_t graph_node_id = 0;
   KernelDetails kernel;  ///< Kernel only
   CopyDetails copy;      ///< Memcpy, MemcpyPeer, Memset (bytes and memory kind)
   SyncDetails sync;      ///< Sync only

@@ -1,5 +1,5 @@
 // dlprof/analysis/call_stacks.hpp: a trace's call stacks (with_stack, or torch.profiler's `Call
-// stack`) as flame graphs and as the line of the user's code each op came from.
+// stack` and Python frames) as flame graphs and as the line of the user's code each op came from.
 //
 // folded_stacks() writes the folded format that Brendan Gregg's flamegraph.pl, speedscope and
 // Perfetto read: one line per distinct stack, its frames from the outermost to the innermost,
@@ -10,7 +10,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -72,11 +74,13 @@ inline std::vector<std::int64_t> time_of_each_slice(const Trace& trace, const Sl
 
 }  // namespace detail
 
-/// The folded stacks of `trace`'s ops and ranges that have a stack, `metric` summed per distinct
-/// line and the lines in text order; lines of zero are left out. A ';' in a frame's text becomes
-/// ',' so that it separates no frames.
-inline std::string folded_stacks(const Trace& trace, StackMetric metric) {
-  const detail::SliceTree tree(trace);
+namespace detail {
+
+/// Each distinct stack of `trace`'s ops and ranges with its op or range as the leaf, its frames
+/// outermost first and separated by ';', with `metric` summed over its events, in text order;
+/// stacks of zero are left out. A ';' in a frame's text becomes ',' so that it separates no frames.
+inline std::map<std::string, std::int64_t> folded_paths(const Trace& trace, StackMetric metric) {
+  const SliceTree tree(trace);
   const std::vector<std::int64_t> value = detail::time_of_each_slice(trace, tree, metric);
   const auto clean = [](std::string text) {
     std::replace(text.begin(), text.end(), kineto::arg::kCallStackSeparator, ',');
@@ -98,19 +102,95 @@ inline std::string folded_stacks(const Trace& trace, StackMetric metric) {
     }
     lines[frames + clean(std::string(trace.name_of(event)))] += value[i];
   }
+  return lines;
+}
+
+}  // namespace detail
+
+/// The folded stacks of `trace`'s ops and ranges that have a stack (see the header comment), one
+/// line per distinct stack in text order.
+inline std::string folded_stacks(const Trace& trace, StackMetric metric) {
   std::string text;
-  for (const auto& [line, ns] : lines) fmt::format_to(std::back_inserter(text), "{} {}.{:03}\n", line, ns / 1000, ns % 1000);
+  for (const auto& [line, ns] : detail::folded_paths(trace, metric))
+    fmt::format_to(std::back_inserter(text), "{} {}.{:03}\n", line, ns / 1000, ns % 1000);
   return text;
 }
 
-/// The innermost frame of `stack` that is the user's code (not is_library_frame()), as its
-/// text; nothing where every frame is a library's.
-inline std::optional<std::string> innermost_user_frame(const Trace& trace, const CallStack& stack) {
-  for (std::uint32_t f = 0; f < stack.depth; ++f) {
-    std::string text = frame_text(trace, trace.stack_frames[stack.first + f]);
-    if (!is_library_frame(text)) return text;
+/// One box of a flame graph.
+struct FlameFrame {
+  std::string text;           ///< the frame, or the op or range at the top of a stack
+  std::int64_t start_ns = 0;  ///< from the graph's left edge, in the metric's time
+  std::int64_t ns = 0;        ///< its width: the metric of everything in it and above it
+  std::uint32_t depth = 0;    ///< 0: the outermost frames
+  bool op = false;            ///< an op or range, where its stack ends (not a frame of code)
+};
+
+/// A flame graph of a trace's call stacks, as flamegraph.pl draws the folded stacks: each row
+/// one frame deeper, siblings in text order, each box as wide as the metric below it.
+struct FlameGraph {
+  StackMetric metric = StackMetric::SelfCpuTime;
+  std::int64_t total_ns = 0;
+  std::vector<FlameFrame> frames;  ///< each before the frames above it
+  std::size_t frames_left_out = 0;  ///< too narrow to draw: under the share asked for
+  std::uint32_t depth = 0;          ///< rows
+
+  bool empty() const noexcept { return frames.empty(); }
+};
+
+/// The flame graph of `trace`'s call stacks by `metric`, without the boxes narrower than
+/// `min_share` of the whole (flamegraph.pl's --minwidth) and then, widest first, at most
+/// `max_frames` boxes, so that a page stays light whatever the trace.
+inline FlameGraph flame_graph(const Trace& trace, StackMetric metric, double min_share = 0.001, std::size_t max_frames = 4000) {
+  FlameGraph graph;
+  graph.metric = metric;
+  const std::map<std::string, std::int64_t> paths = detail::folded_paths(trace, metric);
+  for (const auto& [path, ns] : paths) graph.total_ns += ns;
+  if (graph.total_ns <= 0) return graph;
+  // Paths in text order: those sharing a prefix are neighbours, and each frame of the prefix one box.
+  std::vector<FlameFrame> all;
+  std::vector<std::size_t> open;  // the boxes of the previous path, outermost first
+  std::vector<std::string_view> previous;
+  std::vector<std::string_view> frames;
+  std::int64_t x = 0;
+  for (const auto& [path, ns] : paths) {
+    frames.clear();
+    for (std::size_t begin = 0;;) {
+      const std::size_t end = path.find(kineto::arg::kCallStackSeparator, begin);
+      frames.push_back(std::string_view(path).substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+      if (end == std::string::npos) break;
+      begin = end + 1;
+    }
+    std::size_t shared = 0;
+    // The op at a path's end is a box of its own even where a frame of another path has its text.
+    while (shared + 1 < frames.size() && shared + 1 < previous.size() && frames[shared] == previous[shared]) ++shared;
+    for (std::size_t depth = shared; depth < open.size(); ++depth) all[open[depth]].ns = x - all[open[depth]].start_ns;
+    open.resize(shared);
+    for (std::size_t depth = shared; depth < frames.size(); ++depth) {
+      open.push_back(all.size());
+      all.push_back(FlameFrame{std::string(frames[depth]), x, 0, static_cast<std::uint32_t>(depth), depth + 1 == frames.size()});
+    }
+    x += ns;
+    previous.swap(frames);
   }
-  return std::nullopt;
+  for (const std::size_t box : open) all[box].ns = x - all[box].start_ns;
+  // A box is never wider than the one below it, so a width threshold keeps every kept box's base.
+  auto threshold = static_cast<std::int64_t>(min_share * static_cast<double>(graph.total_ns));
+  if (all.size() > max_frames) {
+    std::vector<std::int64_t> widths;
+    widths.reserve(all.size());
+    for (const FlameFrame& frame : all) widths.push_back(frame.ns);
+    std::nth_element(widths.begin(), widths.begin() + static_cast<std::ptrdiff_t>(max_frames - 1), widths.end(), std::greater<>());
+    threshold = std::max(threshold, widths[max_frames - 1]);
+  }
+  for (FlameFrame& frame : all) {
+    if (frame.ns < threshold || graph.frames.size() == max_frames) {
+      ++graph.frames_left_out;
+      continue;
+    }
+    graph.depth = std::max(graph.depth, frame.depth + 1);
+    graph.frames.push_back(std::move(frame));
+  }
+  return graph;
 }
 
 /// The ops of one line of the user's code: the innermost frame of their stacks that is not a
@@ -169,7 +249,8 @@ inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
     ++result.ops_with_stacks;
     result.self_cpu_ns += cpu[i];
     if (!line_known[event.stack]) {
-      line_of_stack[event.stack] = innermost_user_frame(trace, trace.stacks[event.stack]);
+      if (const StackFrame* frame = innermost_user_frame(trace, trace.stacks[event.stack]))
+        line_of_stack[event.stack] = frame_text(trace, *frame);
       line_known[event.stack] = true;
     }
     const std::optional<std::string>& line = line_of_stack[event.stack];

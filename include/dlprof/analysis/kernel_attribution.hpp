@@ -20,10 +20,14 @@
 //   does none of the product); so the TFLOP/s of each kernel is the op's FLOPs over the op's
 //   kernel time, and the column adds up to the ops' FLOPs. Unknown where no op around it has them
 //   (never 0).
+// - line: with call stacks, the innermost frame of the user's code in the launching op's stack
+//   (format/call_stack.hpp), the line the kernel came from.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,7 +42,9 @@
 #include "dlprof/analysis/short_kernel_name.hpp"
 #include "dlprof/analysis/tensor_cores.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/detail/forward_ops.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
+#include "dlprof/format/call_stack.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
 #include "dlprof/trace.hpp"
@@ -60,6 +66,10 @@ struct AttributedKernel {
   std::string_view layer;           ///< empty when no range is around the op
   std::string_view op;              ///< empty when no op launched it
   std::string_view parent_op;       ///< the op around `op` (aten::_to_copy around aten::copy_); empty if none
+  /// The line of the user's code it came from: the innermost user frame (innermost_user_frame())
+  /// of its op's call stack, or of the nearest slice around the op with one, as "train.cpp(142):
+  /// Block::forward(at::Tensor)"; empty without stacks.
+  std::string_view line;
   Direction direction = Direction::Forward;
   std::string_view input_dims;      ///< the op's record_shapes texts; empty without them
   std::string_view input_types;
@@ -76,6 +86,9 @@ struct AttributedKernel {
 
 struct KernelAttribution {
   std::vector<AttributedKernel> kernels;  ///< by start time
+  /// The texts of lines that are unsymbolised frames ("train+0x1a2b"), which the trace does not
+  /// hold as names: AttributedKernel::line views them, in copies of this too.
+  std::shared_ptr<const std::deque<std::string>> line_texts;
 
   /// The first `row_limit` rows (0: all), long texts cut to `text_width`, kernels by their short
   /// names (short_kernel_name.hpp).
@@ -129,23 +142,14 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
     return cost.flops.has_value() || cost.bytes.has_value();
   };
 
-  // Forward ops by (thread, sequence number); of several, the latest: fwdbwd's pairing.
-  std::vector<std::tuple<std::uint64_t, std::int64_t, std::int64_t, std::uint32_t>> forward_ops;
-  std::vector<std::uint32_t> steps;
-  for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& event = trace.events[i];
-    if (event.kind == EventKind::Step) steps.push_back(i);
-    if (event.kind == EventKind::Op && event.sequence_number >= 0 && event.category != Category::Backward)
-      forward_ops.emplace_back(trace.threads[event.thread].os_tid, event.sequence_number, event.start_ns, i);
-  }
-  std::sort(forward_ops.begin(), forward_ops.end());
-  const auto forward_op_of = [&](const TraceEvent& node) {
-    const auto after = std::upper_bound(forward_ops.begin(), forward_ops.end(),
-                                        std::make_tuple(node.forward_thread_id, node.sequence_number, INT64_MAX, kNone));
-    if (after == forward_ops.begin()) return kNone;
-    const auto& [thread, sequence, start, index] = *(after - 1);
-    return thread == node.forward_thread_id && sequence == node.sequence_number ? index : kNone;
+  // Each backward op's forward op, as the trace's fwdbwd flows pair them.
+  const std::vector<std::uint32_t> forward_of = dlprof::detail::forward_op_of_each_backward_op(trace);
+  const auto forward_op_of = [&](std::uint32_t node) {
+    return forward_of.empty() || forward_of[node] == dlprof::detail::kNoForwardOp ? kNone : forward_of[node];
   };
+  std::vector<std::uint32_t> steps;
+  for (std::uint32_t i = 0; i < trace.events.size(); ++i)
+    if (trace.events[i].kind == EventKind::Step) steps.push_back(i);
   std::sort(steps.begin(), steps.end(),
             [&](std::uint32_t a, std::uint32_t b) { return trace.events[a].start_ns < trace.events[b].start_ns; });
   const auto step_at = [&](std::int64_t time) -> std::int64_t {
@@ -159,6 +163,23 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
     std::uint32_t layer = tree.self_or_ancestor(slice, is_layer);
     if (layer == kNone) layer = tree.self_or_ancestor(slice, is_range);
     return layer;
+  };
+
+  // The line of each call stack, found once per stack.
+  auto line_texts = std::make_shared<std::deque<std::string>>();
+  std::vector<std::optional<std::string_view>> line_of_stack(trace.stacks.size());
+  const auto line_of = [&](std::uint32_t slice) -> std::string_view {
+    const std::uint32_t with_stack =
+        tree.self_or_ancestor(slice, [](const TraceEvent& event) { return event.stack != TraceEvent::kNoStack; });
+    if (with_stack == kNone) return {};
+    std::optional<std::string_view>& line = line_of_stack[trace.events[with_stack].stack];
+    if (!line) {
+      const StackFrame* frame = innermost_user_frame(trace, trace.stacks[trace.events[with_stack].stack]);
+      line = frame == nullptr                      ? std::string_view()
+             : frame->text != StackFrame::kNoText ? std::string_view(trace.names[frame->text])
+                                                  : std::string_view(line_texts->emplace_back(frame_text(trace, *frame)));
+    }
+    return *line;
   };
 
   detail::PerName<bool> tensor_core_kernel(trace, uses_tensor_cores);
@@ -189,10 +210,11 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
       const std::uint32_t node = tree.self_or_ancestor(op, [](const TraceEvent& event) {
         return event.kind == EventKind::Op && event.sequence_number >= 0;
       });
-      const std::uint32_t forward = node == kNone ? kNone : forward_op_of(trace.events[node]);
+      const std::uint32_t forward = node == kNone ? kNone : forward_op_of(node);
       if (forward != kNone) layer = layer_of(forward);
     }
     if (layer != kNone) row.layer = trace.names[trace.events[layer].name];
+    if (!trace.stacks.empty()) row.line = line_of(anchor);
     if (op != kNone) {
       row.op = trace.names[trace.events[op].name];
       const std::uint32_t parent = tree.self_or_ancestor(tree.parent(op), is_op);
@@ -225,6 +247,7 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
   dlprof::detail::stable_sort_runs(result.kernels.begin(), result.kernels.end(), [](const AttributedKernel& a, const AttributedKernel& b) {
     return a.work->start_ns < b.work->start_ns;
   });
+  result.line_texts = std::move(line_texts);
   return result;
 }
 

@@ -1,9 +1,9 @@
 // dlprof/analysis/kernel_table.hpp: PyProf's kernel table with the roofline beside it. Every
 // kernel of a trace (kernel_attribution.hpp ties each to its layer, op and direction) aggregated
-// by kernel name, layer, op, direction, input shapes and types, grid and block: its calls, silicon
-// time, Tensor Cores, FLOPs and bytes (its share of its op's), and what roofline.hpp judges of
-// them: arithmetic intensity, achieved FLOP/s and bytes/s, the bound, the share of the peak and
-// the time lost. The rows are ranked by time lost, then time, so the first is where to work.
+// by kernel name, layer, op, the line of the user's code (with call stacks), direction, input
+// shapes and types, grid and block: its calls, silicon time, Tensor Cores, FLOPs and bytes (its
+// share of its op's), and what roofline.hpp judges of them: arithmetic intensity, achieved FLOP/s
+// and bytes/s, the bound, the share of the peak and the time lost. The rows are ranked by time lost, then time, so the first is where to work.
 //
 // Copies and fills are no kernels and are left out; a kernel no op launched has a row of its own
 // (its op empty), with no FLOPs.
@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
@@ -30,6 +33,7 @@ struct KernelTableRow : RoofMeasure {
   std::string_view kernel;
   std::string_view layer;
   std::string_view op;
+  std::string_view line;  ///< the line of the user's code the op came from (AttributedKernel::line)
   Direction direction = Direction::Forward;
   std::string_view input_dims;
   std::string_view input_types;
@@ -42,25 +46,33 @@ struct KernelTable {
   std::int64_t kernel_ns = 0;        ///< every kernel's time
   /// Kernel time on devices whose peaks are not known (the report says so).
   std::int64_t unknown_device_ns = 0;
+  /// What the rows' lines view where the trace does not hold them (KernelAttribution::line_texts).
+  std::shared_ptr<const std::deque<std::string>> line_texts;
+
+  bool has_lines() const noexcept {
+    return std::any_of(rows.begin(), rows.end(), [](const KernelTableRow& row) { return !row.line.empty(); });
+  }
 };
 
 /// The kernel table of `trace` from its kernels' attribution; `peaks` as roofline()'s.
 inline KernelTable kernel_table(const Trace& trace, const KernelAttribution& attribution,
                                 const DevicePeaks* peaks = nullptr) {
   const auto three = [](const std::uint32_t (&sizes)[3]) { return std::array<std::uint32_t, 3>{sizes[0], sizes[1], sizes[2]}; };
-  using Key = std::tuple<std::string_view, std::string_view, std::string_view, Direction, std::string_view,
+  using Key = std::tuple<std::string_view, std::string_view, std::string_view, std::string_view, Direction, std::string_view,
                          std::string_view, std::array<std::uint32_t, 3>, std::array<std::uint32_t, 3>, std::uint32_t>;
   std::map<Key, KernelTableRow> rows;
   KernelTable table;
+  table.line_texts = attribution.line_texts;
   for (const AttributedKernel& kernel : attribution.kernels) {
     const GpuEvent& work = *kernel.work;
     if (work.kind != GpuEventKind::Kernel) continue;
-    KernelTableRow& row = rows[Key{kernel.name, kernel.layer, kernel.op, kernel.direction, kernel.input_dims,
+    KernelTableRow& row = rows[Key{kernel.name, kernel.layer, kernel.op, kernel.line, kernel.direction, kernel.input_dims,
                                    kernel.input_types, three(work.kernel.grid), three(work.kernel.block), work.device}];
     if (row.calls == 0) {
       row.kernel = kernel.name;
       row.layer = kernel.layer;
       row.op = kernel.op;
+      row.line = kernel.line;
       row.direction = kernel.direction;
       row.input_dims = kernel.input_dims;
       row.input_types = kernel.input_types;

@@ -302,6 +302,20 @@ class CorrelationSet {
   bool has_work(std::uint32_t id) const noexcept { return (flags_of(id) & kWork) != 0; }
   bool has_call(std::uint32_t id) const noexcept { return (flags_of(id) & kCall) != 0; }
 
+  /// Whether the flow of `id` ends here: true for its first work only. A graph launch's kernels
+  /// share its correlation, and a flow has one end.
+  bool end_flow(std::uint32_t id) noexcept {
+    if (dense_) {
+      if (id < low_ || id - low_ >= flags_.size() || (flags_[id - low_] & kEnded) != 0) return false;
+      flags_[id - low_] |= kEnded;
+      return true;
+    }
+    const auto it = std::lower_bound(sparse_.begin(), sparse_.end(), std::make_pair(id, std::uint8_t{0}));
+    if (it == sparse_.end() || it->first != id || (it->second & kEnded) != 0) return false;
+    it->second |= kEnded;
+    return true;
+  }
+
   /// Syncs are waits, not launched work: Kineto draws no flow to them either.
   static bool is_launched_work(const GpuEvent& work) noexcept {
     return work.correlation != 0 && work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync;
@@ -310,6 +324,7 @@ class CorrelationSet {
  private:
   static constexpr std::uint8_t kWork = 1;
   static constexpr std::uint8_t kCall = 2;
+  static constexpr std::uint8_t kEnded = 4;
 
   void mark(std::uint32_t id, std::uint8_t flag) {
     if (dense_)
@@ -510,6 +525,13 @@ class GpuEventWriter {
     return work.stream;
   }
 
+  /// A graph's work: its graph and node, as Kineto writes them on CUDA 12+.
+  void graph_args(const GpuEvent& work) {
+    if (work.graph_id == 0 && work.graph_node_id == 0) return;
+    integer_arg<json_piece::kComma, kineto::arg::kGraphId>(work.graph_id);
+    integer_arg<json_piece::kComma, kineto::arg::kGraphNodeId>(static_cast<std::int64_t>(work.graph_node_id));
+  }
+
   void write_work(const GpuEvent& work) {
     namespace arg = kineto::arg;
     namespace cat = kineto::cat;
@@ -534,6 +556,7 @@ class GpuEventWriter {
         json_.raw(key_text<json_piece::kComma, arg::kBlock>);
         dims(kernel.block);
         integer_arg<json_piece::kComma, arg::kAchievedOccupancy>(kernel.est_achieved_occupancy_percent);
+        graph_args(work);
         break;
       }
       case GpuEventKind::Memcpy:
@@ -550,6 +573,7 @@ class GpuEventWriter {
         integer_arg<json_piece::kComma, arg::kCorrelation>(work.correlation);
         integer_arg<json_piece::kComma, arg::kBytes>(static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
+        graph_args(work);
         break;
       }
       case GpuEventKind::MemcpyPeer: {
@@ -566,6 +590,7 @@ class GpuEventWriter {
         integer_arg<json_piece::kComma, arg::kCorrelation>(work.correlation);
         integer_arg<json_piece::kComma, arg::kBytes>(static_cast<std::int64_t>(copy.bytes));
         bandwidth(copy.bytes, work.duration_ns());
+        graph_args(work);
         break;
       }
       case GpuEventKind::Sync: {
@@ -586,7 +611,7 @@ class GpuEventWriter {
         break;
     }
     json_.raw("}},\n");
-    if (correlations_.has_work(work.correlation) && correlations_.has_call(work.correlation))
+    if (correlations_.has_work(work.correlation) && correlations_.has_call(work.correlation) && correlations_.end_flow(work.correlation))
       flow('f', work.correlation, pid, tid, work.start_ns);
   }
 

@@ -135,4 +135,14 @@ inline bool is_library_frame(std::string_view text) noexcept {
   return false;
 }
 
+/// The innermost frame of `stack` that is the user's code (not is_library_frame()): the line an
+/// op or range came from. Null where every frame is a library's.
+inline const StackFrame* innermost_user_frame(const Trace& trace, const CallStack& stack) {
+  for (std::uint32_t f = 0; f < stack.depth; ++f) {
+    const StackFrame& frame = trace.stack_frames[stack.first + f];
+    if (!is_library_frame(frame_text(trace, frame))) return &frame;
+  }
+  return nullptr;
+}
+
 DLPROF_END_NAMESPACE

@@ -181,6 +181,9 @@ inline constexpr std::string_view kAchievedOccupancy = "est. achieved occupancy 
 /// written as (int)(0.5 + -1 * 100.0). TensorBoard's plugin skips negative values.
 inline constexpr int kOccupancyUnknown = -99;
 inline constexpr std::string_view kBytes = "bytes";
+/// Of kernels, copies and fills a CUDA graph replayed (CUDA 12+): the graph and its node.
+inline constexpr std::string_view kGraphId = "graph id";
+inline constexpr std::string_view kGraphNodeId = "graph node id";
 inline constexpr std::string_view kMemoryBandwidth = "memory bandwidth (GB/s)";
 inline constexpr std::string_view kFromDevice = "fromDevice";
 inline constexpr std::string_view kInDevice = "inDevice";

@@ -35,6 +35,7 @@
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/limits.hpp"
 #include "dlprof/report/detail/code_lines_section.hpp"
+#include "dlprof/report/detail/cuda_graphs_section.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -74,6 +75,46 @@ svg.chart{display:block;max-width:100%;height:auto;margin:6px 0 10px}svg.chart t
 svg.chart .axis{stroke:#bbb;stroke-width:1}svg.chart .grid{stroke:#eee;stroke-width:1}
 ol.advice li{margin:0 0 12px}ol.advice .evidence{color:#555;font-size:13px;margin:2px 0 0}ol.advice code{color:#888;font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:8px 32px;align-items:flex-start}
+svg.flame-graph g.flame{cursor:pointer}svg.flame-graph g.flame text{font:11px ui-monospace,monospace;fill:#222;pointer-events:none}
+)";
+
+/// A flame graph's zoom: a click on a box makes it the graph's whole width, with the boxes above
+/// it spread out and those below it (its callers) kept as its base; a click on "all" goes back.
+/// Labels are cut to the boxes' widths as the page's writer cuts them (flame_label()).
+inline constexpr std::string_view kFlameGraphScript = R"(
+(function () {
+  function label(box) {
+    var rect = box.querySelector('rect'), text = box.querySelector('text');
+    var name = box.querySelector('title').textContent.split('\n')[0];
+    var fit = Math.floor((parseFloat(rect.getAttribute('width')) - 6) / 6.6);
+    var chars = Array.from(name);
+    text.textContent = fit < 3 ? '' : chars.length <= fit ? name : chars.slice(0, fit - 2).join('') + '..';
+  }
+  function zoom(svg, target) {
+    var left = parseFloat(target.getAttribute('data-x')), width = parseFloat(target.getAttribute('data-w'));
+    var depth = Number(target.getAttribute('data-d'));
+    var pad = Number(svg.getAttribute('data-pad')), full = svg.viewBox.baseVal.width - 2 * pad;
+    svg.querySelectorAll('g.flame').forEach(function (box) {
+      var x = parseFloat(box.getAttribute('data-x')), w = parseFloat(box.getAttribute('data-w'));
+      var d = Number(box.getAttribute('data-d')), slack = 1e-9;
+      var above = d >= depth && x >= left - slack && x + w <= left + width + slack;
+      var below = d < depth && x <= left + slack && x + w >= left + width - slack;
+      box.style.display = above || below ? '' : 'none';
+      if (!above && !below) return;
+      var from = below ? 0 : (x - left) / width, span = below ? 1 : w / width;
+      box.querySelector('rect').setAttribute('x', (pad + from * full).toFixed(1));
+      box.querySelector('rect').setAttribute('width', Math.max(span * full, 0.5).toFixed(1));
+      box.querySelector('text').setAttribute('x', (pad + from * full + 3).toFixed(1));
+      label(box);
+    });
+  }
+  document.querySelectorAll('svg.flame-graph').forEach(function (svg) {
+    svg.addEventListener('click', function (event) {
+      var box = event.target.closest('g.flame');
+      if (box) zoom(svg, box);
+    });
+  });
+})();
 )";
 
 inline constexpr std::string_view kRenderCheckScript = R"(
@@ -419,6 +460,58 @@ inline void html_rank_chart(HtmlOut& html, const std::vector<RankReport>& ranks)
 
 inline std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
 inline std::string ms(double ns) { return fmt::format("{:.3f}", ns / 1e6); }
+
+/// A flame graph box's label: its text cut to what `width` units hold, as kFlameGraphScript cuts it.
+inline std::string flame_label(std::string_view text, double width) {
+  const double fit = std::floor((width - 6) / 6.6);
+  if (fit < 3) return {};
+  const auto chars = static_cast<std::size_t>(fit);
+  if (text_width(text) <= chars) return std::string(text);
+  return std::string(text.substr(0, code_point_offset(text, chars - 2))) + "..";
+}
+
+/// A flame graph as flamegraph.pl draws one: the outermost frames at the bottom, one row per
+/// frame deeper, a box per frame as wide as its time; the frames of the user's code in warm
+/// colours, libraries' paler, ops blue. Each box carries its place as a share of the whole, for
+/// the zoom (kFlameGraphScript).
+inline void html_flame_graph(HtmlOut& html, const std::string& id, const analysis::FlameGraph& graph) {
+  constexpr int kWidth = 1100;
+  constexpr double kPad = 4, kRow = 17;
+  const std::uint32_t rows = graph.depth + 1;  // and "all" below them
+  const int height = static_cast<int>(kPad * 2 + kRow * rows);
+  html.format(
+      "<svg class=\"chart flame-graph\" id=\"{}\" data-pad=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"Flame graph\">\n",
+      id, kPad, kWidth, height, kWidth, height);
+  const double full = kWidth - 2 * kPad;
+  const double total = static_cast<double>(graph.total_ns);
+  const auto box = [&](std::string_view text, double from, double span, std::uint32_t depth, std::string_view color, std::int64_t ns) {
+    const double x = kPad + from * full, width = std::max(span * full, 0.5);
+    const double y = kPad + kRow * static_cast<double>(rows - 1 - depth);
+    html.format("<g class=\"flame\" data-x=\"{:.9f}\" data-w=\"{:.9f}\" data-d=\"{}\"><rect class=\"mark\" x=\"{:.1f}\" y=\"{:.1f}\" "
+                "width=\"{:.1f}\" height=\"{:.1f}\" rx=\"2\" fill=\"{}\"><title>",
+                from, span, depth, x, y, width, kRow - 1, color);
+    html.text(text);
+    html.format("\n{} ms, {:.2f}%</title></rect><text x=\"{:.1f}\" y=\"{:.1f}\">", ms(ns), 100.0 * static_cast<double>(ns) / total,
+                x + 3, y + kRow - 5);
+    html.text(flame_label(text, width));
+    html.raw("</text></g>\n");
+  };
+  box("all", 0, 1, 0, "#d9d9de", graph.total_ns);
+  for (const analysis::FlameFrame& frame : graph.frames) {
+    std::string color = "#6baed6";
+    if (!frame.op) {
+      // A colour of the frame's own, so that one function looks the same wherever it is.
+      std::uint32_t hash = 2166136261u;
+      for (const char c : frame.text) hash = (hash ^ static_cast<unsigned char>(c)) * 16777619u;
+      color = is_library_frame(frame.text) ? fmt::format("hsl({},45%,78%)", 40 + hash % 20)
+                                           : fmt::format("hsl({},85%,{}%)", hash % 45, 55 + (hash >> 8) % 12);
+    }
+    box(frame.text, static_cast<double>(frame.start_ns) / total, static_cast<double>(frame.ns) / total, frame.depth + 1, color, frame.ns);
+  }
+  html.raw("</svg>\n");
+}
+
 inline std::string percent_text(double percent) { return fmt::format("{:.1f}%", percent); }
 
 /// A section the text renderer shows too (LimitsSection, ThreadCpuSection): its title, its lines,
@@ -567,6 +660,21 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     html.table({"Thread", "Waiting", "Waits", "Longest in"}, rows, 3);
   }
   if (!rank.code_lines.empty()) html_section(html, code_lines_section(rank));
+  if (!rank.cuda_graphs.empty()) html_section(html, cuda_graphs_section(rank, report.options.top_rows));
+  for (const analysis::FlameGraph* graph : {&rank.cpu_flame_graph, &rank.gpu_flame_graph}) {
+    if (graph->empty()) continue;
+    const bool gpu = graph->metric == analysis::StackMetric::SelfGpuTime;
+    html.element("h3", fmt::format("Flame graph: {} by call stack ({} in all)", gpu ? "the GPU time each op launched" : "self CPU time",
+                                   KeyAverages::format_duration(graph->total_ns)));
+    std::string note = "Each box is a frame, as wide as the time of the ops above it; the ops end the stacks (blue). Click a box "
+                       "to zoom in, \"all\" to zoom out.";
+    if (graph->frames_left_out != 0)
+      note += fmt::format(" {} frame{} too narrow to draw {} left out; dlprof-report --stacks {} writes them all as folded stacks.",
+                          graph->frames_left_out, graph->frames_left_out == 1 ? "" : "s", graph->frames_left_out == 1 ? "is" : "are",
+                          gpu ? "gpu" : "cpu");
+    html.element("p", note, "class=\"muted\"");
+    html_flame_graph(html, fmt::format("{}-flame-{}", id, gpu ? "gpu" : "cpu"), *graph);
+  }
   if (!rank.thread_cpu.empty()) {
     html_section(html, thread_cpu_section(rank, report.options.top_rows));
   }
@@ -816,6 +924,10 @@ inline std::string render_html(const Report& report) {
   if (report.ranks.empty()) html.element("p", "No trace to report on.", "class=\"muted\"");
 
   html.raw("<pre id=\"render-check\" hidden>charts not measured: scripts are off</pre>\n");
+  const bool flame_graphs = std::any_of(report.ranks.begin(), report.ranks.end(), [](const RankReport& rank) {
+    return !rank.cpu_flame_graph.empty() || !rank.gpu_flame_graph.empty();
+  });
+  if (flame_graphs) html.format("<script>{}</script>\n", detail::kFlameGraphScript);
   html.format("<script>{}</script>\n</body>\n</html>\n", detail::kRenderCheckScript);
   return fmt::to_string(out);
 }

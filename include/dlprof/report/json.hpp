@@ -57,6 +57,9 @@
 //        "by_cpu": [{"line", "self_cpu_us", "gpu_us", "calls", "top_op", "top_kernel"}] (by self CPU
 //        time, at most top_rows), "by_gpu": [the same] (by GPU time, those with some)}: the ops with
 //        call stacks by the innermost frame of the user's code (analysis/call_stacks.hpp); {} without,
+//      "cuda_graphs": {"gpu_us", "all_gpu_us", "launches", "graphs": [{"graph_id" (null: not named),
+//        "launched_from", "launches", "work", "nodes", "gpu_us", "top_kernel"}] (by GPU time, at
+//        most top_rows)}: the GPU work graphs replayed (analysis/cuda_graphs.hpp); {} without,
 //      "top_kernels": [{"name", "short_name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "limits": {"mfu": null or {"utilization_pct", "achieved_tflops", "peak_tflops", "precision",
 //        "matrix_units", "devices", "flops", "span_us", "unknown_ops"} (over the steps),
@@ -534,6 +537,34 @@ inline void json_thread_time(JsonTree& json, const analysis::ThreadTime& time) {
   json.member_number("blocked_pct", 100 * time.blocked_share());
 }
 
+inline void json_cuda_graphs(JsonTree& json, const analysis::CudaGraphs& graphs, std::size_t rows) {
+  json.key("cuda_graphs");
+  json.begin_object();
+  if (!graphs.empty()) {
+    json.member_us("gpu_us", graphs.gpu_ns);
+    json.member_us("all_gpu_us", graphs.all_gpu_ns);
+    json.member_integer("launches", static_cast<std::int64_t>(graphs.launches));
+    json.key("graphs");
+    json.begin_array();
+    for (std::size_t i = 0; i < graphs.graphs.size() && i < rows; ++i) {
+      const analysis::GraphReplays& graph = graphs.graphs[i];
+      json.begin_object();
+      json.key("graph_id");
+      if (graph.graph_id == 0) json.null();
+      else json.integer(graph.graph_id);
+      json.member_text_or_null("launched_from", graph.launched_from);
+      json.member_integer("launches", static_cast<std::int64_t>(graph.launches));
+      json.member_integer("work", static_cast<std::int64_t>(graph.work));
+      json.member_integer("nodes", static_cast<std::int64_t>(graph.nodes));
+      json.member_us("gpu_us", graph.gpu_ns);
+      json.member("top_kernel", graph.top_kernel);
+      json.end_object();
+    }
+    json.end_array();
+  }
+  json.end_object();
+}
+
 inline void json_code_lines(JsonTree& json, const analysis::CodeLines& code) {
   json.key("code_lines");
   json.begin_object();
@@ -772,6 +803,7 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
 
   json_thread_cpu(json, rank.thread_cpu, report.options.top_rows);
   json_code_lines(json, rank.code_lines);
+  json_cuda_graphs(json, rank.cuda_graphs, report.options.top_rows);
   json_limits(json, rank, report.options.top_rows);
 
   json.key("gpu_activities");

@@ -60,7 +60,7 @@ inline std::string dims3(const std::array<std::uint32_t, 3>& sizes) {
 }
 
 inline constexpr std::string_view kKernelTableHeaders[] = {
-    "Layer", "Op", "Dir", "Input dims", "Type", "Kernel", "Grid", "Block", "Calls", "Time",
+    "Layer", "Op", "Line", "Dir", "Input dims", "Type", "Kernel", "Grid", "Block", "Calls", "Time",
     "FLOPs", "Bytes", "TFLOP/s", "TB/s", "FLOP/B", "Bound", "Of peak", "Time lost"};
 
 /// The table's cells for the terminal and the page: durations and counts as people read them.
@@ -68,7 +68,7 @@ inline std::vector<std::string> kernel_table_cells(const analysis::KernelTableRo
                                                    std::string kernel_name) {
   const auto dash = [](std::string_view text) { return text.empty() ? std::string("-") : std::string(text); };
   const std::optional<double> intensity = row.intensity();
-  return {dash(row.layer), dash(row.op), std::string(analysis::to_string(row.direction)), dash(row.input_dims),
+  return {dash(row.layer), dash(row.op), dash(row.line), std::string(analysis::to_string(row.direction)), dash(row.input_dims),
           precision_cell(row, units), std::move(kernel_name), dims3(row.grid), dims3(row.block), std::to_string(row.calls),
           KeyAverages::format_duration(row.kernel_ns), row.flops ? KeyAverages::format_count(*row.flops) : "-",
           row.bytes ? KeyAverages::format_bytes(static_cast<std::int64_t>(*row.bytes)) : "-",
@@ -76,6 +76,9 @@ inline std::vector<std::string> kernel_table_cells(const analysis::KernelTableRo
           intensity ? fmt::format("{:.1f}", *intensity) : "-", std::string(analysis::to_string(row.bound)),
           efficiency_cell(row), row.efficiency ? KeyAverages::format_duration(row.time_lost_ns) : "-"};
 }
+
+/// The kernel table's column of lines, which only a trace with call stacks fills.
+inline constexpr std::size_t kLineColumn = 2;
 
 /// A CSV field (RFC 4180): quoted, its quotes doubled.
 inline void csv_field(fmt::memory_buffer& out, std::string_view text) {
@@ -113,16 +116,21 @@ inline std::string render_kernel_table_text(const std::vector<RankKernelTable>& 
     std::vector<detail::TextColumn> columns;
     for (const std::string_view header : detail::kKernelTableHeaders)
       columns.push_back({std::string(header), detail::Align::Right, 0});
-    for (const std::size_t left : {0, 1, 2, 3, 4, 5, 15}) columns[left].align = detail::Align::Left;
+    for (const std::size_t left : {0, 1, 2, 3, 4, 5, 6, 16}) columns[left].align = detail::Align::Left;
     columns[0].max_width = 32;
     columns[1].max_width = 28;
-    columns[3].max_width = 30;
-    columns[5].max_width = KernelTotal::kShortNameWidth;
+    columns[2].max_width = 48;
+    columns[4].max_width = 30;
+    columns[6].max_width = KernelTotal::kShortNameWidth;
+    const bool lines = rank.table.has_lines();
+    if (!lines) columns.erase(columns.begin() + detail::kLineColumn);
     detail::TextTable table(std::move(columns));
     const std::size_t shown = row_limit == 0 ? rank.table.rows.size() : std::min(row_limit, rank.table.rows.size());
     for (std::size_t i = 0; i < shown; ++i) {
       const analysis::KernelTableRow& row = rank.table.rows[i];
-      table.add_row(detail::kernel_table_cells(row, rank.units, analysis::short_kernel_name(row.kernel)));
+      std::vector<std::string> cells = detail::kernel_table_cells(row, rank.units, analysis::short_kernel_name(row.kernel));
+      if (!lines) cells.erase(cells.begin() + detail::kLineColumn);
+      table.add_row(std::move(cells));
     }
     table.render(out);
     if (shown < rank.table.rows.size())
@@ -136,21 +144,21 @@ inline std::string render_kernel_table_text(const std::vector<RankKernelTable>& 
 inline std::string render_kernel_table_csv(const std::vector<RankKernelTable>& ranks) {
   fmt::memory_buffer out;
   fmt::format_to(std::back_inserter(out),
-                 "rank,layer,op,direction,input_dims,input_types,precision,matrix_units,kernel,grid,block,device,calls,"
+                 "rank,layer,op,line,direction,input_dims,input_types,precision,matrix_units,kernel,grid,block,device,calls,"
                  "kernel_us,flops,bytes,tflops,tb_per_s,intensity,bound,efficiency_pct,mamf_pct,time_lost_us,above_roof,"
                  "cache_resident\n");
   for (const RankKernelTable& rank : ranks)
     for (const analysis::KernelTableRow& row : rank.table.rows) {
       fmt::format_to(std::back_inserter(out), "{},", rank.rank);
-      for (const std::string_view text : {row.layer, row.op, analysis::to_string(row.direction), row.input_dims, row.input_types,
+      for (const std::string_view text : {row.layer, row.op, row.line, analysis::to_string(row.direction), row.input_dims, row.input_types,
                                           row.precision ? analysis::to_string(*row.precision) : std::string_view()}) {
         detail::csv_field(out, text);
         out.push_back(',');
       }
       fmt::format_to(std::back_inserter(out), "{},", row.matrix_units ? "true" : "false");
       detail::csv_field(out, row.kernel);
-      const std::optional<double> efficiency = row.efficiency ? std::optional<double>(100 * *row.efficiency) : std::nullopt;
-      const std::optional<double> mamf = row.mamf_share ? std::optional<double>(100 * *row.mamf_share) : std::nullopt;
+      const std::string efficiency = row.efficiency ? fmt::format("{}", 100 * *row.efficiency) : std::string();
+      const std::string mamf = row.mamf_share ? fmt::format("{}", 100 * *row.mamf_share) : std::string();
       fmt::format_to(std::back_inserter(out), ",{},{},{},{},{:.3f},{},{},{},{},{},{},{},{},{:.3f},",
                      detail::dims3(row.grid), detail::dims3(row.block), row.device, row.calls,
                      static_cast<double>(row.kernel_ns) / 1e3, row.flops ? std::to_string(*row.flops) : "",
@@ -158,7 +166,7 @@ inline std::string render_kernel_table_csv(const std::vector<RankKernelTable>& r
                      detail::optional_number_text(row.flops ? std::optional<double>(row.tflops()) : std::nullopt),
                      detail::optional_number_text(row.bytes ? std::optional<double>(row.tb_per_s()) : std::nullopt),
                      detail::optional_number_text(row.intensity()), analysis::to_string(row.bound),
-                     detail::optional_number_text(efficiency), detail::optional_number_text(mamf),
+                     efficiency, mamf,
                      static_cast<double>(row.time_lost_ns) / 1e3);
       detail::csv_field(out, row.above_roof);
       fmt::format_to(std::back_inserter(out), ",{}\n", row.cache_resident ? "true" : "false");
@@ -167,7 +175,7 @@ inline std::string render_kernel_table_csv(const std::vector<RankKernelTable>& r
 }
 
 /// The kernel table as JSON: {"ranks": [{"rank", "kernel_us", "unknown_device_us", "kernels":
-/// [{"kernel", "layer", "op", "direction", "input_dims", "input_types", "grid", "block", and the
+/// [{"kernel", "layer", "op", "line", "direction", "input_dims", "input_types", "grid", "block", and the
 /// roofline's members as the report's "limits" ops have them}]}]}.
 inline std::string render_kernel_table_json(const std::vector<RankKernelTable>& ranks) {
   fmt::memory_buffer out;
@@ -188,6 +196,7 @@ inline std::string render_kernel_table_json(const std::vector<RankKernelTable>& 
       json.member("kernel", row.kernel);
       json.member_text_or_null("layer", row.layer);
       json.member_text_or_null("op", row.op);
+      json.member_text_or_null("line", row.line);
       json.member("direction", analysis::to_string(row.direction));
       json.member("input_dims", row.input_dims);
       json.member("input_types", row.input_types);
@@ -219,11 +228,15 @@ inline std::string render_kernel_table_html(const std::vector<RankKernelTable>& 
     html.format("<section id=\"rank-{}\">\n", rank.rank);
     html.element("h2", fmt::format("Rank {}: kernels by time lost against the roofline", rank.rank));
     html.element("p", detail::kernel_table_summary(rank), "class=\"meta\"");
+    const bool lines = rank.table.has_lines();
+    std::vector<std::string> headers(std::begin(detail::kKernelTableHeaders), std::end(detail::kKernelTableHeaders));
+    if (!lines) headers.erase(headers.begin() + detail::kLineColumn);
     std::vector<std::vector<std::string>> rows;
-    for (const analysis::KernelTableRow& row : rank.table.rows)
+    for (const analysis::KernelTableRow& row : rank.table.rows) {
       rows.push_back(detail::kernel_table_cells(row, rank.units, std::string(row.kernel)));
-    html.table(std::vector<std::string>(std::begin(detail::kKernelTableHeaders), std::end(detail::kKernelTableHeaders)),
-               rows, 5);
+      if (!lines) rows.back().erase(rows.back().begin() + detail::kLineColumn);
+    }
+    html.table(headers, rows, lines ? 6 : 5);
     html.raw("</section>\n");
   }
   html.raw("</body>\n</html>\n");

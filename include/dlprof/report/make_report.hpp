@@ -44,6 +44,7 @@
 #include "dlprof/analysis/steady_state.hpp"
 #include "dlprof/analysis/thread_cpu.hpp"
 #include "dlprof/analysis/call_stacks.hpp"
+#include "dlprof/analysis/cuda_graphs.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -139,6 +140,11 @@ struct RankReport {
   /// Which line of code: the ops with call stacks by the innermost frame of the user's code, the
   /// first top_rows by self CPU time and by the GPU time they launched.
   analysis::CodeLines code_lines;
+  /// The call stacks as flame graphs: by self CPU time, and by the GPU time each op launched.
+  analysis::FlameGraph cpu_flame_graph;
+  analysis::FlameGraph gpu_flame_graph;
+  /// The GPU work CUDA or HIP graphs replayed, by graph.
+  analysis::CudaGraphs cuda_graphs;
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
   std::uint64_t overflowed_names = 0;    ///< names recorded as "<dlprof: name table full>"
@@ -437,9 +443,17 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     rounds[0].emplace_back([trace, rank, &options] { rank->hta = analysis::hta_analyses(*trace, options.analysis); });
     rounds[0].emplace_back([trace, attribution] { *attribution = analysis::kernel_attribution(*trace); });
     rounds[0].emplace_back([trace, rank] { rank->steps = analysis::step_breakdown(*trace); });
-    rounds[0].emplace_back([trace, rank] { rank->syncs = analysis::host_syncs(*trace); });
+    rounds[0].emplace_back([trace, rank] {
+      rank->syncs = analysis::host_syncs(*trace);
+      rank->cuda_graphs = analysis::cuda_graphs(*trace);
+    });
     rounds[0].emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
-    rounds[0].emplace_back([trace, rank, &options] { rank->code_lines = analysis::code_lines(*trace, options.top_rows); });
+    rounds[0].emplace_back([trace, rank, &options] {
+      rank->code_lines = analysis::code_lines(*trace, options.top_rows);
+      if (trace->stacks.empty()) return;
+      rank->cpu_flame_graph = analysis::flame_graph(*trace, analysis::StackMetric::SelfCpuTime);
+      rank->gpu_flame_graph = analysis::flame_graph(*trace, analysis::StackMetric::SelfGpuTime);
+    });
     rounds[0].emplace_back([trace, rank, &options] {
       rank->roofline = analysis::roofline(*trace, options.peaks ? &*options.peaks : nullptr);
     });

@@ -23,6 +23,7 @@
 #include "dlprof/key_averages.hpp"
 #include "dlprof/report/detail/limits.hpp"
 #include "dlprof/report/detail/code_lines_section.hpp"
+#include "dlprof/report/detail/cuda_graphs_section.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -304,6 +305,17 @@ inline void text_code_lines(fmt::memory_buffer& out, const RankReport& rank) {
   for (const std::string& note : lines.notes) fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
 }
 
+/// CUDA graphs: the work they replayed, by graph.
+inline void text_cuda_graphs(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
+  const CudaGraphsSection graphs = cuda_graphs_section(rank, rows);
+  section(out, graphs.title);
+  TextTable table({{graphs.headers[0]}, {graphs.headers[1], Align::Left, 40}, {graphs.headers[2]}, {graphs.headers[3]},
+                   {graphs.headers[4]}, {graphs.headers[5]}, {graphs.headers[6]}, {graphs.headers[7], Align::Left, 40}});
+  for (const std::vector<std::string>& row : graphs.rows) table.add_row(row);
+  table.render(out);
+  for (const std::string& note : graphs.notes) fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
+}
+
 /// How far from the limit: MFU, roofs, clocks, and the ops that lost the most time.
 inline void text_limits(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
   const LimitsSection limits = limits_section(rank, rows);
@@ -400,6 +412,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   }
   text_top_ops(out, rank);
   if (!rank.code_lines.empty()) text_code_lines(out, rank);
+  if (!rank.cuda_graphs.empty()) text_cuda_graphs(out, rank, options.top_rows);
   text_idle_threads(out, rank, options.top_rows);
   if (!rank.thread_cpu.empty()) text_thread_cpu(out, rank, options.top_rows);
   if (rank.gpu_activity) {

@@ -292,6 +292,8 @@ class RecordCollector {
         details.static_shared_memory = static_cast<std::uint32_t>(kernel.staticSharedMemory);
         details.dynamic_shared_memory = static_cast<std::uint32_t>(kernel.dynamicSharedMemory);
         details.queued_ns = static_cast<std::int64_t>(kernel.queued);
+        event.graph_id = kernel.graphId;
+        event.graph_node_id = kernel.graphNodeId;
         store(activity_.gpu, event);
         return;
       }
@@ -320,6 +322,8 @@ class RecordCollector {
         event.name = intern(fill_name(static_cast<std::uint8_t>(fill.memoryKind)));
         event.copy.bytes = fill.bytes;
         event.copy.destination_kind = static_cast<std::uint8_t>(fill.memoryKind);
+        event.graph_id = fill.graphId;
+        event.graph_node_id = fill.graphNodeId;
         store(activity_.gpu, event);
         return;
       }
@@ -404,6 +408,8 @@ class RecordCollector {
     event.copy.copy_kind = copy.copyKind;
     event.copy.source_kind = copy.srcKind;
     event.copy.destination_kind = copy.dstKind;
+    event.graph_id = copy.graphId;
+    event.graph_node_id = copy.graphNodeId;
     return event;
   }
 

@@ -51,9 +51,12 @@ class StackTable {
   /// Constructed on first use and never destroyed, as the name table: stacks are resolved while
   /// static objects are being destroyed.
   static StackTable& instance() {
-    static StackTable* table = new StackTable();
+    static StackTable* table = new StackTable(kStackTableBytes);
     return *table;
   }
+
+  /// A table of its own that keeps at most `capacity_bytes` (interned_stack_bytes()).
+  explicit StackTable(std::size_t capacity_bytes) noexcept : capacity_bytes_(capacity_bytes) {}
 
   struct Interned {
     StackId id = kNoStackId;
@@ -67,14 +70,14 @@ class StackTable {
     const std::string_view key(reinterpret_cast<const char*>(frames), depth * sizeof(std::uintptr_t));
     if (const auto found = index_.find(key); found != index_.end())
       return Interned{found->second, stacks_[found->second - 1].data()};
-    if (bytes_ + interned_stack_bytes(depth) > kStackTableBytes) {
-      ++lost_;
+    if (bytes_ + interned_stack_bytes(depth) > capacity_bytes_) {
+      lost_.fetch_add(1, std::memory_order_relaxed);
       return Interned{};
     }
     try {
       stacks_.emplace_back(frames, frames + depth);
     } catch (...) {
-      ++lost_;
+      lost_.fetch_add(1, std::memory_order_relaxed);
       return Interned{};
     }
     const std::vector<std::uintptr_t>& stored = stacks_.back();
@@ -83,7 +86,7 @@ class StackTable {
       index_.emplace(std::string_view(reinterpret_cast<const char*>(stored.data()), key.size()), id);
     } catch (...) {
       stacks_.pop_back();
-      ++lost_;
+      lost_.fetch_add(1, std::memory_order_relaxed);
       return Interned{};
     }
     bytes_ += interned_stack_bytes(depth);
@@ -105,23 +108,19 @@ class StackTable {
   }
 
   /// Stacks not kept (table full, or no memory) since the process started.
-  std::uint64_t lost() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return lost_;
-  }
+  std::uint64_t lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
 
   /// fork(): as InternTable's.
   void lock_for_fork() noexcept { mutex_.lock(); }
   void unlock_after_fork() noexcept { mutex_.unlock(); }
 
  private:
-  StackTable() = default;
-
+  const std::size_t capacity_bytes_;
   std::mutex mutex_;
   std::deque<std::vector<std::uintptr_t>> stacks_;  // id - 1
   std::unordered_map<std::string_view, StackId> index_;  // keyed by the frames' bytes
   std::size_t bytes_ = 0;
-  std::uint64_t lost_ = 0;
+  std::atomic<std::uint64_t> lost_{0};
 };
 
 /// A thread's recent stacks, so that a stack seen before costs a hash and a comparison.

@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
-#include "dlprof/detail/forward_ops.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/window/formatted_name.hpp"
@@ -332,32 +331,6 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
     }
   });
   return trace;
-}
-
-/// with_stack: a backward op takes the stack of the forward op it differentiates, and an op run
-/// inside a backward op takes that op's, as torch.profiler gives them: where autograd's engine
-/// runs them, their own stacks show only the engine. Call after the events are ordered.
-template <class Deferred = void>
-void inherit_forward_stacks(Trace& trace) {
-  if (trace.stacks.empty()) return;
-  const std::vector<std::uint32_t> forward = forward_op_of_each_backward_op(trace);
-  std::vector<std::size_t> open;  // the thread's enclosing slices, outermost first
-  for (std::size_t i = 0; i < trace.events.size(); ++i) {
-    TraceEvent& event = trace.events[i];
-    if (!is_slice(event.kind)) continue;
-    if (i == 0 || trace.events[i - 1].thread != event.thread) open.clear();
-    while (!open.empty() && trace.events[open.back()].end_ns <= event.start_ns) open.pop_back();
-    if (event.kind == EventKind::Op && event.category == Category::Backward) {
-      if (!forward.empty() && forward[i] != kNoForwardOp) {
-        if (trace.events[forward[i]].stack != TraceEvent::kNoStack) event.stack = trace.events[forward[i]].stack;
-      } else if (!open.empty()) {
-        const TraceEvent& enclosing = trace.events[open.back()];
-        if (enclosing.kind == EventKind::Op && enclosing.category == Category::Backward && enclosing.stack != TraceEvent::kNoStack)
-          event.stack = enclosing.stack;
-      }
-    }
-    open.push_back(i);
-  }
 }
 
 /// with_flops: the estimated FLOPs and bytes of every distinct (op, inputs) of the trace.

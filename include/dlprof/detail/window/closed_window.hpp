@@ -16,6 +16,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
 #include "dlprof/detail/backends/thread_cpu_sampler.hpp"
+#include "dlprof/detail/forward_ops.hpp"
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/window/assemble.hpp"
 #include "dlprof/detail/window/drain.hpp"

@@ -174,6 +174,8 @@ enum class Arg : std::uint8_t {
   Seq,
   DlprofCategory,    // "dlprof category" of a range
   CallStack,         // "Call stack" of an op or range
+  GraphId,           // "graph id" and "graph node id" of a graph's kernels, copies and fills
+  GraphNodeId,
   Count
 };
 static_assert(static_cast<int>(Arg::Count) <= 64, "RawEvent keeps a 64-bit mask of the args present");
@@ -238,6 +240,8 @@ inline const KeyTable<Arg>& event_args() {
       {arg::kSeq, Arg::Seq},
       {arg::kDlprofCategory, Arg::DlprofCategory},
       {arg::kCallStack, Arg::CallStack},
+      {arg::kGraphId, Arg::GraphId},
+      {arg::kGraphNodeId, Arg::GraphNodeId},
   }});
   return table;
 }

@@ -25,6 +25,7 @@
 #include <rapidjson/document.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/detail/forward_ops.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
@@ -577,6 +578,7 @@ class TraceBuilder {
     apply_base_time();
     sort_and_categorise();
     take_python_stacks();
+    inherit_forward_stacks(trace_);
     std::stable_sort(trace_.collectives.begin(), trace_.collectives.end(),
                      [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
     take_clock_offset();
@@ -1214,6 +1216,10 @@ class TraceBuilder {
     // stream (-1), as HTA reads it.
     const bool row_is_stream = category == CatMeaning::GpuAnnotation || !tid.is_number;
     work.stream = stream.value_or(row_is_stream ? tid.number : -1);
+    work.graph_id = uint32_arg(event, Arg::GraphId, kineto::arg::kGraphId);
+    work.graph_node_id = arg_value(event, Arg::GraphNodeId, [&](const RawValue& value) {
+                           return unsigned_of(value, kineto::arg::kGraphNodeId, UINT64_MAX);
+                         }).value_or(0);
     switch (category) {
       case CatMeaning::Kernel:
         work.kind = GpuEventKind::Kernel;
