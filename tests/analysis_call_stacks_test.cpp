@@ -139,6 +139,14 @@ TEST(AnalysisCallStacksTest, OpsAreGroupedByTheInnermostLineOfTheUsersCode) {
   EXPECT_TRUE(dlprof::analysis::code_lines(without, 10).empty());
 }
 
+TEST(AnalysisCallStacksTest, TheTerminalsColumnOfLinesLeavesOutTheirDirectories) {
+  using dlprof::detail::without_directories;
+  EXPECT_EQ(without_directories("/work/examples/mnist_cnn.hpp(25): Net::forward(at::Tensor)"), "mnist_cnn.hpp(25): Net::forward(at::Tensor)");
+  EXPECT_EQ(without_directories("model.py(12): forward"), "model.py(12): forward");
+  EXPECT_EQ(without_directories("libtorch_cpu.so+0x1a2b"), "libtorch_cpu.so+0x1a2b");
+  EXPECT_EQ(without_directories("f(a/b) (lib/x.so+0x10)"), "f(a/b) (lib/x.so+0x10)") << "no file and line";
+}
+
 TEST(AnalysisCallStacksTest, TheReportNamesTheLineInEachFormat) {
   const dlprof::Report report = dlprof::make_report(trace_with_stacks());
   EXPECT_THAT(dlprof::render_text(report),

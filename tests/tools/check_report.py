@@ -10,8 +10,10 @@
       and holds N charts, each an <svg class="chart">.
   check_report.py chromium FILE
       Headless Chromium renders FILE: the page's script reports every chart drawn with a non-zero
-      size and marks in it (<pre id="render-check">), and the console stays clean. Exits 77 (the
-      test is skipped) where Chromium is not installed.
+      size and marks in it (<pre id="render-check">), and the console stays clean. Where the page
+      has flame graphs, a copy of it clicks a box of each: the box must then span the graph and
+      every box shown must lie inside it. Exits 77 (the test is skipped) where Chromium is not
+      installed.
 Exit status 1 with a message naming the problem otherwise.
 """
 import argparse
@@ -155,13 +157,41 @@ def check_html(path, charts):
     print(f"ok: well-formed, {checker.charts} charts")
 
 
-def check_in_chromium(path):
-    browser = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
-    if browser is None:
-        print("SKIPPED: Chromium is not installed (Debian: apt-get install chromium)")
-        sys.exit(SKIPPED)
-    with open(path, encoding="utf-8") as file:
-        charts = len(re.findall(r'<svg class="chart" id="([^"]+)"', file.read()))
+# Clicks the second-widest box of each flame graph (one with a parent and, often, children) and
+# writes into <pre id="zoom-check"> how the graph then looks: "<id> clicked=<x>,<width>
+# span=<graph width> outside=<boxes shown outside the clicked one's span or below-and-narrower>".
+ZOOM_CHECK_SCRIPT = """
+<pre id="zoom-check" hidden></pre>
+<script>
+(function () {
+  var lines = [];
+  document.querySelectorAll('svg.flame-graph').forEach(function (svg) {
+    var boxes = Array.from(svg.querySelectorAll('g.flame'));
+    if (boxes.length < 2) return;
+    var target = boxes.slice(1).sort(function (a, b) {
+      return parseFloat(b.getAttribute('data-w')) - parseFloat(a.getAttribute('data-w'));
+    })[0];
+    target.querySelector('rect').dispatchEvent(new MouseEvent('click', {bubbles: true}));
+    var pad = Number(svg.getAttribute('data-pad')), full = svg.viewBox.baseVal.width - 2 * pad;
+    var rect = target.querySelector('rect');
+    var x = parseFloat(rect.getAttribute('x')), w = parseFloat(rect.getAttribute('width'));
+    var outside = 0;
+    boxes.forEach(function (box) {
+      if (box.style.display === 'none') return;
+      var r = box.querySelector('rect');
+      var bx = parseFloat(r.getAttribute('x')), bw = parseFloat(r.getAttribute('width'));
+      if (bx < pad - 0.2 || bx + bw > pad + full + 0.2) outside++;
+    });
+    lines.push(svg.id + ' clicked=' + (x - pad).toFixed(1) + ',' + w.toFixed(1) + ' span=' + full.toFixed(1) +
+               ' outside=' + outside);
+  });
+  document.getElementById('zoom-check').textContent = lines.join('\\n');
+})();
+</script>
+"""
+
+
+def run_chromium(browser, path):
     with tempfile.TemporaryDirectory() as profile:
         # As root (CI) Chromium needs --no-sandbox; the profile directory keeps runs apart.
         result = subprocess.run(
@@ -174,6 +204,38 @@ def check_in_chromium(path):
     console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
     if console:
         fail("the console is not clean:\n" + "\n".join(console))
+    return result
+
+
+def check_flame_graph_zoom(browser, page, flame_graphs):
+    with tempfile.TemporaryDirectory() as directory:
+        copy = os.path.join(directory, "zoom.html")
+        with open(copy, "w", encoding="utf-8") as file:
+            file.write(page.replace("</body>", ZOOM_CHECK_SCRIPT + "</body>"))
+        result = run_chromium(browser, copy)
+    match = re.search(r'<pre id="zoom-check"[^>]*>(.*?)</pre>', result.stdout, re.S)
+    lines = match.group(1).strip().splitlines() if match else []
+    if len(lines) != flame_graphs:
+        fail(f"the zoom was checked on {len(lines)} of {flame_graphs} flame graphs: {lines}")
+    for line in lines:
+        zoomed = re.fullmatch(r"(\S+) clicked=([-\d.]+),([\d.]+) span=([\d.]+) outside=(\d+)", line)
+        if zoomed is None:
+            fail(f"the zoom check wrote '{line}'")
+        x, width, span, outside = (float(zoomed.group(i)) for i in range(2, 6))
+        if abs(x) > 0.2 or abs(width - span) > 0.2 or outside != 0:
+            fail(f"a click does not zoom the box to the graph's width: {line}")
+    print("ok: flame graphs zoom\n" + "\n".join(lines))
+
+
+def check_in_chromium(path):
+    browser = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
+    if browser is None:
+        print("SKIPPED: Chromium is not installed (Debian: apt-get install chromium)")
+        sys.exit(SKIPPED)
+    with open(path, encoding="utf-8") as file:
+        page = file.read()
+    charts = len(re.findall(r'<svg class="chart[^"]*" id="([^"]+)"', page))
+    result = run_chromium(browser, path)
     match = re.search(r'<pre id="render-check"[^>]*>(.*?)</pre>', result.stdout, re.S)
     if match is None:
         fail("the dumped page has no render-check")
@@ -185,6 +247,9 @@ def check_in_chromium(path):
         if drawn is None or int(drawn.group(2)) == 0 or int(drawn.group(3)) == 0 or int(drawn.group(4)) == 0:
             fail(f"a chart is not drawn: {line}")
     print(f"ok: {charts} charts drawn, console clean\n" + "\n".join(lines[1:]))
+    flame_graphs = len(re.findall(r'<svg class="chart flame-graph"', page))
+    if flame_graphs:
+        check_flame_graph_zoom(browser, page, flame_graphs)
 
 
 def main():

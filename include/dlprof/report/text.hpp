@@ -300,7 +300,10 @@ inline void text_code_lines(fmt::memory_buffer& out, const RankReport& rank) {
   for (const std::string& line : lines.lines) fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
   TextTable table({{lines.headers[0], Align::Left, 56}, {lines.headers[1]}, {lines.headers[2]}, {lines.headers[3]},
                    {lines.headers[4]}, {lines.headers[5]}, {lines.headers[6], Align::Left, 24}, {lines.headers[7], Align::Left, 24}});
-  for (const std::vector<std::string>& row : lines.rows) table.add_row(row);
+  for (std::vector<std::string> row : lines.rows) {
+    row[0] = without_directories(row[0]);
+    table.add_row(std::move(row));
+  }
   table.render(out);
   for (const std::string& note : lines.notes) fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,6 +25,14 @@ struct CodeLinesSection {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;
 };
+
+/// A frame's text without its file's directories ("mnist_cnn.hpp(25): Net::forward(at::Tensor)"),
+/// so that a terminal's narrow column keeps the file and line in view; other texts as they are.
+inline std::string without_directories(std::string_view frame) {
+  const std::size_t file_end = frame.find("): ");
+  const std::size_t slash = file_end == std::string_view::npos ? std::string_view::npos : frame.rfind('/', file_end);
+  return std::string(slash == std::string_view::npos ? frame : frame.substr(slash + 1));
+}
 
 inline CodeLinesSection code_lines_section(const RankReport& rank) {
   const analysis::CodeLines& code = rank.code_lines;
