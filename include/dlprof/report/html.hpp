@@ -514,10 +514,9 @@ inline void html_flame_graph(HtmlOut& html, const std::string& id, const analysi
 
 inline std::string percent_text(double percent) { return fmt::format("{:.1f}%", percent); }
 
-/// A section the text renderer shows too (LimitsSection, ThreadCpuSection): its title, its lines,
-/// its table and its notes.
-template <class Section>
-void html_section(HtmlOut& html, const Section& section) {
+/// A section the text renderer shows too (TableSection): its title, its lines, its table and its
+/// notes.
+inline void html_section(HtmlOut& html, const TableSection& section) {
   html.element("h3", section.title);
   for (const std::string& line : section.lines) html.element("p", line);
   html.table(section.headers, section.rows, 0);

@@ -282,7 +282,7 @@ inline void text_top_kernels(fmt::memory_buffer& out, const RankReport& rank) {
 
 /// How busy each CPU thread is: the training thread's time, the loaders' balance, each thread's.
 inline void text_thread_cpu(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
-  const ThreadCpuSection threads = thread_cpu_section(rank, rows);
+  const TableSection threads = thread_cpu_section(rank, rows);
   section(out, threads.title);
   for (const std::string& line : threads.lines) fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
   TextTable table({{threads.headers[0], Align::Left, 32}, {threads.headers[1], Align::Left}, {threads.headers[2]},
@@ -295,7 +295,7 @@ inline void text_thread_cpu(fmt::memory_buffer& out, const RankReport& rank, std
 
 /// Which line of code: the ops by the line of the user's code they came from.
 inline void text_code_lines(fmt::memory_buffer& out, const RankReport& rank) {
-  const CodeLinesSection lines = code_lines_section(rank);
+  const TableSection lines = code_lines_section(rank);
   section(out, lines.title);
   for (const std::string& line : lines.lines) fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
   TextTable table({{lines.headers[0], Align::Left, 56}, {lines.headers[1]}, {lines.headers[2]}, {lines.headers[3]},
@@ -310,7 +310,7 @@ inline void text_code_lines(fmt::memory_buffer& out, const RankReport& rank) {
 
 /// CUDA graphs: the work they replayed, by graph.
 inline void text_cuda_graphs(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
-  const CudaGraphsSection graphs = cuda_graphs_section(rank, rows);
+  const TableSection graphs = cuda_graphs_section(rank, rows);
   section(out, graphs.title);
   TextTable table({{graphs.headers[0]}, {graphs.headers[1], Align::Left, 40}, {graphs.headers[2]}, {graphs.headers[3]},
                    {graphs.headers[4]}, {graphs.headers[5]}, {graphs.headers[6]}, {graphs.headers[7], Align::Left, 40}});
@@ -321,7 +321,7 @@ inline void text_cuda_graphs(fmt::memory_buffer& out, const RankReport& rank, st
 
 /// How far from the limit: MFU, roofs, clocks, and the ops that lost the most time.
 inline void text_limits(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
-  const LimitsSection limits = limits_section(rank, rows);
+  const TableSection limits = limits_section(rank, rows);
   section(out, limits.title);
   for (const std::string& line : limits.lines) fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
   if (limits.rows.empty()) return;

@@ -13,18 +13,11 @@
 #include "dlprof/analysis/call_stacks.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/table_section.hpp"
 #include "dlprof/report/make_report.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-struct CodeLinesSection {
-  std::string title;
-  std::vector<std::string> lines;
-  std::vector<std::string> headers;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> notes;
-};
 
 /// A frame's text without its file's directories ("mnist_cnn.hpp(25): Net::forward(at::Tensor)"),
 /// so that a terminal's narrow column keeps the file and line in view; other texts as they are.
@@ -34,9 +27,9 @@ inline std::string without_directories(std::string_view frame) {
   return std::string(slash == std::string_view::npos ? frame : frame.substr(slash + 1));
 }
 
-inline CodeLinesSection code_lines_section(const RankReport& rank) {
+inline TableSection code_lines_section(const RankReport& rank) {
   const analysis::CodeLines& code = rank.code_lines;
-  CodeLinesSection section;
+  TableSection section;
   section.title = fmt::format("Which line of code: ops by the innermost frame of your code in their call stacks ({} line{})",
                               code.lines, code.lines == 1 ? "" : "s");
   const auto share = [](std::int64_t part, std::int64_t whole) {

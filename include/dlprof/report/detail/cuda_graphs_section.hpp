@@ -13,22 +13,15 @@
 #include "dlprof/analysis/cuda_graphs.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/table_section.hpp"
 #include "dlprof/report/make_report.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
 
-struct CudaGraphsSection {
-  std::string title;
-  std::vector<std::string> lines;
-  std::vector<std::string> headers;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> notes;
-};
-
-inline CudaGraphsSection cuda_graphs_section(const RankReport& rank, std::size_t rows) {
+inline TableSection cuda_graphs_section(const RankReport& rank, std::size_t rows) {
   const analysis::CudaGraphs& graphs = rank.cuda_graphs;
-  CudaGraphsSection section;
+  TableSection section;
   const auto share = [](std::int64_t part, std::int64_t whole) {
     return whole <= 0 ? std::string("-") : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
   };

@@ -18,18 +18,11 @@
 #include "dlprof/analysis/roofline.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/table_section.hpp"
 #include "dlprof/report/make_report.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-struct LimitsSection {
-  std::string title;
-  std::vector<std::string> lines;  ///< MFU, roofs, clocks, devices with no roofs
-  std::vector<std::string> headers;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> notes;  ///< the rows whose figures passed a roof, and why
-};
 
 inline std::string percent_cell(std::optional<double> share) {
   return share ? fmt::format("{:.1f}%", 100 * *share) : std::string("-");
@@ -95,9 +88,9 @@ inline std::string clock_text(const analysis::DeviceClock& clock) {
   return text;
 }
 
-inline LimitsSection limits_section(const RankReport& rank, std::size_t top_rows) {
+inline TableSection limits_section(const RankReport& rank, std::size_t top_rows) {
   const analysis::MatrixUnits units = rank.steps.matrix_units;
-  LimitsSection section;
+  TableSection section;
   section.title = fmt::format("How far from the limit: each op's kernels against its GPU's roofs, by time lost ({} of {})",
                               std::min(top_rows, rank.roofline.rows.size()), rank.roofline.rows.size());
   if (rank.mfu) section.lines.push_back("Model FLOP utilization over the steps: " + mfu_text(*rank.mfu, units));

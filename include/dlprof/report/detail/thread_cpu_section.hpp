@@ -17,18 +17,11 @@
 #include "dlprof/analysis/thread_cpu.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/detail/table_section.hpp"
 #include "dlprof/report/make_report.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
-
-struct ThreadCpuSection {
-  std::string title;
-  std::vector<std::string> lines;  ///< the training thread's time, the loaders' balance, what follows
-  std::vector<std::string> headers;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> notes;
-};
 
 /// Steps shown one by one in a row's last cell; more are summed up by their range.
 inline constexpr std::size_t kThreadCpuStepsShown = 12;
@@ -71,9 +64,9 @@ inline const analysis::ThreadCpuRow* row_of_thread(const analysis::ThreadCpu& cp
   return nullptr;
 }
 
-inline ThreadCpuSection thread_cpu_section(const RankReport& rank, std::size_t top_rows) {
+inline TableSection thread_cpu_section(const RankReport& rank, std::size_t top_rows) {
   const analysis::ThreadCpu& cpu = rank.thread_cpu;
-  ThreadCpuSection section;
+  TableSection section;
   const std::size_t steps = cpu.steps.size();
   const bool whole_trace = steps == 1 && cpu.steps.front().number < 0;
   section.title = fmt::format("How busy each CPU thread is: time on a CPU, waiting for one, and blocked, {} ({} thread{})",
