@@ -143,6 +143,22 @@ CUpti_ActivityKernel10 kernel(const char* name, std::uint32_t correlation, std::
   return record;
 }
 
+/// A memset of device memory.
+CUpti_ActivityMemset4 fill_record(std::uint32_t correlation, std::int64_t start, std::int64_t end, std::uint64_t bytes,
+                                  std::uint32_t stream = 7) {
+  CUpti_ActivityMemset4 record{};
+  record.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  record.bytes = bytes;
+  record.start = static_cast<std::uint64_t>(start);
+  record.end = static_cast<std::uint64_t>(end);
+  record.deviceId = 0;
+  record.contextId = 1;
+  record.streamId = stream;
+  record.correlationId = correlation;
+  record.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  return record;
+}
+
 CUpti_ActivityExternalCorrelation external(std::uint32_t correlation, std::uint64_t external_id) {
   CUpti_ActivityExternalCorrelation record{};
   record.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
@@ -566,15 +582,7 @@ TEST_F(CuptiRecordsTest, AGraphsKernelsAndFillsCarryTheGraphAndNodeTheyReplay) {
   CUpti_ActivityKernel10 node = kernel(kGemm, 300, at(1'400'000), at(1'450'000));
   node.graphId = 4;
   node.graphNodeId = 0x100000002ull;  // CUPTI's ids do not fit 32 bits
-  CUpti_ActivityMemset4 fill{};
-  fill.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-  fill.bytes = 4096;
-  fill.start = static_cast<std::uint64_t>(at(1'460'000));
-  fill.end = static_cast<std::uint64_t>(at(1'461'000));
-  fill.streamId = 7;
-  fill.contextId = 1;
-  fill.correlationId = 300;
-  fill.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  CUpti_ActivityMemset4 fill = fill_record(300, at(1'460'000), at(1'461'000), 4096);
   fill.graphId = 4;
   fill.graphNodeId = 9;
   ActivityBufferBuilder buffer;
@@ -722,17 +730,7 @@ TEST_F(CuptiRecordsTest, MemcpyAndMemsetRecordsGetKinetosNamesAndArgs) {
   peer.dstDeviceId = 1;
   peer.dstContextId = 2;
   peer.correlationId = 203;
-  CUpti_ActivityMemset4 fill{};
-  fill.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-  fill.value = 0;
-  fill.bytes = 65536;
-  fill.start = static_cast<std::uint64_t>(at(1'106'000));
-  fill.end = static_cast<std::uint64_t>(at(1'106'512));
-  fill.deviceId = 0;
-  fill.contextId = 1;
-  fill.streamId = 7;
-  fill.correlationId = 204;
-  fill.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  const CUpti_ActivityMemset4 fill = fill_record(204, at(1'106'000), at(1'106'512), 65536);
   ActivityBufferBuilder buffer;
   buffer.add(external(200, pushed_id(1)))
       .add(runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 200, at(600'000), at(610'000)))
