@@ -11,6 +11,8 @@
 //   cuda_training_loop --host-memory pinned     # the copy runs alongside compute (DMA)
 //   cuda_training_loop --host-memory pageable   # cudaMemcpyAsync blocks the host while it stages
 //   cuda_training_loop --stats stats.json       # what scripts/gpu_validate.py checks the trace against
+//   cuda_training_loop --graph --with-stack     # the step as a CUDA graph, captured in the first recorded
+//                                               # step: each replayed kernel names the launch that captured it
 //
 // Without a usable GPU it says why and exits with status 2.
 #include <cuda_runtime.h>
@@ -458,6 +460,45 @@ class Mlp {
   DeviceArray<float> loss_;
 };
 
+// --graph: forward, backward and the SGD step as one CUDA graph per batch slot, captured on the
+// compute stream inside a recorded step, where dlprof sees each node created in the range of the
+// launch that made it, and replayed from then on: the trace ties each replayed kernel to that
+// launch (and, with --with-stack, to its line) rather than to cudaGraphLaunch alone.
+class GraphedStep {
+ public:
+  GraphedStep() = default;
+  GraphedStep(const GraphedStep&) = delete;
+  GraphedStep& operator=(const GraphedStep&) = delete;
+  ~GraphedStep() {
+    for (const cudaGraphExec_t exec : execs_)
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+  }
+
+  bool captured() const noexcept { return execs_[0] != nullptr; }
+
+  void capture(Mlp& model, DeviceBatch (&batches)[2], cudaStream_t stream) {
+    DLPROF_RANGE("capture_graphs");
+    for (int slot = 0; slot < 2; ++slot) {
+      CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      model.forward(batches[slot]);
+      model.backward(batches[slot]);
+      model.sgd_step(kLearningRate);
+      cudaGraph_t graph = nullptr;
+      CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      CUDA_CHECK(cudaGraphInstantiateWithFlags(&execs_[slot], graph, 0));
+      CUDA_CHECK(cudaGraphDestroy(graph));  // the executable graph holds clones of its nodes
+    }
+  }
+
+  void replay(int slot, cudaStream_t stream) {
+    DLPROF_RANGE("train_step_graph");
+    CUDA_CHECK(cudaGraphLaunch(execs_[slot], stream));
+  }
+
+ private:
+  cudaGraphExec_t execs_[2] = {nullptr, nullptr};
+};
+
 // ---------------------------------------------------------------------------------------------
 // Command line, files.
 
@@ -470,6 +511,8 @@ struct Options {
   bool profile = true;
   int crash_at = -1;
   std::string stats_path;
+  bool graph = false;
+  bool with_stack = false;
   bool help = false;
 };
 
@@ -490,6 +533,10 @@ and GPU activity in one trace). The profiler waits 1 step, warms up 1, records -
                             DLPROF_MODE=flight-recorder, the crash file keeps the last steps)
   --stats FILE              also time every kernel of the recorded steps with CUDA events and write
                             what scripts/gpu_validate.py checks the trace against to FILE (JSON)
+  --graph                   from the first recorded step on, run forward, backward and the SGD step
+                            as a CUDA graph (one per batch slot) captured in that step and replayed
+                            after it; not with --stats
+  --with-stack              record the call stack of every range (ProfilerOptions::with_stack)
   --help                    this text
 )");
 }
@@ -502,7 +549,11 @@ Options parse_options(int argc, char** argv) {
   bool steps_given = false;
   dlprof_examples::for_each_flag(
       argc, argv, {"--steps", "--active", "--batch-size", "--host-memory", "--log-dir", "--profile", "--crash-at", "--stats"},
-      options.help, [&](std::string_view flag, std::string_view value) {
+      {"--graph", "--with-stack"}, options.help, [&](std::string_view flag, std::string_view value) {
+        if (flag == "--graph" || flag == "--with-stack") {
+          (flag == "--graph" ? options.graph : options.with_stack) = true;
+          return;
+        }
         if (flag == "--steps") {
           options.steps = parse_int(flag, value, 1, 1'000'000);
           steps_given = true;
@@ -521,6 +572,8 @@ Options parse_options(int argc, char** argv) {
   if (!steps_given) options.steps = std::max(options.steps, min_steps);
   if (options.steps < min_steps)
     throw UsageError(fmt::format("--steps must be at least {} (2 + --active) so that a trace is recorded", min_steps));
+  if (options.graph && !options.stats_path.empty())
+    throw UsageError("--graph and --stats go separately: a graph's kernels cannot be timed one by one");
   return options;
 }
 
@@ -632,8 +685,10 @@ int main(int argc, char** argv) {
 
     fmt::print("Training a {}-{}-{} MLP on {}: batch size {}, {} steps, {} host memory\n\n", kPixels, kHiddenUnits,
                kClasses, device.name, options.batch_size, options.steps, options.pinned ? "pinned" : "pageable");
+    GraphedStep graphed;
     dlprof::Profiler prof(dlprof::ProfilerOptions{}
                               .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
+                              .with_stack(options.with_stack)
                               .schedule(profile_schedule)
                               .on_trace_ready(dlprof::tensorboard_trace_handler(options.log_dir)));
     std::vector<std::int64_t> recorded_steps;
@@ -653,10 +708,16 @@ int main(int argc, char** argv) {
         DLPROF_RANGE("data", Category::DataLoader);
         CUDA_CHECK(cudaStreamWaitEvent(compute_stream, batch.ready, 0));
       }
-      model.forward(batch);
-      model.backward(batch);
-      CUDA_CHECK(cudaEventRecord(batch.consumed, compute_stream));
-      model.sgd_step(kLearningRate);
+      if (options.graph && recorded && !graphed.captured()) graphed.capture(model, batches, compute_stream);
+      if (graphed.captured()) {
+        graphed.replay(step % 2, compute_stream);
+        CUDA_CHECK(cudaEventRecord(batch.consumed, compute_stream));
+      } else {
+        model.forward(batch);
+        model.backward(batch);
+        CUDA_CHECK(cudaEventRecord(batch.consumed, compute_stream));
+        model.sgd_step(kLearningRate);
+      }
       gpu_step.end();
       if (step == options.crash_at) crash_inside_a_range();
       if (step + 1 < options.steps) {

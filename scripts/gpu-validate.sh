@@ -4,14 +4,17 @@
 #  2. runs it with --stats and checks its trace against what it measured itself
 #     (scripts/gpu_validate.py: kernel count, kernel-to-range links, kernel time against CUDA
 #     events, launch/kernel ordering, range names);
-#  3. runs it with the profiler off and on, alternately, and prints the step-time overhead of
+#  3. runs it with --graph --with-stack: every kernel and fill a CUDA graph replays must name the
+#     launch range that captured its node (its kernel's) and that range's call stack, and
+#     dlprof-report must say so in its CUDA graphs section;
+#  4. runs it with the profiler off and on, alternately, and prints the step-time overhead of
 #     collecting CPU ranges and CUPTI activity;
-#  4. runs it under DLPROF_MODE=flight-recorder with CUDA activity and checks that a dump asked for
+#  5. runs it under DLPROF_MODE=flight-recorder with CUDA activity and checks that a dump asked for
 #     by the trigger file holds kernels;
-#  5. runs it under the flight recorder with CUDA activity until it dies of SIGSEGV (--crash-at):
+#  6. runs it under the flight recorder with CUDA activity until it dies of SIGSEGV (--crash-at):
 #     the process must die of that signal, and dlprof-report must read the crash file, marked with
 #     the signal and holding the steps before it;
-#  6. where Python's PyTorch brings a LibTorch with CUDA, builds examples/distributed_training and
+#  7. where Python's PyTorch brings a LibTorch with CUDA, builds examples/distributed_training and
 #     bench/torch_profiler_side_by_side against it, then
 #     - trains one rank over NCCL: its trace must hold the all-reduces as record_param_comms ops
 #       with their args, NCCL kernels linked to them, and distributedInfo with backend nccl,
@@ -22,10 +25,10 @@
 #     - runs the roofline workload under both (scripts/gpu_roofline_check.py): a BF16 matmul must
 #       reach a plausible share of the dense peak and never pass it, and dlprof's trace must hold
 #       the GPU's clocks, power and clock limits read from NVML; dlprof-report reads both traces;
-#  7. where Python has PyTorch, records reference traces with torch.profiler itself
+#  8. where Python has PyTorch, records reference traces with torch.profiler itself
 #     (scripts/gpu_reference_traces.py: memory, stacks, modules and FLOPs, with and without a leak)
 #     into GPU_VALIDATE_OUT, and dlprof-report reads them.
-# Exits 1 when a check of step 2, 4, 5, 6 or 7 fails (after the others have run), 0 otherwise.
+# Exits 1 when a check of step 2, 3, 5, 6, 7 or 8 fails (after the others have run), 0 otherwise.
 #
 # Environment:
 #   DLPROF_DEPS_PREFIX  an install prefix holding what the machine's packages lack: fmt's headers
@@ -105,6 +108,13 @@ python3 scripts/gpu_validate.py --trace "$build/log" --stats "$build/stats.json"
 if ((validation > 1)); then
   exit "$validation"  # unreadable input: nothing else to learn
 fi
+
+echo "== CUDA graphs: each replayed kernel names the launch that captured it"
+rm -rf "$build/graph-log"
+"$example" --steps 7 --active 4 --graph --with-stack --log-dir "$build/graph-log" "$@" >/dev/null || validation=1
+"$report" --format json "$build/graph-log" >"$build/graph-report.json" || validation=1
+python3 scripts/gpu_validate.py --graph-trace "$build/graph-log" --graph-report "$build/graph-report.json" || validation=1
+"$report" "$build/graph-log" | sed -n '/^CUDA graphs/,/^$/p'
 
 echo "== step-time overhead of profiling ($runs run(s) each way, 20 steps recorded per run)"
 mean_step_ms() {  # the example's "Mean step wall time: X ms" line

@@ -2,6 +2,7 @@
 """Checks a GPU trace of examples/cuda_training_loop against what the program measured itself.
 
 Usage: gpu_validate.py --trace TRACE --stats STATS [--time-tolerance-percent 2] [--min-linked-percent 99]
+       gpu_validate.py --graph-trace TRACE --graph-report REPORT
 
 TRACE is a Kineto/torch.profiler Chrome-trace JSON file (.pt.trace.json, optionally .gz) or a
 directory, of which the newest trace is read. STATS is the JSON the program writes with --stats:
@@ -20,6 +21,14 @@ missing). Checks, each printed with its figures:
   (e)    the range a kernel links to is named after it, as dlprof::cuda::launch names ranges
          (demangled name without return type, parameters or "(anonymous namespace)::").
 Also printed: ac2g flow pairs, gpu_user_annotation events, and time per kernel in both sources.
+
+With --graph-trace, TRACE is a trace of `cuda_training_loop --graph --with-stack` and REPORT the
+JSON dlprof-report wrote of it. Checks:
+  (g1)   the trace holds work that CUDA graphs replayed (`graph node id`), launched by cudaGraphLaunch;
+  (g2)   every such kernel, copy and fill names the range that captured its node (`captured by`), and
+         a kernel's is the launch range named after it;
+  (g3)   each of them carries that range's `capture call stack`;
+  (g4)   the report's cuda_graphs section counts all of it as captured, and names who captured it.
 Exit status: 0 when every check passes, 1 when one fails (the last line then reads
 "FAILED: (a), (c)"), 2 when an input cannot be read. Python standard library only.
 """
@@ -99,15 +108,67 @@ class Report:
         print(f"          {text}")
 
 
+def check_graphs(trace_path, report_path):
+    """The --graph-trace checks (see the module's docstring)."""
+    trace_path = newest_trace(trace_path)
+    events = load_json(trace_path).get("traceEvents", [])
+    report_json = load_json(report_path)
+    calls = {e["args"]["correlation"]: e.get("name") for e in events
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    replayed = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                and e.get("args", {}).get("graph node id")]
+    launched_by_graph = [e for e in replayed if "GraphLaunch" in str(calls.get(e["args"].get("correlation")))]
+    report = Report()
+    print(f"gpu_validate: {trace_path}")
+    report.check("(g1)", bool(replayed) and len(launched_by_graph) == len(replayed),
+                 f"work graphs replayed: {len(replayed)}, launched by a graph launch: {len(launched_by_graph)}")
+    captured = [e for e in replayed if e["args"].get("captured by")]
+    kernels = [e for e in captured if e.get("cat") == "kernel"]
+    named = [e for e in kernels if e["args"]["captured by"] == display_name(e.get("name", ""))]
+    report.check("(g2)", bool(replayed) and len(captured) == len(replayed) and len(named) == len(kernels),
+                 f"naming the range that captured them: {len(captured)}/{len(replayed)}; kernels whose capturing "
+                 f"launch is named after them: {len(named)}/{len(kernels)}")
+    for kernel in [e for e in kernels if e not in named][:3]:
+        report.figure(f"kernel {display_name(kernel.get('name', ''))!r} captured by {kernel['args']['captured by']!r}")
+    stacks = [e for e in replayed if e["args"].get("capture call stack")]
+    report.check("(g3)", bool(replayed) and len(stacks) == len(replayed),
+                 f"with the capturing range's call stack: {len(stacks)}/{len(replayed)}")
+    if stacks:
+        report.figure(f"e.g. {stacks[0]['args']['captured by']!r}: {stacks[0]['args']['capture call stack'][:160]!r}")
+    try:
+        graphs = report_json["ranks"][0]["cuda_graphs"]
+        rows = graphs.get("graphs", [])
+        section_ok = bool(rows) and graphs.get("captured_work") == graphs.get("work") and all(r.get("captured_by") for r in rows)
+        text = (f"report: {graphs.get('captured_work')} of {graphs.get('work')} pieces of replayed work captured; "
+                + "; ".join(f"graph {r.get('graph_id')}: captured by {r.get('captured_by')!r} at {r.get('captured_at')!r}"
+                            for r in rows[:2]))
+    except (KeyError, IndexError, TypeError, AttributeError) as error:
+        section_ok, text = False, f"report: no cuda_graphs section ({error!r})"
+    report.check("(g4)", section_ok, text)
+    if report.failed:
+        print("FAILED: " + ", ".join(report.failed))
+        return 1
+    print("all checks passed")
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", required=True, help="trace file, or a directory (its newest trace)")
-    parser.add_argument("--stats", required=True, help="the JSON cuda_training_loop --stats wrote")
+    parser.add_argument("--trace", help="trace file, or a directory (its newest trace)")
+    parser.add_argument("--stats", help="the JSON cuda_training_loop --stats wrote")
+    parser.add_argument("--graph-trace", help="a trace of cuda_training_loop --graph --with-stack, or its directory")
+    parser.add_argument("--graph-report", help="dlprof-report --format json of --graph-trace")
     parser.add_argument("--time-tolerance-percent", type=float, default=2.0)
     parser.add_argument("--min-linked-percent", type=float, default=99.0)
     parser.add_argument("--containment-tolerance-us", type=float, default=0.0,
                         help="slack for (d): how far a launch call may stick out of its range (default 0)")
     options = parser.parse_args()
+    if options.graph_trace or options.graph_report:
+        if not (options.graph_trace and options.graph_report):
+            parser.error("--graph-trace and --graph-report go together")
+        return check_graphs(options.graph_trace, options.graph_report)
+    if not (options.trace and options.stats):
+        parser.error("--trace and --stats are required (or --graph-trace and --graph-report)")
 
     trace_path = newest_trace(options.trace)
     trace = load_json(trace_path)

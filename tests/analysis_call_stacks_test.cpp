@@ -404,4 +404,61 @@ TEST(AnalysisCallStacksTest, GraphReplaysAreGroupedByTheGraphTheirRecordsName) {
   EXPECT_THAT(without, ::testing::Not(::testing::HasSubstr("all_gpu_us")));
 }
 
+TEST(AnalysisCallStacksTest, ReplayedWorkCountsOnTheLineThatCapturedItsNode) {
+  Trace trace = trace_with_stacks();
+  trace.names.push_back("cudaGraphLaunch");
+  dlprof::ApiEvent call;
+  call.name = static_cast<std::uint32_t>(trace.names.size() - 1);
+  call.correlation = 100;
+  call.start_ns = 410'000;  // in the "untracked" range, which has no stack
+  call.end_ns = 411'000;
+  trace.api_events.push_back(call);
+  // Two nodes captured in aten::linear (stack 0), 10 and 20 us; one captured outside any recording.
+  const auto replayed = [&](std::uint64_t node, std::int64_t us, bool captured) {
+    dlprof::GpuEvent work = trace.gpu_events[0];
+    work.external_id = 5;  // the "untracked" range's
+    work.correlation = 100;
+    work.graph_id = 5;
+    work.graph_node_id = node;
+    work.start_ns = 900'000 + static_cast<std::int64_t>(node) * 100'000;
+    work.end_ns = work.start_ns + us * 1000;
+    if (captured) {
+      work.captured_by = 1;  // aten::linear
+      work.capture_stack = 0;
+    }
+    trace.gpu_events.push_back(work);
+  };
+  replayed(1, 10, true);
+  replayed(2, 20, true);
+  replayed(3, 5, false);
+
+  const std::string folded = dlprof::analysis::folded_stacks(trace, StackMetric::SelfGpuTime);
+  EXPECT_EQ(folded,
+            "train.cpp(80): main;train.cpp(42): Block::forward(at::Tensor);/usr/include/ATen/Functions.h(10): at::addmm();"
+            "libtorch_cpu.so+0x100;aten::addmm 30.000\n"
+            "train.cpp(80): main;train.cpp(42): Block::forward(at::Tensor);aten::linear 30.000\n")
+      << "the uncaptured replay stays with its launch's range, which has no stack";
+
+  const dlprof::analysis::CodeLines lines = dlprof::analysis::code_lines(trace, 10);
+  ASSERT_FALSE(lines.by_gpu.empty());
+  EXPECT_EQ(lines.by_gpu[0].line, "train.cpp(42): Block::forward(at::Tensor)");
+  EXPECT_EQ(lines.by_gpu[0].gpu_ns, 60'000) << "aten::addmm's 30 us kernel and the 30 us its call to aten::linear captured";
+  EXPECT_EQ(lines.gpu_ns, 60'000);
+
+  const dlprof::analysis::CudaGraphs graphs = dlprof::analysis::cuda_graphs(trace);
+  ASSERT_EQ(graphs.graphs.size(), 1u);
+  EXPECT_EQ(graphs.work, 3u);
+  EXPECT_EQ(graphs.captured_work, 2u);
+  EXPECT_EQ(graphs.graphs[0].captured_by, "aten::linear");
+  EXPECT_EQ(graphs.graphs[0].captured_at, "train.cpp(42): Block::forward(at::Tensor)");
+
+  const dlprof::Report report = dlprof::make_report(trace);
+  const std::string text = dlprof::render_text(report);
+  EXPECT_THAT(text, ::testing::HasSubstr("Captured by"));
+  EXPECT_THAT(text, ::testing::HasSubstr("1 of the 3 pieces of replayed work have no capturing op"));
+  const std::string json = dlprof::render_json(report);
+  EXPECT_THAT(json, ::testing::HasSubstr(R"json("captured_by": "aten::linear",)json"));
+  EXPECT_THAT(json, ::testing::HasSubstr(R"json("captured_at": "train.cpp(42): Block::forward(at::Tensor)")json"));
+}
+
 }  // namespace analysis_call_stacks_test

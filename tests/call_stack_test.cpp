@@ -125,6 +125,32 @@ TEST(CallStackTest, ARecordedRangeCarriesItsCallersStack) {
   EXPECT_EQ(module->path, dlprof::detail::executable_path());
 }
 
+// A loop body's range around the step() that closes the window is saved clipped to the window's
+// end, with the stack it began with, as the same range ending inside the window would be.
+TEST(CallStackTest, ARangeOpenWhenTheWindowClosesKeepsItsStack) {
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.with_stack(true).schedule(dlprof::schedule(0, 0, 1, 1)));
+  profiler.start();
+  for (int step = 0; step < 2; ++step) {
+    DLPROF_RANGE("loop_body");
+    { DLPROF_RANGE("inside_the_body"); }
+    profiler.step();
+  }
+  profiler.stop();
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+  const TraceEvent* body = event_named(*trace, "loop_body");
+  const TraceEvent* inside = event_named(*trace, "inside_the_body");
+  ASSERT_NE(body, nullptr);
+  ASSERT_NE(inside, nullptr);
+  EXPECT_GE(trace->clipped_ranges, 1u) << "the body was open as the window closed";
+  ASSERT_NE(body->stack, TraceEvent::kNoStack);
+  const std::vector<std::uint64_t> body_frames = frames_of(*trace, *body);
+  const std::vector<std::uint64_t> inside_frames = frames_of(*trace, *inside);
+  ASSERT_GE(body_frames.size(), 2u);
+  ASSERT_EQ(inside_frames.size(), body_frames.size()) << "both ranges are opened by this test's frame";
+  for (std::size_t i = 1; i < body_frames.size(); ++i) EXPECT_EQ(body_frames[i], inside_frames[i]) << "frame " << i;
+}
+
 TEST(CallStackTest, TheDepthIsCappedAndRangesWithoutStacksHaveNone) {
   dlprof::Profiler capped(dlprof::ProfilerOptions{}.with_stack(true).stack_depth(2));
   capped.start();

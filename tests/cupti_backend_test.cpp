@@ -3,6 +3,9 @@
 // which activity kinds are enabled when, and that kernels launched inside ranges come out of a
 // scheduled Profiler linked to those ranges exactly as Kineto links them.
 #include <dlprof/cupti.hpp>
+#include <dlprof/analysis/call_stacks.hpp>
+#include <dlprof/analysis/cuda_graphs.hpp>
+#include <dlprof/analysis/kernel_attribution.hpp>
 #include <dlprof/analysis/kernel_type.hpp>
 #include <dlprof/collective.hpp>
 #include <dlprof/profiler.hpp>
@@ -12,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +26,10 @@ namespace {
 
 using dlprof::detail::CuptiBackend;
 using dlprof::detail::CuptiLibrary;
+using dlprof_test::clone_graph_node;
+using dlprof_test::create_graph_node;
+using dlprof_test::destroy_graph_node;
+using dlprof_test::launch_graph;
 using dlprof_test::launch_kernel;
 using dlprof_test::played;
 using dlprof_test::played_cupti;
@@ -421,6 +429,143 @@ TEST_F(CuptiBackendTest, WarmUpKernelsAreDiscardedAndIdleStepsPushNothing) {
   ASSERT_EQ(trace->gpu_events.size(), 2u);  // the kernel and its gpu_user_annotation
   for (const dlprof::GpuEvent& work : trace->gpu_events) EXPECT_NE(work.external_id, 0u);
   EXPECT_EQ(trace->api_events.size(), 1u);
+}
+
+/// Captures two nodes inside an "attention" range, from a call site of its own.
+DLPROF_NOINLINE void capture_attention_nodes() {
+  DLPROF_RANGE("attention");
+  create_graph_node(11);
+  create_graph_node(12);
+}
+
+// A graph's replay links each kernel to the graph launch, as any launch; the graph node callbacks
+// tie each kernel to the range that was open as its node was captured, in an earlier window, with
+// that range's call stack, through instantiation's clones, whichever callback comes first.
+TEST_F(CuptiBackendTest, WorkAGraphReplaysIsAttributedToTheScopeThatCapturedItsNode) {
+  CuptiBackend backend(played_driver(), played_cupti());
+  use(backend);
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                .activities({dlprof::Activity::CPU, dlprof::Activity::CUDA})
+                                .with_stack(true)
+                                .schedule(dlprof::schedule(/*wait=*/0, /*warmup=*/1, /*active=*/1, /*repeat=*/2)));
+  profiler.start();
+  create_graph_node(15);  // in a warm-up step: no scope is recorded, nothing is known of it
+  for (int step = 0; step < 4; ++step) {
+    if (step == 1) {  // recorded: the graph is captured and instantiated
+      {
+        DLPROF_RANGE("capture");
+        capture_attention_nodes();
+        {
+          DLPROF_RANGE_F("mlp {}", 3);
+          create_graph_node(13);
+        }
+        create_graph_node(14);
+      }
+      {
+        DLPROF_RANGE("instantiate");
+        create_graph_node(111);  // announced as created, then as a clone
+        clone_graph_node(111, 11);
+        clone_graph_node(112, 12);  // the other way round
+        create_graph_node(112);
+        clone_graph_node(113, 13);
+        clone_graph_node(114, 14);
+        create_graph_node(115);
+        clone_graph_node(115, 15);
+      }
+      destroy_graph_node(11);  // the captured graph goes; its instantiation stays
+    }
+    if (step == 3) {
+      DLPROF_RANGE("replay");
+      launch_graph(5, {{111, "_Z9attentionv"}, {112, "_Z9attentionv"}, {113, "_Z3mlpv"}, {114, "_Z4lossv"}, {115, "_Z6cachedv"}}, 7);
+    }
+    profiler.step();
+  }
+  profiler.stop();
+  EXPECT_THAT(played.callbacks_on,
+              testing::IsSupersetOf({std::make_pair(CUPTI_CB_DOMAIN_RESOURCE, CUpti_CallbackId{CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED}),
+                                     std::make_pair(CUPTI_CB_DOMAIN_RESOURCE, CUpti_CallbackId{CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED})}));
+  const auto trace = profiler.last_trace();
+  ASSERT_NE(trace, nullptr);
+
+  // In the file: each kernel with the scope that captured its node, and that scope's stack.
+  const nlohmann::json json = load_trace(*trace);
+  std::map<std::int64_t, nlohmann::json> kernel_of_node;
+  std::int64_t replay_id = -1;
+  for (const auto& event : json["traceEvents"]) {
+    if (event.value("cat", "") == "kernel") kernel_of_node[event["args"]["graph node id"].get<std::int64_t>()] = event;
+    if (event.value("cat", "") == "user_annotation" && event["name"] == "replay") replay_id = event["args"]["External id"];
+  }
+  ASSERT_EQ(kernel_of_node.size(), 5u);
+  const std::map<std::int64_t, std::string> captured_by = {{111, "attention"}, {112, "attention"}, {113, "mlp 3"}, {114, "capture"}};
+  for (const auto& [node, kernel] : kernel_of_node) {
+    const auto& args = kernel["args"];
+    EXPECT_EQ(args["graph id"], 5);
+    EXPECT_EQ(args["External id"], replay_id) << "linked to its launch as ever";
+    const auto expected = captured_by.find(node);
+    if (expected == captured_by.end()) {
+      EXPECT_FALSE(args.contains("captured by")) << kernel.dump();
+      EXPECT_FALSE(args.contains("capture call stack")) << kernel.dump();
+      continue;
+    }
+    EXPECT_EQ(args.value("captured by", ""), expected->second) << node;
+    EXPECT_THAT(args.value("capture call stack", ""), HasSubstr("+0x")) << node;
+  }
+  EXPECT_EQ(kernel_of_node[111]["args"]["capture call stack"], kernel_of_node[112]["args"]["capture call stack"]);
+  EXPECT_NE(kernel_of_node[111]["args"]["capture call stack"], kernel_of_node[114]["args"]["capture call stack"])
+      << "capture_attention_nodes() is a frame of its own";
+
+  // The kernel table: the capturing scope is the op, and its stack gives the line.
+  const dlprof::analysis::KernelAttribution attribution = dlprof::analysis::kernel_attribution(*trace);
+  ASSERT_EQ(attribution.kernels.size(), 5u);
+  for (const dlprof::analysis::AttributedKernel& row : attribution.kernels) {
+    const auto expected = captured_by.find(static_cast<std::int64_t>(row.work->graph_node_id));
+    EXPECT_EQ(row.from_capture, expected != captured_by.end()) << row.name;
+    if (expected == captured_by.end()) continue;
+    EXPECT_EQ(row.op, expected->second);
+    EXPECT_THAT(std::string(row.line), HasSubstr("cupti_tests+0x")) << "the test's own frame";
+    EXPECT_EQ(row.step, 3);
+  }
+
+  // The graph's row names the scope that captured most of its time; the GPU flame graph puts the
+  // replays on the stacks that captured them.
+  const dlprof::analysis::CudaGraphs graphs = dlprof::analysis::cuda_graphs(*trace);
+  ASSERT_EQ(graphs.graphs.size(), 1u);
+  EXPECT_EQ(graphs.work, 5u);
+  EXPECT_EQ(graphs.captured_work, 4u);
+  EXPECT_EQ(graphs.graphs[0].captured_work, 4u);
+  EXPECT_EQ(graphs.graphs[0].captured_by, "attention");
+  EXPECT_THAT(graphs.graphs[0].captured_at, HasSubstr("cupti_tests+0x"));
+  const std::string folded = dlprof::analysis::folded_stacks(*trace, dlprof::analysis::StackMetric::SelfGpuTime);
+  EXPECT_THAT(folded, HasSubstr(";attention 20.000\n"));
+  EXPECT_THAT(folded, HasSubstr(";mlp 3 10.000\n"));
+}
+
+TEST(GraphNodeCapturesTest, KeepsScopesThroughClonesWithinItsCapacity) {
+  dlprof::detail::GraphNodeCaptures captures(/*capacity=*/2);
+  const dlprof::detail::FormatArguments arguments{{42, 0}, 7};
+  captures.created(1, dlprof::detail::CorrelatedScope{100, &arguments, 9, dlprof::detail::RecordKind::Range});
+  captures.created(1, dlprof::detail::CorrelatedScope{200, nullptr, 0, dlprof::detail::RecordKind::Op});  // known: kept
+  captures.created(2, dlprof::detail::CorrelatedScope{300, nullptr, 0, dlprof::detail::RecordKind::Op});
+  captures.created(3, dlprof::detail::CorrelatedScope{400, nullptr, 0, dlprof::detail::RecordKind::Op});  // full
+  EXPECT_EQ(captures.lost(), 1u);
+  captures.destroyed(2);
+  captures.cloned(4, 1);
+  captures.cloned(5, 3);  // its original was never kept: nothing known
+  std::vector<dlprof::GpuEvent> work(4);
+  work[0].graph_node_id = 4;
+  work[1].graph_node_id = 4;  // replayed twice: one capture
+  work[2].graph_node_id = 5;
+  work[3].graph_node_id = 0;  // launched on its own
+  const std::vector<dlprof::detail::GraphNodeCapture> found = captures.of(work);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, 4u);
+  EXPECT_EQ(found[0].name, 100u);
+  EXPECT_EQ(found[0].stack, 9u);
+  EXPECT_TRUE(found[0].has_arguments);
+  EXPECT_EQ(found[0].arguments.words[0], 42u);
+  EXPECT_EQ(found[0].kind, dlprof::detail::RecordKind::Range);
+  captures.cloned(6, 1);  // full again (1 and 4)
+  EXPECT_EQ(captures.lost(), 2u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The trace reader (import/chrome_trace.hpp): torch.profiler's traces of every era, dlprof's own
 // traces read back field by field, and input that is not a trace.
+#include <dlprof/analysis/kernel_attribution.hpp>
 #include <dlprof/analysis/step_breakdown.hpp>
 #include <dlprof/detail/forward_ops.hpp>
 #include <dlprof/export/chrome_trace.hpp>
@@ -2544,6 +2545,44 @@ TEST(ImportTest, AGraphsWorkKeepsItsGraphAndNodeIdsAndOddOnesAreNoted) {
   fmt::memory_buffer out;
   dlprof::write_chrome_trace(trace, out, "t");
   EXPECT_THAT(std::string(out.data(), out.size()), ::testing::HasSubstr(R"("graph id": 4, "graph node id": 4294967298)"));
+}
+
+TEST(ImportTest, ReplayedWorkKeepsTheScopeThatCapturedItsNodeAndItsStack) {
+  const Trace trace = parse(R"json({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1, "dur": 5,
+     "args": {"correlation": 3, "graph id": 4, "graph node id": 11, "captured by": "Block::forward",
+              "capture call stack": "train.cpp(42): Block::forward;train.cpp(90): main"}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 7, "dur": 5,
+     "args": {"correlation": 3, "graph id": 4, "graph node id": 12, "captured by": "Block::forward",
+              "capture call stack": "train.cpp(42): Block::forward;train.cpp(90): main"}},
+    {"ph": "X", "cat": "kernel", "name": "odd", "pid": 0, "tid": 7, "ts": 13, "dur": 1,
+     "args": {"correlation": 3, "graph id": 4, "graph node id": 13, "captured by": {"op": "x"}, "capture call stack": ["x"]}}
+  ]})json");
+  ASSERT_EQ(trace.gpu_events.size(), 3u);
+  const dlprof::GpuEvent& first = trace.gpu_events[0];
+  ASSERT_LT(first.captured_by, trace.names.size());
+  EXPECT_EQ(trace.names[first.captured_by], "Block::forward");
+  ASSERT_LT(first.capture_stack, trace.stacks.size());
+  EXPECT_EQ(trace.gpu_events[1].capture_stack, first.capture_stack) << "one text, one stack";
+  const dlprof::CallStack& stack = trace.stacks[first.capture_stack];
+  ASSERT_EQ(stack.depth, 2u);
+  EXPECT_EQ(dlprof::frame_text(trace, trace.stack_frames[stack.first]), "train.cpp(42): Block::forward");
+  EXPECT_EQ(trace.gpu_events[2].captured_by, dlprof::GpuEvent::kNotCaptured) << "a value of the wrong type is left out";
+  EXPECT_EQ(trace.gpu_events[2].capture_stack, TraceEvent::kNoStack);
+  EXPECT_EQ(trace.read_result.ignored_values, 2u);
+  EXPECT_THAT(trace.read_result.notes, ::testing::Contains(::testing::HasSubstr("captured by")));
+  const dlprof::analysis::KernelAttribution attribution = dlprof::analysis::kernel_attribution(trace);
+  ASSERT_EQ(attribution.kernels.size(), 3u);
+  EXPECT_EQ(attribution.kernels[0].op, "Block::forward");
+  EXPECT_EQ(attribution.kernels[0].line, "train.cpp(42): Block::forward");
+  EXPECT_TRUE(attribution.kernels[0].from_capture);
+  EXPECT_FALSE(attribution.kernels[2].from_capture);
+  // Written again as read.
+  fmt::memory_buffer out;
+  dlprof::write_chrome_trace(trace, out, "t");
+  EXPECT_THAT(std::string(out.data(), out.size()),
+              ::testing::HasSubstr(R"("graph node id": 11, "captured by": "Block::forward", "capture call stack": )"
+                                   R"("train.cpp(42): Block::forward;train.cpp(90): main")"));
 }
 
 TEST(ImportCallStackTest, TorchsCallStacksAreReadAsFramesOfText) {

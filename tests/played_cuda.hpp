@@ -1,7 +1,8 @@
 // A CUDA driver and a CUPTI session played on a machine without a GPU: the real libcupti walks
 // the activity buffers and names the API calls; device discovery, enabling, flushing and the
 // external correlation stack are played here, and launch_kernel() writes the records CUPTI would
-// write for a cudaLaunchKernel. Used by the backend tests and by the program that writes a GPU
+// write for a cudaLaunchKernel, the graph node callbacks CUPTI makes as CUDA builds a graph, and the
+// records of a graph's replay. Used by the backend tests and by the program that writes a GPU
 // trace for HTA and TensorBoard to open.
 #pragma once
 
@@ -41,6 +42,8 @@ struct Played {
   CUpti_BuffersCallbackRequestFunc requested = nullptr;
   CUpti_BuffersCallbackCompleteFunc completed = nullptr;
   CUpti_TimestampCallbackFunc timestamp = nullptr;
+  CUpti_CallbackFunc callback = nullptr;  // the subscriber's
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> callbacks_on;  // cuptiEnableCallback(1, ...)
   std::vector<std::uint64_t> external_ids;  // CUPTI's external correlation stack
   std::vector<CUpti_CallbackId> runtime_apis_off, driver_apis_off;  // cuptiActivityEnable{Runtime,Driver}Api(id, 0)
   std::vector<std::uint8_t> pending;        // records completed at the next flush
@@ -176,7 +179,23 @@ inline CuptiLibrary played_cupti() {
     *version = 130001;
     return CUPTI_SUCCESS;
   };
-  cupti.subscribe = [](CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) { return played.subscribe_result; };
+  cupti.subscribe = [](CUpti_SubscriberHandle*, CUpti_CallbackFunc callback, void*) {
+    if (played.subscribe_result == CUPTI_SUCCESS) played.callback = callback;
+    return played.subscribe_result;
+  };
+  cupti.enable_callback = [](std::uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    const auto callback = std::make_pair(domain, cbid);
+    auto& on = played.callbacks_on;
+    if (enable != 0 && std::find(on.begin(), on.end(), callback) == on.end()) on.push_back(callback);
+    if (enable == 0) on.erase(std::remove(on.begin(), on.end(), callback), on.end());
+    return CUPTI_SUCCESS;
+  };
+  // A played node's handle is its id.
+  cupti.get_graph_node_id = [](CUgraphNode node, std::uint64_t* id) {
+    if (node == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    *id = reinterpret_cast<std::uintptr_t>(node);
+    return CUPTI_SUCCESS;
+  };
   cupti.set_thread_id_type = [](CUpti_ActivityThreadIdType) { return CUPTI_SUCCESS; };
   cupti.register_timestamp_callback = [](CUpti_TimestampCallbackFunc callback) {
     played.timestamp = callback;
@@ -360,6 +379,55 @@ inline void synchronize_stream(std::uint32_t stream) {
   sync.streamId = stream;
   sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
   append_record(sync);
+}
+
+/// The graph node callback CUPTI makes on this thread, where the subscriber turned it on.
+inline void graph_node_callback(CUpti_CallbackId cbid, std::uint64_t node, std::uint64_t original = 0) {
+  const auto& on = played.callbacks_on;
+  if (played.callback == nullptr ||
+      std::find(on.begin(), on.end(), std::make_pair(CUPTI_CB_DOMAIN_RESOURCE, cbid)) == on.end())
+    return;
+  CUpti_GraphData graph{};
+  graph.node = reinterpret_cast<CUgraphNode>(static_cast<std::uintptr_t>(node));
+  graph.originalNode = reinterpret_cast<CUgraphNode>(static_cast<std::uintptr_t>(original));
+  graph.nodeType = CU_GRAPH_NODE_TYPE_KERNEL;
+  CUpti_ResourceData resource{};
+  resource.resourceDescriptor = &graph;
+  played.callback(nullptr, CUPTI_CB_DOMAIN_RESOURCE, cbid, &resource);
+}
+
+/// CUDA creates graph node `node` on this thread: a launch under stream capture, or cudaGraphAdd*Node.
+inline void create_graph_node(std::uint64_t node) { graph_node_callback(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, node); }
+/// cudaGraphInstantiate (or cudaGraphClone) copies `original` into another graph as `node`.
+inline void clone_graph_node(std::uint64_t node, std::uint64_t original) {
+  graph_node_callback(CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, node, original);
+}
+inline void destroy_graph_node(std::uint64_t node) { graph_node_callback(CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING, node); }
+
+/// What cudaGraphLaunch does under CUPTI with activity on: its API and external correlation
+/// records, and one kernel record per node of graph `graph_id`, each carrying the launch's
+/// correlation id and its node's id, one after another on `stream`.
+inline void launch_graph(std::uint32_t graph_id, const std::vector<std::pair<std::uint64_t, const char*>>& kernels,
+                         std::uint32_t stream, std::uint64_t duration_ns = 10000) {
+  if (!activity_on()) return;
+  const CUpti_ActivityAPI call = record_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
+  for (const auto& [node, mangled_name] : kernels) {
+    CUpti_ActivityKernel10 kernel{};
+    kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    const auto [start, end] = schedule_on(stream, call, duration_ns);
+    kernel.start = start;
+    kernel.end = end;
+    kernel.contextId = 1;
+    kernel.streamId = stream;
+    kernel.gridX = kernel.gridY = kernel.gridZ = 1;
+    kernel.blockX = 128;
+    kernel.blockY = kernel.blockZ = 1;
+    kernel.correlationId = call.correlationId;
+    kernel.graphId = graph_id;
+    kernel.graphNodeId = node;
+    kernel.name = mangled_name;
+    append_record(kernel);
+  }
 }
 
 }  // namespace dlprof_test

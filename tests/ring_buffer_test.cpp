@@ -99,17 +99,19 @@ TEST(ThreadRingTest, AFormattedRangeIsStoredWithItsArgumentsOrDroppedWithThem) {
 TEST(ThreadRingTest, AnOpenFormattedRangeKeepsItsArgumentsAndALiteralOneReadsNone) {
   ThreadRing ring(8, 1, "ring");
   const dlprof::detail::FormatArguments arguments = dlprof::detail::keep_format_arguments(std::int64_t{-5}, 'x');
-  ring.open_range(/*name=*/64, 1, dlprof::Category::User, 0);
-  ring.open_range(80 | dlprof::detail::kFormatSiteTag, 2, dlprof::Category::User, 0, &arguments);
+  ring.open_range(/*name=*/64, 1, dlprof::Category::User, 0, /*stack=*/0);
+  ring.open_range(80 | dlprof::detail::kFormatSiteTag, 2, dlprof::Category::User, 0, /*stack=*/7, &arguments);
   std::vector<ThreadRing::OpenRange> open;
   ASSERT_EQ(ring.open_ranges(open), 0u);
   ASSERT_EQ(open.size(), 2u);
   EXPECT_EQ(open[0].arguments.types, 0u);
+  EXPECT_EQ(open[0].stack, 0u);
+  EXPECT_EQ(open[1].stack, 7u);
   EXPECT_EQ(dlprof::detail::format_with_kept_arguments("{} {}", open[1].arguments), "-5 x");
 
   // The slot a formatted range used, reused by a literal range: its old arguments are not read.
   ring.close_range();
-  ring.open_range(96, 3, dlprof::Category::User, 0);
+  ring.open_range(96, 3, dlprof::Category::User, 0, 0);
   ASSERT_EQ(ring.open_ranges(open), 0u);
   ASSERT_EQ(open.size(), 2u);
   EXPECT_EQ(open[1].name, 96u);

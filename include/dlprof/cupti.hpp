@@ -17,6 +17,11 @@
 // with profile_memory. CUPTI is enabled from the warm-up steps on, so its start-up cost falls
 // outside the recorded steps, and disabled when the schedule goes idle.
 //
+// Work a CUDA graph replays is attributed to the op or range that captured it: CUPTI's graph node
+// callbacks tell which scope was open on the capturing thread as each node was created, for graphs
+// captured while a Profiler records, in this window or an earlier one
+// (detail/backends/graph_node_captures.hpp).
+//
 // Where the driver's NVML is present, each GPU's SM and memory clocks, power and clock limits
 // are read every GpuCollectionOptions::device_counter_period while a window records, and written
 // as counter tracks on the GPU's row.
@@ -41,6 +46,7 @@
 #include "dlprof/detail/backends/cupti_records.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
 #include "dlprof/detail/backends/gpu_clock_sampler.hpp"
+#include "dlprof/detail/backends/graph_node_captures.hpp"
 #include "dlprof/detail/backends/nvml_library.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/device_properties.hpp"
@@ -129,6 +135,7 @@ class CuptiBackend final : public GpuBackend {
       sampler_.read();  // and as it closes
       activity.device_counters = sampler_.take(activity.stats.dropped_device_counters);
     }
+    activity.graph_node_captures = graph_nodes_.of(activity.gpu);
     activity.stats.cupti_version = cupti_version_;
     activity.stats.driver_version = driver_version_;
     return activity;
@@ -197,7 +204,7 @@ class CuptiBackend final : public GpuBackend {
     if (const CUptiResult result = cupti_.get_version(&version); result != CUPTI_SUCCESS)
       return warn_unavailable(fmt::format("cuptiGetVersion failed: {}", cupti_.describe(result)));
     cupti_version_ = fmt::format("{}", version);
-    if (const CUptiResult result = cupti_.subscribe(&subscriber_, &ignore_callback, nullptr); result != CUPTI_SUCCESS)
+    if (const CUptiResult result = cupti_.subscribe(&subscriber_, &on_callback, nullptr); result != CUPTI_SUCCESS)
       return warn_unavailable(fmt::format("cuptiSubscribe failed: {}", cupti_.describe(result)));
     // API records carry the OS thread id, the tid CPU events are written with.
     if (cupti_.set_thread_id_type != nullptr) cupti_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
@@ -213,8 +220,37 @@ class CuptiBackend final : public GpuBackend {
         result != CUPTI_SUCCESS)
       return warn_unavailable(fmt::format("cuptiActivityRegisterCallbacks failed: {}", cupti_.describe(result)));
     find_untraced_apis();
+    follow_graph_nodes();
     attach_nvml();
     return true;
+  }
+
+  /// Asks CUPTI to call on_callback() as graph nodes are created, cloned and destroyed. Without
+  /// those callbacks (a CUPTI before 11.7), replayed work links to its graph launch alone.
+  void follow_graph_nodes() {
+    if (cupti_.enable_callback == nullptr || cupti_.get_graph_node_id == nullptr) return;
+    for (const CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
+                                        CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING})
+      cupti_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+  }
+
+  /// A graph node callback, on the thread creating, cloning or destroying the node.
+  void on_graph_node(CUpti_CallbackId cbid, const CUpti_GraphData& graph) noexcept {
+    std::uint64_t node = 0;
+    if (graph.node == nullptr || cupti_.get_graph_node_id(graph.node, &node) != CUPTI_SUCCESS) return;
+    switch (cbid) {
+      case CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED:
+        if (const CorrelatedScope* scope = t_correlated_scopes.innermost()) graph_nodes_.created(node, *scope);
+        break;
+      case CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED: {
+        std::uint64_t original = 0;
+        if (graph.originalNode != nullptr && cupti_.get_graph_node_id(graph.originalNode, &original) == CUPTI_SUCCESS)
+          graph_nodes_.cloned(node, original);
+        break;
+      }
+      case CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING: graph_nodes_.destroyed(node); break;
+      default: break;
+    }
   }
 
   /// Finds NVML and the devices in it, for clocks and power. Where it cannot, one warning says
@@ -284,7 +320,11 @@ class CuptiBackend final : public GpuBackend {
   }
   static std::int64_t timestamp_ns() { return s_clock_.from_ticks(now_ticks()); }
 
-  static void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+  static void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
+    const void* descriptor = static_cast<const CUpti_ResourceData*>(data)->resourceDescriptor;
+    if (descriptor != nullptr) s_active_->on_graph_node(cbid, *static_cast<const CUpti_GraphData*>(descriptor));
+  }
 
   static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
     *buffer = s_active_->pool_->acquire();
@@ -323,6 +363,7 @@ class CuptiBackend final : public GpuBackend {
   std::string driver_version_;
   std::unique_ptr<BufferPool> pool_;  // 32 MiB lent to CUPTI, up to 256 MiB under load
   std::unique_ptr<RecordCollector> collector_;
+  GraphNodeCaptures graph_nodes_;
   std::optional<NvmlLibrary> nvml_;
   GpuClockSampler sampler_;
   std::chrono::nanoseconds counter_period_{0};

@@ -112,10 +112,12 @@ class ScopedRange {
   DLPROF_ALWAYS_INLINE void begin_recording(const detail::FormatArguments* arguments = nullptr) noexcept {
     detail::ThreadRing* ring = detail::current_ring();
     if (DLPROF_UNLIKELY(flags_ & detail::kWithStack)) capture_stack();
-    if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
+    if (flags_ & detail::kCorrelating)
+      correlation_sequence_ = detail::push_external_correlation(
+          detail::CorrelatedScope{name_, arguments, stack_, detail::RecordKind::Range});
     begin_ = detail::now_ticks();
     if (DLPROF_LIKELY(ring != nullptr)) {
-      ring->open_range(name_, begin_, category_, correlation_sequence_, arguments);
+      ring->open_range(name_, begin_, category_, correlation_sequence_, stack_, arguments);
       flags_ |= kOpenOnRing;
     }
   }

@@ -677,10 +677,12 @@ class TorchOpObserver final : public OpObserver {
     op.forward_thread_id = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId();
     op.input_shape = 0;
     if (inputs) state.inputs.texts(fn, op.input_shape, op.input_types_and_concrete, &format_inputs);
-    op.correlation_sequence = (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
     // A backward op's own stack shows autograd's engine: the assembly gives it its forward op's.
-    open.stacks[open.depth - 1] =
+    const StackId stack =
         (flags & kWithStack) != 0 && !op.backward ? capture_call_stack(__builtin_frame_address(0)) : kNoStackId;
+    open.stacks[open.depth - 1] = stack;
+    op.correlation_sequence =
+        (flags & kCorrelating) != 0 ? push_external_correlation(CorrelatedScope{op.name, nullptr, stack, RecordKind::Op}) : 0;
     // The next op's entries, predicted now, start loading during this op's compute: when it is
     // short they are still in cache at the next entry, which prefetches them again in case not.
     state.names.prefetch_predicted();

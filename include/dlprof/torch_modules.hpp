@@ -239,7 +239,8 @@ class ModuleRange {
     if (flags_ & detail::kNvtxAttached) detail::nvtx_push(*name.text, Category::Forward);
     if (flags_ & detail::kRecording) {
       name_ = name.id;
-      if (flags_ & detail::kCorrelating) correlation_sequence_ = detail::push_external_correlation();
+      if (flags_ & detail::kCorrelating)
+        correlation_sequence_ = detail::push_external_correlation(detail::CorrelatedScope{name_, nullptr, 0, detail::RecordKind::Range});
       begin_ = detail::now_ticks();
     }
   }

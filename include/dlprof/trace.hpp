@@ -193,9 +193,16 @@ struct GpuEvent {
   /// (0: launched on their own, or not said).
   std::uint32_t graph_id = 0;
   std::uint64_t graph_node_id = 0;
+  /// Replayed work whose graph node was seen captured: the op or range open on the capturing
+  /// thread (index into Trace::names; kNotCaptured where not known) and its call stack (index
+  /// into Trace::stacks; TraceEvent::kNoStack where none).
+  std::uint32_t captured_by = kNotCaptured;
+  std::uint32_t capture_stack = TraceEvent::kNoStack;
   KernelDetails kernel;  ///< Kernel only
   CopyDetails copy;      ///< Memcpy, MemcpyPeer, Memset (bytes and memory kind)
   SyncDetails sync;      ///< Sync only
+
+  static constexpr std::uint32_t kNotCaptured = UINT32_MAX;
 
   std::int64_t duration_ns() const noexcept { return end_ns - start_ns; }
 };

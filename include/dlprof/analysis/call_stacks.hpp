@@ -52,8 +52,14 @@ inline std::uint32_t launcher_of(const SliceTree& tree, const GpuEvent& work) {
   return call == nullptr ? SliceTree::kNone : tree.innermost_at(call->thread, call->start_ns);
 }
 
+/// Whether `work` is a graph's replay of a node whose capturing scope and stack the trace names:
+/// its time is that scope's, not its launcher's.
+inline bool has_capture_stack(const Trace& trace, const GpuEvent& work) noexcept {
+  return work.captured_by < trace.names.size() && work.capture_stack < trace.stacks.size();
+}
+
 /// Each slice's `metric` by event index (0 for other events): its self CPU time, or the GPU time
-/// of the work it launched itself (launcher_of()).
+/// of the work it launched itself (launcher_of()), but for work with a capture stack.
 inline std::vector<std::int64_t> time_of_each_slice(const Trace& trace, const SliceTree& tree, StackMetric metric) {
   std::vector<std::int64_t> value(trace.events.size(), 0);
   if (metric == StackMetric::SelfCpuTime) {
@@ -65,7 +71,7 @@ inline std::vector<std::int64_t> time_of_each_slice(const Trace& trace, const Sl
     return value;
   }
   for (const GpuEvent& work : trace.gpu_events) {
-    if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
+    if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation || has_capture_stack(trace, work)) continue;
     if (const std::uint32_t launcher = launcher_of(tree, work); launcher != SliceTree::kNone)
       value[launcher] += work.end_ns - work.start_ns;
   }
@@ -79,6 +85,7 @@ namespace detail {
 /// Each distinct stack of `trace`'s ops and ranges with its op or range as the leaf, its frames
 /// outermost first and separated by ';', with `metric` summed over its events, in text order;
 /// stacks of zero are left out. A ';' in a frame's text becomes ',' so that it separates no frames.
+/// By GPU time, work a graph replayed counts on the stack and scope that captured its node.
 inline std::map<std::string, std::int64_t> folded_paths(const Trace& trace, StackMetric metric) {
   const SliceTree tree(trace);
   const std::vector<std::int64_t> value = detail::time_of_each_slice(trace, tree, metric);
@@ -88,20 +95,27 @@ inline std::map<std::string, std::int64_t> folded_paths(const Trace& trace, Stac
     return text;
   };
   std::vector<std::string> stack_lines(trace.stacks.size());  // each stack's frames, outermost first
-  std::map<std::string, std::int64_t> lines;
-  for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& event = trace.events[i];
-    if (event.stack == TraceEvent::kNoStack || value[i] <= 0) continue;
-    std::string& frames = stack_lines[event.stack];
+  const auto frames_of = [&](std::uint32_t index) -> const std::string& {
+    std::string& frames = stack_lines[index];
     if (frames.empty()) {
-      const CallStack& stack = trace.stacks[event.stack];
+      const CallStack& stack = trace.stacks[index];
       for (std::uint32_t f = stack.depth; f-- > 0;) {
         frames += clean(frame_text(trace, trace.stack_frames[stack.first + f]));
         frames.push_back(kineto::arg::kCallStackSeparator);
       }
     }
-    lines[frames + clean(std::string(trace.name_of(event)))] += value[i];
+    return frames;
+  };
+  std::map<std::string, std::int64_t> lines;
+  for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& event = trace.events[i];
+    if (event.stack == TraceEvent::kNoStack || value[i] <= 0) continue;
+    lines[frames_of(event.stack) + clean(std::string(trace.name_of(event)))] += value[i];
   }
+  if (metric == StackMetric::SelfGpuTime)
+    for (const GpuEvent& work : trace.gpu_events)
+      if (has_capture_stack(trace, work) && work.kind != GpuEventKind::Sync && work.kind != GpuEventKind::Annotation)
+        lines[frames_of(work.capture_stack) + clean(trace.names[work.captured_by])] += work.end_ns - work.start_ns;
   return lines;
 }
 
@@ -198,7 +212,7 @@ inline FlameGraph flame_graph(const Trace& trace, StackMetric metric, double min
 struct CodeLine {
   std::string line;              ///< "train.cpp(142): Block::forward(at::Tensor)", or "libx.so+0x1a2b" unsymbolised
   std::int64_t self_cpu_ns = 0;  ///< the self CPU time of its ops
-  std::int64_t gpu_ns = 0;       ///< the GPU time of the work its ops launched
+  std::int64_t gpu_ns = 0;       ///< the GPU time of the work its ops launched, graph replays of what they captured included
   std::uint64_t ops = 0;         ///< op calls
   std::string top_op;            ///< its op with the most self CPU time
   std::string top_kernel;        ///< the kernel (or copy, fill) with the most time its ops launched
@@ -227,11 +241,15 @@ inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
   if (!has_stacks) return result;
   const detail::SliceTree tree(trace);
   const std::vector<std::int64_t> cpu = detail::time_of_each_slice(trace, tree, StackMetric::SelfCpuTime);
-  // Each kernel's time by the slice that launched it, to name the top kernel of each line.
+  // Each kernel's time by the slice that launched it, to name the top kernel of each line; work
+  // a graph replayed by the stack that captured its node.
   std::vector<std::pair<std::uint32_t, const GpuEvent*>> launched;
+  std::vector<const GpuEvent*> captured;
   for (const GpuEvent& work : trace.gpu_events) {
     if (work.kind == GpuEventKind::Sync || work.kind == GpuEventKind::Annotation) continue;
-    if (const std::uint32_t launcher = detail::launcher_of(tree, work); launcher != detail::SliceTree::kNone)
+    if (detail::has_capture_stack(trace, work))
+      captured.push_back(&work);
+    else if (const std::uint32_t launcher = detail::launcher_of(tree, work); launcher != detail::SliceTree::kNone)
       launched.emplace_back(launcher, &work);
   }
   struct Tally {
@@ -242,18 +260,20 @@ inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
   std::map<std::string, Tally> by_line;
   std::vector<std::optional<std::string>> line_of_stack(trace.stacks.size());
   std::vector<bool> line_known(trace.stacks.size(), false);
+  const auto line_of = [&](std::uint32_t stack) -> const std::optional<std::string>& {
+    if (!line_known[stack]) {
+      if (const StackFrame* frame = innermost_user_frame(trace, trace.stacks[stack])) line_of_stack[stack] = frame_text(trace, *frame);
+      line_known[stack] = true;
+    }
+    return line_of_stack[stack];
+  };
   std::vector<Tally*> tally_of_event(trace.events.size(), nullptr);
   for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& event = trace.events[i];
     if (event.kind != EventKind::Op || event.stack == TraceEvent::kNoStack) continue;
     ++result.ops_with_stacks;
     result.self_cpu_ns += cpu[i];
-    if (!line_known[event.stack]) {
-      if (const StackFrame* frame = innermost_user_frame(trace, trace.stacks[event.stack]))
-        line_of_stack[event.stack] = frame_text(trace, *frame);
-      line_known[event.stack] = true;
-    }
-    const std::optional<std::string>& line = line_of_stack[event.stack];
+    const std::optional<std::string>& line = line_of(event.stack);
     if (!line) {
       ++result.ops_in_libraries;
       continue;
@@ -272,6 +292,17 @@ inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
     if (tally == nullptr) continue;
     tally->line.gpu_ns += ns;
     tally->kernel_gpu[trace.names[work->name]] += ns;
+  }
+  for (const GpuEvent* work : captured) {
+    const std::int64_t ns = work->end_ns - work->start_ns;
+    result.gpu_ns += ns;
+    const std::optional<std::string>& line = line_of(work->capture_stack);
+    if (!line) continue;
+    Tally& tally = by_line[*line];
+    tally.line.line = *line;
+    tally.line.gpu_ns += ns;
+    tally.kernel_gpu[trace.names[work->name]] += ns;
+    tally.op_cpu.try_emplace(trace.names[work->captured_by], 0);  // its op, where the trace has none of its own
   }
   const auto top_of = [](const std::map<std::string_view, std::int64_t>& totals) {
     const auto top = std::max_element(totals.begin(), totals.end(), [](const auto& a, const auto& b) { return a.second < b.second; });

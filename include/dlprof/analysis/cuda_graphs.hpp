@@ -4,7 +4,8 @@
 // "graph id" on CUDA 12+) or when the call that launched it, by correlation, is a graph launch
 // (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch), as in traces that carry no graph ids. The work
 // of one graph id is one row; work without an id is grouped by the op or range its launches ran
-// in, the closest a trace without ids comes to naming its graph.
+// in, the closest a trace without ids comes to naming its graph. Work whose node dlprof saw
+// captured names the op or range that captured it, and the line of that scope's stack.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "dlprof/analysis/detail/slice_tree.hpp"
 #include "dlprof/config.hpp"
+#include "dlprof/format/call_stack.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -32,6 +34,9 @@ struct GraphReplays {
   std::uint64_t nodes = 0;        ///< distinct graph nodes among them (0 where the trace names none)
   std::int64_t gpu_ns = 0;
   std::string top_kernel;         ///< the kernel (or copy, fill) with the most time
+  std::uint64_t captured_work = 0;  ///< of `work`, that whose capturing op or range the trace names
+  std::string captured_by;        ///< the op or range that captured the most of its GPU time; empty if none known
+  std::string captured_at;        ///< the line of the user's code captured_by ran at; empty without its stack
 };
 
 struct CudaGraphs {
@@ -39,6 +44,8 @@ struct CudaGraphs {
   std::int64_t gpu_ns = 0;           ///< of all the work graphs replayed
   std::int64_t all_gpu_ns = 0;       ///< of all the trace's kernels, copies and fills
   std::uint64_t launches = 0;        ///< graph launch calls
+  std::uint64_t work = 0;            ///< kernels, copies and fills graphs replayed
+  std::uint64_t captured_work = 0;   ///< of which the trace names the op or range that captured them
 
   bool empty() const noexcept { return graphs.empty(); }
 };
@@ -58,6 +65,7 @@ inline CudaGraphs cuda_graphs(const Trace& trace) {
     std::set<std::uint64_t> nodes;
     std::map<std::string_view, std::int64_t> work_ns;
     std::map<std::string_view, std::uint64_t> launched_from;
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::int64_t> captured_ns;  // by (scope name, stack)
   };
   std::map<std::pair<std::uint32_t, std::string_view>, Tally> tallies;  // by graph id, then launching slice
   for (const GpuEvent& work : trace.gpu_events) {
@@ -78,6 +86,12 @@ inline CudaGraphs cuda_graphs(const Trace& trace) {
     if (work.graph_node_id != 0) tally.nodes.insert(work.graph_node_id);
     tally.work_ns[trace.names[work.name]] += work.duration_ns();
     if (launched_by_graph && tally.launch_calls.insert(work.correlation).second) ++tally.launched_from[from];
+    ++result.work;
+    if (work.captured_by < trace.names.size()) {
+      ++tally.row.captured_work;
+      ++result.captured_work;
+      tally.captured_ns[{work.captured_by, work.capture_stack}] += work.duration_ns();
+    }
   }
   for (auto& [key, tally] : tallies) {
     const auto most = [](const auto& totals) {
@@ -88,6 +102,14 @@ inline CudaGraphs cuda_graphs(const Trace& trace) {
     tally.row.nodes = tally.nodes.size();
     tally.row.top_kernel = most(tally.work_ns);
     tally.row.launched_from = most(tally.launched_from);
+    const auto capture = std::max_element(tally.captured_ns.begin(), tally.captured_ns.end(),
+                                          [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (capture != tally.captured_ns.end()) {
+      const auto [name, stack] = capture->first;
+      tally.row.captured_by = trace.names[name];
+      if (stack < trace.stacks.size())
+        if (const StackFrame* frame = innermost_user_frame(trace, trace.stacks[stack])) tally.row.captured_at = frame_text(trace, *frame);
+    }
     result.launches += tally.row.launches;
     result.graphs.push_back(std::move(tally.row));
   }

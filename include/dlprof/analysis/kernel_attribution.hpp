@@ -22,6 +22,9 @@
 //   (never 0).
 // - line: with call stacks, the innermost frame of the user's code in the launching op's stack
 //   (format/call_stack.hpp), the line the kernel came from.
+// - CUDA graphs: work a graph replayed whose node dlprof saw captured takes the op or range that
+//   captured it, and the line of that scope's stack, instead of the graph launch's; step, layer
+//   and direction stay those of the launch.
 #pragma once
 
 #include <algorithm>
@@ -70,6 +73,8 @@ struct AttributedKernel {
   /// of its op's call stack, or of the nearest slice around the op with one, as "train.cpp(142):
   /// Block::forward(at::Tensor)"; empty without stacks.
   std::string_view line;
+  /// Replayed by a CUDA graph, with `op` and `line` those of the scope that captured its node.
+  bool from_capture = false;
   Direction direction = Direction::Forward;
   std::string_view input_dims;      ///< the op's record_shapes texts; empty without them
   std::string_view input_types;
@@ -168,18 +173,20 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
   // The line of each call stack, found once per stack.
   auto line_texts = std::make_shared<std::deque<std::string>>();
   std::vector<std::optional<std::string_view>> line_of_stack(trace.stacks.size());
-  const auto line_of = [&](std::uint32_t slice) -> std::string_view {
-    const std::uint32_t with_stack =
-        tree.self_or_ancestor(slice, [](const TraceEvent& event) { return event.stack != TraceEvent::kNoStack; });
-    if (with_stack == kNone) return {};
-    std::optional<std::string_view>& line = line_of_stack[trace.events[with_stack].stack];
+  const auto line_of_stack_at = [&](std::uint32_t stack) -> std::string_view {
+    std::optional<std::string_view>& line = line_of_stack[stack];
     if (!line) {
-      const StackFrame* frame = innermost_user_frame(trace, trace.stacks[trace.events[with_stack].stack]);
+      const StackFrame* frame = innermost_user_frame(trace, trace.stacks[stack]);
       line = frame == nullptr                      ? std::string_view()
              : frame->text != StackFrame::kNoText ? std::string_view(trace.names[frame->text])
                                                   : std::string_view(line_texts->emplace_back(frame_text(trace, *frame)));
     }
     return *line;
+  };
+  const auto line_of = [&](std::uint32_t slice) -> std::string_view {
+    const std::uint32_t with_stack =
+        tree.self_or_ancestor(slice, [](const TraceEvent& event) { return event.stack != TraceEvent::kNoStack; });
+    return with_stack == kNone ? std::string_view() : line_of_stack_at(trace.events[with_stack].stack);
   };
 
   detail::PerName<bool> tensor_core_kernel(trace, uses_tensor_cores);
@@ -223,6 +230,12 @@ inline KernelAttribution kernel_attribution(const Trace& trace) {
     if (const OpInputs* inputs = inputs_of(op)) {
       row.input_dims = trace.names[inputs->dims];
       row.input_types = trace.names[inputs->types];
+    }
+    if (work.captured_by < trace.names.size()) {
+      row.from_capture = true;
+      row.op = trace.names[work.captured_by];
+      row.parent_op = row.input_dims = row.input_types = {};
+      row.line = work.capture_stack < trace.stacks.size() ? line_of_stack_at(work.capture_stack) : std::string_view();
     }
     const std::uint32_t costed = tree.self_or_ancestor(op, has_cost);
     if (costed != kNone)

@@ -397,6 +397,20 @@ std::vector<std::uint32_t> forward_backward_flows(const Trace& trace) {
   return flows;
 }
 
+/// The text of `stack`'s `Call stack` arg (format/call_stack.hpp).
+inline std::string call_stack_text(const Trace& trace, const CallStack& stack) {
+  std::string text;
+  for (std::uint32_t i = 0; i < stack.depth; ++i) {
+    const StackFrame& frame = trace.stack_frames[stack.first + i];
+    if (i != 0) text.push_back(kineto::arg::kCallStackSeparator);
+    if (frame.text != StackFrame::kNoText)
+      text += trace.names[frame.text];
+    else
+      text += unsymbolised_frame_text(trace.modules, frame.address);
+  }
+  return text;
+}
+
 /// Writes the GPU side of a trace: API calls on their threads, device work on (device, stream)
 /// rows, ac2g flows between them, allocations and CUPTI's overhead.
 template <class WriteName, class Relative>
@@ -525,11 +539,24 @@ class GpuEventWriter {
     return work.stream;
   }
 
-  /// A graph's work: its graph and node, as Kineto writes them on CUDA 12+.
+  /// A graph's work: its graph and node, as Kineto writes them on CUDA 12+, and the op or range
+  /// that captured its node, with that scope's call stack, where known.
   void graph_args(const GpuEvent& work) {
     if (work.graph_id == 0 && work.graph_node_id == 0) return;
     integer_arg<json_piece::kComma, kineto::arg::kGraphId>(work.graph_id);
     integer_arg<json_piece::kComma, kineto::arg::kGraphNodeId>(static_cast<std::int64_t>(work.graph_node_id));
+    if (work.captured_by < trace_.names.size()) {
+      json_.raw(key_text<json_piece::kComma, kineto::arg::kCapturedBy>);
+      write_name_(work.captured_by);
+    }
+    if (work.capture_stack < trace_.stacks.size()) {
+      // A graph replays its nodes over and over: each stack's text is made once.
+      if (capture_stack_texts_.empty()) capture_stack_texts_.resize(trace_.stacks.size());
+      std::optional<std::string>& text = capture_stack_texts_[work.capture_stack];
+      if (!text) text = call_stack_text(trace_, trace_.stacks[work.capture_stack]);
+      json_.raw(key_text<json_piece::kComma, kineto::arg::kCaptureCallStack>);
+      json_.string(*text);
+    }
   }
 
   void write_work(const GpuEvent& work) {
@@ -706,23 +733,11 @@ class GpuEventWriter {
   JsonWriter& json_;
   const WriteName& write_name_;
   const Relative& relative_;
+  std::vector<std::optional<std::string>> capture_stack_texts_;  // by stack, as graph_args() needs them
   CorrelationSet<> correlations_;
   FixedFloatCache<> floats_;
 };
 
-/// The text of `stack`'s `Call stack` arg (format/call_stack.hpp).
-inline std::string call_stack_text(const Trace& trace, const CallStack& stack) {
-  std::string text;
-  for (std::uint32_t i = 0; i < stack.depth; ++i) {
-    const StackFrame& frame = trace.stack_frames[stack.first + i];
-    if (i != 0) text.push_back(kineto::arg::kCallStackSeparator);
-    if (frame.text != StackFrame::kNoText)
-      text += trace.names[frame.text];
-    else
-      text += unsymbolised_frame_text(trace.modules, frame.address);
-  }
-  return text;
-}
 
 /// The trace's modules and stackless events, where it has them (vocabulary.hpp's kModules).
 template <class Deferred = void>

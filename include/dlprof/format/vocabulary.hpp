@@ -184,6 +184,10 @@ inline constexpr std::string_view kBytes = "bytes";
 /// Of kernels, copies and fills a CUDA graph replayed (CUDA 12+): the graph and its node.
 inline constexpr std::string_view kGraphId = "graph id";
 inline constexpr std::string_view kGraphNodeId = "graph node id";
+/// dlprof's, of replayed work whose graph node it saw captured: the op or range open on the
+/// capturing thread, and that scope's call stack (written as kCallStack).
+inline constexpr std::string_view kCapturedBy = "captured by";
+inline constexpr std::string_view kCaptureCallStack = "capture call stack";
 inline constexpr std::string_view kMemoryBandwidth = "memory bandwidth (GB/s)";
 inline constexpr std::string_view kFromDevice = "fromDevice";
 inline constexpr std::string_view kInDevice = "inDevice";

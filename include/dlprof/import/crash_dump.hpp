@@ -132,6 +132,7 @@ inline std::optional<Trace> crash_dump_trace(std::string_view bytes, std::string
         for (std::size_t i = 0; i < (body.size() - sizeof(slot)) / sizeof(OpenRange); ++i) {
           OpenRange range;
           std::memcpy(&range, body.data() + sizeof(slot) + i * sizeof(range), sizeof(range));
+          range.stack = 0;  // an id of the dead process's stack table, which the file does not hold
           open_ranges.push_back(range);
           open_range_threads.push_back(static_cast<std::uint32_t>(thread_of_slot[slot.slot]));
         }

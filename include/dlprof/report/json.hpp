@@ -57,9 +57,11 @@
 //        "by_cpu": [{"line", "self_cpu_us", "gpu_us", "calls", "top_op", "top_kernel"}] (by self CPU
 //        time, at most top_rows), "by_gpu": [the same] (by GPU time, those with some)}: the ops with
 //        call stacks by the innermost frame of the user's code (analysis/call_stacks.hpp); {} without,
-//      "cuda_graphs": {"gpu_us", "all_gpu_us", "launches", "graphs": [{"graph_id" (null: not named),
-//        "launched_from", "launches", "work", "nodes", "gpu_us", "top_kernel"}] (by GPU time, at
-//        most top_rows)}: the GPU work graphs replayed (analysis/cuda_graphs.hpp); {} without,
+//      "cuda_graphs": {"gpu_us", "all_gpu_us", "launches", "work", "captured_work", "graphs":
+//        [{"graph_id" (null: not named), "launched_from", "launches", "work", "nodes", "gpu_us",
+//        "top_kernel", "captured_work", "captured_by", "captured_at" (null: not known)}] (by GPU
+//        time, at most top_rows)}: the GPU work graphs replayed, and the ops that captured it
+//        (analysis/cuda_graphs.hpp); {} without,
 //      "top_kernels": [{"name", "short_name", "type", "tensor_cores", "calls", "total_us", "mean_us", "min_us", "max_us", "pct"}],
 //      "limits": {"mfu": null or {"utilization_pct", "achieved_tflops", "peak_tflops", "precision",
 //        "matrix_units", "devices", "flops", "span_us", "unknown_ops"} (over the steps),
@@ -544,6 +546,8 @@ inline void json_cuda_graphs(JsonTree& json, const analysis::CudaGraphs& graphs,
     json.member_us("gpu_us", graphs.gpu_ns);
     json.member_us("all_gpu_us", graphs.all_gpu_ns);
     json.member_integer("launches", static_cast<std::int64_t>(graphs.launches));
+    json.member_integer("work", static_cast<std::int64_t>(graphs.work));
+    json.member_integer("captured_work", static_cast<std::int64_t>(graphs.captured_work));
     json.key("graphs");
     json.begin_array();
     for (std::size_t i = 0; i < graphs.graphs.size() && i < rows; ++i) {
@@ -558,6 +562,9 @@ inline void json_cuda_graphs(JsonTree& json, const analysis::CudaGraphs& graphs,
       json.member_integer("nodes", static_cast<std::int64_t>(graph.nodes));
       json.member_us("gpu_us", graph.gpu_ns);
       json.member("top_kernel", graph.top_kernel);
+      json.member_integer("captured_work", static_cast<std::int64_t>(graph.captured_work));
+      json.member_text_or_null("captured_by", graph.captured_by);
+      json.member_text_or_null("captured_at", graph.captured_at);
       json.end_object();
     }
     json.end_array();

@@ -312,9 +312,16 @@ inline void text_code_lines(fmt::memory_buffer& out, const RankReport& rank) {
 inline void text_cuda_graphs(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
   const TableSection graphs = cuda_graphs_section(rank, rows);
   section(out, graphs.title);
-  TextTable table({{graphs.headers[0]}, {graphs.headers[1], Align::Left, 40}, {graphs.headers[2]}, {graphs.headers[3]},
-                   {graphs.headers[4]}, {graphs.headers[5]}, {graphs.headers[6]}, {graphs.headers[7], Align::Left, 40}});
-  for (const std::vector<std::string>& row : graphs.rows) table.add_row(row);
+  std::vector<TextColumn> columns = {{graphs.headers[0]}, {graphs.headers[1], Align::Left, 40}, {graphs.headers[2]},
+                                     {graphs.headers[3]}, {graphs.headers[4]}, {graphs.headers[5]}, {graphs.headers[6]},
+                                     {graphs.headers[7], Align::Left, 40}};
+  const bool captures = graphs.headers.size() > columns.size();  // who captured it, and where
+  if (captures) columns.insert(columns.end(), {{graphs.headers[8], Align::Left, 40}, {graphs.headers[9], Align::Left, 50}});
+  TextTable table(std::move(columns));
+  for (std::vector<std::string> row : graphs.rows) {
+    if (captures) row[9] = without_directories(row[9]);
+    table.add_row(std::move(row));
+  }
   table.render(out);
   for (const std::string& note : graphs.notes) fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
 }

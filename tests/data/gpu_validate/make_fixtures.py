@@ -12,6 +12,9 @@ exactly one check:
   wrong_time.stats.json    (c) CUDA-event time 5% above the kernels' time
   misordered.pt.trace.json (d) a kernel starting before its launch call
   misnamed.pt.trace.json   (e) a launch range named differently from its kernel
+graph_good.pt.trace.json mimics `cuda_training_loop --graph --with-stack`: two replays of a graph by
+cudaGraphLaunch, each kernel naming the launch range that captured its node and that range's call
+stack. graph_misnamed.pt.trace.json breaks (g2): one kernel names another kernel's range.
 """
 import copy
 import json
@@ -106,6 +109,32 @@ def good_trace():
     return trace, stats
 
 
+def graph_trace():
+    """Two steps, each a train_step_graph range whose cudaGraphLaunch replays LAUNCHES as graph 1."""
+    builder = TraceBuilder()
+    for i, number in enumerate(RECORDED_STEPS[1:]):
+        start = i * STEP_US
+        builder.annotation(f"ProfilerStep#{number}", start, STEP_US - 1.0)
+        external_id = builder.annotation("train_step_graph", start + 50.0, 20.0)
+        correlation = builder.next_correlation
+        builder.next_correlation += 1
+        builder.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": PID, "tid": TID,
+                               "ts": start + 52.0, "dur": 15.0,
+                               "args": {"External id": external_id, "cbid": 311, "correlation": correlation}})
+        gpu_ts = start + 70.0
+        for node, (kernel_name, range_name, _, kernel_us) in enumerate(LAUNCHES, start=1):
+            builder.events.append({"ph": "X", "cat": "kernel", "name": kernel_name, "pid": DEVICE, "tid": STREAM,
+                                   "ts": round(gpu_ts, 3), "dur": kernel_us,
+                                   "args": {"External id": external_id, "device": DEVICE, "context": 1,
+                                            "stream": STREAM, "correlation": correlation, "graph id": 1,
+                                            "graph node id": 4294967296 + node, "captured by": range_name,
+                                            "capture call stack": "cuda_training_loop+0x2f1a0;cuda_training_loop+0x2c0b4;"
+                                                                  "cuda_training_loop+0x1e9c8;libc.so.6+0x2724a"}})
+            gpu_ts += kernel_us + 1.5
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "fake H100"}],
+            "traceEvents": builder.events, "traceName": "fake", "baseTimeNanoseconds": 1700000000000000000}
+
+
 def kernels_of(trace):
     return [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
 
@@ -145,6 +174,11 @@ def main():
     next(e for e in misnamed["traceEvents"] if e.get("cat") == "user_annotation"
          and e["args"]["External id"] == external_id)["name"] = "cudaLaunchKernel"
     write("misnamed.pt.trace.json", misnamed)
+
+    graph = graph_trace()
+    write("graph_good.pt.trace.json", graph)
+    kernels_of(graph)[2]["args"]["captured by"] = LAUNCHES[0][1]
+    write("graph_misnamed.pt.trace.json", graph)
 
 
 if __name__ == "__main__":

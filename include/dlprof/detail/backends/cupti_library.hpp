@@ -115,6 +115,11 @@ struct CuptiLibrary {
   /// Records of one runtime or driver call on or off; null in CUPTIs before CUDA 12.6.
   CUptiResult (*enable_runtime_api)(CUpti_CallbackId cbid, std::uint8_t enable) = nullptr;
   CUptiResult (*enable_driver_api)(CUpti_CallbackId cbid, std::uint8_t enable) = nullptr;
+  /// One callback of the subscriber on or off: the graph node callbacks; null if absent.
+  CUptiResult (*enable_callback)(std::uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+                                 CUpti_CallbackId cbid) = nullptr;
+  /// The id of a graph node, as the records of the work it replays carry it; null if absent.
+  CUptiResult (*get_graph_node_id)(CUgraphNode node, std::uint64_t* id) = nullptr;
 
   /// Opens libcupti.so.<major> of the CUPTI these headers describe: first where the dynamic
   /// loader looks, then in the toolkit dlprof was configured with; DLPROF_CUPTI_LIBRARY names
@@ -160,6 +165,8 @@ struct CuptiLibrary {
         load_symbol<decltype(pop_external_correlation_id)>(library, "cuptiActivityPopExternalCorrelationId");
     enable_runtime_api = load_symbol<decltype(enable_runtime_api)>(library, "cuptiActivityEnableRuntimeApi");
     enable_driver_api = load_symbol<decltype(enable_driver_api)>(library, "cuptiActivityEnableDriverApi");
+    enable_callback = load_symbol<decltype(enable_callback)>(library, "cuptiEnableCallback");
+    get_graph_node_id = load_symbol<decltype(get_graph_node_id)>(library, "cuptiGetGraphNodeId");
     if (get_version == nullptr || subscribe == nullptr || register_callbacks == nullptr || enable == nullptr ||
         disable == nullptr || flush_all == nullptr || get_next_record == nullptr ||
         push_external_correlation_id == nullptr || pop_external_correlation_id == nullptr) {

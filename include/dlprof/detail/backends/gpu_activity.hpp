@@ -56,6 +56,17 @@ struct RawMemoryEvent {
   std::uint32_t correlation = 0;
 };
 
+/// The scope open on the thread that captured a CUDA graph node (or added it to a graph): what
+/// the work the node replays is attributed to. Copied out of the scope, so it outlives it.
+struct GraphNodeCapture {
+  std::uint64_t node = 0;  ///< CUPTI's graph node id, as work records carry it
+  std::uint64_t name = 0;  ///< CorrelatedScope::name
+  FormatArguments arguments{{0, 0}, 0};  ///< a DLPROF_RANGE_F's kept arguments, where has_arguments
+  std::uint32_t stack = 0;               ///< StackId; 0: none
+  RecordKind kind = RecordKind::Range;
+  bool has_arguments = false;
+};
+
 /// The records of one window as a backend hands them over: timestamps on the backend's clock,
 /// names as indices into `names`, ApiEvent::thread holding the OS thread id, external ids not
 /// yet resolved (`external_correlations` resolves them).
@@ -66,6 +77,8 @@ struct DeviceActivity {
   std::vector<OverheadEvent> overhead;
   std::vector<DeviceCounterSample> device_counters;  ///< on the backend's clock, as the records
   std::vector<ExternalCorrelation> external_correlations;
+  /// Of the graph nodes whose work is in `gpu`, those captured while dlprof correlated.
+  std::vector<GraphNodeCapture> graph_node_captures;
   std::vector<std::string> names;
   std::vector<DeviceProperties> devices;
   BackendClock clock;

@@ -117,9 +117,11 @@ inline std::pair<NameId, NameId> unpack_op_input_shape(std::uint64_t packed) noe
 
 /// A range that began and has not ended: what its thread's ring tracks of it, so that a window
 /// closing inside it (or a crash) still shows it. `arguments` are a DLPROF_RANGE_F's kept
-/// arguments, read only when its name is a format's (is_format_site_id()).
+/// arguments, read only when its name is a format's (is_format_site_id()). `stack`: with_stack,
+/// its StackId (0: none), an id of the recording process's stack table.
 struct OpenRange {
   NameId name;
+  std::uint32_t stack;
   std::int64_t start;
   Category category;
   std::uint32_t correlation_sequence;

@@ -217,12 +217,12 @@ class ThreadRing {
   /// Open ranges tracked per thread; deeper ones are counted as dropped if a window ends inside them.
   static constexpr std::uint32_t kTrackedOpenRanges = 32;
 
-  /// Producer side: a recorded range began. The consumer reads the stack under a sequence lock
-  /// (odd while an entry is written), so it never takes a half-written entry. The arguments of
-  /// a formatted range (is_format_site_id(name)) are stored only when `with_arguments` is set;
-  /// the consumer reads them only for such a name.
+  /// Producer side: a recorded range began, with call stack `stack` (0: none). The consumer reads
+  /// the stack of open ranges under a sequence lock (odd while an entry is written), so it never
+  /// takes a half-written entry. The arguments of a formatted range (is_format_site_id(name)) are
+  /// stored only when `with_arguments` is set; the consumer reads them only for such a name.
   DLPROF_ALWAYS_INLINE void open_range(NameId name, std::int64_t start, Category category, std::uint32_t correlation_sequence,
-                                       const FormatArguments* with_arguments = nullptr) noexcept {
+                                       std::uint32_t stack, const FormatArguments* with_arguments = nullptr) noexcept {
     const std::uint32_t depth = open_depth_.load(std::memory_order_relaxed);
     if (DLPROF_LIKELY(depth < kTrackedOpenRanges)) {
       // Release stores (plain stores on x86): a reader that sees any field of the new entry also
@@ -234,6 +234,7 @@ class ThreadRing {
       entry.start.store(start, std::memory_order_release);
       entry.category.store(category, std::memory_order_release);
       entry.correlation_sequence.store(correlation_sequence, std::memory_order_release);
+      entry.stack.store(stack, std::memory_order_release);
       if (with_arguments != nullptr) {
         entry.argument_words[0].store(with_arguments->words[0], std::memory_order_release);
         entry.argument_words[1].store(with_arguments->words[1], std::memory_order_release);
@@ -270,7 +271,8 @@ class ThreadRing {
           arguments = FormatArguments{{entry.argument_words[0].load(std::memory_order_acquire),
                                        entry.argument_words[1].load(std::memory_order_acquire)},
                                       entry.argument_types.load(std::memory_order_acquire)};
-        out.push_back(OpenRange{name, entry.start.load(std::memory_order_acquire), entry.category.load(std::memory_order_acquire),
+        out.push_back(OpenRange{name, entry.stack.load(std::memory_order_acquire), entry.start.load(std::memory_order_acquire),
+                                entry.category.load(std::memory_order_acquire),
                                 entry.correlation_sequence.load(std::memory_order_acquire), arguments});
       }
       if (open_sequence_.load(std::memory_order_relaxed) == before) return depth - tracked;
@@ -304,9 +306,9 @@ class ThreadRing {
     const std::uint32_t untracked = old.open_ranges(open);
     for (std::uint32_t i = 0; i < open.size; ++i) {
       const OpenRange& range = open.ranges[i];
-      open_range(range.name, range.start, range.category, range.correlation_sequence, &range.arguments);
+      open_range(range.name, range.start, range.category, range.correlation_sequence, range.stack, &range.arguments);
     }
-    for (std::uint32_t i = 0; i < untracked; ++i) open_range(0, 0, Category::User, 0);
+    for (std::uint32_t i = 0; i < untracked; ++i) open_range(0, 0, Category::User, 0, 0);
     const auto [collective, since] = old.collective_in_progress();
     set_collective_in_progress(collective, since);
   }
@@ -377,6 +379,7 @@ class ThreadRing {
     std::atomic<std::int64_t> start{0};
     std::atomic<Category> category{Category::User};
     std::atomic<std::uint32_t> correlation_sequence{0};
+    std::atomic<std::uint32_t> stack{0};
     std::atomic<std::uint64_t> argument_words[2] = {};
     std::atomic<std::uint32_t> argument_types{0};
   };

@@ -42,8 +42,10 @@ struct DrainedEvents {
 };
 
 /// A range still open at `end_tick` (a window's end, a crash) as the events that record it ending
-/// there: its Range, after the arguments its name is formatted with where it has them.
+/// there: its Range, after its call stack and the arguments its name is formatted with where it
+/// has them.
 inline void append_open_range(std::vector<Event>& events, const OpenRange& range, std::int64_t end_tick) {
+  if (range.stack != 0) events.push_back(stack_event(range.stack, range.start));
   if (is_format_site_id(range.name)) events.push_back(format_arguments_event(range.start, range.arguments));
   events.push_back(Event{range.name, range.start, {end_tick}, RecordKind::Range, range.category, range.correlation_sequence});
 }

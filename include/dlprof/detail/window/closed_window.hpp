@@ -58,7 +58,11 @@ std::shared_ptr<const Trace> assemble_window(ClosedWindow&& window, std::string_
   if (window.with_flops) estimate_op_costs(*trace);
   if (window.with_stack) inherit_forward_stacks(*trace);
   const auto pushed_to_trace = assign_external_ids(*trace);
-  if (window.device_activity) merge_device_activity(*trace, std::move(*window.device_activity), window.clock, pushed_to_trace);
+  if (window.device_activity) {
+    const std::vector<GraphNodeCapture> captures = std::move(window.device_activity->graph_node_captures);
+    merge_device_activity(*trace, std::move(*window.device_activity), window.clock, pushed_to_trace);
+    attribute_graph_replays(*trace, captures, InternedNames());
+  }
   add_thread_cpu(*trace, std::move(window.thread_cpu), window.clock);
   trace->pid = static_cast<std::int64_t>(::getpid());
   trace->process_name = process_name();

@@ -7,7 +7,8 @@
 //    around the call, found through CUPTI's external-correlation records;
 //  * each range that launched work gets a gpu_user_annotation span per stream, from its first to
 //    its last piece of work, widened by 1 ns on each side where that keeps slices nested;
-//  * kernels get Kineto's occupancy args from the device's properties.
+//  * kernels get Kineto's occupancy args from the device's properties;
+//  * work a CUDA graph replays gets the op or range that captured its node, and its call stack.
 #pragma once
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <climits>
 #include <iterator>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -30,6 +32,8 @@
 #include "dlprof/detail/recording/clock.hpp"
 #include "dlprof/detail/backends/gpu_activity.hpp"
 #include "dlprof/detail/backends/occupancy.hpp"
+#include "dlprof/detail/window/formatted_name.hpp"
+#include "dlprof/format/vocabulary.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -319,6 +323,67 @@ void merge_device_activity(Trace& trace, DeviceActivity&& activity, const ClockM
     if (!in_window(overhead.start_ns)) continue;
     overhead.name = trace_name(raw.name);
     trace.overhead_events.push_back(overhead);
+  }
+}
+
+/// Gives the replayed work of `trace` the op or range that captured its graph node, and that
+/// scope's call stack. `names` reads name and stack ids as assemble_trace() has it read them.
+template <class Names>
+void attribute_graph_replays(Trace& trace, const std::vector<GraphNodeCapture>& captures, const Names& names) {
+  if (captures.empty()) return;
+  std::unordered_map<std::string, std::uint32_t> name_index;
+  const auto index_of_name = [&](std::string text) {
+    if (name_index.empty())
+      for (std::uint32_t i = 0; i < trace.names.size(); ++i) name_index.emplace(trace.names[i], i);
+    auto [found, inserted] = name_index.try_emplace(std::move(text), static_cast<std::uint32_t>(trace.names.size()));
+    if (inserted) trace.names.push_back(found->first);
+    return found->second;
+  };
+  // A scope's stack is often one the window's events have already: the same CallStack then.
+  std::map<std::vector<std::uint64_t>, std::uint32_t> stack_index;
+  const auto index_of_stack = [&](const std::uintptr_t* frames, std::size_t depth) {
+    if (stack_index.empty())
+      for (std::uint32_t i = 0; i < trace.stacks.size(); ++i) {
+        const CallStack& stack = trace.stacks[i];
+        std::vector<std::uint64_t> addresses;
+        for (std::uint32_t f = 0; f < stack.depth; ++f) addresses.push_back(trace.stack_frames[stack.first + f].address);
+        stack_index.emplace(std::move(addresses), i);
+      }
+    auto [found, inserted] = stack_index.try_emplace(std::vector<std::uint64_t>(frames, frames + depth),
+                                                     static_cast<std::uint32_t>(trace.stacks.size()));
+    if (inserted) {
+      trace.stacks.push_back(CallStack{static_cast<std::uint32_t>(trace.stack_frames.size()), static_cast<std::uint32_t>(depth)});
+      for (std::size_t i = 0; i < depth; ++i) trace.stack_frames.push_back(StackFrame{frames[i], StackFrame::kNoText});
+    }
+    return found->second;
+  };
+
+  struct Origin {
+    std::uint32_t name;
+    std::uint32_t stack;
+  };
+  std::unordered_map<std::uint64_t, Origin> origin_of_node;
+  names.with_lock([&] {
+    for (const GraphNodeCapture& capture : captures) {
+      const auto id = static_cast<NameId>(capture.name);
+      std::string text = capture.kind == RecordKind::Step ? profiler_step_name(static_cast<std::int64_t>(capture.name))
+                         : is_format_site_id(id) && capture.has_arguments
+                             ? format_with_kept_arguments(names(id), capture.arguments)
+                             : std::string(names(id));
+      Origin origin{index_of_name(std::move(text)), TraceEvent::kNoStack};
+      if (capture.stack != 0) {
+        const auto [frames, depth] = names.stack(capture.stack);
+        if (depth != 0) origin.stack = index_of_stack(frames, depth);
+      }
+      origin_of_node.emplace(capture.node, origin);
+    }
+  });
+  for (GpuEvent& work : trace.gpu_events) {
+    if (work.graph_node_id == 0) continue;
+    const auto origin = origin_of_node.find(work.graph_node_id);
+    if (origin == origin_of_node.end()) continue;
+    work.captured_by = origin->second.name;
+    work.capture_stack = origin->second.stack;
   }
 }
 

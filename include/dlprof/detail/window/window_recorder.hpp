@@ -221,7 +221,10 @@ class BasicWindowRecorder {
     step_nvtx_pushed_ = (flags & kNvtxAttached) != 0;
     if (step_nvtx_pushed_) nvtx_push(profiler_step_name(step), Category::Step);
     step_recorded_ = (flags & kRecording) != 0;
-    step_correlation_sequence_ = step_recorded_ && (flags & kCorrelating) != 0 ? push_external_correlation() : 0;
+    step_correlation_sequence_ =
+        step_recorded_ && (flags & kCorrelating) != 0
+            ? push_external_correlation(CorrelatedScope{static_cast<std::uint64_t>(step), nullptr, 0, RecordKind::Step})
+            : 0;
     step_end_sampled_ = false;
     if (step_recorded_) sample_thread_cpu_if_due();
     step_start_ticks_ = now_ticks();

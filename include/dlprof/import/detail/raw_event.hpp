@@ -176,6 +176,8 @@ enum class Arg : std::uint8_t {
   CallStack,         // "Call stack" of an op or range
   GraphId,           // "graph id" and "graph node id" of a graph's kernels, copies and fills
   GraphNodeId,
+  CapturedBy,        // dlprof's "captured by" and "capture call stack" of replayed work
+  CaptureCallStack,
   Count
 };
 static_assert(static_cast<int>(Arg::Count) <= 64, "RawEvent keeps a 64-bit mask of the args present");
@@ -242,6 +244,8 @@ inline const KeyTable<Arg>& event_args() {
       {arg::kCallStack, Arg::CallStack},
       {arg::kGraphId, Arg::GraphId},
       {arg::kGraphNodeId, Arg::GraphNodeId},
+      {arg::kCapturedBy, Arg::CapturedBy},
+      {arg::kCaptureCallStack, Arg::CaptureCallStack},
   }});
   return table;
 }

@@ -1220,6 +1220,12 @@ class TraceBuilder {
     work.graph_node_id = arg_value(event, Arg::GraphNodeId, [&](const RawValue& value) {
                            return unsigned_of(value, kineto::arg::kGraphNodeId, UINT64_MAX);
                          }).value_or(0);
+    if (const RawValue* captured_by = event.arg(Arg::CapturedBy))
+      if (const std::optional<std::string_view> text = text_of(*captured_by, kineto::arg::kCapturedBy))
+        work.captured_by = intern(*text);
+    if (const RawValue* stack = event.arg(Arg::CaptureCallStack))
+      if (const std::optional<std::string_view> text = text_of(*stack, kineto::arg::kCaptureCallStack))
+        work.capture_stack = stack_of(*text);
     switch (category) {
       case CatMeaning::Kernel:
         work.kind = GpuEventKind::Kernel;

@@ -27,18 +27,31 @@ inline TableSection cuda_graphs_section(const RankReport& rank, std::size_t rows
   };
   section.title = fmt::format("CUDA graphs: the GPU work graphs replayed ({} of the GPU time, {} launch{})",
                               share(graphs.gpu_ns, graphs.all_gpu_ns), graphs.launches, graphs.launches == 1 ? "" : "es");
+  const bool captures = graphs.captured_work != 0;
   section.headers = {"Graph", "Launched from", "Launches", "Work", "Nodes", "GPU time", "Share", "Top kernel"};
+  if (captures) section.headers.insert(section.headers.end(), {"Captured by", "Captured at"});
   for (std::size_t i = 0; i < graphs.graphs.size() && i < rows; ++i) {
     const analysis::GraphReplays& graph = graphs.graphs[i];
-    section.rows.push_back({graph.graph_id == 0 ? std::string("-") : std::to_string(graph.graph_id),
-                            graph.launched_from.empty() ? std::string("-") : graph.launched_from, std::to_string(graph.launches),
-                            std::to_string(graph.work), graph.nodes == 0 ? std::string("-") : std::to_string(graph.nodes),
-                            KeyAverages::format_duration(graph.gpu_ns), share(graph.gpu_ns, graphs.gpu_ns), graph.top_kernel});
+    std::vector<std::string> row{graph.graph_id == 0 ? std::string("-") : std::to_string(graph.graph_id),
+                                 graph.launched_from.empty() ? std::string("-") : graph.launched_from,
+                                 std::to_string(graph.launches), std::to_string(graph.work),
+                                 graph.nodes == 0 ? std::string("-") : std::to_string(graph.nodes),
+                                 KeyAverages::format_duration(graph.gpu_ns), share(graph.gpu_ns, graphs.gpu_ns), graph.top_kernel};
+    if (captures) {
+      row.push_back(graph.captured_by.empty() ? std::string("-") : graph.captured_by);
+      row.push_back(graph.captured_at.empty() ? std::string("-") : graph.captured_at);
+    }
+    section.rows.push_back(std::move(row));
   }
   if (graphs.graphs.size() > rows) section.notes.push_back(fmt::format("{} more graphs", graphs.graphs.size() - rows));
   if (std::any_of(graphs.graphs.begin(), graphs.graphs.end(), [](const analysis::GraphReplays& graph) { return graph.graph_id == 0; }))
     section.notes.push_back("The trace names no graph for some of this work (CUDA before 12, or ROCm): it is grouped by the op or "
                             "range its graph launches ran in");
+  if (captures && graphs.captured_work < graphs.work)
+    section.notes.push_back(fmt::format(
+        "{} of the {} pieces of replayed work have no capturing op: their graphs were captured while no dlprof Profiler "
+        "recorded (capture them in a recorded step, or start a Profiler before the capture)",
+        graphs.work - graphs.captured_work, graphs.work));
   return section;
 }
 
