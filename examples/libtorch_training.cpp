@@ -281,6 +281,9 @@ int main(int argc, char** argv) {
     const std::string folded = (std::filesystem::path(options.log_dir) / "stacks.folded").string();
     prof.export_stacks(folded);
     fmt::print("Folded stacks by self CPU time: {} (flamegraph.pl {} > flame.svg)\n", folded, folded);
+    const std::string by_bytes = (std::filesystem::path(options.log_dir) / "stacks.bytes.folded").string();
+    prof.export_stacks(by_bytes, dlprof::analysis::StackMetric::SelfBytesAllocated);
+    fmt::print("Folded stacks by bytes allocated: {}\n", by_bytes);
   }
   const std::optional<std::filesystem::path> trace = dlprof_examples::newest_trace_file(options.log_dir);
   if (!trace || !prof.errors().empty()) {  // dlprof has already printed why on stderr

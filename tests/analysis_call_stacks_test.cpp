@@ -224,6 +224,35 @@ TEST(AnalysisCallStacksTest, KeyAveragesGroupByTheInnermostFramesOfTheUsersCode)
   EXPECT_THAT(averages.table(), ::testing::Not(::testing::HasSubstr("Head::forward")));
 }
 
+TEST(AnalysisCallStacksTest, BytesAllocatedAreEachOpsOwnAllocations) {
+  Trace trace = trace_with_stacks();
+  const auto allocate = [&](std::int64_t at_us, std::int64_t bytes) {
+    dlprof::MemoryEvent memory;
+    memory.time_ns = at_us * 1000;
+    memory.bytes = bytes;
+    memory.thread = 0;
+    trace.memory_events.push_back(memory);
+  };
+  allocate(110, 1000);   // aten::linear's own, before aten::addmm begins
+  allocate(130, 4096);   // aten::addmm's
+  allocate(170, -4096);  // a release: not an allocation
+  allocate(320, 512);    // the second aten::linear, same stack
+  allocate(450, 64);     // the range without a stack: in no folded line
+  EXPECT_EQ(dlprof::analysis::folded_stacks(trace, StackMetric::SelfBytesAllocated),
+            "train.cpp(80): main;train.cpp(42): Block::forward(at::Tensor);/usr/include/ATen/Functions.h(10): at::addmm();"
+            "libtorch_cpu.so+0x100;aten::addmm 4096\n"
+            "train.cpp(80): main;train.cpp(42): Block::forward(at::Tensor);aten::linear 1512\n");
+  const dlprof::analysis::FlameGraph graph = dlprof::analysis::flame_graph(trace, StackMetric::SelfBytesAllocated);
+  EXPECT_EQ(graph.total, 5608);
+  EXPECT_EQ(dlprof::analysis::to_string(StackMetric::SelfBytesAllocated), "self_bytes_allocated");
+
+  const std::string html = dlprof::render_html(dlprof::make_report(trace));
+  EXPECT_THAT(html, ::testing::HasSubstr("Flame graph: the bytes each op allocated by call stack (5.48 KiB in all)"));
+  EXPECT_THAT(html, ::testing::HasSubstr("-flame-memory"));
+  EXPECT_THAT(dlprof::render_html(dlprof::make_report(trace_with_stacks())), ::testing::Not(::testing::HasSubstr("-flame-memory")))
+      << "no allocations, no memory flame graph";
+}
+
 TEST(AnalysisCallStacksTest, ExportStacksWritesTheFoldedFileOrSaysWhyNot) {
   const dlprof_test::TempDir dir;
   const Trace trace = trace_with_two_call_sites();
@@ -242,6 +271,16 @@ TEST(AnalysisCallStacksTest, ExportStacksWritesTheFoldedFileOrSaysWhyNot) {
         throw;
       },
       std::invalid_argument);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "none.folded"));
+  EXPECT_THROW(
+      try {
+        dlprof::export_stacks(trace, (dir.path() / "none.folded").string(), StackMetric::SelfBytesAllocated);
+      } catch (const std::invalid_argument& error) {
+        EXPECT_THAT(error.what(), ::testing::HasSubstr("profile_memory"));
+        throw;
+      },
+      std::invalid_argument)
+      << "no allocations to weigh the stacks by";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "none.folded"));
   const std::string unwritable = (dir.path() / "missing" / "dir" / "stacks.folded").string();
   EXPECT_THROW(
@@ -306,12 +345,12 @@ TEST(AnalysisCallStacksTest, EachKernelIsNamedByTheLineItsOpCameFrom) {
 TEST(AnalysisCallStacksTest, AFlameGraphMergesTheStacksSharedPrefixesIntoBoxes) {
   const Trace trace = trace_with_two_call_sites();
   const dlprof::analysis::FlameGraph graph = dlprof::analysis::flame_graph(trace, StackMetric::SelfCpuTime);
-  EXPECT_EQ(graph.total_ns, 161'000);
+  EXPECT_EQ(graph.total, 161'000);
   EXPECT_EQ(graph.depth, 5u);
   EXPECT_EQ(graph.frames_left_out, 0u);
   std::vector<std::string> boxes;
   for (const dlprof::analysis::FlameFrame& frame : graph.frames)
-    boxes.push_back(fmt::format("{} {} {} {}{}", frame.depth, frame.start_ns / 1000, frame.ns / 1000, frame.text, frame.op ? " (op)" : ""));
+    boxes.push_back(fmt::format("{} {} {} {}{}", frame.depth, frame.start / 1000, frame.value / 1000, frame.text, frame.op ? " (op)" : ""));
   EXPECT_THAT(boxes, ::testing::ElementsAre("0 0 161 train.cpp(80): main", "1 0 141 train.cpp(42): Block::forward(at::Tensor)",
                                             "2 0 60 /usr/include/ATen/Functions.h(10): at::addmm()", "3 0 60 libtorch_cpu.so+0x100",
                                             "4 0 60 aten::addmm (op)", "2 60 80 aten::linear (op)",
@@ -326,7 +365,7 @@ TEST(AnalysisCallStacksTest, AFlameGraphMergesTheStacksSharedPrefixesIntoBoxes) 
   EXPECT_EQ(three.depth, 3u);
 
   const dlprof::analysis::FlameGraph gpu = dlprof::analysis::flame_graph(trace, StackMetric::SelfGpuTime);
-  EXPECT_EQ(gpu.total_ns, 30'000);
+  EXPECT_EQ(gpu.total, 30'000);
   ASSERT_EQ(gpu.frames.size(), 5u);
   EXPECT_EQ(gpu.frames.back().text, "aten::addmm");
 

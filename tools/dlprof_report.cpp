@@ -61,7 +61,7 @@ constexpr std::string_view kProgram = "dlprof-report";
 constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window N|last] [--format text|json|html] [--hta-compat] [--strict]
                      [--peaks PEAKS] [-o FILE] PATH...
        dlprof-report --kernels [--format text|csv|json|html] [--top N] [--peaks PEAKS] [-o FILE] PATH...
-       dlprof-report --stacks cpu|gpu [--rank N] [--window N|last] [-o FILE] PATH...
+       dlprof-report --stacks cpu|gpu|memory [--rank N] [--window N|last] [-o FILE] PATH...
        dlprof-report --export-trace OUT TRACE
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
@@ -85,10 +85,12 @@ recommendations, from traces written by dlprof or torch.profiler.
                     "bf16=989.4, tf32=494.7, fp32=67, memory=3.35" (dense TFLOP/s on the
                     matrix units, fp32 on the vector units, TB/s; also fp64, fp16, fp8,
                     int8, vector.P and matrix.P, mamf, boost_mhz, cache_mb)
-  --stacks cpu|gpu  no report: the call stacks of the ops and ranges (with_stack, or torch's
+  --stacks cpu|gpu|memory
+                    no report: the call stacks of the ops and ranges (with_stack, or torch's
                     `Call stack`) folded for flamegraph.pl and speedscope, one line per
                     stack, outermost frame first and the op as the leaf, weighed by self CPU
-                    time or by the GPU time of the work each op launched, in microseconds
+                    time or by the GPU time of the work each op launched, in microseconds,
+                    or by the bytes each op allocated itself (profile_memory)
   --symbols lines|functions|none
                     how the stacks' addresses are symbolised from the modules the trace names
                     (lines: functions, files, lines and inlined calls, the default; functions:
@@ -249,7 +251,8 @@ Options parse_command_line(int argc, char** argv) {
     } else if (flag == "--stacks") {
       if (value == "cpu") options.stacks = dlprof::analysis::StackMetric::SelfCpuTime;
       else if (value == "gpu") options.stacks = dlprof::analysis::StackMetric::SelfGpuTime;
-      else throw UsageError(fmt::format("--stacks expects cpu or gpu, got '{}'", value));
+      else if (value == "memory") options.stacks = dlprof::analysis::StackMetric::SelfBytesAllocated;
+      else throw UsageError(fmt::format("--stacks expects cpu, gpu or memory, got '{}'", value));
     } else if (flag == "--symbols") {
       if (value == "lines") options.symbols = Symbols::Lines;
       else if (value == "functions") options.symbols = Symbols::Functions;

@@ -6,7 +6,7 @@
 // then the op or range itself as the leaf, separated by ';', a space and the value, as
 // torch.profiler's export_stacks writes them (which leaves out the leaf). The value is each
 // event's self time on the CPU (its time less its child slices'), or the GPU time of the work it
-// launched itself, in microseconds.
+// launched itself, in microseconds; or the bytes it allocated itself.
 #pragma once
 
 #include <algorithm>
@@ -35,11 +35,22 @@ namespace analysis {
 enum class StackMetric : std::uint8_t {
   SelfCpuTime,  ///< each op's or range's time less its child slices'
   SelfGpuTime,  ///< the time of the GPU work (kernels, copies, fills) each op or range launched itself
+  /// The bytes each op or range allocated while it was the innermost slice on its thread
+  /// (profile_memory's allocations, CPU and device); releases are not subtracted.
+  SelfBytesAllocated,
 };
 
 constexpr std::string_view to_string(StackMetric metric) noexcept {
-  return metric == StackMetric::SelfGpuTime ? "self_gpu_time" : "self_cpu_time";
+  switch (metric) {
+    case StackMetric::SelfGpuTime: return "self_gpu_time";
+    case StackMetric::SelfBytesAllocated: return "self_bytes_allocated";
+    case StackMetric::SelfCpuTime: break;
+  }
+  return "self_cpu_time";
 }
+
+/// Whether `metric` measures time (in ns in analyses, µs in folded stacks) rather than bytes.
+constexpr bool is_time(StackMetric metric) noexcept { return metric != StackMetric::SelfBytesAllocated; }
 
 namespace detail {
 
@@ -58,10 +69,19 @@ inline bool has_capture_stack(const Trace& trace, const GpuEvent& work) noexcept
   return work.captured_by < trace.names.size() && work.capture_stack < trace.stacks.size();
 }
 
-/// Each slice's `metric` by event index (0 for other events): its self CPU time, or the GPU time
-/// of the work it launched itself (launcher_of()), but for work with a capture stack.
-inline std::vector<std::int64_t> time_of_each_slice(const Trace& trace, const SliceTree& tree, StackMetric metric) {
+/// Each slice's `metric` by event index (0 for other events): its self CPU time; the GPU time of
+/// the work it launched itself (launcher_of()), but for work with a capture stack; or the bytes
+/// allocated on its thread while it was the innermost slice there.
+inline std::vector<std::int64_t> value_of_each_slice(const Trace& trace, const SliceTree& tree, StackMetric metric) {
   std::vector<std::int64_t> value(trace.events.size(), 0);
+  if (metric == StackMetric::SelfBytesAllocated) {
+    for (const MemoryEvent& memory : trace.memory_events) {
+      if (memory.bytes <= 0) continue;
+      if (const std::uint32_t slice = tree.innermost_at(memory.thread, memory.time_ns); slice != SliceTree::kNone)
+        value[slice] += memory.bytes;
+    }
+    return value;
+  }
   if (metric == StackMetric::SelfCpuTime) {
     for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
       if (!is_slice(trace.events[i].kind)) continue;
@@ -88,7 +108,7 @@ namespace detail {
 /// By GPU time, work a graph replayed counts on the stack and scope that captured its node.
 inline std::map<std::string, std::int64_t> folded_paths(const Trace& trace, StackMetric metric) {
   const SliceTree tree(trace);
-  const std::vector<std::int64_t> value = detail::time_of_each_slice(trace, tree, metric);
+  const std::vector<std::int64_t> value = detail::value_of_each_slice(trace, tree, metric);
   const auto clean = [](std::string text) {
     std::replace(text.begin(), text.end(), kineto::arg::kCallStackSeparator, ',');
     std::replace(text.begin(), text.end(), '\n', ' ');
@@ -122,28 +142,32 @@ inline std::map<std::string, std::int64_t> folded_paths(const Trace& trace, Stac
 }  // namespace detail
 
 /// The folded stacks of `trace`'s ops and ranges that have a stack (see the header comment), one
-/// line per distinct stack in text order.
+/// line per distinct stack in text order; times in µs, bytes as they are.
 inline std::string folded_stacks(const Trace& trace, StackMetric metric) {
   std::string text;
-  for (const auto& [line, ns] : detail::folded_paths(trace, metric))
-    fmt::format_to(std::back_inserter(text), "{} {}.{:03}\n", line, ns / 1000, ns % 1000);
+  for (const auto& [line, value] : detail::folded_paths(trace, metric)) {
+    if (is_time(metric))
+      fmt::format_to(std::back_inserter(text), "{} {}.{:03}\n", line, value / 1000, value % 1000);
+    else
+      fmt::format_to(std::back_inserter(text), "{} {}\n", line, value);
+  }
   return text;
 }
 
-/// One box of a flame graph.
+/// One box of a flame graph. Its place and width are in the metric's unit: ns, or bytes.
 struct FlameFrame {
-  std::string text;           ///< the frame, or the op or range at the top of a stack
-  std::int64_t start_ns = 0;  ///< from the graph's left edge, in the metric's time
-  std::int64_t ns = 0;        ///< its width: the metric of everything in it and above it
-  std::uint32_t depth = 0;    ///< 0: the outermost frames
-  bool op = false;            ///< an op or range, where its stack ends (not a frame of code)
+  std::string text;          ///< the frame, or the op or range at the top of a stack
+  std::int64_t start = 0;    ///< from the graph's left edge
+  std::int64_t value = 0;    ///< its width: the metric of everything in it and above it
+  std::uint32_t depth = 0;   ///< 0: the outermost frames
+  bool op = false;           ///< an op or range, where its stack ends (not a frame of code)
 };
 
 /// A flame graph of a trace's call stacks, as flamegraph.pl draws the folded stacks: each row
 /// one frame deeper, siblings in text order, each box as wide as the metric below it.
 struct FlameGraph {
   StackMetric metric = StackMetric::SelfCpuTime;
-  std::int64_t total_ns = 0;
+  std::int64_t total = 0;  ///< the metric of the whole graph: ns, or bytes
   std::vector<FlameFrame> frames;  ///< each before the frames above it
   std::size_t frames_left_out = 0;  ///< too narrow to draw: under the share asked for
   std::uint32_t depth = 0;          ///< rows
@@ -158,15 +182,15 @@ inline FlameGraph flame_graph(const Trace& trace, StackMetric metric, double min
   FlameGraph graph;
   graph.metric = metric;
   const std::map<std::string, std::int64_t> paths = detail::folded_paths(trace, metric);
-  for (const auto& [path, ns] : paths) graph.total_ns += ns;
-  if (graph.total_ns <= 0) return graph;
+  for (const auto& [path, value] : paths) graph.total += value;
+  if (graph.total <= 0) return graph;
   // Paths in text order: those sharing a prefix are neighbours, and each frame of the prefix one box.
   std::vector<FlameFrame> all;
   std::vector<std::size_t> open;  // the boxes of the previous path, outermost first
   std::vector<std::string_view> previous;
   std::vector<std::string_view> frames;
   std::int64_t x = 0;
-  for (const auto& [path, ns] : paths) {
+  for (const auto& [path, value] : paths) {
     frames.clear();
     for (std::size_t begin = 0;;) {
       const std::size_t end = path.find(kineto::arg::kCallStackSeparator, begin);
@@ -177,27 +201,27 @@ inline FlameGraph flame_graph(const Trace& trace, StackMetric metric, double min
     std::size_t shared = 0;
     // The op at a path's end is a box of its own even where a frame of another path has its text.
     while (shared + 1 < frames.size() && shared + 1 < previous.size() && frames[shared] == previous[shared]) ++shared;
-    for (std::size_t depth = shared; depth < open.size(); ++depth) all[open[depth]].ns = x - all[open[depth]].start_ns;
+    for (std::size_t depth = shared; depth < open.size(); ++depth) all[open[depth]].value = x - all[open[depth]].start;
     open.resize(shared);
     for (std::size_t depth = shared; depth < frames.size(); ++depth) {
       open.push_back(all.size());
       all.push_back(FlameFrame{std::string(frames[depth]), x, 0, static_cast<std::uint32_t>(depth), depth + 1 == frames.size()});
     }
-    x += ns;
+    x += value;
     previous.swap(frames);
   }
-  for (const std::size_t box : open) all[box].ns = x - all[box].start_ns;
+  for (const std::size_t box : open) all[box].value = x - all[box].start;
   // A box is never wider than the one below it, so a width threshold keeps every kept box's base.
-  auto threshold = static_cast<std::int64_t>(min_share * static_cast<double>(graph.total_ns));
+  auto threshold = static_cast<std::int64_t>(min_share * static_cast<double>(graph.total));
   if (all.size() > max_frames) {
     std::vector<std::int64_t> widths;
     widths.reserve(all.size());
-    for (const FlameFrame& frame : all) widths.push_back(frame.ns);
+    for (const FlameFrame& frame : all) widths.push_back(frame.value);
     std::nth_element(widths.begin(), widths.begin() + static_cast<std::ptrdiff_t>(max_frames - 1), widths.end(), std::greater<>());
     threshold = std::max(threshold, widths[max_frames - 1]);
   }
   for (FlameFrame& frame : all) {
-    if (frame.ns < threshold || graph.frames.size() == max_frames) {
+    if (frame.value < threshold || graph.frames.size() == max_frames) {
       ++graph.frames_left_out;
       continue;
     }
@@ -240,7 +264,7 @@ inline CodeLines code_lines(const Trace& trace, std::size_t rows) {
   });
   if (!has_stacks) return result;
   const detail::SliceTree tree(trace);
-  const std::vector<std::int64_t> cpu = detail::time_of_each_slice(trace, tree, StackMetric::SelfCpuTime);
+  const std::vector<std::int64_t> cpu = detail::value_of_each_slice(trace, tree, StackMetric::SelfCpuTime);
   // Each kernel's time by the slice that launched it, to name the top kernel of each line; work
   // a graph replayed by the stack that captured its node.
   std::vector<std::pair<std::uint32_t, const GpuEvent*>> launched;

@@ -20,16 +20,21 @@
 
 DLPROF_BEGIN_NAMESPACE
 
-/// Writes the folded call stacks of `trace`'s ops and ranges, weighted by `metric` in
-/// microseconds, to `path` (gzip when it ends in ".gz"), atomically as save_chrome_trace() does.
-/// Throws std::invalid_argument when the trace has no call stacks (recorded without with_stack),
-/// rather than write an empty file, and std::runtime_error naming the path when it cannot write it.
+/// Writes the folded call stacks of `trace`'s ops and ranges, weighted by `metric` (times in
+/// microseconds, bytes as they are), to `path` (gzip when it ends in ".gz"), atomically as
+/// save_chrome_trace() does. Throws std::invalid_argument when the trace has no call stacks
+/// (recorded without with_stack), or no allocations to weigh them by (SelfBytesAllocated without
+/// profile_memory), rather than write an empty file, and std::runtime_error naming the path when
+/// it cannot write it.
 template <bool Symbolise = DLPROF_DETAIL_SYMBOLISE_STACKS>
 void export_stacks(const Trace& trace, const std::string& path,
                    analysis::StackMetric metric = analysis::StackMetric::SelfCpuTime) {
   if (trace.stacks.empty())
     throw std::invalid_argument("dlprof: export_stacks: the trace has no call stacks: record them with "
                                 "ProfilerOptions::with_stack(true) or DLPROF_WITH_STACK=1");
+  if (metric == analysis::StackMetric::SelfBytesAllocated && trace.memory_events.empty())
+    throw std::invalid_argument("dlprof: export_stacks: the trace has no allocations to weigh its stacks by: record them "
+                                "with ProfilerOptions::profile_memory(true) or DLPROF_PROFILE_MEMORY=1");
   Trace copy;
   const std::string folded = analysis::folded_stacks(detail::StackSymbols<Symbolise>::of(trace, copy), metric);
   detail::AtomicFile file(path, detail::ends_with(path, ".gz"), "call stacks");

@@ -24,6 +24,7 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -484,20 +485,22 @@ inline void html_flame_graph(HtmlOut& html, const std::string& id, const analysi
       "viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"Flame graph\">\n",
       id, kPad, kWidth, height, kWidth, height);
   const double full = kWidth - 2 * kPad;
-  const double total = static_cast<double>(graph.total_ns);
-  const auto box = [&](std::string_view text, double from, double span, std::uint32_t depth, std::string_view color, std::int64_t ns) {
+  const double total = static_cast<double>(graph.total);
+  const bool time = analysis::is_time(graph.metric);
+  const auto box = [&](std::string_view text, double from, double span, std::uint32_t depth, std::string_view color, std::int64_t value) {
     const double x = kPad + from * full, width = std::max(span * full, 0.5);
     const double y = kPad + kRow * static_cast<double>(rows - 1 - depth);
     html.format("<g class=\"flame\" data-x=\"{:.9f}\" data-w=\"{:.9f}\" data-d=\"{}\"><rect class=\"mark\" x=\"{:.1f}\" y=\"{:.1f}\" "
                 "width=\"{:.1f}\" height=\"{:.1f}\" rx=\"2\" fill=\"{}\"><title>",
                 from, span, depth, x, y, width, kRow - 1, color);
     html.text(text);
-    html.format("\n{} ms, {:.2f}%</title></rect><text x=\"{:.1f}\" y=\"{:.1f}\">", ms(ns), 100.0 * static_cast<double>(ns) / total,
+    html.format("\n{}, {:.2f}%</title></rect><text x=\"{:.1f}\" y=\"{:.1f}\">",
+                time ? fmt::format("{} ms", ms(value)) : KeyAverages::format_bytes(value), 100.0 * static_cast<double>(value) / total,
                 x + 3, y + kRow - 5);
     html.text(flame_label(text, width));
     html.raw("</text></g>\n");
   };
-  box("all", 0, 1, 0, "#d9d9de", graph.total_ns);
+  box("all", 0, 1, 0, "#d9d9de", graph.total);
   for (const analysis::FlameFrame& frame : graph.frames) {
     std::string color = "#6baed6";
     if (!frame.op) {
@@ -507,7 +510,8 @@ inline void html_flame_graph(HtmlOut& html, const std::string& id, const analysi
       color = is_library_frame(frame.text) ? fmt::format("hsl({},45%,78%)", 40 + hash % 20)
                                            : fmt::format("hsl({},85%,{}%)", hash % 45, 55 + (hash >> 8) % 12);
     }
-    box(frame.text, static_cast<double>(frame.start_ns) / total, static_cast<double>(frame.ns) / total, frame.depth + 1, color, frame.ns);
+    box(frame.text, static_cast<double>(frame.start) / total, static_cast<double>(frame.value) / total, frame.depth + 1, color,
+        frame.value);
   }
   html.raw("</svg>\n");
 }
@@ -660,19 +664,28 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
   }
   if (!rank.code_lines.empty()) html_section(html, code_lines_section(rank));
   if (!rank.cuda_graphs.empty()) html_section(html, cuda_graphs_section(rank, report.options.top_rows));
-  for (const analysis::FlameGraph* graph : {&rank.cpu_flame_graph, &rank.gpu_flame_graph}) {
+  for (const analysis::FlameGraph* graph : {&rank.cpu_flame_graph, &rank.gpu_flame_graph, &rank.memory_flame_graph}) {
     if (graph->empty()) continue;
-    const bool gpu = graph->metric == analysis::StackMetric::SelfGpuTime;
-    html.element("h3", fmt::format("Flame graph: {} by call stack ({} in all)", gpu ? "the GPU time each op launched" : "self CPU time",
-                                   KeyAverages::format_duration(graph->total_ns)));
-    std::string note = "Each box is a frame, as wide as the time of the ops above it; the ops end the stacks (blue). Click a box "
-                       "to zoom in, \"all\" to zoom out.";
+    const auto [what, unit, flag] = [&]() -> std::tuple<std::string_view, std::string_view, std::string_view> {
+      switch (graph->metric) {
+        case analysis::StackMetric::SelfGpuTime: return {"the GPU time each op launched", "time", "gpu"};
+        case analysis::StackMetric::SelfBytesAllocated: return {"the bytes each op allocated", "bytes", "memory"};
+        case analysis::StackMetric::SelfCpuTime: break;
+      }
+      return {"self CPU time", "time", "cpu"};
+    }();
+    html.element("h3", fmt::format("Flame graph: {} by call stack ({} in all)", what,
+                                   analysis::is_time(graph->metric) ? KeyAverages::format_duration(graph->total)
+                                                                    : KeyAverages::format_bytes(graph->total)));
+    std::string note = fmt::format("Each box is a frame, as wide as the {} of the ops above it; the ops end the stacks (blue). Click a "
+                                   "box to zoom in, \"all\" to zoom out.",
+                                   unit);
     if (graph->frames_left_out != 0)
       note += fmt::format(" {} frame{} too narrow to draw {} left out; dlprof-report --stacks {} writes them all as folded stacks.",
                           graph->frames_left_out, graph->frames_left_out == 1 ? "" : "s", graph->frames_left_out == 1 ? "is" : "are",
-                          gpu ? "gpu" : "cpu");
+                          flag);
     html.element("p", note, "class=\"muted\"");
-    html_flame_graph(html, fmt::format("{}-flame-{}", id, gpu ? "gpu" : "cpu"), *graph);
+    html_flame_graph(html, fmt::format("{}-flame-{}", id, flag), *graph);
   }
   if (!rank.thread_cpu.empty()) {
     html_section(html, thread_cpu_section(rank, report.options.top_rows));
@@ -924,7 +937,7 @@ inline std::string render_html(const Report& report) {
 
   html.raw("<pre id=\"render-check\" hidden>charts not measured: scripts are off</pre>\n");
   const bool flame_graphs = std::any_of(report.ranks.begin(), report.ranks.end(), [](const RankReport& rank) {
-    return !rank.cpu_flame_graph.empty() || !rank.gpu_flame_graph.empty();
+    return !rank.cpu_flame_graph.empty() || !rank.gpu_flame_graph.empty() || !rank.memory_flame_graph.empty();
   });
   if (flame_graphs) html.format("<script>{}</script>\n", detail::kFlameGraphScript);
   html.format("<script>{}</script>\n</body>\n</html>\n", detail::kRenderCheckScript);

@@ -140,9 +140,11 @@ struct RankReport {
   /// Which line of code: the ops with call stacks by the innermost frame of the user's code, the
   /// first top_rows by self CPU time and by the GPU time they launched.
   analysis::CodeLines code_lines;
-  /// The call stacks as flame graphs: by self CPU time, and by the GPU time each op launched.
+  /// The call stacks as flame graphs: by self CPU time, by the GPU time each op launched, and by
+  /// the bytes each op allocated (empty without profile_memory's allocations).
   analysis::FlameGraph cpu_flame_graph;
   analysis::FlameGraph gpu_flame_graph;
+  analysis::FlameGraph memory_flame_graph;
   /// The GPU work CUDA or HIP graphs replayed, by graph.
   analysis::CudaGraphs cuda_graphs;
   std::uint64_t dropped_events = 0;      ///< lost to full rings while recording
@@ -453,6 +455,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       if (trace->stacks.empty()) return;
       rank->cpu_flame_graph = analysis::flame_graph(*trace, analysis::StackMetric::SelfCpuTime);
       rank->gpu_flame_graph = analysis::flame_graph(*trace, analysis::StackMetric::SelfGpuTime);
+      rank->memory_flame_graph = analysis::flame_graph(*trace, analysis::StackMetric::SelfBytesAllocated);
     });
     rounds[0].emplace_back([trace, rank, &options] {
       rank->roofline = analysis::roofline(*trace, options.peaks ? &*options.peaks : nullptr);
