@@ -113,8 +113,7 @@ class ScopedRange {
     detail::ThreadRing* ring = detail::current_ring();
     if (DLPROF_UNLIKELY(flags_ & detail::kWithStack)) capture_stack();
     if (flags_ & detail::kCorrelating)
-      correlation_sequence_ = detail::push_external_correlation(
-          detail::CorrelatedScope{name_, arguments, stack_, detail::RecordKind::Range});
+      correlation_sequence_ = detail::push_external_correlation(name_, stack_, detail::RecordKind::Range, arguments);
     begin_ = detail::now_ticks();
     if (DLPROF_LIKELY(ring != nullptr)) {
       ring->open_range(name_, begin_, category_, correlation_sequence_, stack_, arguments);

@@ -682,7 +682,7 @@ class TorchOpObserver final : public OpObserver {
         (flags & kWithStack) != 0 && !op.backward ? capture_call_stack(__builtin_frame_address(0)) : kNoStackId;
     open.stacks[open.depth - 1] = stack;
     op.correlation_sequence =
-        (flags & kCorrelating) != 0 ? push_external_correlation(CorrelatedScope{op.name, nullptr, stack, RecordKind::Op}) : 0;
+        (flags & kCorrelating) != 0 ? push_external_correlation(op.name, stack, RecordKind::Op) : 0;
     // The next op's entries, predicted now, start loading during this op's compute: when it is
     // short they are still in cache at the next entry, which prefetches them again in case not.
     state.names.prefetch_predicted();

@@ -240,7 +240,7 @@ class ModuleRange {
     if (flags_ & detail::kRecording) {
       name_ = name.id;
       if (flags_ & detail::kCorrelating)
-        correlation_sequence_ = detail::push_external_correlation(detail::CorrelatedScope{name_, nullptr, 0, detail::RecordKind::Range});
+        correlation_sequence_ = detail::push_external_correlation(name_, 0, detail::RecordKind::Range);
       begin_ = detail::now_ticks();
     }
   }

@@ -53,15 +53,24 @@ struct CorrelatedScopes {
 };
 inline thread_local CorrelatedScopes t_correlated_scopes;
 
-/// Pushes a fresh external id for `scope` beginning on this thread. Returns its sequence number,
-/// to be stored in the scope's event, or 0 when nothing was pushed.
-DLPROF_NOINLINE inline std::uint32_t push_external_correlation(const CorrelatedScope& scope) noexcept {
+/// Pushes a fresh external id for a scope beginning on this thread (CorrelatedScope's fields, in
+/// registers: a struct built by the caller and copied here would be read back from memory just
+/// after being stored, which costs a stalled load). Returns its sequence number, to be stored in
+/// the scope's event, or 0 when nothing was pushed.
+DLPROF_NOINLINE inline std::uint32_t push_external_correlation(std::uint64_t name, std::uint32_t stack, RecordKind kind,
+                                                               const FormatArguments* arguments = nullptr) noexcept {
   const PushExternalId push = g_push_external_id.load(std::memory_order_relaxed);
   if (push == nullptr) return 0;
   std::uint32_t sequence = ++t_correlation_sequence;
   if (DLPROF_UNLIKELY(sequence == 0)) sequence = ++t_correlation_sequence;  // 0 means "none"
   CorrelatedScopes& open = t_correlated_scopes;
-  if (DLPROF_LIKELY(open.depth < CorrelatedScopes::kTracked)) open.scopes[open.depth] = scope;
+  if (DLPROF_LIKELY(open.depth < CorrelatedScopes::kTracked)) {
+    CorrelatedScope& scope = open.scopes[open.depth];
+    scope.name = name;
+    scope.arguments = arguments;
+    scope.stack = stack;
+    scope.kind = kind;
+  }
   ++open.depth;
   push(make_external_id(thread_ordinal(), sequence));
   return sequence;

@@ -223,7 +223,7 @@ class BasicWindowRecorder {
     step_recorded_ = (flags & kRecording) != 0;
     step_correlation_sequence_ =
         step_recorded_ && (flags & kCorrelating) != 0
-            ? push_external_correlation(CorrelatedScope{static_cast<std::uint64_t>(step), nullptr, 0, RecordKind::Step})
+            ? push_external_correlation(static_cast<std::uint64_t>(step), 0, RecordKind::Step)
             : 0;
     step_end_sampled_ = false;
     if (step_recorded_) sample_thread_cpu_if_due();
