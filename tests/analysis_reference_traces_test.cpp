@@ -5,6 +5,7 @@
 #include <dlprof/analysis/call_stacks.hpp>
 #include <dlprof/analysis/cuda_graphs.hpp>
 #include <dlprof/import/chrome_trace.hpp>
+#include <dlprof/key_averages.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <tuple>
 #include <vector>
 
@@ -232,6 +234,25 @@ TEST_F(ReferenceTraces, NvprofSummaryAndKeyAveragesCoverTheWork) {
 // torch.profiler's with_stack writes Python frames as python_function slices around the ops: each
 // op takes them as its stack, the innermost first (the oracle: every python_function of the op's
 // thread that holds it, sorted by Python, 4,619 ops over 738 distinct stacks).
+// torch's memory columns on a real trace (MI300, HIP allocations): each op's GPU memory is the
+// bytes of the [memory] events inside its interval, on any thread. The figures are a Python
+// oracle's over the same file (every cpu_op, its [ts, ts + dur] in exact ns).
+TEST_F(ReferenceTraces, MemoryPerOpIsTheAllocationsInsideEachOpsInterval) {
+  const dlprof::KeyAverages averages(read_set("tracelens-mi300-qwen1.5-0.5b-chat").at(0));
+  ASSERT_TRUE(averages.has_device_memory());
+  EXPECT_EQ(averages.device_memory_name(), "HIP");
+  const auto device_bytes = [&](std::string_view name) -> std::pair<std::uint64_t, std::int64_t> {
+    const dlprof::KeyAverage* row = averages.find(name);
+    if (row == nullptr) return {0, 0};
+    EXPECT_EQ(row->memory.cpu_bytes, 0) << name << ": this trace has no CPU allocations";
+    return {row->calls, row->memory.device_bytes};
+  };
+  EXPECT_EQ(device_bytes("aten::empty"), std::make_pair(std::uint64_t{411}, std::int64_t{15'240'146'944}));
+  EXPECT_EQ(device_bytes("aten::linear"), std::make_pair(std::uint64_t{168}, std::int64_t{4'615'962'624}));
+  EXPECT_EQ(device_bytes("aten::mm"), std::make_pair(std::uint64_t{96}, std::int64_t{3'297'116'160}));
+  EXPECT_EQ(device_bytes("aten::copy_"), std::make_pair(std::uint64_t{197}, std::int64_t{0}));
+}
+
 TEST_F(ReferenceTraces, PythonFramesAroundAnOpAreItsStack) {
   const dlprof::Trace trace = read_set("tracelens-mi300-qwen1.5-0.5b-chat").at(0);
   std::size_t ops_with_stacks = 0;

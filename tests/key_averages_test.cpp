@@ -1,3 +1,4 @@
+#include <dlprof/analysis/memory_by_op.hpp>
 #include <dlprof/key_averages.hpp>
 #include <dlprof/profiler.hpp>
 
@@ -59,6 +60,19 @@ class OpTraceBuilder {
     work.external_id = external_id;
     trace_.gpu_events.push_back(work);
     trace_.gpu.enabled = true;
+    return *this;
+  }
+
+  /// An allocation (bytes > 0) or release on `thread` at `at_ns`, on the CPU or on GPU 0.
+  OpTraceBuilder& memory(std::uint32_t thread, std::int64_t at_ns, std::int64_t bytes,
+                         dlprof::MemoryDeviceType device = dlprof::MemoryDeviceType::CPU) {
+    dlprof::MemoryEvent event;
+    event.time_ns = at_ns;
+    event.bytes = bytes;
+    event.thread = thread;
+    event.device_type = device;
+    event.device = device == dlprof::MemoryDeviceType::CPU ? -1 : 0;
+    trace_.memory_events.push_back(event);
     return *this;
   }
 
@@ -344,6 +358,93 @@ TEST(KeyAveragesTest, WorkWhoseExternalIdIsNoOpsCountsForTheOpAroundItsLaunch) {
   EXPECT_EQ(averages.find("aten::linear")->gpu_ns, 10 * kUs);
   EXPECT_EQ(averages.find("aten::linear")->gpu_total_ns, 210 * kUs);
   EXPECT_EQ(averages.find("aten::relu")->gpu_ns, 10 * kUs);  // one by its id, one by its launch
+}
+
+// torch's memory columns count every allocation and release inside a range's interval, ends
+// included, on any thread; self is that less the ranges nested directly inside. The same sums of
+// the range's own thread leave out another thread's. Worked by hand.
+TEST(KeyAveragesTest, MemoryIsWhatEachRangesIntervalAllocatedLessWhatItReleased) {
+  using dlprof::MemoryDeviceType;
+  const dlprof::Trace trace = OpTraceBuilder(1000)
+                                  .range(0, "ProfilerStep#1", 0, 1000, dlprof::Category::Step, dlprof::EventKind::Step)
+                                  .range(0, "aten::linear", 100, 500, dlprof::Category::User, dlprof::EventKind::Op)
+                                  .range(0, "aten::addmm", 200, 400, dlprof::Category::User, dlprof::EventKind::Op)
+                                  .range(0, "aten::relu", 600, 700, dlprof::Category::User, dlprof::EventKind::Op)
+                                  .range(1, "data", 150, 250)
+                                  .memory(0, 150, 1000)                          // aten::linear's own
+                                  .memory(0, 200, 4096, MemoryDeviceType::CUDA)  // aten::addmm's, at its start
+                                  .memory(1, 220, 300)                           // another thread's
+                                  .memory(0, 400, -1024, MemoryDeviceType::CUDA)  // at aten::addmm's end
+                                  .memory(0, 450, -1000)
+                                  .memory(0, 650, 64)
+                                  .memory(0, 1000, 8)  // at the step's end
+                                  .trace();
+  const dlprof::KeyAverages averages(trace);
+  ASSERT_TRUE(averages.has_memory());
+  ASSERT_TRUE(averages.has_device_memory());
+  EXPECT_EQ(averages.device_memory_name(), "CUDA");
+  const auto usage = [&](std::string_view name) {
+    const dlprof::KeyAverage* row = averages.find(name);
+    EXPECT_NE(row, nullptr) << name;
+    const dlprof::MemoryUsage& any = row->memory;
+    const dlprof::MemoryUsage& own = row->memory_on_thread;
+    return std::vector<std::int64_t>{any.cpu_bytes, any.self_cpu_bytes, any.device_bytes, any.self_device_bytes,
+                                     own.cpu_bytes, own.self_cpu_bytes, own.device_bytes, own.self_device_bytes};
+  };
+  //                                     any thread: CPU, self, GPU, self | own thread: CPU, self, GPU, self
+  EXPECT_THAT(usage("aten::addmm"), ElementsAre(300, 300, 3072, 3072, 0, 0, 3072, 3072));
+  EXPECT_THAT(usage("aten::linear"), ElementsAre(300, 0, 3072, 0, 0, 0, 3072, 0));
+  EXPECT_THAT(usage("aten::relu"), ElementsAre(64, 64, 0, 0, 64, 64, 0, 0));
+  EXPECT_THAT(usage("data"), ElementsAre(1300, 1300, 4096, 4096, 300, 300, 0, 0));
+  EXPECT_THAT(usage("ProfilerStep#1"), ElementsAre(372, 8, 3072, 0, 72, 8, 3072, 0));
+
+  dlprof::KeyAverages sorted = averages;
+  EXPECT_THAT(row_names(sorted.sort_by(dlprof::SortBy::SelfCpuMemory)).front(), "data");
+  EXPECT_THAT(row_names(sorted.sort_by(dlprof::SortBy::SelfDeviceMemory)).front(), "data");
+  EXPECT_THAT(row_names(sorted.sort_by(dlprof::SortBy::CpuMemory)).front(), "data");
+  EXPECT_THAT(row_names(sorted.sort_by(dlprof::SortBy::DeviceMemory)).front(), "data");
+  const std::string table = averages.table();
+  EXPECT_THAT(table, HasSubstr("CPU Mem   Self CPU Mem     CUDA Mem  Self CUDA Mem"));
+  EXPECT_THAT(table, HasSubstr("1.27 KiB"));  // data's 1300 B
+  EXPECT_THAT(table, HasSubstr("3.00 KiB"));
+  EXPECT_EQ(dlprof::KeyAverages::format_bytes(-4096), "-4.00 KiB");
+  EXPECT_EQ(dlprof::KeyAverages::format_bytes(-12), "-12 B");
+
+  // An AMD trace's GPU memory is HIP's; a trace without allocations has no memory columns.
+  const dlprof::KeyAverages hip(OpTraceBuilder(1000).range(0, "op", 0, 10).memory(0, 5, 16, MemoryDeviceType::HIP).trace());
+  EXPECT_EQ(hip.device_memory_name(), "HIP");
+  EXPECT_THAT(hip.table(), HasSubstr("Self HIP Mem"));
+  const dlprof::KeyAverages cpu_only(OpTraceBuilder(1000).range(0, "op", 0, 10).memory(0, 5, 16).trace());
+  EXPECT_THAT(cpu_only.table(), HasSubstr("Self CPU Mem"));
+  EXPECT_THAT(cpu_only.table(), Not(HasSubstr("CUDA Mem")));
+  EXPECT_THAT(dlprof::KeyAverages(nested_two_thread_trace()).table(), Not(HasSubstr("CPU Mem")));
+
+  // TensorBoard's memory view: an allocation is its own thread's innermost op's, counted in every
+  // op around it; a range's or a step's is in no op. Per device, the CPU first.
+  const std::vector<dlprof::analysis::DeviceOpMemory> devices = dlprof::analysis::memory_by_op(trace);
+  ASSERT_EQ(devices.size(), 2u);
+  const auto figures = [](const dlprof::analysis::OpMemory& op) {
+    return std::vector<std::int64_t>{static_cast<std::int64_t>(op.calls), static_cast<std::int64_t>(op.self_allocations),
+                                     static_cast<std::int64_t>(op.allocations), op.self_allocated_bytes, op.allocated_bytes,
+                                     op.self_size_increase, op.size_increase};
+  };
+  EXPECT_EQ(devices[0].device_type, MemoryDeviceType::CPU);
+  EXPECT_EQ(devices[0].outside_ops, 2u) << "the data range's and the step's";
+  ASSERT_EQ(devices[0].ops.size(), 2u);
+  EXPECT_EQ(devices[0].ops[0].name, "aten::linear");
+  //                                      calls, self and total allocations, self and total bytes, self and total increase
+  EXPECT_THAT(figures(devices[0].ops[0]), ElementsAre(1, 1, 1, 1000, 1000, 0, 0));
+  EXPECT_EQ(devices[0].ops[1].name, "aten::relu");
+  EXPECT_THAT(figures(devices[0].ops[1]), ElementsAre(1, 1, 1, 64, 64, 64, 64));
+  EXPECT_EQ(devices[1].device_type, MemoryDeviceType::CUDA);
+  EXPECT_EQ(devices[1].device, 0);
+  EXPECT_EQ(devices[1].outside_ops, 0u);
+  ASSERT_EQ(devices[1].ops.size(), 2u);
+  EXPECT_EQ(devices[1].ops[0].name, "aten::addmm");
+  EXPECT_THAT(figures(devices[1].ops[0]), ElementsAre(1, 1, 1, 4096, 4096, 3072, 3072));
+  EXPECT_EQ(devices[1].ops[1].name, "aten::linear");
+  EXPECT_THAT(figures(devices[1].ops[1]), ElementsAre(1, 0, 1, 0, 4096, 0, 3072));
+  EXPECT_TRUE(dlprof::analysis::memory_by_op(nested_two_thread_trace()).empty());
 }
 
 TEST(KeyAveragesTest, CpuOnlyTraceHasNoGpuColumn) {

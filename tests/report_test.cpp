@@ -292,6 +292,55 @@ TEST(ReportTest, WhereTheHostWaitsForTheGpuInTextJsonAndHtml) {
   EXPECT_THAT(html, HasSubstr("<td class=\"name\">model.py(143): forward</td>"));
 }
 
+// torch's memory columns in the ops tables of every format, and the ops that kept the most GPU
+// memory: one_rank()'s aten::mm [1 ms, 1.5 ms] holds a GPU allocation at its start and a CPU one
+// at its end, 1 byte each.
+TEST(ReportTest, OpsCarryTorchsMemoryColumnsInEachFormat) {
+  const dlprof::Report report = dlprof::make_report(one_rank());
+  const dlprof::RankReport& rank = report.ranks.at(0);
+  ASSERT_TRUE(rank.memory_activity);
+  ASSERT_TRUE(rank.device_memory_activity);
+  const auto mm = std::find_if(rank.top_ops.begin(), rank.top_ops.end(), [](const dlprof::KeyAverage& op) { return op.name == "aten::mm"; });
+  ASSERT_NE(mm, rank.top_ops.end());
+  EXPECT_EQ(mm->memory.cpu_bytes, 1);
+  EXPECT_EQ(mm->memory.device_bytes, 1);
+  ASSERT_FALSE(rank.top_ops_by_memory.empty());
+  for (const dlprof::KeyAverage& op : rank.top_ops_by_memory) EXPECT_GT(op.memory.self_device_bytes, 0) << op.name;
+
+  const std::string text = dlprof::render_text(report);
+  EXPECT_THAT(text, HasSubstr("Self CUDA Mem"));
+  EXPECT_THAT(text, HasSubstr("Top ops and ranges by the CUDA memory they allocated less what they released, self"));
+  EXPECT_THAT(dlprof::render_html(report), HasSubstr(">Self CUDA Mem</th>"));
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& json_rank = json.at("ranks").at(0);
+  EXPECT_EQ(json_rank.at("device_memory_name"), "CUDA");
+  bool found = false;
+  for (const Json& op : json_rank.at("top_ops")) {
+    if (op.at("name") != "aten::mm") continue;
+    found = true;
+    EXPECT_EQ(op.at("memory").at("cpu_bytes"), 1);
+    EXPECT_EQ(op.at("memory").at("device_bytes"), 1);
+    EXPECT_EQ(op.at("memory_on_thread").at("self_device_bytes"), 1);
+  }
+  EXPECT_TRUE(found);
+  EXPECT_FALSE(json_rank.at("top_ops_by_memory").empty());
+  // TensorBoard's memory view, per device: aten::mm's CPU byte is its own; the GPU's at 1 ms too.
+  EXPECT_THAT(text, HasSubstr("Memory by op on CPU (1 op allocated or released memory; TensorBoard's memory view)"));
+  EXPECT_THAT(text, HasSubstr("Memory by op on CUDA:0"));
+  ASSERT_EQ(json_rank.at("memory_by_op").size(), 2u);
+  EXPECT_EQ(json_rank.at("memory_by_op").at(0).at("device_type"), "CPU");
+  EXPECT_EQ(json_rank.at("memory_by_op").at(0).at("ops").at(0).at("name"), "aten::mm");
+  EXPECT_EQ(json_rank.at("memory_by_op").at(0).at("ops").at(0).at("self_allocated_bytes"), 1);
+
+  const dlprof::Report without = dlprof::make_report(one_rank_builder().trace());
+  EXPECT_THAT(dlprof::render_text(without), Not(HasSubstr("CPU Mem")));
+  const Json without_json = Json::parse(dlprof::render_json(without));
+  EXPECT_TRUE(without_json.at("ranks").at(0).at("device_memory_name").is_null());
+  EXPECT_TRUE(without_json.at("ranks").at(0).at("top_ops").at(0).at("memory").is_null());
+  EXPECT_TRUE(without_json.at("ranks").at(0).at("top_ops_by_memory").empty());
+  EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_by_op").empty());
+}
+
 TEST(ReportTest, ATraceWithoutSynchronisationsHasNoSuchSection) {
   const dlprof::Report report = dlprof::make_report(one_rank());
   EXPECT_THAT(dlprof::render_text(report), Not(HasSubstr("Where the host waits")));

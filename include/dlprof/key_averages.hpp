@@ -3,7 +3,9 @@
 // the recording window, for every range name; with GPU activity, also the device time of the
 // work each range launched itself (torch's "Self CUDA" of an op) and of the work launched inside it
 // as well (torch's "CUDA total"); with with_flops, the FLOPs of ops
-// (torch's "Total MFLOPs"); with profile_memory, the peak memory of every device. With with_stack,
+// (torch's "Total MFLOPs"); with profile_memory, the memory each name's ranges allocated less
+// what they released, on the CPU and on the device, total and self (torch's "CPU Mem", "Self CPU
+// Mem", "CUDA Mem" and "Self CUDA Mem"), and the peak memory of every device. With with_stack,
 // group_by_stack(n) splits each name by the n innermost frames of the user's code in its stacks,
 // as torch's key_averages(group_by_stack_n=n). Printed with fmt:
 //
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -28,6 +31,24 @@
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
+
+/// Bytes allocated less bytes released (profile_memory's `[memory]` events), on the CPU and on the
+/// GPU (CUDA or HIP), in some ranges and in them alone (self: less the ranges nested directly
+/// inside them).
+struct MemoryUsage {
+  std::int64_t cpu_bytes = 0;
+  std::int64_t self_cpu_bytes = 0;
+  std::int64_t device_bytes = 0;
+  std::int64_t self_device_bytes = 0;
+
+  MemoryUsage& operator+=(const MemoryUsage& other) noexcept {
+    cpu_bytes += other.cpu_bytes;
+    self_cpu_bytes += other.self_cpu_bytes;
+    device_bytes += other.device_bytes;
+    self_device_bytes += other.self_device_bytes;
+    return *this;
+  }
+};
 
 /// Aggregated time of every range sharing one name.
 struct KeyAverage {
@@ -50,6 +71,12 @@ struct KeyAverage {
   /// part of an enclosing op's (the aten::convolution inside an aten::conv2d adds nothing), so
   /// that the column adds up to KeyAverages::total_flops().
   std::uint64_t flops = 0;
+  /// torch's memory columns: the allocations and releases whose time lies inside these ranges
+  /// (their ends included), on any thread, as torch's key_averages() counts them.
+  MemoryUsage memory;
+  /// The same, of the allocations and releases made on the ranges' own thread: another thread's
+  /// (a data loader's, autograd's, a collective's) that happen to fall inside them are left out.
+  MemoryUsage memory_on_thread;
   /// group_by_stack(n): the innermost n frames of the user's code (is_library_frame() left out)
   /// that these ranges' stacks share, the innermost first; empty when not grouped by stack, or
   /// for ranges without a stack or whose every frame is a library's.
@@ -58,7 +85,21 @@ struct KeyAverage {
   std::int64_t average_ns() const noexcept { return calls == 0 ? 0 : total_ns / static_cast<std::int64_t>(calls); }
 };
 
-enum class SortBy { TotalTime, SelfTime, Calls, AverageTime, MaxTime, GpuTime, Flops, Name, GpuTotalTime };
+enum class SortBy {
+  TotalTime,
+  SelfTime,
+  Calls,
+  AverageTime,
+  MaxTime,
+  GpuTime,
+  Flops,
+  Name,
+  GpuTotalTime,
+  CpuMemory,         ///< KeyAverage::memory.cpu_bytes
+  SelfCpuMemory,
+  DeviceMemory,      ///< KeyAverage::memory.device_bytes
+  SelfDeviceMemory,
+};
 
 /// The most memory a device held during the window, from its `[memory]` events (profile_memory).
 struct PeakMemory {
@@ -67,6 +108,51 @@ struct PeakMemory {
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
 };
+
+namespace detail {
+
+/// Allocations and releases by time, with running sums of their bytes (CPU and GPU apart): the
+/// bytes of those inside any interval in two binary searches.
+class MemoryTimeline {
+ public:
+  void add(std::int64_t time_ns, std::int64_t bytes, bool gpu) { events_.push_back({time_ns, bytes, gpu}); }
+
+  /// Sorts what was added; call once, before between().
+  void finish() {
+    std::stable_sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) { return a.time_ns < b.time_ns; });
+    times_.reserve(events_.size());
+    cpu_sums_.assign(1, 0);
+    device_sums_.assign(1, 0);
+    for (const Event& event : events_) {
+      times_.push_back(event.time_ns);
+      cpu_sums_.push_back(cpu_sums_.back() + (event.gpu ? 0 : event.bytes));
+      device_sums_.push_back(device_sums_.back() + (event.gpu ? event.bytes : 0));
+    }
+    events_.clear();
+    events_.shrink_to_fit();
+  }
+
+  /// The CPU and GPU bytes of the events at times in [start_ns, end_ns].
+  std::pair<std::int64_t, std::int64_t> between(std::int64_t start_ns, std::int64_t end_ns) const {
+    const auto first = std::lower_bound(times_.begin(), times_.end(), start_ns) - times_.begin();
+    const auto last = std::upper_bound(times_.begin(), times_.end(), end_ns) - times_.begin();
+    if (last <= first) return {0, 0};
+    return {cpu_sums_[static_cast<std::size_t>(last)] - cpu_sums_[static_cast<std::size_t>(first)],
+            device_sums_[static_cast<std::size_t>(last)] - device_sums_[static_cast<std::size_t>(first)]};
+  }
+
+ private:
+  struct Event {
+    std::int64_t time_ns;
+    std::int64_t bytes;
+    bool gpu;
+  };
+  std::vector<Event> events_;
+  std::vector<std::int64_t> times_;
+  std::vector<std::int64_t> cpu_sums_, device_sums_;  // [i]: the bytes of the first i events
+};
+
+}  // namespace detail
 
 /// The summary itself: KeyAverages is BasicKeyAverages<>, a template so that its code compiles
 /// only in files that use it (profiler.hpp includes this header for Profiler::key_averages()).
@@ -128,6 +214,29 @@ class BasicKeyAverages {
     };
     std::size_t next_call = 0;  // into trace.api_events, by thread then start
 
+    // Memory inside each range: of the whole process (torch's columns) and of its own thread.
+    detail::MemoryTimeline process_memory;
+    std::vector<detail::MemoryTimeline> thread_memory(trace.threads.size());
+    for (const MemoryEvent& memory : trace.memory_events) {
+      const bool gpu = is_gpu_memory(memory.device_type);
+      has_memory_ = true;
+      has_device_memory_ = has_device_memory_ || gpu;
+      hip_ = hip_ || memory.device_type == MemoryDeviceType::HIP;
+      process_memory.add(memory.time_ns, memory.bytes, gpu);
+      if (memory.thread < thread_memory.size()) thread_memory[memory.thread].add(memory.time_ns, memory.bytes, gpu);
+    }
+    process_memory.finish();
+    for (detail::MemoryTimeline& timeline : thread_memory) timeline.finish();
+    struct MemoryTotals {
+      std::int64_t cpu = 0, device = 0, thread_cpu = 0, thread_device = 0;
+      void add(const MemoryTotals& other) noexcept {
+        cpu += other.cpu;
+        device += other.device;
+        thread_cpu += other.thread_cpu;
+        thread_device += other.thread_device;
+      }
+    };
+
     std::unordered_map<std::uint64_t, std::size_t> row_of_key;  // by name and stack: name << 32 | stack
     struct OpenRange {
       std::size_t event;
@@ -137,6 +246,8 @@ class BasicKeyAverages {
       std::int64_t gpu_total_ns;
       std::uint64_t counted_flops;
       bool has_flops;
+      MemoryTotals memory;           // inside the range
+      MemoryTotals children_memory;  // inside the ranges nested directly in it
     };
     std::vector<OpenRange> open;  // the enclosing ranges on the current thread, innermost last
     std::size_t open_with_flops = 0;  // how many of them have FLOPs (an op inside one is part of it)
@@ -146,7 +257,10 @@ class BasicKeyAverages {
       const OpenRange closed = open.back();
       open.pop_back();
       open_with_flops -= closed.has_flops;
-      if (!open.empty()) open.back().gpu_total_ns += closed.gpu_total_ns;
+      if (!open.empty()) {
+        open.back().gpu_total_ns += closed.gpu_total_ns;
+        open.back().children_memory.add(closed.memory);
+      }
       const std::int64_t duration = trace.events[closed.event].duration_ns();
       KeyAverage& row = rows_by_stack_[closed.row];
       ++row.calls;
@@ -157,6 +271,11 @@ class BasicKeyAverages {
       row.flops += closed.counted_flops;
       row.gpu_ns += closed.gpu_self_ns;
       row.gpu_total_ns += closed.gpu_total_ns;
+      row.memory += MemoryUsage{closed.memory.cpu, closed.memory.cpu - closed.children_memory.cpu, closed.memory.device,
+                                closed.memory.device - closed.children_memory.device};
+      row.memory_on_thread += MemoryUsage{closed.memory.thread_cpu, closed.memory.thread_cpu - closed.children_memory.thread_cpu,
+                                          closed.memory.thread_device,
+                                          closed.memory.thread_device - closed.children_memory.thread_device};
     };
     // The calls of `thread` that start before `until`, their unlinked work given to the innermost
     // open slice around them.
@@ -200,7 +319,13 @@ class BasicKeyAverages {
       total_flops_ += counted_flops;
       open_with_flops += flops != 0;
       const std::int64_t gpu_self_ns = claim_gpu_ns(event.external_id);
-      open.push_back({i, row, 0, gpu_self_ns, gpu_self_ns, counted_flops, flops != 0});
+      MemoryTotals memory;
+      if (has_memory_) {
+        std::tie(memory.cpu, memory.device) = process_memory.between(event.start_ns, event.end_ns);
+        if (event.thread < thread_memory.size())
+          std::tie(memory.thread_cpu, memory.thread_device) = thread_memory[event.thread].between(event.start_ns, event.end_ns);
+      }
+      open.push_back({i, row, 0, gpu_self_ns, gpu_self_ns, counted_flops, flops != 0, memory, {}});
     }
     walk_calls(INT64_MAX);
     while (!open.empty()) close_innermost();
@@ -259,6 +384,8 @@ class BasicKeyAverages {
       row.gpu_ns += part.gpu_ns;
       row.gpu_total_ns += part.gpu_total_ns;
       row.flops += part.flops;
+      row.memory += part.memory;
+      row.memory_on_thread += part.memory_on_thread;
     }
     return sort_by(sort_key_);
   }
@@ -276,6 +403,10 @@ class BasicKeyAverages {
         case SortBy::GpuTotalTime: return a.gpu_total_ns > b.gpu_total_ns;
         case SortBy::Flops: return a.flops > b.flops;
         case SortBy::Name: return a.name < b.name;
+        case SortBy::CpuMemory: return a.memory.cpu_bytes > b.memory.cpu_bytes;
+        case SortBy::SelfCpuMemory: return a.memory.self_cpu_bytes > b.memory.self_cpu_bytes;
+        case SortBy::DeviceMemory: return a.memory.device_bytes > b.memory.device_bytes;
+        case SortBy::SelfDeviceMemory: return a.memory.self_device_bytes > b.memory.self_device_bytes;
       }
       return false;
     };
@@ -293,6 +424,13 @@ class BasicKeyAverages {
   std::uint64_t total_flops() const noexcept { return total_flops_; }
   /// Per device, in the order first seen; empty without profile_memory.
   const std::vector<PeakMemory>& peak_memory() const noexcept { return peak_memory_; }
+  /// Whether the trace has allocations or releases (profile_memory), on the CPU or any device,
+  /// and on a GPU.
+  bool has_memory() const noexcept { return has_memory_; }
+  bool has_device_memory() const noexcept { return has_device_memory_; }
+  /// What the GPU memory columns are called: "HIP" where the trace's GPU memory is HIP's (an AMD
+  /// trace), else "CUDA", as torch names them.
+  std::string_view device_memory_name() const noexcept { return hip_ ? "HIP" : "CUDA"; }
 
   /// The first row named `name` in the current order, or nullptr.
   const KeyAverage* find(std::string_view name) const noexcept {
@@ -302,7 +440,9 @@ class BasicKeyAverages {
   }
 
   /// A fixed-width text table of the first `row_limit` rows (0: all). "GPU total" and "GPU" (self)
-  /// columns appear when the trace recorded GPU activity, a FLOPs column when ops have FLOPs.
+  /// columns appear when the trace recorded GPU activity, a FLOPs column when ops have FLOPs, and
+  /// torch's memory columns when it recorded allocations ("CPU Mem", "Self CPU Mem", and "CUDA
+  /// Mem", "Self CUDA Mem" (HIP's on an AMD trace) where a GPU's are among them).
   /// Grouped by stack, each row's frames follow it, one a line.
   std::string table(std::size_t row_limit = 0) const {
     const std::size_t shown = row_limit == 0 ? rows_.size() : std::min(row_limit, rows_.size());
@@ -327,8 +467,12 @@ class BasicKeyAverages {
                        "Category", "Calls", "Total", "Self", "Avg", "Min", "Max", "% window");
     if (gpu) out += fmt::format("  {:>10}  {:>10}", "GPU total", "GPU");
     if (flops) out += fmt::format("  {:>10}", "FLOPs");
+    const std::string device_mem = fmt::format("{} Mem", device_memory_name());
+    if (has_memory_) out += fmt::format("  {:>11}  {:>13}", "CPU Mem", "Self CPU Mem");
+    if (has_device_memory_) out += fmt::format("  {:>11}  {:>13}", device_mem, "Self " + device_mem);
     out += '\n';
-    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 24 : 0) + (flops ? 12 : 0);
+    const std::size_t rule = name_width + 13 + 8 + 10 * 5 + 8 + 2 * 8 + (gpu ? 24 : 0) + (flops ? 12 : 0) +
+                             (has_memory_ ? 28 : 0) + (has_device_memory_ ? 28 : 0);
     out += fmt::format("{:-<{}}\n", "", rule);
     for (std::size_t i = 0; i < shown; ++i) {
       const KeyAverage& row = rows_[i];
@@ -339,6 +483,10 @@ class BasicKeyAverages {
                          format_duration(row.average_ns()), format_duration(row.min_ns), format_duration(row.max_ns), share);
       if (gpu) out += fmt::format("  {:>10}  {:>10}", format_duration(row.gpu_total_ns), format_duration(row.gpu_ns));
       if (flops) out += fmt::format("  {:>10}", row.flops == 0 ? std::string("--") : format_count(row.flops));
+      if (has_memory_)
+        out += fmt::format("  {:>11}  {:>13}", format_bytes(row.memory.cpu_bytes), format_bytes(row.memory.self_cpu_bytes));
+      if (has_device_memory_)
+        out += fmt::format("  {:>11}  {:>13}", format_bytes(row.memory.device_bytes), format_bytes(row.memory.self_device_bytes));
       out += '\n';
       for (const std::string& frame : row.stack) {
         std::string text = detail::terminal_text(frame);
@@ -369,8 +517,8 @@ class BasicKeyAverages {
         if (peak.device_type == MemoryDeviceType::CPU) {
           out += fmt::format("  CPU {} allocated", format_bytes(peak.allocated_bytes));
         } else {
-          out += fmt::format("  CUDA:{} {} allocated, {} reserved", peak.device, format_bytes(peak.allocated_bytes),
-                             format_bytes(peak.reserved_bytes));
+          out += fmt::format("  {}:{} {} allocated, {} reserved", peak.device_type == MemoryDeviceType::HIP ? "HIP" : "CUDA",
+                             peak.device, format_bytes(peak.allocated_bytes), format_bytes(peak.reserved_bytes));
         }
       }
       out += '\n';
@@ -388,12 +536,14 @@ class BasicKeyAverages {
     return fmt::format("{}", count);
   }
 
-  /// "12.50 MiB": binary units, as torch's memory columns.
+  /// "12.50 MiB", "-4.00 KiB": binary units, as torch's memory columns; negative where more was
+  /// released than allocated.
   static std::string format_bytes(std::int64_t bytes) {
     const double value = static_cast<double>(bytes);
-    if (bytes >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", value / (1 << 30));
-    if (bytes >= (std::int64_t{1} << 20)) return fmt::format("{:.2f} MiB", value / (1 << 20));
-    if (bytes >= (std::int64_t{1} << 10)) return fmt::format("{:.2f} KiB", value / (1 << 10));
+    const std::int64_t magnitude = bytes < 0 ? -bytes : bytes;
+    if (magnitude >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", value / (1 << 30));
+    if (magnitude >= (std::int64_t{1} << 20)) return fmt::format("{:.2f} MiB", value / (1 << 20));
+    if (magnitude >= (std::int64_t{1} << 10)) return fmt::format("{:.2f} KiB", value / (1 << 10));
     return fmt::format("{} B", bytes);
   }
 
@@ -418,6 +568,9 @@ class BasicKeyAverages {
   GpuCollectionStats gpu_;
   std::uint64_t total_flops_ = 0;
   std::vector<PeakMemory> peak_memory_;
+  bool has_memory_ = false;
+  bool has_device_memory_ = false;
+  bool hip_ = false;
 };
 
 using KeyAverages = BasicKeyAverages<>;

@@ -37,6 +37,7 @@
 #include "dlprof/report/detail/limits.hpp"
 #include "dlprof/report/detail/code_lines_section.hpp"
 #include "dlprof/report/detail/cuda_graphs_section.hpp"
+#include "dlprof/report/detail/memory_by_op_section.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -632,26 +633,33 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
   }
 
   // The ops by self CPU time and by self GPU time, the GPU's first when it is busy most of the steps.
-  const auto ops_table = [&](const std::vector<KeyAverage>& ops, std::string_view by) {
-    if (ops.empty() && by == "GPU") return;
-    html.element("h3", fmt::format("Top ops and ranges by self {} time ({} of {})", by, ops.size(), rank.op_names));
+  const auto ops_table = [&](const std::vector<KeyAverage>& ops, const std::string& title) {
+    html.element("h3", title);
     std::vector<std::string> headers = {"Name", "Category", "Calls", "Self CPU", "CPU total"};
     if (rank.gpu_activity) headers.insert(headers.end(), {"Self GPU", "GPU total"});
+    for (std::string& header : memory_headers(rank)) headers.push_back(std::move(header));
     std::vector<std::vector<std::string>> rows;
     for (const KeyAverage& op : ops) {
       rows.push_back({op.name, std::string(to_string(op.category)), std::to_string(op.calls),
                       KeyAverages::format_duration(op.self_ns), KeyAverages::format_duration(op.total_ns)});
       if (rank.gpu_activity) rows.back().insert(rows.back().end(), {gpu_time_cell(op.gpu_ns), gpu_time_cell(op.gpu_total_ns)});
+      for (std::string& cell : memory_cells(rank, op)) rows.back().push_back(std::move(cell));
     }
     html.table(headers, rows, 0);
   };
+  const auto by_time = [&](const std::vector<KeyAverage>& ops, std::string_view by) {
+    if (ops.empty() && by == "GPU") return;
+    ops_table(ops, fmt::format("Top ops and ranges by self {} time ({} of {})", by, ops.size(), rank.op_names));
+  };
   if (rank.gpu_utilization().value_or(0.0) >= 0.5) {
-    ops_table(rank.top_ops_by_gpu, "GPU");
-    ops_table(rank.top_ops, "CPU");
+    by_time(rank.top_ops_by_gpu, "GPU");
+    by_time(rank.top_ops, "CPU");
   } else {
-    ops_table(rank.top_ops, "CPU");
-    ops_table(rank.top_ops_by_gpu, "GPU");
+    by_time(rank.top_ops, "CPU");
+    by_time(rank.top_ops_by_gpu, "GPU");
   }
+  if (!rank.top_ops_by_memory.empty()) ops_table(rank.top_ops_by_memory, top_ops_by_memory_title(rank));
+  for (const TableSection& device : memory_by_op_sections(rank, report.options.top_rows)) html_section(html, device);
   if (!rank.idle_threads.empty()) {
     html.element("h3", "Idle threads: Python frames of other threads that only wait (left out of the ops above)");
     std::vector<std::vector<std::string>> rows;

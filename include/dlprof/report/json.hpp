@@ -41,8 +41,18 @@
 //      "comm_comp_overlap": {"communication_us", "computation_us", "overlap_us", "overlap_pct"},
 //      "launch_stats": {"launches", "mean_cpu_duration_us", "mean_launch_delay_us",
 //                       "max_launch_delay_us", "runtime_outliers", "launch_delay_outliers", "short_kernels"},
-//      "top_ops": [{"name", "category", "calls", "self_cpu_us", "cpu_total_us", "self_gpu_us", "gpu_total_us"}]
+//      "device_memory_name": "CUDA" or "HIP" (null: no GPU allocations),
+//      "top_ops": [{"name", "category", "calls", "self_cpu_us", "cpu_total_us", "self_gpu_us", "gpu_total_us",
+//                "memory" and "memory_on_thread" (null without allocations): {"cpu_bytes", "self_cpu_bytes",
+//                "device_bytes", "self_device_bytes"}: torch's memory columns, of every thread's allocations
+//                inside the op and of its own thread's}]
 //                (by self CPU time), "top_ops_by_gpu": [the same] (by self GPU time, those with some),
+//                "top_ops_by_memory": [the same] (by self device memory, else self CPU memory, those with some),
+//      "memory_by_op": [{"device_type" ("CPU", "CUDA", "HIP"), "device" (-1: the CPU), "ops_count", "outside_ops",
+//                "ops": [{"name", "calls", "self_allocations", "allocations", "self_allocated_bytes",
+//                "allocated_bytes", "self_size_increase", "size_increase"}] (by self allocated bytes, at most
+//                top_rows)}]: per device, what each op allocated, as TensorBoard's memory view gives it
+//                (analysis/memory_by_op.hpp); [] without allocations,
 //      "idle_threads": [{"thread" (OS id), "name", "wait_us", "waits", "frame"}] (threads besides the
 //                training loop's whose Python frames only wait, left out of top_ops),
 //      "thread_cpu": {"steps": [step number, -1: the whole trace], "threads": [{"thread" (OS id),
@@ -539,6 +549,38 @@ inline void json_thread_time(JsonTree& json, const analysis::ThreadTime& time) {
   json.member_number("blocked_pct", 100 * time.blocked_share());
 }
 
+inline void json_memory_by_op(JsonTree& json, const std::vector<analysis::DeviceOpMemory>& devices, std::size_t rows) {
+  json.key("memory_by_op");
+  json.begin_array();
+  for (const analysis::DeviceOpMemory& device : devices) {
+    json.begin_object();
+    json.member("device_type", device.device_type == MemoryDeviceType::CPU   ? "CPU"
+                               : device.device_type == MemoryDeviceType::HIP ? "HIP"
+                                                                              : "CUDA");
+    json.member_integer("device", device.device);
+    json.member_integer("ops_count", static_cast<std::int64_t>(device.ops.size()));
+    json.member_integer("outside_ops", static_cast<std::int64_t>(device.outside_ops));
+    json.key("ops");
+    json.begin_array();
+    for (std::size_t i = 0; i < device.ops.size() && i < rows; ++i) {
+      const analysis::OpMemory& op = device.ops[i];
+      json.begin_object();
+      json.member("name", op.name);
+      json.member_integer("calls", static_cast<std::int64_t>(op.calls));
+      json.member_integer("self_allocations", static_cast<std::int64_t>(op.self_allocations));
+      json.member_integer("allocations", static_cast<std::int64_t>(op.allocations));
+      json.member_integer("self_allocated_bytes", op.self_allocated_bytes);
+      json.member_integer("allocated_bytes", op.allocated_bytes);
+      json.member_integer("self_size_increase", op.self_size_increase);
+      json.member_integer("size_increase", op.size_increase);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+}
+
 inline void json_cuda_graphs(JsonTree& json, const analysis::CudaGraphs& graphs, std::size_t rows) {
   json.key("cuda_graphs");
   json.begin_object();
@@ -755,7 +797,11 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   const std::optional<double> utilization = rank.gpu_utilization();
   json.optional_number(utilization ? std::optional<double>(100.0 * *utilization) : std::nullopt);
 
-  for (const auto& [key, ops] : {std::make_pair("top_ops", &rank.top_ops), std::make_pair("top_ops_by_gpu", &rank.top_ops_by_gpu)}) {
+  json.key("device_memory_name");
+  if (rank.device_memory_activity) json.string(rank.device_memory_name);
+  else json.null();
+  for (const auto& [key, ops] : {std::make_pair("top_ops", &rank.top_ops), std::make_pair("top_ops_by_gpu", &rank.top_ops_by_gpu),
+                                 std::make_pair("top_ops_by_memory", &rank.top_ops_by_memory)}) {
     json.key(key);
     json.begin_array();
     for (const KeyAverage& op : *ops) {
@@ -767,6 +813,19 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
       json.member_us("cpu_total_us", op.total_ns);
       json.member_us("self_gpu_us", op.gpu_ns);
       json.member_us("gpu_total_us", op.gpu_total_ns);
+      for (const auto& [memory_key, memory] : {std::make_pair("memory", &op.memory), std::make_pair("memory_on_thread", &op.memory_on_thread)}) {
+        json.key(memory_key);
+        if (!rank.memory_activity) {
+          json.null();
+          continue;
+        }
+        json.begin_object();
+        json.member_integer("cpu_bytes", memory->cpu_bytes);
+        json.member_integer("self_cpu_bytes", memory->self_cpu_bytes);
+        json.member_integer("device_bytes", memory->device_bytes);
+        json.member_integer("self_device_bytes", memory->self_device_bytes);
+        json.end_object();
+      }
       json.end_object();
     }
     json.end_array();
@@ -810,6 +869,7 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
 
   json_thread_cpu(json, rank.thread_cpu, report.options.top_rows);
   json_code_lines(json, rank.code_lines);
+  json_memory_by_op(json, rank.memory_by_op, report.options.top_rows);
   json_cuda_graphs(json, rank.cuda_graphs, report.options.top_rows);
   json_limits(json, rank, report.options.top_rows);
 

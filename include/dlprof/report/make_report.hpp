@@ -45,6 +45,7 @@
 #include "dlprof/analysis/thread_cpu.hpp"
 #include "dlprof/analysis/call_stacks.hpp"
 #include "dlprof/analysis/cuda_graphs.hpp"
+#include "dlprof/analysis/memory_by_op.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -114,11 +115,22 @@ struct RankReport {
   std::int64_t window_start_ns = 0;
   std::int64_t window_end_ns = 0;
   bool gpu_activity = false;  ///< the trace has GPU work
+  /// The trace has allocations (profile_memory): the ops get torch's memory columns; and GPU
+  /// allocations among them, named device_memory_name ("CUDA", "HIP").
+  bool memory_activity = false;
+  bool device_memory_activity = false;
+  std::string device_memory_name = "CUDA";
   analysis::StepBreakdown steps;
   analysis::HtaAnalyses hta;
   std::vector<KeyAverage> top_ops;  ///< by self time, ProfilerSteps left out, at most top_rows
   /// By self GPU time, those with some, ProfilerSteps left out, at most top_rows.
   std::vector<KeyAverage> top_ops_by_gpu;
+  /// By the memory they kept (self GPU memory where the trace has GPU allocations, else self CPU
+  /// memory), those that kept some, ProfilerSteps left out, at most top_rows.
+  std::vector<KeyAverage> top_ops_by_memory;
+  /// Per device, what each op allocated, as TensorBoard's memory view gives it; empty without
+  /// allocations.
+  std::vector<analysis::DeviceOpMemory> memory_by_op;
   std::size_t op_names = 0;         ///< names of ops and ranges in the trace
   /// Threads besides the training loop's whose Python frames only wait, longest first: their
   /// waiting frames are left out of the top ops, as they spend no CPU time.
@@ -337,6 +349,18 @@ inline void rank_tables(const Trace& trace, const ReportOptions& options, RankRe
     if (rank.top_ops_by_gpu.size() == options.top_rows || row.gpu_ns == 0) break;
     if (row.category != Category::Step) rank.top_ops_by_gpu.push_back(row);
   }
+  rank.memory_activity = averages.has_memory();
+  rank.device_memory_activity = averages.has_device_memory();
+  rank.device_memory_name = std::string(averages.device_memory_name());
+  if (rank.memory_activity) {
+    const bool device = rank.device_memory_activity;
+    averages.sort_by(device ? SortBy::SelfDeviceMemory : SortBy::SelfCpuMemory);
+    for (const KeyAverage& row : averages.rows()) {
+      const std::int64_t kept = device ? row.memory.self_device_bytes : row.memory.self_cpu_bytes;
+      if (rank.top_ops_by_memory.size() == options.top_rows || kept <= 0) break;
+      if (row.category != Category::Step) rank.top_ops_by_memory.push_back(row);
+    }
+  }
 
   std::vector<KernelTotal> kernels = kernel_totals(trace, options.analysis, rank.kernel_ns);
   rank.kernel_names = kernels.size();
@@ -448,6 +472,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     rounds[0].emplace_back([trace, rank] {
       rank->syncs = analysis::host_syncs(*trace);
       rank->cuda_graphs = analysis::cuda_graphs(*trace);
+      rank->memory_by_op = analysis::memory_by_op(*trace);
     });
     rounds[0].emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
     rounds[0].emplace_back([trace, rank, &options] {

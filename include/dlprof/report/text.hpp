@@ -24,6 +24,7 @@
 #include "dlprof/report/detail/limits.hpp"
 #include "dlprof/report/detail/code_lines_section.hpp"
 #include "dlprof/report/detail/cuda_graphs_section.hpp"
+#include "dlprof/report/detail/memory_by_op_section.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -233,6 +234,21 @@ inline void text_ops(fmt::memory_buffer& out, const RankReport& rank, const std:
   table.render(out);
 }
 
+/// The ops by the memory they kept, with torch's memory columns (in a terminal's width: the HTML
+/// tables give every op both its times and its memory).
+inline void text_memory_ops(fmt::memory_buffer& out, const RankReport& rank) {
+  section(out, top_ops_by_memory_title(rank));
+  std::vector<TextColumn> columns = {{"Name", Align::Left, 44}, {"Calls"}};
+  for (std::string& header : memory_headers(rank)) columns.push_back({std::move(header)});
+  TextTable table(std::move(columns));
+  for (const KeyAverage& op : rank.top_ops_by_memory) {
+    std::vector<std::string> row = {op.name, std::to_string(op.calls)};
+    for (std::string& cell : memory_cells(rank, op)) row.push_back(std::move(cell));
+    table.add_row(std::move(row));
+  }
+  table.render(out);
+}
+
 /// The ops by self CPU time and, with GPU work, by self GPU time: the GPU's table first when the
 /// GPU is busy most of the steps. A "–" marks no GPU work tied to the op.
 inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
@@ -244,6 +260,9 @@ inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
     text_ops(out, rank, rank.top_ops_by_gpu, fmt::format("Top ops and ranges by self GPU time ({} of {})",
                                                          rank.top_ops_by_gpu.size(), rank.op_names));
   };
+  const auto by_memory = [&] {
+    if (!rank.top_ops_by_memory.empty()) text_memory_ops(out, rank);
+  };
   if (rank.gpu_utilization().value_or(0.0) >= 0.5) {
     by_gpu();
     by_cpu();
@@ -251,6 +270,7 @@ inline void text_top_ops(fmt::memory_buffer& out, const RankReport& rank) {
     by_cpu();
     by_gpu();
   }
+  by_memory();
 }
 
 /// Threads besides the training loop's that only wait, whose frames the top ops leave out.
@@ -306,6 +326,18 @@ inline void text_code_lines(fmt::memory_buffer& out, const RankReport& rank) {
   }
   table.render(out);
   for (const std::string& note : lines.notes) fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
+}
+
+/// Memory by op: per device, what each op allocated (TensorBoard's memory view).
+inline void text_memory_by_op(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
+  for (const TableSection& device : memory_by_op_sections(rank, rows)) {
+    section(out, device.title);
+    TextTable table({{device.headers[0], Align::Left, 40}, {device.headers[1]}, {device.headers[2]}, {device.headers[3]},
+                     {device.headers[4]}, {device.headers[5]}, {device.headers[6]}, {device.headers[7]}});
+    for (const std::vector<std::string>& row : device.rows) table.add_row(row);
+    table.render(out);
+    for (const std::string& note : device.notes) fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
+  }
 }
 
 /// CUDA graphs: the work they replayed, by graph.
@@ -421,6 +453,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
     text_hta(out, rank.hta, options.analysis);
   }
   text_top_ops(out, rank);
+  text_memory_by_op(out, rank, options.top_rows);
   if (!rank.code_lines.empty()) text_code_lines(out, rank);
   if (!rank.cuda_graphs.empty()) text_cuda_graphs(out, rank, options.top_rows);
   text_idle_threads(out, rank, options.top_rows);

@@ -35,6 +35,33 @@ inline std::string gpu_time_cell(std::int64_t ns) {
   return ns == 0 ? std::string("\u2013") : KeyAverages::format_duration(ns);
 }
 
+/// The ops tables' memory columns, torch's, where the trace has allocations: self and total CPU
+/// memory, then the GPU's ("Self CUDA Mem", or HIP's) where some were on a GPU.
+inline std::vector<std::string> memory_headers(const RankReport& rank) {
+  std::vector<std::string> headers;
+  if (!rank.memory_activity) return headers;
+  headers = {"Self CPU Mem", "CPU Mem"};
+  if (rank.device_memory_activity)
+    headers.insert(headers.end(), {fmt::format("Self {} Mem", rank.device_memory_name), fmt::format("{} Mem", rank.device_memory_name)});
+  return headers;
+}
+
+/// An op's cells under memory_headers().
+inline std::vector<std::string> memory_cells(const RankReport& rank, const KeyAverage& op) {
+  std::vector<std::string> cells;
+  if (!rank.memory_activity) return cells;
+  cells = {KeyAverages::format_bytes(op.memory.self_cpu_bytes), KeyAverages::format_bytes(op.memory.cpu_bytes)};
+  if (rank.device_memory_activity)
+    cells.insert(cells.end(), {KeyAverages::format_bytes(op.memory.self_device_bytes), KeyAverages::format_bytes(op.memory.device_bytes)});
+  return cells;
+}
+
+inline std::string top_ops_by_memory_title(const RankReport& rank) {
+  return fmt::format("Top ops and ranges by the {} memory they allocated less what they released, self ({} of {})",
+                     rank.device_memory_activity ? rank.device_memory_name : std::string("CPU"), rank.top_ops_by_memory.size(),
+                     rank.op_names);
+}
+
 /// A kernel's Tensor Core (matrix-core) cell: "yes", "-", or "n/a" where the list cannot judge
 /// the GPU's kernels.
 inline std::string_view tensor_cores_cell(const std::optional<bool>& tensor_cores) {
