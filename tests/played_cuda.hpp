@@ -303,11 +303,10 @@ inline std::pair<std::uint64_t, std::uint64_t> schedule_on(std::uint32_t stream,
   return {start, start + duration_ns};
 }
 
-/// What cudaLaunchKernel does under CUPTI with activity on: its API, external correlation and
-/// kernel records.
-inline void launch_kernel(const char* mangled_name, std::uint32_t stream, std::uint64_t duration_ns = 10000) {
-  if (!activity_on()) return;
-  const CUpti_ActivityAPI call = record_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+/// The record of a kernel `call` launched on `stream` of device 0: 264 blocks of 256 threads, 32
+/// registers each.
+inline CUpti_ActivityKernel10 kernel_record(const CUpti_ActivityAPI& call, const char* mangled_name, std::uint32_t stream,
+                                            std::uint64_t duration_ns) {
   CUpti_ActivityKernel10 kernel{};
   kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   const auto [start, end] = schedule_on(stream, call, duration_ns);
@@ -323,6 +322,15 @@ inline void launch_kernel(const char* mangled_name, std::uint32_t stream, std::u
   kernel.registersPerThread = 32;
   kernel.correlationId = call.correlationId;
   kernel.name = mangled_name;
+  return kernel;
+}
+
+/// What cudaLaunchKernel does under CUPTI with activity on: its API, external correlation and
+/// kernel records.
+inline void launch_kernel(const char* mangled_name, std::uint32_t stream, std::uint64_t duration_ns = 10000) {
+  if (!activity_on()) return;
+  const CUpti_ActivityAPI call = record_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+  const CUpti_ActivityKernel10 kernel = kernel_record(call, mangled_name, stream, duration_ns);
   append_record(kernel);
 }
 
@@ -412,20 +420,9 @@ inline void launch_graph(std::uint32_t graph_id, const std::vector<std::pair<std
   if (!activity_on()) return;
   const CUpti_ActivityAPI call = record_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
   for (const auto& [node, mangled_name] : kernels) {
-    CUpti_ActivityKernel10 kernel{};
-    kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    const auto [start, end] = schedule_on(stream, call, duration_ns);
-    kernel.start = start;
-    kernel.end = end;
-    kernel.contextId = 1;
-    kernel.streamId = stream;
-    kernel.gridX = kernel.gridY = kernel.gridZ = 1;
-    kernel.blockX = 128;
-    kernel.blockY = kernel.blockZ = 1;
-    kernel.correlationId = call.correlationId;
+    CUpti_ActivityKernel10 kernel = kernel_record(call, mangled_name, stream, duration_ns);
     kernel.graphId = graph_id;
     kernel.graphNodeId = node;
-    kernel.name = mangled_name;
     append_record(kernel);
   }
 }
