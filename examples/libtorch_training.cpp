@@ -125,6 +125,8 @@ struct Options {
   int num_workers = 2;
   int slow_step = -1;
   int crash_at = -1;
+  int active = -1;  // not given: 3, or with --leak every step after the warm-up
+  bool leak = false;
   bool with_stack = false;
   std::string device = "cpu";
   std::string log_dir = "log";
@@ -134,15 +136,17 @@ struct Options {
 void print_usage(int min_steps) {
   fmt::print(
       "Usage: libtorch_training [--steps N] [--batch-size N] [--num-workers N] [--device cpu|cuda] [--log-dir DIR]\n"
-      "                         [--slow-step N] [--crash-at N] [--with-stack]\n"
+      "                         [--active N] [--slow-step N] [--crash-at N] [--leak] [--with-stack]\n"
       "Trains a small CNN on synthetic MNIST-shaped data with LibTorch, profiled by dlprof.\n\n"
       "  --steps N          training steps, at least {} (default 12)\n"
       "  --batch-size N     examples per batch (default 64)\n"
       "  --num-workers N    DataLoader worker threads; 0 loads inline (default 2)\n"
       "  --device D         cpu or cuda (default cpu); cuda also records GPU activity where dlprof::cupti is linked\n"
       "  --log-dir DIR      where the trace goes (default log)\n"
+      "  --active N         steps recorded, after 2 skipped and 1 of warm-up (default 3; with --leak, all)\n"
       "  --slow-step N      step N stalls for half a second (a flight recorder dumps it)\n"
       "  --crash-at N       step N dies of SIGSEGV inside a range (a flight recorder leaves its last steps)\n"
+      "  --leak             keeps every step's logits in a std::vector, as a leak does (the report names what holds them)\n"
       "  --with-stack       ranges and ops carry their call stacks (dlprof-report --stacks cpu: a flame graph)\n"
       "The DLPROF_* variables (README, \"Leave it on\") override the profiling options set here.\n",
       min_steps);
@@ -153,10 +157,12 @@ Options parse_options(int argc, char** argv, int min_steps) {
   using dlprof_examples::parse_int;
   Options options;
   dlprof_examples::for_each_flag(
-      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at"},
-      {"--with-stack"}, options.help,
+      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at", "--active"},
+      {"--with-stack", "--leak"}, options.help,
       [&](std::string_view flag, std::string_view value) {
         if (flag == "--with-stack") options.with_stack = true;
+        else if (flag == "--leak") options.leak = true;
+        else if (flag == "--active") options.active = parse_int(flag, value, 1, 1'000'000);
         else if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
         else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
         else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
@@ -181,12 +187,16 @@ Options parse_options(int argc, char** argv, int min_steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Wait 2 steps (the first ones allocate and pick kernels), warm up 1, record 3, once.
-  const dlprof::Schedule profile_schedule = dlprof::schedule(/*wait=*/2, /*warmup=*/1, /*active=*/3, /*repeat=*/1);
-  const auto min_steps = static_cast<int>(profile_schedule.wait() + profile_schedule.warmup() + profile_schedule.active());
+  // Wait 2 steps (the first ones allocate and pick kernels), warm up 1, record --active (3), once.
+  constexpr int kWait = 2, kWarmup = 1, kActive = 3;
+  const int min_steps = kWait + kWarmup + kActive;
   Options options;
   try {
     options = parse_options(argc, argv, min_steps);
+    if (options.active < 0) options.active = options.leak ? options.steps - kWait - kWarmup : kActive;
+    if (options.steps < kWait + kWarmup + options.active)
+      throw dlprof_examples::UsageError(fmt::format("--active {} records steps {} to {}, but --steps is {}", options.active,
+                                                    kWait + kWarmup, kWait + kWarmup + options.active - 1, options.steps));
   } catch (const dlprof_examples::UsageError& error) {
     fmt::print(stderr, "libtorch_training: {}\nTry 'libtorch_training --help'.\n", error.what());
     return 2;
@@ -195,6 +205,7 @@ int main(int argc, char** argv) {
     print_usage(min_steps);
     return 0;
   }
+  const dlprof::Schedule profile_schedule = dlprof::schedule(kWait, kWarmup, options.active, /*repeat=*/1);
   if (options.device == "cuda" && !torch::cuda::is_available()) {
     fmt::print(stderr, "libtorch_training: --device cuda, but this LibTorch sees no CUDA device\n");
     return 2;
@@ -230,6 +241,7 @@ int main(int argc, char** argv) {
              device.str(), options.batch_size, options.steps, options.num_workers);
   model->train();
   float first_loss = 0, last_loss = 0;
+  std::vector<torch::Tensor> kept_logits;  // --leak: "for an accuracy computed after training"
   int step = 0;
   prof.start();
   auto step_begin = std::chrono::steady_clock::now();
@@ -240,7 +252,9 @@ int main(int argc, char** argv) {
     torch::Tensor loss;
     {
       DLPROF_RANGE("forward", dlprof::Category::Forward);
-      loss = torch::nn::functional::cross_entropy(model->forward(images), labels);
+      torch::Tensor logits = model->forward(images);
+      loss = torch::nn::functional::cross_entropy(logits, labels);
+      if (options.leak) kept_logits.push_back(logits);
     }
     {
       DLPROF_RANGE("backward", dlprof::Category::Backward);

@@ -2,6 +2,8 @@
 // dlprof::read_trace_set: with hta_compat, HTA 0.5.0's own numbers, taken from
 // `tests/tools/hta_breakdowns.py <set>`; the other analyses, their invariants.
 #include <dlprof/analysis/analysis.hpp>
+#include <dlprof/analysis/memory_leaks.hpp>
+#include <dlprof/analysis/memory_peak.hpp>
 #include <dlprof/analysis/call_stacks.hpp>
 #include <dlprof/analysis/cuda_graphs.hpp>
 #include <dlprof/import/chrome_trace.hpp>
@@ -251,6 +253,32 @@ TEST_F(ReferenceTraces, MemoryPerOpIsTheAllocationsInsideEachOpsInterval) {
   EXPECT_EQ(device_bytes("aten::linear"), std::make_pair(std::uint64_t{168}, std::int64_t{4'615'962'624}));
   EXPECT_EQ(device_bytes("aten::mm"), std::make_pair(std::uint64_t{96}, std::int64_t{3'297'116'160}));
   EXPECT_EQ(device_bytes("aten::copy_"), std::make_pair(std::uint64_t{197}, std::int64_t{0}));
+}
+
+// No reference trace leaks, and each device's peak is the allocator's largest count, split into
+// categories that add up to it.
+TEST_F(ReferenceTraces, NoTraceLeaksAndEachPeakAddsUpByCategory) {
+  std::size_t traces_with_memory = 0;
+  for (const fs::directory_entry& set : fs::directory_iterator(kReferenceSets)) {
+    if (!set.is_directory()) continue;
+    for (const dlprof::Trace& trace : read_set(set.path().filename().string())) {
+      const dlprof::analysis::MemoryBlocks blocks = dlprof::analysis::memory_blocks(trace);
+      const dlprof::analysis::MemoryLeaks leaks = dlprof::analysis::memory_leaks(trace, blocks);
+      EXPECT_FALSE(leaks.found()) << set.path() << ": " << leaks.devices.at(0).holders.at(0).site;
+      if (blocks.empty()) continue;
+      ++traces_with_memory;
+      for (const dlprof::analysis::MemoryPeak& peak : dlprof::analysis::memory_peaks(trace, blocks)) {
+        std::int64_t largest = 0;
+        for (const dlprof::MemoryEvent& event : trace.memory_events)
+          if (event.device_type == peak.device_type && event.device == peak.device) largest = std::max(largest, event.total_allocated);
+        EXPECT_EQ(peak.allocated, largest) << set.path();
+        std::int64_t sum = 0;
+        for (const std::int64_t bytes : peak.by_category) sum += bytes;
+        EXPECT_GE(sum, peak.allocated) << set.path();  // what the window saw alive, at least the count
+      }
+    }
+  }
+  EXPECT_GE(traces_with_memory, 1u);
 }
 
 TEST_F(ReferenceTraces, PythonFramesAroundAnOpAreItsStack) {

@@ -177,6 +177,22 @@ class AnalysisTraceBuilder {
     return *this;
   }
 
+  /// A `[memory]` event: an allocation (bytes > 0) or a release (bytes < 0); a total of 0 is the
+  /// allocator's count not given.
+  AnalysisTraceBuilder& memory(std::int64_t time, std::uint64_t address, std::int64_t bytes, std::int64_t total_allocated = 0,
+                               std::uint32_t thread = 0, dlprof::MemoryDeviceType device_type = dlprof::MemoryDeviceType::CPU,
+                               std::int32_t device = -1) {
+    dlprof::MemoryEvent event;
+    event.time_ns = time;
+    event.address = address;
+    event.bytes = bytes;
+    event.total_allocated = total_allocated;
+    event.device_type = device_type;
+    event.device = device;
+    event.thread = thread;
+    trace_.memory_events.push_back(event);
+    return *this;
+  }
   /// Another thread; its index is the next of Trace::threads (main is 0, backward 1).
   AnalysisTraceBuilder& thread(std::int64_t os_tid, std::string name) {
     trace_.threads.push_back(dlprof::ThreadInfo{os_tid, std::move(name)});

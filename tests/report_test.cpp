@@ -341,6 +341,80 @@ TEST(ReportTest, OpsCarryTorchsMemoryColumnsInEachFormat) {
   EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_by_op").empty());
 }
 
+// Six steps on one GPU: aten::cat in nn.Module: History keeps 2 KiB each step (ns: step s is
+// [s ms, s ms + 0.9 ms], the allocation at + 0.2 ms), over 1 GiB allocated before the window; a
+// temporary of 1 MiB in each step comes and goes inside aten::mm.
+dlprof::Trace steps_keeping_history() {
+  dlprof_test::AnalysisTraceBuilder builder;
+  builder.device(0, "A100", 8);
+  std::int64_t total = std::int64_t{1} << 30;
+  for (int s = 0; s < 6; ++s) {
+    const std::int64_t start = s * kMs;
+    builder.step(s, start, start + 900'000)
+        .range("nn.Module: History", start + 100'000, start + 300'000, dlprof::Category::Forward)
+        .op("aten::cat", start + 150'000, start + 250'000)
+        .op("aten::mm", start + 400'000, start + 600'000);
+    total += 2048;
+    builder.memory(start + 200'000, 0x7000 + static_cast<std::uint64_t>(s), 2048, total, 0, dlprof::MemoryDeviceType::CUDA, 0);
+    builder.memory(start + 450'000, 0x9000, std::int64_t{1} << 20, total + (std::int64_t{1} << 20), 0, dlprof::MemoryDeviceType::CUDA, 0);
+    builder.memory(start + 550'000, 0x9000, -(std::int64_t{1} << 20), total, 0, dlprof::MemoryDeviceType::CUDA, 0);
+  }
+  return builder.trace();
+}
+
+// Each device's peak explained, the memory at the steps' ends and what grows, and the timeline by
+// category, in every format.
+TEST(ReportTest, ThePeakExplainedAndALeakNamedInEachFormat) {
+  const dlprof::Report report = dlprof::make_report(steps_keeping_history());
+  const std::string text = dlprof::render_text(report);
+  EXPECT_THAT(text, HasSubstr("Memory at its peak on CUDA:0: what was alive, by the op that allocated it"));
+  // The peak: in the last step's aten::mm, 1 GiB + 6 x 2 KiB + 1 MiB.
+  EXPECT_THAT(text, HasSubstr("CUDA:0: peak 1.00 GiB allocated in ProfilerStep#5 (aten::mm)."));
+  EXPECT_THAT(text, HasSubstr("By category: unknown 1.00 GiB (99.9%), temporaries 1.00 MiB (0.1%)"));
+  EXPECT_TRUE(has_line(text, R"(  aten::mm +1\.00 MiB +1)"));
+  EXPECT_TRUE(has_line(text, R"(  aten::cat in nn\.Module: History +12\.00 KiB +6)"));
+  EXPECT_THAT(text, HasSubstr("The largest allocations alive at the peak on CUDA:0"));
+  EXPECT_THAT(text, HasSubstr("Memory growth over 6 steps"));
+  EXPECT_TRUE(has_line(text, R"(  CUDA:0 +aten::cat in nn\.Module: History +unknown +8\.00 KiB +4 +4 of 4 +\+2\.00 KiB/step)"));
+
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& rank = json.at("ranks").at(0);
+  ASSERT_EQ(rank.at("memory_peaks").size(), 1u);
+  const Json& peak = rank.at("memory_peaks").at(0);
+  EXPECT_EQ(peak.at("device_type"), "CUDA");
+  EXPECT_EQ(peak.at("allocated_bytes"), (std::int64_t{1} << 30) + 6 * 2048 + (std::int64_t{1} << 20));
+  EXPECT_EQ(peak.at("step"), "ProfilerStep#5");
+  EXPECT_TRUE(peak.at("phase").is_null());
+  EXPECT_EQ(peak.at("by_category").at("temporaries"), std::int64_t{1} << 20);
+  EXPECT_EQ(peak.at("by_category").at("unknown"), (std::int64_t{1} << 30) + 6 * 2048);
+  EXPECT_EQ(peak.at("unseen_bytes"), std::int64_t{1} << 30);
+  EXPECT_EQ(peak.at("largest").at(0).at("bytes"), std::int64_t{1} << 20);
+  const Json& growth = rank.at("memory_growth");
+  EXPECT_EQ(growth.at("steps"), 6);
+  EXPECT_TRUE(growth.at("not_judged").is_null());
+  EXPECT_EQ(growth.at("leak"), true);
+  EXPECT_EQ(growth.at("devices").at(0).at("bytes_per_step"), 2048.0);
+  EXPECT_EQ(growth.at("devices").at(0).at("holders").at(0).at("site"), "aten::cat in nn.Module: History");
+  EXPECT_EQ(growth.at("devices").at(0).at("holders").at(0).at("bytes_per_step"), 2048.0);
+  const Json& timeline = rank.at("memory_timeline").at(0);
+  EXPECT_EQ(timeline.at("categories").at(4), "temporaries");
+  EXPECT_EQ(timeline.at("points").size(), 18u);
+
+  const std::string html = dlprof::render_html(report);
+  EXPECT_TRUE(well_formed(html));
+  EXPECT_THAT(html, HasSubstr("<svg class=\"chart\" id=\"rank-0-memory-cuda0\""));
+  EXPECT_THAT(html, HasSubstr("<h3>Memory growth over 6 steps</h3>"));
+  EXPECT_THAT(html, HasSubstr("<td>aten::cat in nn.Module: History</td>"));
+
+  // Without allocations: no such sections, and empty JSON.
+  const dlprof::Report without = dlprof::make_report(one_rank_builder().trace());
+  EXPECT_THAT(dlprof::render_text(without), Not(HasSubstr("Memory growth")));
+  const Json without_json = Json::parse(dlprof::render_json(without));
+  EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_peaks").empty());
+  EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_growth").at("devices").empty());
+  EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_timeline").empty());
+}
+
 TEST(ReportTest, ATraceWithoutSynchronisationsHasNoSuchSection) {
   const dlprof::Report report = dlprof::make_report(one_rank());
   EXPECT_THAT(dlprof::render_text(report), Not(HasSubstr("Where the host waits")));
@@ -995,13 +1069,16 @@ TEST(ReportHtmlTest, TheVerdictComesFirstWithTheTopActions) {
 
 TEST(ReportHtmlTest, OneSvgPerChart) {
   const std::string html = dlprof::render_html(dlprof::make_report(one_rank()));
-  EXPECT_EQ(count_of(html, "<svg"), 4u);  // steps, kernel types, top kernels, memory
-  EXPECT_EQ(count_of(html, "<svg class=\"chart\""), 4u);
-  for (const std::string_view id : {"rank-0-steps", "rank-0-kernel-types", "rank-0-top-kernels", "rank-0-memory"})
+  // Steps, kernel types, top kernels, memory, memory by category on each of two devices.
+  EXPECT_EQ(count_of(html, "<svg"), 6u);
+  EXPECT_EQ(count_of(html, "<svg class=\"chart\""), 6u);
+  for (const std::string_view id : {"rank-0-steps", "rank-0-kernel-types", "rank-0-top-kernels", "rank-0-memory",
+                                    "rank-0-memory-cpu", "rank-0-memory-cuda0"})
     EXPECT_THAT(html, HasSubstr(fmt::format("<svg class=\"chart\" id=\"{}\"", id)));
   // Stacked bars: one segment per role of each step (5 + 3), pie slices, one bar per kernel.
   EXPECT_EQ(count_of(html, "<rect class=\"mark\""), 8u + 3u);
-  EXPECT_EQ(count_of(html, "<path class=\"mark\""), 2u + 2u);  // 2 slices, 2 memory curves
+  // 2 slices, 2 memory curves, one band (unknown: no op says what the allocations hold) a device.
+  EXPECT_EQ(count_of(html, "<path class=\"mark\""), 2u + 2u + 2u);
 
   const std::string two = dlprof::render_html(dlprof::make_report(two_ranks()));
   EXPECT_TRUE(well_formed(two));

@@ -252,6 +252,8 @@ inline constexpr std::string_view kOptimizerZeroGradSuffix = ".zero_grad";
 inline constexpr std::string_view kModulePrefix = "nn.Module: ";
 /// The autograd engine's frame around a backward node: `autograd::engine::evaluate_function: MmBackward0`.
 inline constexpr std::string_view kEvaluateFunction = "autograd::engine::evaluate_function";
+/// The backward node that adds a parameter's gradient into its `.grad`.
+inline constexpr std::string_view kAccumulateGrad = "torch::autograd::AccumulateGrad";
 /// torch.distributed's collectives: `nccl:all_reduce`, `gloo:broadcast`.
 inline constexpr std::string_view kNcclPrefix = "nccl:";
 inline constexpr std::string_view kGlooPrefix = "gloo:";

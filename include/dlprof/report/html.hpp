@@ -38,6 +38,7 @@
 #include "dlprof/report/detail/code_lines_section.hpp"
 #include "dlprof/report/detail/cuda_graphs_section.hpp"
 #include "dlprof/report/detail/memory_by_op_section.hpp"
+#include "dlprof/report/detail/memory_sections.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -425,6 +426,80 @@ inline void html_memory_chart(HtmlOut& html, const std::string& id, const std::v
   html.raw("</svg>\n");
 }
 
+/// "cuda0" for "CUDA:0": a label as a part of an element's id, lower case, letters and digits.
+inline std::string chart_id_of(std::string_view label) {
+  std::string id;
+  for (const char c : label)
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) id.push_back(static_cast<char>(c | 0x20));
+  return id;
+}
+
+inline constexpr std::array<std::string_view, analysis::kMemoryCategoryCount> kMemoryCategoryColors = {
+    "#3b73d9", "#8e5cc9", "#f29b30", "#4caf50", "#b0bec5", "#26a69a", "#e0e0e0"};
+
+/// One device's allocated memory over time, stacked by category, with what its allocator reserved
+/// as a dashed line.
+inline void html_memory_category_chart(HtmlOut& html, const std::string& id, const analysis::DeviceMemoryTimeline& timeline,
+                                       std::int64_t origin_ns) {
+  if (timeline.points.empty()) return;
+  constexpr int kWidth = 760;
+  constexpr double kLeft = 70, kRight = kWidth - 16, kTop = 24, kBottom = 210;
+  std::int64_t largest = 1;
+  std::array<bool, analysis::kMemoryCategoryCount> present{};
+  for (const analysis::MemoryTimelinePoint& point : timeline.points) {
+    largest = std::max({largest, point.allocated(), point.reserved});
+    for (std::size_t c = 0; c < present.size(); ++c) present[c] = present[c] || point.by_category[c] > 0;
+  }
+  const std::string_view unit_name = largest >= (std::int64_t{1} << 30) ? "GiB" : largest >= (std::int64_t{1} << 20) ? "MiB" : "KiB";
+  const double unit_bytes = largest >= (std::int64_t{1} << 30) ? 1073741824.0 : largest >= (std::int64_t{1} << 20) ? 1048576.0 : 1024.0;
+  const std::int64_t first = timeline.points.front().time_ns, last = timeline.points.back().time_ns;
+  const auto time_unit = TimeUnit::for_largest(static_cast<double>(last - origin_ns));
+  const std::string device = device_label(timeline.device_type, timeline.device);
+  open_chart(html, id, kWidth, static_cast<int>(kBottom) + 36 + 2 * 18, fmt::format("Memory allocated on {} by category", device));
+  const double top_value = svg_value_axis(html, static_cast<double>(largest) / unit_bytes, kLeft, kRight, kTop, kBottom, unit_name);
+  const double span = std::max<double>(static_cast<double>(last - first), 1.0);
+  const auto x_of = [&](std::int64_t time) { return kLeft + (kRight - kLeft) * static_cast<double>(time - first) / span; };
+  const auto y_of = [&](std::int64_t bytes) { return kBottom - (kBottom - kTop) * static_cast<double>(bytes) / unit_bytes / top_value; };
+  svg_text(html, kLeft, kBottom + 14, fmt::format("{:.3f} {}", static_cast<double>(first - origin_ns) / time_unit.ns, time_unit.name));
+  svg_text(html, kRight, kBottom + 14, fmt::format("{:.3f} {}", static_cast<double>(last - origin_ns) / time_unit.ns, time_unit.name),
+           "end");
+  // Each category's band is the area under the sum of it and those below it, drawn from the top
+  // band down, so that each covers the one before.
+  std::vector<std::pair<std::string, std::string_view>> legend;
+  for (std::size_t top = present.size(); top-- > 0;) {
+    if (!present[top]) continue;
+    const auto stacked = [&](const analysis::MemoryTimelinePoint& point) {
+      std::int64_t sum = 0;
+      for (std::size_t c = 0; c <= top; ++c) sum += point.by_category[c];
+      return sum;
+    };
+    std::string path = fmt::format("M{:.1f},{:.1f} V{:.1f}", x_of(first), y_of(0), y_of(stacked(timeline.points.front())));
+    std::int64_t peak = 0;
+    for (const analysis::MemoryTimelinePoint& point : timeline.points) {
+      path += fmt::format(" H{:.1f} V{:.1f}", x_of(point.time_ns), y_of(stacked(point)));
+      peak = std::max(peak, point.by_category[top]);
+    }
+    path += fmt::format(" H{:.1f} V{:.1f} Z", kRight, y_of(0));
+    const std::string label = fmt::format("{} (at most {})", to_string(static_cast<analysis::MemoryCategory>(top)),
+                                          KeyAverages::format_bytes(peak));
+    html.format("<path class=\"mark\" d=\"{}\" fill=\"{}\" stroke=\"none\"><title>", path, kMemoryCategoryColors[top]);
+    html.text(label);
+    html.raw("</title></path>\n");
+    legend.emplace(legend.begin(), label, kMemoryCategoryColors[top]);
+  }
+  if (timeline.has_reserved) {
+    std::string path = fmt::format("M{:.1f},{:.1f}", x_of(first), y_of(timeline.points.front().reserved));
+    for (const analysis::MemoryTimelinePoint& point : timeline.points)
+      path += fmt::format(" H{:.1f} V{:.1f}", x_of(point.time_ns), y_of(point.reserved));
+    html.format("<path class=\"mark\" d=\"{} H{:.1f}\" fill=\"none\" stroke=\"#333\" stroke-dasharray=\"4 3\"><title>", path, kRight);
+    html.text("reserved by the allocator");
+    html.raw("</title></path>\n");
+    legend.emplace_back("reserved (dashed)", "#333");
+  }
+  svg_legend(html, kLeft, kBottom + 30, legend, 3, 226);
+  html.raw("</svg>\n");
+}
+
 /// Each rank's average step, stacked by role: a straggling rank has the longest bar.
 inline void html_rank_chart(HtmlOut& html, const std::vector<RankReport>& ranks) {
   std::vector<std::array<double, analysis::kStepRoleCount>> times;
@@ -524,7 +599,7 @@ inline std::string percent_text(double percent) { return fmt::format("{:.1f}%", 
 inline void html_section(HtmlOut& html, const TableSection& section) {
   html.element("h3", section.title);
   for (const std::string& line : section.lines) html.element("p", line);
-  html.table(section.headers, section.rows, 0);
+  if (!section.rows.empty()) html.table(section.headers, section.rows, 0);
   if (section.notes.empty()) return;
   html.raw("<ul class=\"muted\">");
   for (const std::string& note : section.notes) html.element("li", note);
@@ -740,7 +815,12 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     html.element("p", "No memory events in this trace (record them with profile_memory).", "class=\"muted\"");
   } else {
     html_memory_chart(html, id + "-memory", rank.memory, report.origin_ns);
+    for (const analysis::DeviceMemoryTimeline& timeline : rank.memory_timelines)
+      html_memory_category_chart(html, fmt::format("{}-memory-{}", id, chart_id_of(device_label(timeline.device_type, timeline.device))),
+                                 timeline, report.origin_ns);
   }
+  for (const TableSection& peak : memory_peak_sections(rank)) html_section(html, peak);
+  for (const TableSection& growth : memory_growth_sections(rank)) html_section(html, growth);
   if (rank.dropped_events != 0 || rank.dropped_gpu_records != 0)
     html.element("p", fmt::format("Lost while recording: {} events, {} GPU records (the numbers above miss them).",
                                   rank.dropped_events, rank.dropped_gpu_records),

@@ -53,6 +53,20 @@
 //                "allocated_bytes", "self_size_increase", "size_increase"}] (by self allocated bytes, at most
 //                top_rows)}]: per device, what each op allocated, as TensorBoard's memory view gives it
 //                (analysis/memory_by_op.hpp); [] without allocations,
+//      "memory_peaks": [{"device_type", "device", "allocated_bytes", "time_us" (from the report's origin), "step"
+//                (null: outside every step), "phase" (forward, backward, optimizer step, data loading; null: none),
+//                "site" (the op and module of the allocation that reached it), "by_category": {"parameters",
+//                "gradients", "optimizer state", "activations", "temporaries", "inputs", "unknown"} (bytes),
+//                "unseen_bytes", "by_site": [{"name", "bytes", "allocations"}], "by_line": [the same],
+//                "largest": [{"bytes", "category", "step", "site", "line"}]}]: what was alive at each device's
+//                peak (analysis/memory_peak.hpp), at most top_rows of each list; [] without allocations,
+//      "memory_growth": {"steps", "lag", "not_judged" (null: judged), "leak" (true: some memory grows),
+//                "devices": [{"device_type", "device", "allocated_at_step_end": [bytes], "bytes_per_step",
+//                "holders": [{"site", "line", "category", "allocations", "bytes", "steps", "bytes_per_step"}]}]}:
+//                memory that grows step after step and what holds it (analysis/memory_leaks.hpp),
+//      "memory_timeline": [{"device_type", "device", "categories": [names, in the order of each point's
+//                "bytes"], "points": [{"time_us", "bytes": [per category], "reserved_bytes"}]}]: allocated
+//                memory over time by category (analysis/memory_timeline.hpp), about 2000 points a device,
 //      "idle_threads": [{"thread" (OS id), "name", "wait_us", "waits", "frame"}] (threads besides the
 //                training loop's whose Python frames only wait, left out of top_ops),
 //      "thread_cpu": {"steps": [step number, -1: the whole trace], "threads": [{"thread" (OS id),
@@ -549,15 +563,133 @@ inline void json_thread_time(JsonTree& json, const analysis::ThreadTime& time) {
   json.member_number("blocked_pct", 100 * time.blocked_share());
 }
 
+inline std::string_view memory_device_type_name(MemoryDeviceType type) noexcept {
+  return type == MemoryDeviceType::CPU ? "CPU" : type == MemoryDeviceType::HIP ? "HIP" : "CUDA";
+}
+
+inline void json_memory_device(JsonTree& json, MemoryDeviceType type, std::int32_t device) {
+  json.member("device_type", memory_device_type_name(type));
+  json.member_integer("device", device);
+}
+
+inline void json_memory_shares(JsonTree& json, std::string_view key, const std::vector<analysis::MemoryShare>& shares) {
+  json.key(key);
+  json.begin_array();
+  for (const analysis::MemoryShare& share : shares) {
+    json.begin_object();
+    json.member("name", share.name);
+    json.member_integer("bytes", share.bytes);
+    json.member_integer("allocations", static_cast<std::int64_t>(share.allocations));
+    json.end_object();
+  }
+  json.end_array();
+}
+
+inline void json_memory_explained(JsonTree& json, const RankReport& rank, std::int64_t origin_ns) {
+  json.key("memory_peaks");
+  json.begin_array();
+  for (const analysis::MemoryPeak& peak : rank.memory_peaks) {
+    json.begin_object();
+    json_memory_device(json, peak.device_type, peak.device);
+    json.member_integer("allocated_bytes", peak.allocated);
+    json.member_us("time_us", peak.time_ns - origin_ns);
+    json.member_text_or_null("step", peak.step);
+    json.member_text_or_null("phase", peak.phase);
+    json.member("site", peak.site);
+    json.key("by_category");
+    json.begin_object();
+    for (std::size_t c = 0; c < analysis::kMemoryCategoryCount; ++c)
+      json.member_integer(to_string(static_cast<analysis::MemoryCategory>(c)), peak.by_category[c]);
+    json.end_object();
+    json.member_integer("unseen_bytes", peak.unseen_bytes);
+    json_memory_shares(json, "by_site", peak.by_site);
+    json_memory_shares(json, "by_line", peak.by_line);
+    json.key("largest");
+    json.begin_array();
+    for (const analysis::LiveAllocation& allocation : peak.largest) {
+      json.begin_object();
+      json.member_integer("bytes", allocation.bytes);
+      json.member("category", to_string(allocation.category));
+      json.member_text_or_null("step", allocation.step);
+      json.member("site", allocation.site);
+      json.member_text_or_null("line", allocation.line);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+
+  const analysis::MemoryLeaks& leaks = rank.memory_leaks;
+  json.key("memory_growth");
+  json.begin_object();
+  json.member_integer("steps", static_cast<std::int64_t>(leaks.steps));
+  json.member_integer("lag", static_cast<std::int64_t>(leaks.lag));
+  json.member_text_or_null("not_judged", leaks.not_judged);
+  json.key("leak");
+  json.boolean(leaks.found());
+  json.key("devices");
+  json.begin_array();
+  for (const analysis::MemoryGrowth& device : leaks.devices) {
+    json.begin_object();
+    json_memory_device(json, device.device_type, device.device);
+    json.key("allocated_at_step_end");
+    json.begin_array();
+    for (const std::int64_t bytes : device.allocated_at_step_end) json.integer(bytes);
+    json.end_array();
+    json.member_number("bytes_per_step", device.bytes_per_step);
+    json.key("holders");
+    json.begin_array();
+    for (const analysis::LeakHolder& holder : device.holders) {
+      json.begin_object();
+      json.member("site", holder.site);
+      json.member_text_or_null("line", holder.line);
+      json.member("category", to_string(holder.category));
+      json.member_integer("allocations", static_cast<std::int64_t>(holder.allocations));
+      json.member_integer("bytes", holder.bytes);
+      json.member_integer("steps", static_cast<std::int64_t>(holder.steps));
+      json.member_number("bytes_per_step", holder.bytes_per_step);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+
+  json.key("memory_timeline");
+  json.begin_array();
+  for (const analysis::DeviceMemoryTimeline& timeline : rank.memory_timelines) {
+    json.begin_object();
+    json_memory_device(json, timeline.device_type, timeline.device);
+    json.key("categories");
+    json.begin_array();
+    for (std::size_t c = 0; c < analysis::kMemoryCategoryCount; ++c) json.string(to_string(static_cast<analysis::MemoryCategory>(c)));
+    json.end_array();
+    json.key("points");
+    json.begin_array();
+    for (const analysis::MemoryTimelinePoint& point : timeline.points) {
+      json.begin_object();
+      json.member_us("time_us", point.time_ns - origin_ns);
+      json.key("bytes");
+      json.begin_array();
+      for (const std::int64_t bytes : point.by_category) json.integer(bytes);
+      json.end_array();
+      json.member_integer("reserved_bytes", point.reserved);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+}
+
 inline void json_memory_by_op(JsonTree& json, const std::vector<analysis::DeviceOpMemory>& devices, std::size_t rows) {
   json.key("memory_by_op");
   json.begin_array();
   for (const analysis::DeviceOpMemory& device : devices) {
     json.begin_object();
-    json.member("device_type", device.device_type == MemoryDeviceType::CPU   ? "CPU"
-                               : device.device_type == MemoryDeviceType::HIP ? "HIP"
-                                                                              : "CUDA");
-    json.member_integer("device", device.device);
+    json_memory_device(json, device.device_type, device.device);
     json.member_integer("ops_count", static_cast<std::int64_t>(device.ops.size()));
     json.member_integer("outside_ops", static_cast<std::int64_t>(device.outside_ops));
     json.key("ops");
@@ -870,6 +1002,7 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   json_thread_cpu(json, rank.thread_cpu, report.options.top_rows);
   json_code_lines(json, rank.code_lines);
   json_memory_by_op(json, rank.memory_by_op, report.options.top_rows);
+  json_memory_explained(json, rank, report.origin_ns);
   json_cuda_graphs(json, rank.cuda_graphs, report.options.top_rows);
   json_limits(json, rank, report.options.top_rows);
 

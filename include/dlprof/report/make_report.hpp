@@ -45,7 +45,11 @@
 #include "dlprof/analysis/thread_cpu.hpp"
 #include "dlprof/analysis/call_stacks.hpp"
 #include "dlprof/analysis/cuda_graphs.hpp"
+#include "dlprof/analysis/memory_blocks.hpp"
 #include "dlprof/analysis/memory_by_op.hpp"
+#include "dlprof/analysis/memory_leaks.hpp"
+#include "dlprof/analysis/memory_peak.hpp"
+#include "dlprof/analysis/memory_timeline.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -131,6 +135,11 @@ struct RankReport {
   /// Per device, what each op allocated, as TensorBoard's memory view gives it; empty without
   /// allocations.
   std::vector<analysis::DeviceOpMemory> memory_by_op;
+  /// Per device, what was alive at its peak; the memory at the steps' ends and what grows there;
+  /// allocated memory over time by category. Empty without allocations.
+  std::vector<analysis::MemoryPeak> memory_peaks;
+  analysis::MemoryLeaks memory_leaks;
+  std::vector<analysis::DeviceMemoryTimeline> memory_timelines;
   std::size_t op_names = 0;         ///< names of ops and ranges in the trace
   /// Threads besides the training loop's whose Python frames only wait, longest first: their
   /// waiting frames are left out of the top ops, as they spend no CPU time.
@@ -473,6 +482,12 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       rank->syncs = analysis::host_syncs(*trace);
       rank->cuda_graphs = analysis::cuda_graphs(*trace);
       rank->memory_by_op = analysis::memory_by_op(*trace);
+    });
+    rounds[0].emplace_back([trace, rank, &options] {
+      const analysis::MemoryBlocks blocks = analysis::memory_blocks(*trace);
+      rank->memory_peaks = analysis::memory_peaks(*trace, blocks, options.top_rows);
+      rank->memory_leaks = analysis::memory_leaks(*trace, blocks);
+      rank->memory_timelines = analysis::memory_timelines(*trace, blocks, MemoryCurve::kMaxPoints);
     });
     rounds[0].emplace_back([trace, rank, &options] { rank_tables(*trace, options, *rank); });
     rounds[0].emplace_back([trace, rank, &options] {

@@ -25,6 +25,7 @@
 #include "dlprof/report/detail/code_lines_section.hpp"
 #include "dlprof/report/detail/cuda_graphs_section.hpp"
 #include "dlprof/report/detail/memory_by_op_section.hpp"
+#include "dlprof/report/detail/memory_sections.hpp"
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
@@ -340,6 +341,34 @@ inline void text_memory_by_op(fmt::memory_buffer& out, const RankReport& rank, s
   }
 }
 
+/// A section with its sentences, its table in `columns` (whose headers are the section's) and
+/// its notes.
+inline void text_table_section(fmt::memory_buffer& out, const TableSection& table_section, std::vector<TextColumn> columns) {
+  section(out, table_section.title);
+  for (const std::string& line : table_section.lines)
+    fmt::format_to(std::back_inserter(out), "  {}\n", wrap(terminal_text(line), 98, "    "));
+  if (!table_section.rows.empty()) {
+    for (std::size_t i = 0; i < columns.size() && i < table_section.headers.size(); ++i) columns[i].header = table_section.headers[i];
+    TextTable table(std::move(columns));
+    for (const std::vector<std::string>& row : table_section.rows) table.add_row(row);
+    table.render(out);
+  }
+  for (const std::string& note : table_section.notes)
+    fmt::format_to(std::back_inserter(out), "  * {}\n", wrap(terminal_text(note), 96, "    "));
+}
+
+/// Memory at each device's peak, and the memory that grows from step to step.
+inline void text_memory_explained(fmt::memory_buffer& out, const RankReport& rank) {
+  for (const TableSection& peak : memory_peak_sections(rank)) {
+    if (peak.headers.size() == 3)  // by op, or by line of code
+      text_table_section(out, peak, {{{}, Align::Left, 80}, {}, {}});
+    else
+      text_table_section(out, peak, {{}, {{}, Align::Left}, {{}, Align::Left, 20}, {{}, Align::Left, 70}});
+  }
+  for (const TableSection& growth : memory_growth_sections(rank))
+    text_table_section(out, growth, {{{}, Align::Left}, {{}, Align::Left, 50}, {{}, Align::Left}, {}, {}, {}, {}});
+}
+
 /// CUDA graphs: the work they replayed, by graph.
 inline void text_cuda_graphs(fmt::memory_buffer& out, const RankReport& rank, std::size_t rows) {
   const TableSection graphs = cuda_graphs_section(rank, rows);
@@ -465,6 +494,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
     if (!rank.syncs.empty()) text_host_syncs(out, rank.syncs, options.top_rows);
   }
   if (!rank.memory.empty()) text_memory(out, rank.memory);
+  text_memory_explained(out, rank);
   if (rank.dropped_events != 0 || rank.dropped_gpu_records != 0)
     fmt::format_to(std::back_inserter(out), "\nLost while recording: {} events, {} GPU records (the numbers above miss them)\n",
                    rank.dropped_events, rank.dropped_gpu_records);
