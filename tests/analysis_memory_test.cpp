@@ -290,6 +290,61 @@ TEST(AnalysisMemoryTest, NegativeTotalsUnseenReleasesAndUnknownDevicesGiveFigure
     for (const std::int64_t bytes : point.by_category) EXPECT_GE(bytes, 0);
 }
 
+// Tags: one on memory the window saw allocated gives it its category; those on memory allocated
+// before the window add it, alive until a release of its address; one of a device without memory
+// events is counted apart.
+TEST(AnalysisMemoryTest, TagsGiveCategoriesAndNameMemoryAllocatedBeforeTheWindow) {
+  AnalysisTraceBuilder builder;
+  builder.step(0, 0, 1000).memory(100, 0x10, 100).memory(800, 0x30, -50);
+  dlprof::Trace trace = builder.trace();
+  const auto tag = [&](std::int64_t time, std::uint64_t address, std::int64_t bytes, MemoryCategory category,
+                       MemoryDeviceType type = MemoryDeviceType::CPU, std::int32_t device = -1) {
+    trace.memory_tags.push_back(dlprof::MemoryTag{time, address, bytes, type, device, category, 0});
+  };
+  tag(500, 0x10, 100, MemoryCategory::Parameter);
+  tag(500, 0x20, 400, MemoryCategory::Gradient);
+  tag(500, 0x30, 50, MemoryCategory::OptimizerState);
+  tag(600, 0x20, 400, MemoryCategory::Gradient);  // tagged again in a later step: one block
+  tag(600, 0x40, 8, MemoryCategory::Parameter, MemoryDeviceType::CUDA, 5);
+  const auto blocks = dlprof::analysis::memory_blocks(trace);
+  ASSERT_EQ(blocks.devices.size(), 1u);
+  const auto& cpu = blocks.devices[0];
+  EXPECT_EQ(cpu.tags, 4u);
+  EXPECT_EQ(blocks.tags_without_memory_events, 1u);
+  ASSERT_EQ(cpu.blocks.size(), 3u);
+  EXPECT_TRUE(cpu.blocks[0].before_window);  // before-window blocks come first
+  EXPECT_TRUE(cpu.blocks[1].before_window);
+  const MemoryBlock& seen = block_at(cpu, 0x10, 100);
+  EXPECT_EQ(seen.category, MemoryCategory::Parameter);
+  EXPECT_TRUE(seen.tagged);
+  const MemoryBlock& gradient = block_at(cpu, 0x20, MemoryBlock::kBeforeWindow);
+  EXPECT_EQ(gradient.category, MemoryCategory::Gradient);
+  EXPECT_FALSE(gradient.released());
+  const MemoryBlock& state = block_at(cpu, 0x30, MemoryBlock::kBeforeWindow);
+  EXPECT_EQ(state.released_ns, 800);
+
+  // The window's own count (no allocator totals) misses what was allocated before it: the peak
+  // adds the tagged memory.
+  const auto peaks = dlprof::analysis::memory_peaks(trace, blocks);
+  ASSERT_EQ(peaks.size(), 1u);
+  EXPECT_EQ(peaks[0].time_ns, 100);
+  EXPECT_EQ(peaks[0].allocated, 550);
+  EXPECT_EQ(peaks[0].uncounted_bytes, 450);
+  EXPECT_EQ(peaks[0].unseen_bytes, 0);
+  EXPECT_EQ(peaks[0].category_bytes(MemoryCategory::Parameter), 100);
+  EXPECT_EQ(peaks[0].category_bytes(MemoryCategory::Gradient), 400);
+  EXPECT_EQ(peaks[0].category_bytes(MemoryCategory::OptimizerState), 50);
+  ASSERT_FALSE(peaks[0].by_site.empty());
+  EXPECT_EQ(peaks[0].by_site[0].name, "allocated before the window");
+  EXPECT_EQ(peaks[0].by_site[0].bytes, 450);
+
+  const auto timelines = dlprof::analysis::memory_timelines(trace, blocks);
+  ASSERT_EQ(timelines.at(0).points.size(), 2u);
+  EXPECT_EQ(timelines[0].points[0].allocated(), 550);
+  EXPECT_EQ(timelines[0].points[1].allocated(), 500);
+  EXPECT_EQ(timelines[0].points[1].by_category[static_cast<std::size_t>(MemoryCategory::OptimizerState)], 0);
+}
+
 TEST(AnalysisMemoryTest, ATraceWithoutMemoryEventsHasNothingToExplain) {
   AnalysisTraceBuilder builder;
   builder.step(0, 0, 1000);

@@ -564,6 +564,15 @@ Trace every_kind_of_event() {
   release.device = -1;
   release.thread = 1;
   trace.memory_events = {allocation, release};
+  dlprof::MemoryTag tag;
+  tag.time_ns = t0 + 3'000'400;
+  tag.address = allocation.address;
+  tag.bytes = 4096;
+  tag.device_type = dlprof::MemoryDeviceType::CUDA;
+  tag.device = 0;
+  tag.category = dlprof::MemoryCategory::OptimizerState;
+  tag.thread = 1;
+  trace.memory_tags = {tag};
   trace.overhead_events = {dlprof::OverheadEvent{t0 + 45'000'000, t0 + 45'100'000, name("Instrumentation")}};
 
   trace.gpu.enabled = true;
@@ -719,6 +728,14 @@ void expect_same(const Trace& expected, const Trace& actual) {
     const dlprof::MemoryEvent& e = expected.memory_events[i];
     EXPECT_EQ(std::tie(a.time_ns, a.address, a.bytes, a.total_allocated, a.total_reserved, a.device_type, a.device, a.thread),
               std::tie(e.time_ns, e.address, e.bytes, e.total_allocated, e.total_reserved, e.device_type, e.device, e.thread))
+        << i;
+  }
+  ASSERT_EQ(actual.memory_tags.size(), expected.memory_tags.size());
+  for (std::size_t i = 0; i < expected.memory_tags.size(); ++i) {
+    const dlprof::MemoryTag& a = actual.memory_tags[i];
+    const dlprof::MemoryTag& e = expected.memory_tags[i];
+    EXPECT_EQ(std::tie(a.time_ns, a.address, a.bytes, a.device_type, a.device, a.category, a.thread),
+              std::tie(e.time_ns, e.address, e.bytes, e.device_type, e.device, e.category, e.thread))
         << i;
   }
   ASSERT_EQ(actual.overhead_events.size(), expected.overhead_events.size());
@@ -2521,6 +2538,28 @@ TEST(ImportCallStackTest, PythonFramesAroundAnOpAreItsStackAndBackwardOpsTakeThe
   EXPECT_THAT(frames("MmBackward0"), ElementsAre("model.py(12): forward", "train.py(80): <module>")) << "its forward op's";
   EXPECT_THAT(frames("aten::t"), ElementsAre("model.py(12): forward", "train.py(80): <module>")) << "its backward op's";
   EXPECT_EQ(find_event(trace, "aten::mm")->stack, find_event(trace, "MmBackward0")->stack);
+}
+
+// dlprof's [memory category] instants are read into Trace::memory_tags; one whose category is not
+// one of dlprof's is noted and left out.
+TEST(ImportTest, MemoryCategoryTagsAreReadAndAnUnknownCategoryIsNoted) {
+  const Trace trace = parse(R"({"traceEvents": [
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory category]", "pid": 1, "tid": 2, "ts": 10,
+   "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": 512, "memory category": "parameters"}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory category]", "pid": 1, "tid": 2, "ts": 11,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 8192, "Bytes": 64, "memory category": "weights"}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory category]", "pid": 1, "tid": 2, "ts": 12,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 8192, "Bytes": 64, "memory category": 3}}
+]})");
+  ASSERT_EQ(trace.memory_tags.size(), 1u);
+  EXPECT_EQ(trace.memory_tags[0].category, dlprof::MemoryCategory::Parameter);
+  EXPECT_EQ(trace.memory_tags[0].address, 4096u);
+  EXPECT_EQ(trace.memory_tags[0].bytes, 512);
+  EXPECT_EQ(trace.memory_tags[0].device_type, dlprof::MemoryDeviceType::CUDA);
+  EXPECT_EQ(trace.memory_tags[0].device, 0);
+  EXPECT_TRUE(trace.events.empty()) << "a tag is no instant of the timeline";
+  EXPECT_THAT(trace.read_result.notes,
+              testing::Contains(testing::HasSubstr("a [memory category] event without a known \"memory category\"")));
 }
 
 TEST(ImportTest, AGraphsWorkKeepsItsGraphAndNodeIdsAndOddOnesAreNoted) {

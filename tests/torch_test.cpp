@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -479,6 +480,86 @@ TEST(TorchTest, WithFlopsOpsCarryTheirFlopsAndTheSummaryCountsEachOpOnce) {
   EXPECT_EQ(averages.find("aten::addmm")->flops, 0u) << "part of aten::linear's";
   EXPECT_EQ(averages.find("aten::mm")->flops, 512u);
   EXPECT_THAT(averages.table(), testing::HasSubstr("FLOPs: 1.536K in the window"));
+}
+
+// With profile_memory, an annotated optimizer says after each step what its memory holds: its
+// parameters, their gradients and its state (SGD's momentum buffers), each tensor's storage once.
+TEST(TorchTest, AnAnnotatedOptimizerTagsItsParametersGradientsAndState) {
+  torch::nn::Linear layer(4, 3);
+  torch::optim::SGD sgd(layer->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto optimizer = dlprof::annotate(sgd);
+  const auto train_step = [&] {
+    optimizer.zero_grad();
+    layer->forward(torch::ones({2, 4})).sum().backward();
+    optimizer.step();
+  };
+  train_step();  // the momentum buffers exist from here on
+  dlprof::Profiler profiler(dlprof::ProfilerOptions{}.profile_memory(true));
+  profiler.start();
+  train_step();
+  profiler.stop();
+  const dlprof::Trace& trace = *profiler.last_trace();
+  std::map<const void*, dlprof::MemoryCategory> tagged;
+  for (const dlprof::MemoryTag& tag : trace.memory_tags) {
+    tagged[reinterpret_cast<const void*>(tag.address)] = tag.category;
+    EXPECT_EQ(tag.device_type, dlprof::MemoryDeviceType::CPU);
+    EXPECT_EQ(tag.device, -1);
+  }
+  const auto category_of = [&](const torch::Tensor& tensor) -> std::optional<dlprof::MemoryCategory> {
+    const auto found = tagged.find(tensor.storage().data_ptr().get());
+    if (found == tagged.end()) return std::nullopt;
+    return found->second;
+  };
+  EXPECT_EQ(category_of(layer->weight), dlprof::MemoryCategory::Parameter);
+  EXPECT_EQ(category_of(layer->bias), dlprof::MemoryCategory::Parameter);
+  EXPECT_EQ(category_of(layer->weight.grad()), dlprof::MemoryCategory::Gradient);
+  EXPECT_EQ(category_of(layer->bias.grad()), dlprof::MemoryCategory::Gradient);
+  std::size_t momentum_buffers = 0;
+  for (const auto& [key, state] : sgd.state()) {
+    EXPECT_EQ(category_of(static_cast<const torch::optim::SGDParamState&>(*state).momentum_buffer()),
+              dlprof::MemoryCategory::OptimizerState);
+    ++momentum_buffers;
+  }
+  EXPECT_EQ(momentum_buffers, 2u);
+  EXPECT_EQ(trace.memory_tags.size(), 6u);
+  const auto tag_time = trace.memory_tags.front().time_ns;
+  for (const dlprof::TraceEvent& event : trace.events)
+    if (trace.name_of(event) == "Optimizer.step#SGD.step") {
+      EXPECT_GE(tag_time, event.start_ns);
+      EXPECT_LE(trace.memory_tags.back().time_ns, event.end_ns) << "tagged inside the step's range";
+    }
+
+  // Without profile_memory, nothing is tagged.
+  dlprof::Profiler without_memory;
+  without_memory.start();
+  train_step();
+  without_memory.stop();
+  EXPECT_TRUE(without_memory.last_trace()->memory_tags.empty());
+}
+
+// tag_memory: a tensor's storage, or any address, while a window records; nothing otherwise.
+TEST(TorchTest, TagMemoryRecordsATensorsStorageWhileAWindowRecords) {
+  const torch::Tensor buffer = torch::zeros({16});
+  dlprof::tag_memory(buffer, dlprof::MemoryCategory::Input);  // no window: not recorded
+  dlprof::Profiler profiler;
+  profiler.start();
+  dlprof::tag_memory(buffer.slice(0, 4, 8), dlprof::MemoryCategory::Input);  // a view: its storage
+  dlprof::tag_memory(torch::Tensor(), dlprof::MemoryCategory::Input);        // undefined: nothing
+  profiler.stop();
+  const dlprof::Trace& trace = *profiler.last_trace();
+  ASSERT_EQ(trace.memory_tags.size(), 1u);
+  EXPECT_EQ(trace.memory_tags[0].address, reinterpret_cast<std::uintptr_t>(buffer.data_ptr()));
+  EXPECT_EQ(trace.memory_tags[0].bytes, 64);
+  EXPECT_EQ(trace.memory_tags[0].category, dlprof::MemoryCategory::Input);
+  const nlohmann::json json = write(trace);
+  int written = 0;
+  for (const auto& event : json["traceEvents"])
+    if (event.value("name", "") == "[memory category]") {
+      ++written;
+      EXPECT_EQ(event["args"]["memory category"], "inputs");
+      EXPECT_EQ(event["args"]["Bytes"], 64);
+    }
+  EXPECT_EQ(written, 1);
 }
 
 TEST(TorchTest, ProfileMemoryRecordsLibTorchAllocationsAndThePeak) {

@@ -173,6 +173,18 @@ class AnnotatedLoader {
   std::string range_name_;
 };
 
+namespace detail {
+
+/// What an annotated optimizer says about its memory after each step (tag_memory()): nothing,
+/// unless a framework's header specializes this for its optimizers, as dlprof/torch.hpp does for
+/// torch::optim's. Include that header wherever such an optimizer is annotated.
+template <class Optimizer, class = void>
+struct OptimizerMemoryTags {
+  static void tag(const Optimizer&) noexcept {}
+};
+
+}  // namespace detail
+
 /// An optimizer whose step() and zero_grad() are Optimizer ranges named as torch.profiler names
 /// them ("Optimizer.step#SGD.step"). Everything else is reached through -> or get().
 template <class Optimizer>
@@ -185,9 +197,11 @@ class AnnotatedOptimizer {
         zero_grad_name_(std::string(kineto::name::kOptimizerZeroGradPrefix) + optimizer_name +
                         std::string(kineto::name::kOptimizerZeroGradSuffix)) {}
 
+  /// The step, in its range; then, still inside it, what the optimizer's memory holds.
   template <class... Args>
   decltype(auto) step(Args&&... args) {
     const ScopedRange range(step_name_, Category::Optimizer);
+    const TagsAfterStep tags{optimizer_};
     return optimizer_.step(std::forward<Args>(args)...);
   }
   template <class... Args>
@@ -202,6 +216,11 @@ class AnnotatedOptimizer {
   const std::string& zero_grad_range_name() const noexcept { return zero_grad_name_; }
 
  private:
+  struct TagsAfterStep {
+    const Optimizer& optimizer;
+    ~TagsAfterStep() { detail::OptimizerMemoryTags<Optimizer>::tag(optimizer); }
+  };
+
   Optimizer& optimizer_;
   std::string step_name_;
   std::string zero_grad_name_;

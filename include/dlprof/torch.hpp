@@ -30,6 +30,7 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <torch/optim.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <fmt/format.h>
@@ -45,8 +46,10 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
+#include "dlprof/annotate.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/active.hpp"
 #include "dlprof/detail/recording/clock.hpp"
@@ -59,9 +62,14 @@
 #include "dlprof/detail/text.hpp"
 #include "dlprof/category.hpp"
 #include "dlprof/format/vocabulary.hpp"
+#include "dlprof/memory_tag.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
+
+/// Whether a Profiler window records LibTorch's allocations (profile_memory): what an annotated
+/// optimizer's memory holds is tagged only then.
+inline std::atomic<bool> g_torch_memory_reports{false};
 
 /// LibTorch's allocator reports (c10's memory-reporting hook) turned into Memory events. LibTorch
 /// looks the reporter up in the thread's PROFILER_STATE debug info, which it hands on to the
@@ -493,12 +501,14 @@ class TorchOpObserver final : public OpObserver {
  private:
   /// Installs a memory reporter on the calling thread (the one driving the Profiler).
   void start_memory_reports() {
+    g_torch_memory_reports.store(true, std::memory_order_relaxed);
     memory_reporter_ = std::make_shared<TorchMemoryReporter>();
     memory_reporter_thread_ = std::this_thread::get_id();
     c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, memory_reporter_);
   }
 
   void stop_memory_reports() {
+    g_torch_memory_reports.store(false, std::memory_order_relaxed);
     if (memory_reporter_ == nullptr) return;
     memory_reporter_->stop();
     // Debug info is a per-thread stack: only the thread that pushed it can pop it, and only
@@ -834,6 +844,64 @@ inline const bool g_torch_op_observer_registered = [] {
 }();
 
 }  // namespace DLPROF_TORCH_OBSERVER_NAMESPACE
+}  // namespace detail
+
+/// Says what `tensor`'s storage holds (tag_memory()): the allocation LibTorch's allocator reported.
+inline void tag_memory(const at::Tensor& tensor, MemoryCategory category) noexcept {
+  if ((detail::active_flags() & detail::kRecording) == 0 || !tensor.defined() || !tensor.has_storage()) return;
+  const c10::Storage& storage = tensor.storage();
+  const c10::Device device = storage.device();
+  tag_memory(storage.data_ptr().get(), storage.nbytes(), category, device.is_cuda() ? MemoryDeviceType::CUDA : MemoryDeviceType::CPU,
+             device.is_cpu() ? -1 : device.index());
+}
+
+namespace detail {
+
+/// The tensors of a torch::optim optimizer's state for one parameter: those of LibTorch's
+/// optimizers that keep some (an optimizer of another type keeps its state untagged).
+template <class Visit>
+void for_each_state_tensor(const torch::optim::OptimizerParamState& state, Visit&& visit) {
+  if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(&state)) {
+    visit(sgd->momentum_buffer());
+  } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(&state)) {
+    visit(adam->exp_avg());
+    visit(adam->exp_avg_sq());
+    visit(adam->max_exp_avg_sq());
+  } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(&state)) {
+    visit(adamw->exp_avg());
+    visit(adamw->exp_avg_sq());
+    visit(adamw->max_exp_avg_sq());
+  } else if (const auto* adagrad = dynamic_cast<const torch::optim::AdagradParamState*>(&state)) {
+    visit(adagrad->sum());
+  } else if (const auto* rmsprop = dynamic_cast<const torch::optim::RMSpropParamState*>(&state)) {
+    visit(rmsprop->square_avg());
+    visit(rmsprop->momentum_buffer());
+    visit(rmsprop->grad_avg());
+  }
+}
+
+/// Tags a torch::optim optimizer's parameters, their gradients and its state, while a window
+/// records LibTorch's allocations.
+inline void tag_optimizer_memory(const torch::optim::Optimizer& optimizer) noexcept {
+  if (!g_torch_memory_reports.load(std::memory_order_relaxed) || (active_flags() & kRecording) == 0) return;
+  try {
+    for (const torch::optim::OptimizerParamGroup& group : optimizer.param_groups())
+      for (const at::Tensor& parameter : group.params()) {
+        tag_memory(parameter, MemoryCategory::Parameter);
+        tag_memory(parameter.grad(), MemoryCategory::Gradient);
+      }
+    for (const auto& [key, state] : optimizer.state())
+      if (state != nullptr)
+        for_each_state_tensor(*state, [](const at::Tensor& tensor) { tag_memory(tensor, MemoryCategory::OptimizerState); });
+  } catch (...) {  // a tensor LibTorch cannot describe: the rest stays untagged
+  }
+}
+
+template <class Optimizer>
+struct OptimizerMemoryTags<Optimizer, std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, Optimizer>>> {
+  static void tag(const Optimizer& optimizer) noexcept { tag_optimizer_memory(optimizer); }
+};
+
 }  // namespace detail
 DLPROF_END_NAMESPACE
 #include "dlprof/torch_modules.hpp"

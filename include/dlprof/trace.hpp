@@ -15,6 +15,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/device_properties.hpp"
 #include "dlprof/category.hpp"
+#include "dlprof/memory_category.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 
@@ -236,6 +237,19 @@ struct MemoryEvent {
   std::uint32_t thread = 0;  ///< index into Trace::threads
 };
 
+/// What a program said a piece of memory holds (tag_memory(); an annotated LibTorch optimizer
+/// tags its parameters, their gradients and its state after each step): a `[memory category]`
+/// instant event.
+struct MemoryTag {
+  std::int64_t time_ns = 0;
+  std::uint64_t address = 0;
+  std::int64_t bytes = 0;
+  MemoryDeviceType device_type = MemoryDeviceType::CPU;
+  std::int32_t device = -1;  ///< -1 for the CPU
+  MemoryCategory category = MemoryCategory::Unknown;
+  std::uint32_t thread = 0;  ///< index into Trace::threads
+};
+
 /// What a device counter measures: a GPU's clocks, power and the reasons its clocks are held
 /// below their maximum, read from NVML while a window records.
 enum class DeviceCounterKind : std::uint8_t {
@@ -356,6 +370,7 @@ struct Trace {
   std::vector<GpuEvent> gpu_events;
   std::vector<ApiEvent> api_events;
   std::vector<MemoryEvent> memory_events;
+  std::vector<MemoryTag> memory_tags;  ///< by time
   std::vector<OverheadEvent> overhead_events;
   /// Clocks, power and clock limits of the GPUs, by device, kind and time.
   std::vector<DeviceCounterSample> device_counters;

@@ -2,7 +2,10 @@
 // its release, with who made it (op, top-level op, module, call stack), in which step, and what it
 // holds (its category).
 //
-// The category comes from where the allocation was made and how long it lived:
+// A tag (tag_memory(): an annotated LibTorch optimizer tags its parameters, their gradients and
+// its state after each step) says what memory holds, and adds the memory allocated before the
+// window that it names. Otherwise the category comes from where the allocation was made and how
+// long it lived:
 //
 // - temporaries: released before the top-level op that made it ended (or, inside an optimizer
 //   step, before the step ended);
@@ -13,8 +16,8 @@
 //   other than zero_grad) and alive after it;
 // - activations: made outside backward and still alive when a backward pass began (what forward
 //   keeps for backward), and the gradients backward hands from one node to the next;
-// - unknown: the rest, and what was allocated before the window (the allocator's count less what
-//   the window saw). Parameters are made before any window: they are among these.
+// - unknown: the rest, and what was allocated before the window and never tagged (the
+//   allocator's count less what the window saw and tags named).
 #pragma once
 
 #include <algorithm>
@@ -34,28 +37,14 @@
 #include "dlprof/config.hpp"
 #include "dlprof/format/call_stack.hpp"
 #include "dlprof/format/vocabulary.hpp"
+#include "dlprof/memory_category.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace analysis {
 
-/// What an allocation holds.
-enum class MemoryCategory : std::uint8_t { Parameter, Gradient, OptimizerState, Activation, Temporary, Input, Unknown };
-
-inline constexpr std::size_t kMemoryCategoryCount = 7;
-
-constexpr std::string_view to_string(MemoryCategory category) noexcept {
-  switch (category) {
-    case MemoryCategory::Parameter: return "parameters";
-    case MemoryCategory::Gradient: return "gradients";
-    case MemoryCategory::OptimizerState: return "optimizer state";
-    case MemoryCategory::Activation: return "activations";
-    case MemoryCategory::Temporary: return "temporaries";
-    case MemoryCategory::Input: return "inputs";
-    case MemoryCategory::Unknown: return "unknown";
-  }
-  return "unknown";
-}
+using dlprof::kMemoryCategoryCount;
+using dlprof::MemoryCategory;
 
 /// One allocation and, where the window saw it, its release.
 struct MemoryBlock {
@@ -73,6 +62,12 @@ struct MemoryBlock {
   std::uint32_t stack = TraceEvent::kNoStack;  ///< the call stack of the innermost slice around it that has one
   std::int32_t step = -1;        ///< index into MemoryBlocks::steps; -1 outside every step
   MemoryCategory category = MemoryCategory::Unknown;
+  bool tagged = false;  ///< the category is a tag's (tag_memory()), not inferred
+  /// Allocated before the window and known from a tag: allocated_ns is kBeforeWindow, and op,
+  /// module and stack are not known.
+  bool before_window = false;
+
+  static constexpr std::int64_t kBeforeWindow = INT64_MIN;
 
   bool released() const noexcept { return released_ns != kNeverReleased; }
   bool live_at(std::int64_t time_ns) const noexcept { return allocated_ns <= time_ns && time_ns < released_ns; }
@@ -93,6 +88,7 @@ struct DeviceMemoryBlocks {
   /// Allocations at an address still holding an earlier one: the earlier one's release was never
   /// reported; it counts as released then.
   std::uint64_t unreported_releases = 0;
+  std::uint64_t tags = 0;  ///< tags of the device's memory (tag_memory()), repeats included
   /// The allocator's count after the largest of the device's events, and when; with no count in
   /// the trace, the window's own running sum from allocated_before_window.
   std::int64_t peak_allocated = 0;
@@ -111,6 +107,9 @@ struct MemoryStep {
 struct MemoryBlocks {
   std::vector<MemoryStep> steps;
   std::vector<DeviceMemoryBlocks> devices;  ///< the CPU first, then GPUs by index
+
+  /// Tags of devices without any allocation or release in the trace: nothing to give a category.
+  std::uint64_t tags_without_memory_events = 0;
 
   bool empty() const noexcept { return devices.empty(); }
 };
@@ -238,6 +237,61 @@ inline MemoryCategory category_of(const Trace& trace, const MemoryBlock& block, 
   return MemoryCategory::Unknown;
 }
 
+/// Tags say what memory holds: a tag on memory the window saw allocated gives that allocation
+/// its category; one on memory allocated before the window adds it, alive from before the window
+/// to its release (a release of an allocation the window never saw, or a new allocation at its
+/// address).
+inline void apply_memory_tags(const Trace& trace, MemoryBlocks& result, const std::map<std::pair<int, std::int32_t>, std::size_t>& device_index,
+                              const std::vector<std::unordered_map<std::uint64_t, std::vector<std::int64_t>>>& unseen_releases) {
+  if (trace.memory_tags.empty()) return;
+  std::vector<std::unordered_map<std::uint64_t, std::vector<std::size_t>>> by_address(result.devices.size());
+  for (std::size_t d = 0; d < result.devices.size(); ++d)
+    for (std::size_t b = 0; b < result.devices[d].blocks.size(); ++b) by_address[d][result.devices[d].blocks[b].address].push_back(b);
+  std::vector<std::vector<MemoryBlock>> earlier(result.devices.size());  // allocated before the window
+  std::vector<std::unordered_map<std::uint64_t, std::size_t>> earlier_at(result.devices.size());
+  for (const MemoryTag& tag : trace.memory_tags) {
+    const auto found = device_index.find({static_cast<int>(tag.device_type), tag.device_type == MemoryDeviceType::CPU ? -1 : tag.device});
+    if (found == device_index.end()) {
+      ++result.tags_without_memory_events;
+      continue;
+    }
+    const std::size_t d = found->second;
+    DeviceMemoryBlocks& device = result.devices[d];
+    ++device.tags;
+    std::int64_t next_allocation = MemoryBlock::kNeverReleased;  // of the address, after the tag
+    bool seen = false;
+    if (const auto blocks = by_address[d].find(tag.address); blocks != by_address[d].end()) {
+      for (const std::size_t b : blocks->second) {
+        MemoryBlock& block = device.blocks[b];
+        if (block.live_at(tag.time_ns)) {
+          block.category = tag.category;
+          block.tagged = true;
+          seen = true;
+          break;
+        }
+        if (block.allocated_ns > tag.time_ns) next_allocation = std::min(next_allocation, block.allocated_ns);
+      }
+    }
+    if (seen || earlier_at[d].count(tag.address) != 0) continue;
+    MemoryBlock block;
+    block.allocated_ns = MemoryBlock::kBeforeWindow;
+    block.released_ns = next_allocation;
+    if (const auto releases = unseen_releases[d].find(tag.address); releases != unseen_releases[d].end())
+      for (const std::int64_t time : releases->second)
+        if (time >= tag.time_ns) block.released_ns = std::min(block.released_ns, time);
+    block.address = tag.address;
+    block.bytes = tag.bytes;
+    block.thread = tag.thread;
+    block.category = tag.category;
+    block.tagged = true;
+    block.before_window = true;
+    earlier_at[d].emplace(tag.address, earlier[d].size());
+    earlier[d].push_back(block);
+  }
+  for (std::size_t d = 0; d < result.devices.size(); ++d)
+    result.devices[d].blocks.insert(result.devices[d].blocks.begin(), earlier[d].begin(), earlier[d].end());
+}
+
 inline std::vector<MemoryStep> memory_steps(const Trace& trace) {
   std::vector<MemoryStep> steps;
   for (const TraceEvent& event : trace.events) {
@@ -291,6 +345,7 @@ inline MemoryBlocks memory_blocks(const Trace& trace) {
   std::map<DeviceKey, std::size_t> device_index;
   std::vector<std::unordered_map<std::uint64_t, std::size_t>> live;  // per device: address -> block
   std::vector<std::int64_t> running;                                 // per device: allocated bytes
+  std::vector<std::unordered_map<std::uint64_t, std::vector<std::int64_t>>> unseen_releases;  // per device: address -> times
   for (const std::uint32_t index : order) {
     const MemoryEvent& memory = trace.memory_events[index];
     const DeviceKey key{static_cast<int>(memory.device_type), memory.device_type == MemoryDeviceType::CPU ? -1 : memory.device};
@@ -305,6 +360,7 @@ inline MemoryBlocks memory_blocks(const Trace& trace) {
       device.peak_ns = memory.time_ns;
       result.devices.push_back(std::move(device));
       live.emplace_back();
+      unseen_releases.emplace_back();
       running.push_back(result.devices.back().allocated_before_window);
     }
     const std::size_t d = found->second;
@@ -333,6 +389,7 @@ inline MemoryBlocks memory_blocks(const Trace& trace) {
       if (held == live[d].end()) {
         ++device.releases_of_unseen_allocations;
         device.released_unseen_bytes -= memory.bytes;
+        unseen_releases[d][memory.address].push_back(memory.time_ns);
       } else {
         device.blocks[held->second].released_ns = memory.time_ns;
         live[d].erase(held);
@@ -353,6 +410,7 @@ inline MemoryBlocks memory_blocks(const Trace& trace) {
       block.category = detail::category_of(trace, block, site, backward);
     }
   }
+  detail::apply_memory_tags(trace, result, device_index, unseen_releases);
   std::sort(result.devices.begin(), result.devices.end(), [](const DeviceMemoryBlocks& a, const DeviceMemoryBlocks& b) {
     const bool a_cpu = a.device_type == MemoryDeviceType::CPU, b_cpu = b.device_type == MemoryDeviceType::CPU;
     return std::tie(b_cpu, a.device) < std::tie(a_cpu, b.device);

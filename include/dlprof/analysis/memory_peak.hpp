@@ -42,7 +42,9 @@ struct LiveAllocation {
 struct MemoryPeak {
   MemoryDeviceType device_type = MemoryDeviceType::CPU;
   std::int32_t device = -1;
-  std::int64_t allocated = 0;  ///< the allocator's count at the peak (or the window's, MemoryBlocks)
+  /// The allocator's count at the peak (or the window's, MemoryBlocks), and what tags show it
+  /// leaves out (uncounted_bytes).
+  std::int64_t allocated = 0;
   std::int64_t time_ns = 0;
   std::string_view step;     ///< the step the peak came in; empty outside every step
   std::string_view phase;    ///< "forward", "backward", "optimizer step", "data loading" or empty
@@ -51,6 +53,10 @@ struct MemoryPeak {
   /// threads that report nothing) and is still counted by the allocator.
   std::array<std::int64_t, kMemoryCategoryCount> by_category{};
   std::int64_t unseen_bytes = 0;  ///< of those, what the window never saw allocated
+  /// Tagged memory allocated before the allocator began to count (LibTorch's CPU allocator counts
+  /// only what it allocates while a profiler listens): in `allocated` and its category, beyond
+  /// the allocator's count.
+  std::int64_t uncounted_bytes = 0;
   std::vector<MemoryShare> by_site;   ///< largest first
   std::vector<MemoryShare> by_line;   ///< largest first; empty without stacks
   std::vector<LiveAllocation> largest;  ///< largest first
@@ -62,6 +68,7 @@ namespace detail {
 
 /// "aten::addmm in nn.Module: Linear_fc2", "aten::empty", "outside any op in nn.Module: Net".
 inline std::string site_of(const Trace& trace, const MemoryBlock& block) {
+  if (block.before_window) return "allocated before the window";
   const std::string_view op = op_of(trace, block);
   const std::string_view module = module_of(trace, block);
   std::string site(op.empty() ? std::string_view("outside any op") : op);
@@ -133,6 +140,8 @@ inline std::vector<MemoryPeak> memory_peaks(const Trace& trace, const MemoryBloc
       }
     }
     peak.unseen_bytes = std::max<std::int64_t>(0, peak.allocated - seen);
+    peak.uncounted_bytes = std::max<std::int64_t>(0, seen - peak.allocated);
+    peak.allocated += peak.uncounted_bytes;
     peak.by_category[static_cast<std::size_t>(MemoryCategory::Unknown)] += peak.unseen_bytes;
     for (auto& [name, share] : by_site) share.name = name;
     for (auto& [name, share] : by_line) share.name = name;

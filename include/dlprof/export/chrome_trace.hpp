@@ -421,7 +421,7 @@ class GpuEventWriter {
 
   void write_all(const std::function<void(std::string_view)>& flush, fmt::memory_buffer& out, std::size_t flush_bytes) {
     if (trace_.api_events.empty() && trace_.gpu_events.empty() && trace_.memory_events.empty() &&
-        trace_.overhead_events.empty() && trace_.device_counters.empty())
+        trace_.memory_tags.empty() && trace_.overhead_events.empty() && trace_.device_counters.empty())
       return;
     // A flow is drawn only between two slices that are both in the trace.
     correlations_.build(trace_);
@@ -443,6 +443,10 @@ class GpuEventWriter {
     for (const MemoryEvent& memory : trace_.memory_events) {
       maybe_flush();
       write_memory(memory);
+    }
+    for (const MemoryTag& tag : trace_.memory_tags) {
+      maybe_flush();
+      write_memory_tag(tag);
     }
     for (const OverheadEvent& overhead : trace_.overhead_events) {
       maybe_flush();
@@ -706,6 +710,29 @@ class GpuEventWriter {
     integer_arg<json_piece::kComma, arg::kMemoryBytes>(memory.bytes);
     integer_arg<json_piece::kComma, arg::kTotalAllocated>(memory.total_allocated);
     integer_arg<json_piece::kComma, arg::kTotalReserved>(memory.total_reserved);
+    json_.raw("}},\n");
+  }
+
+  void write_memory_tag(const MemoryTag& tag) {
+    namespace arg = kineto::arg;
+    json_.raw("  {\"ph\": \"i\", \"cat\": \"");
+    json_.raw(kineto::cat::kCpuInstantEvent);
+    json_.raw("\", \"s\": \"t\", \"name\": \"");
+    json_.raw(kineto::name::kMemoryCategoryTag);
+    json_.raw("\", \"pid\": ");
+    json_.integer(trace_.pid);
+    json_.raw(", \"tid\": ");
+    json_.integer(trace_.threads[tag.thread].os_tid);
+    json_.raw(", \"ts\": ");
+    json_.microseconds(relative_(tag.time_ns));
+    integer_arg<json_piece::kArgsOpening, arg::kDeviceType>(static_cast<std::int64_t>(tag.device_type));
+    integer_arg<json_piece::kComma, arg::kDeviceId>(tag.device);
+    integer_arg<json_piece::kComma, arg::kAddr>(static_cast<std::int64_t>(tag.address));
+    integer_arg<json_piece::kComma, arg::kMemoryBytes>(tag.bytes);
+    json_.raw(", \"");
+    json_.raw(arg::kMemoryCategory);
+    json_.raw("\": ");
+    json_.string(to_string(tag.category));
     json_.raw("}},\n");
   }
 

@@ -204,6 +204,9 @@ inline constexpr std::string_view kAddr = "Addr";
 inline constexpr std::string_view kMemoryBytes = "Bytes";
 inline constexpr std::string_view kTotalAllocated = "Total Allocated";
 inline constexpr std::string_view kTotalReserved = "Total Reserved";
+// dlprof's `[memory category]` instant: what the memory at its "Addr" holds (a MemoryCategory's
+// name), with the `[memory]` instant's "Device Type", "Device Id" and "Bytes".
+inline constexpr std::string_view kMemoryCategory = "memory category";
 // A collective's record_param_comms op (CollectiveCall's fields), in c10d's order.
 inline constexpr std::string_view kCollectiveName = "Collective name";
 inline constexpr std::string_view kDtype = "dtype";
@@ -260,6 +263,9 @@ inline constexpr std::string_view kGlooPrefix = "gloo:";
 
 /// The instant of an allocation or a release.
 inline constexpr std::string_view kMemory = "[memory]";
+/// dlprof's instant that says what a piece of memory holds (tag_memory()); Perfetto shows it,
+/// TensorBoard's plugin and HTA read only `[memory]`.
+inline constexpr std::string_view kMemoryCategoryTag = "[memory category]";
 /// Kineto's global instant at the window's end.
 inline constexpr std::string_view kRecordWindowEnd = "Record Window End";
 /// A copy's name: `Memcpy HtoD (Pageable -> Device)` (copy_name()); a fill's: `Memset (Device)`.

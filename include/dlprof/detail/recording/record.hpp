@@ -10,6 +10,7 @@
 #include "dlprof/category.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/format_arguments.hpp"
+#include "dlprof/memory_category.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -54,8 +55,12 @@ enum class RecordKind : std::uint8_t {
   /// The call stack of the Range or Op record that follows it (with_stack): name holds its id in
   /// the process's stack table (stack_table.hpp), start is the range's or op's.
   Stack = 11,
+  /// What a piece of memory holds (tag_memory()), which becomes one of Trace::memory_tags: name
+  /// holds the address, end the bytes (pack_memory_tag()), correlation_sequence the device
+  /// (pack_memory_device()).
+  MemoryTag = 12,
 };
-inline constexpr RecordKind kLastRecordKind = RecordKind::Stack;
+inline constexpr RecordKind kLastRecordKind = RecordKind::MemoryTag;
 
 /// The separator of the fields of a Collective record's description (ASCII's unit separator).
 inline constexpr char kCollectiveFieldSeparator = '\x1f';
@@ -95,6 +100,17 @@ constexpr std::pair<MemoryDeviceType, std::int32_t> unpack_memory_device(std::ui
   return {static_cast<MemoryDeviceType>(static_cast<std::int8_t>(packed >> 24)), static_cast<std::int32_t>(packed & 0xFFFFFFu) - 1};
 }
 static_assert(sizeof(Event) == 32, "two events per cache line");
+
+/// A MemoryTag record's bytes (up to 2^56) and category in its one word: the category in the top byte.
+constexpr std::int64_t pack_memory_tag(std::uint64_t bytes, MemoryCategory category) noexcept {
+  return static_cast<std::int64_t>((bytes & 0x00FFFFFFFFFFFFFFull) | (std::uint64_t{static_cast<std::uint8_t>(category)} << 56));
+}
+constexpr std::pair<std::int64_t, MemoryCategory> unpack_memory_tag(std::int64_t packed) noexcept {
+  const auto bits = static_cast<std::uint64_t>(packed);
+  const std::uint64_t category = bits >> 56;  // a damaged crash file's is checked, not trusted
+  return {static_cast<std::int64_t>(bits & 0x00FFFFFFFFFFFFFFull),
+          category < kMemoryCategoryCount ? static_cast<MemoryCategory>(category) : MemoryCategory::Unknown};
+}
 
 /// An OpInputs record's two interned ids (types and concrete values) in its one word: interned
 /// ids fit in 32 bits (name_table.hpp).

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -104,6 +105,17 @@ MemoryEvent memory_event(const Event& raw, const Event* totals, const ClockMap& 
   }
   event.thread = thread;
   return event;
+}
+
+/// A MemoryTag record as a Trace memory tag.
+inline MemoryTag memory_tag(const Event& raw, const ClockMap& clock, std::uint32_t thread) {
+  MemoryTag tag;
+  tag.time_ns = clock.to_realtime_ns(raw.start);
+  tag.address = raw.name;
+  std::tie(tag.bytes, tag.category) = unpack_memory_tag(raw.end);
+  std::tie(tag.device_type, tag.device) = unpack_memory_device(raw.correlation_sequence);
+  tag.thread = thread;
+  return tag;
 }
 
 /// The CollectiveCall a Collective record describes (detail::collective_description's fields).
@@ -266,6 +278,10 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
           memory_totals = nullptr;
           continue;
         }
+        if (raw.kind == RecordKind::MemoryTag) {
+          trace.memory_tags.push_back(memory_tag(raw, clock, static_cast<std::uint32_t>(t)));
+          continue;
+        }
         if (raw.kind == RecordKind::OpInputs) {
           inputs = &raw;
           continue;
@@ -293,6 +309,7 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
           case RecordKind::OpInputs:
           case RecordKind::Memory:
           case RecordKind::MemoryTotals:
+          case RecordKind::MemoryTag:
           case RecordKind::Collective:
           case RecordKind::FormatArguments:
           case RecordKind::Stack: break;  // consumed above
@@ -332,6 +349,8 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
       trace.clipped_ranges += order_and_nest(trace.events, begin, trace.events.size(), window_clip_ns);
     }
   });
+  std::stable_sort(trace.memory_tags.begin(), trace.memory_tags.end(),
+                   [](const MemoryTag& a, const MemoryTag& b) { return a.time_ns < b.time_ns; });
   return trace;
 }
 

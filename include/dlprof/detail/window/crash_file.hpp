@@ -178,6 +178,7 @@ void for_each_name_of(const Event& event, Use&& use) noexcept {
     case RecordKind::OpDetails:
     case RecordKind::Memory:
     case RecordKind::MemoryTotals:
+    case RecordKind::MemoryTag:
     case RecordKind::FormatArguments:
     case RecordKind::Stack: break;
   }

@@ -156,6 +156,7 @@ enum class Arg : std::uint8_t {
   MemoryBytes,
   TotalAllocated,
   TotalReserved,
+  MemoryCategory,    // a `[memory category]` instant's "memory category"
   MetadataName,      // "name" of process_name / thread_name metadata events
   MetadataLabels,    // "labels" of process_labels
   CollectiveName,    // a collective's record_param_comms op: "Collective name", "dtype", ...
@@ -224,6 +225,7 @@ inline const KeyTable<Arg>& event_args() {
       {arg::kMemoryBytes, Arg::MemoryBytes},
       {arg::kTotalAllocated, Arg::TotalAllocated},
       {arg::kTotalReserved, Arg::TotalReserved},
+      {arg::kMemoryCategory, Arg::MemoryCategory},
       {arg::kName, Arg::MetadataName},
       {arg::kLabels, Arg::MetadataLabels},
       {arg::kCollectiveName, Arg::CollectiveName},

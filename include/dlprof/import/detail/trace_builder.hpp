@@ -1340,6 +1340,8 @@ class TraceBuilder {
     }
     if (name == kineto::name::kMemory) {
       add_memory(event, time);
+    } else if (name == kineto::name::kMemoryCategoryTag) {
+      add_memory_tag(event, time);
     } else {
       TraceEvent instant;
       instant.start_ns = instant.end_ns = time;
@@ -1368,6 +1370,34 @@ class TraceBuilder {
     memory.total_allocated = signed_arg(Arg::TotalAllocated, kineto::arg::kTotalAllocated, INT64_MAX);
     memory.total_reserved = signed_arg(Arg::TotalReserved, kineto::arg::kTotalReserved, INT64_MAX);
     trace_.memory_events.push_back(memory);
+  }
+
+  void add_memory_tag(const RawEvent& event, std::int64_t time) {
+    const RawValue* named = event.arg(Arg::MemoryCategory);
+    const std::optional<std::string_view> text = named == nullptr ? std::nullopt : text_of(*named, kineto::arg::kMemoryCategory);
+    const std::optional<MemoryCategory> category = text ? memory_category_named(*text) : std::nullopt;
+    if (!category) {
+      if (!unknown_memory_category_noted_)
+        note(fmt::format("a {} event without a known \"{}\" (parameters, gradients, optimizer state, activations, temporaries, "
+                         "inputs, unknown): left out, as any other like it",
+                         kineto::name::kMemoryCategoryTag, kineto::arg::kMemoryCategory));
+      unknown_memory_category_noted_ = true;
+      return;
+    }
+    const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
+      return arg_value(event, arg, [&](const RawValue& value) { return signed_of(value, key, limit); }).value_or(0);
+    };
+    MemoryTag tag;
+    tag.time_ns = time;
+    tag.thread = event_thread(event);
+    tag.category = *category;
+    tag.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, kineto::arg::kDeviceType, INT8_MAX));
+    tag.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, kineto::arg::kDeviceId, INT32_MAX));
+    tag.address = arg_value(event, Arg::MemoryAddress, [&](const RawValue& value) {
+                    return unsigned_of(value, kineto::arg::kAddr, UINT64_MAX);
+                  }).value_or(0);
+    tag.bytes = signed_arg(Arg::MemoryBytes, kineto::arg::kMemoryBytes, INT64_MAX);
+    trace_.memory_tags.push_back(tag);
   }
 
   /// One Counter event per series: `{"value": v}` (dlprof's) keeps the counter's name, any other
@@ -1547,6 +1577,7 @@ class TraceBuilder {
     for (TraceEvent& event : trace_.events) event.thread = final_index[event.thread];
     for (ApiEvent& call : trace_.api_events) call.thread = final_index[call.thread];
     for (MemoryEvent& memory : trace_.memory_events) memory.thread = final_index[memory.thread];
+    for (MemoryTag& tag : trace_.memory_tags) tag.thread = final_index[tag.thread];
     for (CollectiveCall& call : trace_.collectives) call.thread = final_index[call.thread];
     thread_cpu_samples(final_index);
   }
@@ -1581,6 +1612,7 @@ class TraceBuilder {
       shift(call.end_ns);
     }
     for (MemoryEvent& memory : trace_.memory_events) shift(memory.time_ns);
+    for (MemoryTag& tag : trace_.memory_tags) shift(tag.time_ns);
     for (DeviceCounterSample& sample : trace_.device_counters) shift(sample.time_ns);
     for (ThreadCpuSample& sample : trace_.thread_cpu) shift(sample.time_ns);
     for (OverheadEvent& overhead : trace_.overhead_events) {
@@ -1646,6 +1678,8 @@ class TraceBuilder {
     });
     stable_sort_runs(trace_.memory_events.begin(), trace_.memory_events.end(),
                      [](const MemoryEvent& a, const MemoryEvent& b) { return a.time_ns < b.time_ns; });
+    stable_sort_runs(trace_.memory_tags.begin(), trace_.memory_tags.end(),
+                     [](const MemoryTag& a, const MemoryTag& b) { return a.time_ns < b.time_ns; });
     stable_sort_runs(trace_.overhead_events.begin(), trace_.overhead_events.end(),
                      [](const OverheadEvent& a, const OverheadEvent& b) { return a.start_ns < b.start_ns; });
     stable_sort_runs(trace_.device_counters.begin(), trace_.device_counters.end(),
@@ -1688,6 +1722,7 @@ class TraceBuilder {
   std::string first_ignored_reason_;
   std::string conversion_failure_;  ///< optional_quietly()'s last failure
   std::size_t notes_left_out_ = 0;
+  bool unknown_memory_category_noted_ = false;
   std::map<std::string, std::uint64_t, std::less<>> unknown_device_slices_;  ///< category -> slices
   std::int64_t base_time_ns_ = 0;
   std::size_t base_time_offset_ = 0;

@@ -68,7 +68,12 @@ inline std::vector<TableSection> memory_peak_sections(const RankReport& rank) {
       by_site.notes.push_back(fmt::format("{} of it the window never saw allocated (before the window, or by a thread that reports no "
                                           "allocations): counted as unknown, in no row",
                                           KeyAverages::format_bytes(peak.unseen_bytes)));
-    by_site.notes.push_back("Categories are inferred from where each allocation was made and how long it lived (README, \"Memory\")");
+    if (peak.uncounted_bytes > 0)
+      by_site.notes.push_back(fmt::format("{} of it is tagged memory that the allocator's count leaves out (allocated before it began "
+                                          "to count)",
+                                          KeyAverages::format_bytes(peak.uncounted_bytes)));
+    by_site.notes.push_back("Categories are tagged (an annotated LibTorch optimizer tags its parameters, gradients and state; tag_memory()) or inferred "
+                            "from where each allocation was made and how long it lived (README, \"Memory\")");
     if (!peak.by_line.empty()) {
       TableSection& by_line = sections.emplace_back();
       by_line.title = fmt::format("Memory at its peak on {}, by the line of code that allocated it", device);
