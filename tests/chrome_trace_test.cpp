@@ -204,6 +204,43 @@ TEST(ChromeTraceTest, WritesEveryTopLevelKeyKinetoWrites) {
   EXPECT_EQ(document.at("dlprof_clock"), "tsc");
 }
 
+// Each device's allocated memory by category is a counter track: one point per moment of its
+// [memory] events, one series per category, the tagged memory placed, what the window never saw
+// allocated unknown.
+TEST(ChromeTraceTest, MemoryByCategoryIsACounterTrackPerDevice) {
+  WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
+  dlprof::Trace& trace = builder.trace();
+  const auto memory = [&](std::int64_t time, std::uint64_t address, std::int64_t bytes, std::int64_t total) {
+    dlprof::MemoryEvent event;
+    event.time_ns = time;
+    event.address = address;
+    event.bytes = bytes;
+    event.total_allocated = total;
+    event.device_type = dlprof::MemoryDeviceType::CUDA;
+    event.device = 1;
+    trace.memory_events.push_back(event);
+  };
+  memory(kBaseNs + 2'000, 0x100, 64, 1064);   // 1000 B allocated before the window
+  memory(kBaseNs + 3'000, 0x100, -64, 1000);
+  trace.memory_tags.push_back(dlprof::MemoryTag{kBaseNs + 2'500, 0x100, 64, dlprof::MemoryDeviceType::CUDA, 1,
+                                                dlprof::MemoryCategory::Parameter, 0});
+  const json document = json::parse(chrome_text(trace));
+  const std::vector<json> counters =
+      events_where(document, [](const json& event) { return event.value("name", "") == "Memory by category (CUDA:1)"; });
+  ASSERT_EQ(counters.size(), 2u);
+  EXPECT_EQ(counters[0].at("ph"), "C");
+  EXPECT_EQ(counters[0].at("pid"), 4242);
+  EXPECT_EQ(counters[0].at("args").size(), 7u);
+  EXPECT_EQ(counters[0].at("args").at("parameters"), 64);
+  EXPECT_EQ(counters[0].at("args").at("unknown"), 1000);
+  EXPECT_EQ(counters[1].at("args").at("parameters"), 0);
+  EXPECT_EQ(counters[1].at("args").at("unknown"), 1000);
+  const std::vector<json> tags =
+      events_where(document, [](const json& event) { return event.value("name", "") == "[memory category]"; });
+  ASSERT_EQ(tags.size(), 1u);
+  EXPECT_EQ(tags[0].at("args").at("memory category"), "parameters");
+}
+
 TEST(ChromeTraceTest, TopLevelKeysAreInKinetoOrder) {
   WindowTraceBuilder builder(kBaseNs + 1'000, kBaseNs + 9'000);
   builder.trace().metadata.emplace_back("record_shapes", "1");

@@ -33,6 +33,7 @@
 
 #include <fmt/format.h>
 
+#include "dlprof/analysis/memory_timeline.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/forward_ops.hpp"
 #include "dlprof/detail/text.hpp"
@@ -256,6 +257,34 @@ void write_thread_cpu(JsonWriter& json, const Trace& trace, const Relative& rela
       json.sample(last ? 0.0 : share(sample.run_delay_ns, samples[i + 1].run_delay_ns));
     }
     json.raw("}},\n");
+  }
+}
+
+/// Each device's allocated memory by category (analysis/memory_timeline.hpp) as a counter track
+/// on the process, at most kMemoryCounterPoints points a device, its peaks kept.
+template <class Relative>
+void write_memory_by_category(JsonWriter& json, const Trace& trace, const Relative& relative) {
+  constexpr std::size_t kMemoryCounterPoints = 10000;
+  if (trace.memory_events.empty()) return;
+  const analysis::MemoryBlocks blocks = analysis::memory_blocks(trace);
+  for (const analysis::DeviceMemoryTimeline& timeline : analysis::memory_timelines(trace, blocks, kMemoryCounterPoints)) {
+    const std::string name =
+        std::string(kineto::name::kMemoryByCategoryPrefix).append(device_label(timeline.device_type, timeline.device)).append(")");
+    for (const analysis::MemoryTimelinePoint& point : timeline.points) {
+      json.raw("  {\"ph\": \"C\", \"cat\": \"");
+      json.raw(kineto::cat::kCounter);
+      json.raw("\", \"name\": ");
+      json.string(name);
+      json.raw(", \"pid\": ");
+      json.integer(trace.pid);
+      json.raw(", \"tid\": 0, \"ts\": ");
+      json.microseconds(relative(point.time_ns));
+      for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) {
+        json.key(c == 0 ? ", \"args\": {" : ", ", to_string(static_cast<MemoryCategory>(c)));
+        json.integer(point.by_category[c]);
+      }
+      json.raw("}},\n");
+    }
   }
 }
 
@@ -1053,6 +1082,7 @@ void write_chrome_trace(const Trace& trace, fmt::memory_buffer& out, std::string
     ++event_index;
   }
   detail::write_thread_cpu(json, trace, relative);
+  detail::write_memory_by_category(json, trace, relative);
   detail::GpuEventWriter gpu_writer(trace, json, write_name, relative);
   gpu_writer.write_all(flush, out, kFlushBytes);
   json.raw("  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"");

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "dlprof/category.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 
@@ -263,6 +264,10 @@ inline constexpr std::string_view kGlooPrefix = "gloo:";
 
 /// The instant of an allocation or a release.
 inline constexpr std::string_view kMemory = "[memory]";
+/// dlprof's counter of each device's allocated memory by category: "Memory by category (CUDA:0)",
+/// one series per category (MemoryCategory's names), in bytes. Derived from the `[memory]` and
+/// `[memory category]` instants, and not read back.
+inline constexpr std::string_view kMemoryByCategoryPrefix = "Memory by category (";
 /// dlprof's instant that says what a piece of memory holds (tag_memory()); Perfetto shows it,
 /// TensorBoard's plugin and HTA read only `[memory]`.
 inline constexpr std::string_view kMemoryCategoryTag = "[memory category]";
@@ -415,6 +420,16 @@ constexpr bool is_communication_name(std::string_view name) noexcept {
 /// "ProfilerStep#<step>".
 inline std::string profiler_step_name(std::int64_t step) {
   return std::string(kineto::name::kProfilerStepPrefix).append(std::to_string(step));
+}
+
+/// "CPU", "CUDA:0", "HIP:2": a memory device as c10 names its type ("device type 42:0" for a type
+/// c10 does not have).
+inline std::string device_label(MemoryDeviceType type, std::int32_t device) {
+  if (type == MemoryDeviceType::CPU) return "CPU";
+  const auto index = static_cast<std::size_t>(type);
+  if (static_cast<int>(type) >= 0 && index < std::size(kineto::kDeviceTypeNames))
+    return std::string(kineto::kDeviceTypeNames[index]).append(":").append(std::to_string(device));
+  return "device type " + std::to_string(static_cast<int>(type)) + ":" + std::to_string(device);
 }
 
 /// "thread <tid> (<name>)": how Kineto and dlprof label a CPU thread.

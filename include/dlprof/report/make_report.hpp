@@ -217,16 +217,6 @@ struct AnalysedRank {
 
 namespace detail {
 
-/// "CPU", "CUDA:0", "HIP:2": a memory curve's device as c10 names its type ("device type 42:0"
-/// for a type c10 does not have).
-inline std::string device_label(MemoryDeviceType type, std::int32_t device) {
-  if (type == MemoryDeviceType::CPU) return "CPU";
-  const auto index = static_cast<std::size_t>(type);
-  if (static_cast<int>(type) >= 0 && index < std::size(kineto::kDeviceTypeNames))
-    return fmt::format("{}:{}", kineto::kDeviceTypeNames[index], device);
-  return fmt::format("device type {}:{}", static_cast<int>(type), device);
-}
-
 inline std::vector<KernelTotal> kernel_totals(const Trace& trace, const analysis::AnalysisOptions& options,
                                               std::int64_t& all_kernels_ns) {
   const bool judged = analysis::matrix_units_of(trace) != analysis::MatrixUnits::Unknown;

@@ -1407,6 +1407,10 @@ class TraceBuilder {
     const std::string_view name = name_of(event);
     if (add_device_counter(event, time, name)) return;
     if (starts_with(name, kineto::name::kThreadCpuPrefix)) return add_thread_cpu_share(event, time);
+    if (starts_with(name, kineto::name::kMemoryByCategoryPrefix)) {  // derived from the memory events, derived again
+      see_time(time, time);
+      return;
+    }
     const std::uint32_t thread = event_thread(event);
     see_time(time, time);
     for (const auto& [series, value] : event.numeric_args) {

@@ -19,18 +19,12 @@
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
 
-/// "CPU", "CUDA:0", "HIP:1".
-inline std::string memory_device_label(const analysis::DeviceOpMemory& device) {
-  if (device.device_type == MemoryDeviceType::CPU) return "CPU";
-  return fmt::format("{}:{}", device.device_type == MemoryDeviceType::HIP ? "HIP" : "CUDA", device.device);
-}
-
 inline std::vector<TableSection> memory_by_op_sections(const RankReport& rank, std::size_t rows) {
   std::vector<TableSection> sections;
   for (const analysis::DeviceOpMemory& device : rank.memory_by_op) {
     TableSection& section = sections.emplace_back();
     section.title = fmt::format("Memory by op on {} ({} op{} allocated or released memory; TensorBoard's memory view)",
-                                memory_device_label(device), device.ops.size(), device.ops.size() == 1 ? "" : "s");
+                                device_label(device.device_type, device.device), device.ops.size(), device.ops.size() == 1 ? "" : "s");
     section.headers = {"Op", "Calls", "Self allocs", "Allocs", "Self bytes", "Bytes", "Self increase", "Increase"};
     for (std::size_t i = 0; i < device.ops.size() && i < rows; ++i) {
       const analysis::OpMemory& op = device.ops[i];
