@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include <dlprof/detail/recording/stack_walk.hpp>
+#include <dlprof/memory_tag.hpp>
 #include <dlprof/profiler.hpp>
 
 #if DLPROF_HAS_NVTX
@@ -327,6 +328,18 @@ void start_recording_with_stack(const benchmark::State& state) {
                                   .stack_unwinder(state.range(2) != 0 ? dlprof::StackUnwinder::FramePointers
                                                                       : dlprof::StackUnwinder::UnwindTables));
 }
+
+// What an annotated LibTorch optimizer writes per tensor after each step with profile_memory: one
+// record, where a range writes one too.
+void BM_tag_memory_recording(benchmark::State& state) {
+  static float buffer[16];
+  record_ranges(state, [](std::int64_t) { dlprof::tag_memory(buffer, sizeof buffer, dlprof::MemoryCategory::Parameter); });
+}
+BENCHMARK(BM_tag_memory_recording)
+    ->ArgName("events_per_thread")
+    ->Arg(1 << 16)
+    ->Setup(start_recording)
+    ->Teardown(end_recording);
 
 void BM_dlprof_range_recording_with_stack(benchmark::State& state) {
   if (state.range(2) == 0 && dlprof::detail::libunwind_backtrace() == nullptr) {
