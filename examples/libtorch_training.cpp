@@ -16,6 +16,9 @@
 //                                             # the flight recorder dumps the slow step
 //   DLPROF_MODE=flight-recorder DLPROF_OUTPUT=log/fr libtorch_training --steps 40 --crash-at 25
 //                                             # ... and the steps before a crash
+//   DLPROF_MODE=flight-recorder libtorch_training --steps 40 --oom-at 30 --log-dir log/oom
+//                                             # ... and what held the memory when it ran out
+//   libtorch_training --steps 12 --leak       # keeps every step's logits: the report names what holds them
 #include <dlprof/profiler.hpp>
 #include <dlprof/export/folded_stacks.hpp>
 #include <dlprof/report.hpp>
@@ -125,6 +128,7 @@ struct Options {
   int num_workers = 2;
   int slow_step = -1;
   int crash_at = -1;
+  int oom_at = -1;
   int active = -1;  // not given: 3, or with --leak every step after the warm-up
   bool leak = false;
   bool with_stack = false;
@@ -136,7 +140,7 @@ struct Options {
 void print_usage(int min_steps) {
   fmt::print(
       "Usage: libtorch_training [--steps N] [--batch-size N] [--num-workers N] [--device cpu|cuda] [--log-dir DIR]\n"
-      "                         [--active N] [--slow-step N] [--crash-at N] [--leak] [--with-stack]\n"
+      "                         [--active N] [--slow-step N] [--crash-at N] [--oom-at N] [--leak] [--with-stack]\n"
       "Trains a small CNN on synthetic MNIST-shaped data with LibTorch, profiled by dlprof.\n\n"
       "  --steps N          training steps, at least {} (default 12)\n"
       "  --batch-size N     examples per batch (default 64)\n"
@@ -146,6 +150,8 @@ void print_usage(int min_steps) {
       "  --active N         steps recorded, after 2 skipped and 1 of warm-up (default 3; with --leak, all)\n"
       "  --slow-step N      step N stalls for half a second (a flight recorder dumps it)\n"
       "  --crash-at N       step N dies of SIGSEGV inside a range (a flight recorder leaves its last steps)\n"
+      "  --oom-at N         step N's forward asks for 1 PiB: LibTorch's out-of-memory error ends training (a flight\n"
+      "                     recorder dumps what held the memory)\n"
       "  --leak             keeps every step's logits in a std::vector, as a leak does (the report names what holds them)\n"
       "  --with-stack       ranges and ops carry their call stacks (dlprof-report --stacks cpu: a flame graph)\n"
       "The DLPROF_* variables (README, \"Leave it on\") override the profiling options set here.\n",
@@ -157,7 +163,7 @@ Options parse_options(int argc, char** argv, int min_steps) {
   using dlprof_examples::parse_int;
   Options options;
   dlprof_examples::for_each_flag(
-      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at", "--active"},
+      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at", "--oom-at", "--active"},
       {"--with-stack", "--leak"}, options.help,
       [&](std::string_view flag, std::string_view value) {
         if (flag == "--with-stack") options.with_stack = true;
@@ -168,6 +174,7 @@ Options parse_options(int argc, char** argv, int min_steps) {
         else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
         else if (flag == "--slow-step") options.slow_step = parse_int(flag, value, 0, 1'000'000);
         else if (flag == "--crash-at") options.crash_at = parse_int(flag, value, 0, 1'000'000);
+        else if (flag == "--oom-at") options.oom_at = parse_int(flag, value, 0, 1'000'000);
         else if (flag == "--device" && (value == "cpu" || value == "cuda")) options.device = std::string(value);
         else if (flag == "--device") throw dlprof_examples::UsageError(fmt::format("--device expects cpu or cuda, got '{}'", value));
         else if (value.empty()) throw dlprof_examples::UsageError("--log-dir needs a non-empty value");
@@ -182,6 +189,13 @@ Options parse_options(int argc, char** argv, int min_steps) {
   void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   *static_cast<volatile int*>(page) = 1;
   std::abort();
+}
+
+/// What a batch far too large does: LibTorch's allocator reports that it cannot allocate, and
+/// throws its out-of-memory error.
+void ask_for_too_much(const torch::Device& device) {
+  DLPROF_RANGE("oversized_activation");
+  torch::empty({std::int64_t{1} << 48}, torch::TensorOptions().device(device));  // 1 PiB of floats
 }
 
 }  // namespace
@@ -243,39 +257,48 @@ int main(int argc, char** argv) {
   float first_loss = 0, last_loss = 0;
   std::vector<torch::Tensor> kept_logits;  // --leak: "for an accuracy computed after training"
   int step = 0;
-  prof.start();
-  auto step_begin = std::chrono::steady_clock::now();
-  for (auto& batch : dlprof::annotate(*loader)) {
-    const dlprof::Action action = prof.current_action();
-    torch::Tensor images = batch.data.to(device), labels = batch.target.to(device);
-    annotated_optimizer.zero_grad();
-    torch::Tensor loss;
-    {
-      DLPROF_RANGE("forward", dlprof::Category::Forward);
-      torch::Tensor logits = model->forward(images);
-      loss = torch::nn::functional::cross_entropy(logits, labels);
-      if (options.leak) kept_logits.push_back(logits);
+  try {
+    // The scope stops the Profiler at its end; a flight recorder left by an exception dumps first,
+    // naming the request an out-of-memory error refused.
+    const dlprof::ProfilingScope scope(prof);
+    auto step_begin = std::chrono::steady_clock::now();
+    for (auto& batch : dlprof::annotate(*loader)) {
+      const dlprof::Action action = prof.current_action();
+      torch::Tensor images = batch.data.to(device), labels = batch.target.to(device);
+      annotated_optimizer.zero_grad();
+      torch::Tensor loss;
+      {
+        DLPROF_RANGE("forward", dlprof::Category::Forward);
+        torch::Tensor logits = model->forward(images);
+        loss = torch::nn::functional::cross_entropy(logits, labels);
+        if (options.leak) kept_logits.push_back(logits);
+        if (step == options.oom_at) ask_for_too_much(device);
+      }
+      {
+        DLPROF_RANGE("backward", dlprof::Category::Backward);
+        loss.backward();
+      }
+      annotated_optimizer.step();
+      if (step == options.slow_step) {
+        DLPROF_RANGE("stall");
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+      if (step == options.crash_at) crash_inside_a_range();
+      last_loss = loss.item<float>();
+      if (step == 0) first_loss = last_loss;
+      const auto now = std::chrono::steady_clock::now();
+      fmt::print("step {:3}  loss {:.4f}  {:7.2f} ms  [{}]\n", step, last_loss,
+                 std::chrono::duration<double, std::milli>(now - step_begin).count(), dlprof::to_string(action));
+      step_begin = now;
+      prof.step();
+      if (++step == options.steps) break;
     }
-    {
-      DLPROF_RANGE("backward", dlprof::Category::Backward);
-      loss.backward();
-    }
-    annotated_optimizer.step();
-    if (step == options.slow_step) {
-      DLPROF_RANGE("stall");
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    }
-    if (step == options.crash_at) crash_inside_a_range();
-    last_loss = loss.item<float>();
-    if (step == 0) first_loss = last_loss;
-    const auto now = std::chrono::steady_clock::now();
-    fmt::print("step {:3}  loss {:.4f}  {:7.2f} ms  [{}]\n", step, last_loss,
-               std::chrono::duration<double, std::milli>(now - step_begin).count(), dlprof::to_string(action));
-    step_begin = now;
-    prof.step();
-    if (++step == options.steps) break;
+  } catch (const c10::Error& error) {
+    fmt::print(stderr, "libtorch_training: step {} failed: {}\n", step, std::string_view(error.what_without_backtrace()).substr(0, 200));
+    if (prof.mode() == dlprof::Mode::FlightRecorder)
+      fmt::print(stderr, "The flight recorder left {} dump(s): read them with dlprof-report DIR\n", prof.dumps());
+    return 1;
   }
-  prof.stop();
 
   fmt::print("\nLoss: {:.4f} at step 0 -> {:.4f} at step {}\n\n", first_loss, last_loss, step - 1);
   if (prof.mode() != dlprof::Mode::Scheduled) {  // DLPROF_MODE: what it recorded is in its directory

@@ -235,7 +235,7 @@ TEST(AnalysisMemoryTest, MemoryThatEveryStepKeepsIsALeakNamedByTheOpAndModuleTha
   EXPECT_EQ(holder.allocations, 6u);
   EXPECT_EQ(holder.bytes, 6000);
   EXPECT_DOUBLE_EQ(holder.bytes_per_step, 1000);
-  EXPECT_EQ(holder.category, MemoryCategory::Unknown);  // no backward in these steps
+  EXPECT_EQ(holder.category, MemoryCategory::Activation);  // made in a module's forward, alive at the window's end
 }
 
 TEST(AnalysisMemoryTest, MemoryReleasedInItsStepOrKeptForAFewStepsIsNoLeak) {
@@ -343,6 +343,34 @@ TEST(AnalysisMemoryTest, TagsGiveCategoriesAndNameMemoryAllocatedBeforeTheWindow
   EXPECT_EQ(timelines[0].points[0].allocated(), 550);
   EXPECT_EQ(timelines[0].points[1].allocated(), 500);
   EXPECT_EQ(timelines[0].points[1].by_category[static_cast<std::size_t>(MemoryCategory::OptimizerState)], 0);
+}
+
+// An allocation the allocator refused: what held the device then, and the op that asked.
+TEST(AnalysisMemoryTest, AnOutOfMemoryReportSaysWhatHeldTheMemoryAndWhoAsked) {
+  dlprof::Trace trace = one_step_of_each_category();
+  // At 540, inside AddmmBackward0's aten::mm: 0x10, 0x20, 0x50, 0x60, 0x70 alive (20000 B counted).
+  trace.out_of_memory.push_back(dlprof::OutOfMemoryEvent{540, std::int64_t{1} << 30, 20000, 0, MemoryDeviceType::CPU, -1, 0});
+  // One on a device without memory events: its request and count alone.
+  trace.out_of_memory.push_back(dlprof::OutOfMemoryEvent{900, 4096, 777, 0, MemoryDeviceType::CUDA, 2, 0});
+  const auto failures = dlprof::analysis::out_of_memory(trace, dlprof::analysis::memory_blocks(trace), 2);
+  ASSERT_EQ(failures.size(), 2u);
+  const dlprof::analysis::OutOfMemory& cpu = failures[0];
+  EXPECT_EQ(cpu.requested, std::int64_t{1} << 30);
+  EXPECT_EQ(cpu.state.allocated, 20000);
+  EXPECT_EQ(cpu.state.step, "ProfilerStep#0");
+  EXPECT_EQ(cpu.state.phase, "backward");
+  EXPECT_EQ(cpu.state.site, "aten::mm");
+  EXPECT_EQ(cpu.state.category_bytes(MemoryCategory::Activation), 4200);
+  EXPECT_EQ(cpu.state.category_bytes(MemoryCategory::Unknown), 10000);
+  ASSERT_EQ(cpu.state.by_site.size(), 2u);
+  EXPECT_EQ(cpu.state.by_site[0].name, "aten::mm");
+  const dlprof::analysis::OutOfMemory& gpu = failures[1];
+  EXPECT_EQ(gpu.state.device_type, MemoryDeviceType::CUDA);
+  EXPECT_EQ(gpu.state.device, 2);
+  EXPECT_EQ(gpu.state.allocated, 777);
+  EXPECT_EQ(gpu.state.category_bytes(MemoryCategory::Unknown), 777);
+  EXPECT_EQ(gpu.state.step, "ProfilerStep#0");
+  EXPECT_EQ(gpu.state.phase, "optimizer step");
 }
 
 TEST(AnalysisMemoryTest, ATraceWithoutMemoryEventsHasNothingToExplain) {

@@ -35,6 +35,7 @@
 #include <memory>
 #include <stdexcept>
 #include <sstream>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,6 +164,41 @@ TEST(FlightRecorderTest, ASlowStepThatTakesARequestIsOneDumpThatNamesBoth) {
   profiler.stop();
   ASSERT_EQ(kept.traces.size(), 1u) << "one dump answers the slow step and the signal";
   EXPECT_THAT(kept.traces[0]->flight_recorder_dump, AllOf(StartsWith("slow step 21: "), EndsWith("; the dump signal")));
+}
+
+// An allocator's out-of-memory report, then its exception leaving the scope: the dump says what
+// was asked for, and holds the report itself.
+TEST(FlightRecorderTest, AnOutOfMemoryErrorLeavingTheScopeDumpsWhatWasAskedFor) {
+  KeptTraces kept;
+  dlprof::Profiler profiler(flight_options(kept, 2));
+  try {
+    dlprof::ProfilingScope scope(profiler);
+    flight_steps(profiler, 3);
+    DLPROF_RANGE("oversized_batch");
+    dlprof::detail::report_out_of_memory(std::int64_t{3} << 30, std::int64_t{5} << 30, std::int64_t{6} << 30,
+                                         dlprof::MemoryDeviceType::CUDA, 1);
+    throw std::bad_alloc();
+  } catch (const std::bad_alloc&) {
+  }
+  ASSERT_EQ(kept.traces.size(), 1u);
+  EXPECT_EQ(kept.traces[0]->flight_recorder_dump, "out of memory: asked 3.00 GiB on CUDA:1; an exception left the ProfilingScope");
+  ASSERT_EQ(kept.traces[0]->out_of_memory.size(), 1u);
+  const dlprof::OutOfMemoryEvent& failure = kept.traces[0]->out_of_memory[0];
+  EXPECT_EQ(failure.bytes, std::int64_t{3} << 30);
+  EXPECT_EQ(failure.total_allocated, std::int64_t{5} << 30);
+  EXPECT_EQ(failure.total_reserved, std::int64_t{6} << 30);
+  EXPECT_EQ(failure.device_type, dlprof::MemoryDeviceType::CUDA);
+  EXPECT_EQ(failure.device, 1);
+
+  // A later exception without a report is only an exception.
+  try {
+    dlprof::ProfilingScope scope(profiler);
+    flight_steps(profiler, 2);
+    throw std::bad_alloc();
+  } catch (const std::bad_alloc&) {
+  }
+  ASSERT_EQ(kept.traces.size(), 2u);
+  EXPECT_EQ(kept.traces[1]->flight_recorder_dump, "an exception left the ProfilingScope");
 }
 
 TEST(FlightRecorderTest, AnExceptionLeavingTheScopeDumps) {

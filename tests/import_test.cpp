@@ -573,6 +573,15 @@ Trace every_kind_of_event() {
   tag.category = dlprof::MemoryCategory::OptimizerState;
   tag.thread = 1;
   trace.memory_tags = {tag};
+  dlprof::OutOfMemoryEvent failure;
+  failure.time_ns = t0 + 3'000'500;
+  failure.bytes = std::int64_t{2} << 30;
+  failure.total_allocated = 8192;
+  failure.total_reserved = 2 << 20;
+  failure.device_type = dlprof::MemoryDeviceType::CUDA;
+  failure.device = 0;
+  failure.thread = 0;
+  trace.out_of_memory = {failure};
   trace.overhead_events = {dlprof::OverheadEvent{t0 + 45'000'000, t0 + 45'100'000, name("Instrumentation")}};
 
   trace.gpu.enabled = true;
@@ -736,6 +745,14 @@ void expect_same(const Trace& expected, const Trace& actual) {
     const dlprof::MemoryTag& e = expected.memory_tags[i];
     EXPECT_EQ(std::tie(a.time_ns, a.address, a.bytes, a.device_type, a.device, a.category, a.thread),
               std::tie(e.time_ns, e.address, e.bytes, e.device_type, e.device, e.category, e.thread))
+        << i;
+  }
+  ASSERT_EQ(actual.out_of_memory.size(), expected.out_of_memory.size());
+  for (std::size_t i = 0; i < expected.out_of_memory.size(); ++i) {
+    const dlprof::OutOfMemoryEvent& a = actual.out_of_memory[i];
+    const dlprof::OutOfMemoryEvent& e = expected.out_of_memory[i];
+    EXPECT_EQ(std::tie(a.time_ns, a.bytes, a.total_allocated, a.total_reserved, a.device_type, a.device, a.thread),
+              std::tie(e.time_ns, e.bytes, e.total_allocated, e.total_reserved, e.device_type, e.device, e.thread))
         << i;
   }
   ASSERT_EQ(actual.overhead_events.size(), expected.overhead_events.size());
@@ -1007,12 +1024,14 @@ TEST(ImportEraTest, CountersInstantsMetadataAndUnknownsIgnored) {
   ASSERT_EQ(trace.threads.size(), 1u);
   EXPECT_EQ(trace.threads[0].os_tid, 10);
   EXPECT_EQ(trace.threads[0].name, "loader");
-  ASSERT_EQ(trace.events.size(), 4u);
+  ASSERT_EQ(trace.events.size(), 3u);
   std::map<std::string, double> counters;
   for (const TraceEvent& event : trace.events)
     if (event.kind == EventKind::Counter) counters[trace.names[event.name]] = event.value;
   EXPECT_EQ(counters, (std::map<std::string, double>{{"memory used", 1.5}, {"memory free", 3}}));
-  EXPECT_NE(find_event(trace, "[OutOfMemory]"), nullptr);
+  ASSERT_EQ(trace.out_of_memory.size(), 1u) << "torch's [OutOfMemory], without its args: a request of 0 bytes";
+  EXPECT_EQ(trace.out_of_memory[0].bytes, 0);
+  EXPECT_EQ(trace.out_of_memory[0].device_type, dlprof::MemoryDeviceType::CPU);
   const TraceEvent* add = find_event(trace, "aten::add");
   ASSERT_NE(add, nullptr);
   const dlprof::OpInputs& inputs = trace.op_inputs.at(add->inputs);

@@ -370,12 +370,12 @@ TEST(ReportTest, ThePeakExplainedAndALeakNamedInEachFormat) {
   EXPECT_THAT(text, HasSubstr("Memory at its peak on CUDA:0: what was alive, by the op that allocated it"));
   // The peak: in the last step's aten::mm, 1 GiB + 6 x 2 KiB + 1 MiB.
   EXPECT_THAT(text, HasSubstr("CUDA:0: peak 1.00 GiB allocated in ProfilerStep#5 (aten::mm)."));
-  EXPECT_THAT(text, HasSubstr("By category: unknown 1.00 GiB (99.9%), temporaries 1.00 MiB (0.1%)"));
+  EXPECT_THAT(unwrapped(text), HasSubstr("By category: unknown 1.00 GiB (99.9%), temporaries 1.00 MiB (0.1%), activations 12.00 KiB (0.0%)"));
   EXPECT_TRUE(has_line(text, R"(  aten::mm +1\.00 MiB +1)"));
   EXPECT_TRUE(has_line(text, R"(  aten::cat in nn\.Module: History +12\.00 KiB +6)"));
   EXPECT_THAT(text, HasSubstr("The largest allocations alive at the peak on CUDA:0"));
   EXPECT_THAT(text, HasSubstr("Memory growth over 6 steps"));
-  EXPECT_TRUE(has_line(text, R"(  CUDA:0 +aten::cat in nn\.Module: History +unknown +8\.00 KiB +4 +4 of 4 +\+2\.00 KiB/step)"));
+  EXPECT_TRUE(has_line(text, R"(  CUDA:0 +aten::cat in nn\.Module: History +activations +8\.00 KiB +4 +4 of 4 +\+2\.00 KiB/step)"));
 
   const Json json = Json::parse(dlprof::render_json(report));
   const Json& rank = json.at("ranks").at(0);
@@ -386,7 +386,8 @@ TEST(ReportTest, ThePeakExplainedAndALeakNamedInEachFormat) {
   EXPECT_EQ(peak.at("step"), "ProfilerStep#5");
   EXPECT_TRUE(peak.at("phase").is_null());
   EXPECT_EQ(peak.at("by_category").at("temporaries"), std::int64_t{1} << 20);
-  EXPECT_EQ(peak.at("by_category").at("unknown"), (std::int64_t{1} << 30) + 6 * 2048);
+  EXPECT_EQ(peak.at("by_category").at("unknown"), std::int64_t{1} << 30);
+  EXPECT_EQ(peak.at("by_category").at("activations"), 6 * 2048);  // made in a module, alive at the window's end
   EXPECT_EQ(peak.at("unseen_bytes"), std::int64_t{1} << 30);
   EXPECT_EQ(peak.at("largest").at(0).at("bytes"), std::int64_t{1} << 20);
   const Json& growth = rank.at("memory_growth");
@@ -413,6 +414,31 @@ TEST(ReportTest, ThePeakExplainedAndALeakNamedInEachFormat) {
   EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_peaks").empty());
   EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_growth").at("devices").empty());
   EXPECT_TRUE(without_json.at("ranks").at(0).at("memory_timeline").empty());
+}
+
+// An out-of-memory report leads the rank's section, with what held the memory then, in every
+// format.
+TEST(ReportTest, AnOutOfMemoryErrorLeadsTheRanksSection) {
+  dlprof::Trace trace = steps_keeping_history();
+  // In step 4's aten::mm, asking 2 GiB: 1 GiB before the window, 5 x 2 KiB kept, the 1 MiB temporary.
+  trace.out_of_memory.push_back(dlprof::OutOfMemoryEvent{4 * kMs + 500'000, std::int64_t{2} << 30,
+                                                         (std::int64_t{1} << 30) + 5 * 2048 + (std::int64_t{1} << 20), 0,
+                                                         dlprof::MemoryDeviceType::CUDA, 0, 0});
+  const dlprof::Report report = dlprof::make_report(trace);
+  const std::string text = unwrapped(dlprof::render_text(report));
+  const std::size_t line = text.find("Out of memory in ProfilerStep#4 (aten::mm), asking 2.00 GiB on CUDA:0: 1.00 GiB allocated, of "
+                                     "which unknown 1.00 GiB (99.9%), temporaries 1.00 MiB (0.1%)");
+  ASSERT_NE(line, std::string::npos) << text.substr(0, 3000);
+  EXPECT_LT(line, text.find("Step time breakdown"));
+  EXPECT_NE(text.find("held most by aten::mm (1.00 MiB), aten::cat in nn.Module: History (10.00 KiB).", line), std::string::npos);
+  const Json json = Json::parse(dlprof::render_json(report));
+  const Json& failure = json.at("ranks").at(0).at("out_of_memory").at(0);
+  EXPECT_EQ(failure.at("requested_bytes"), std::int64_t{2} << 30);
+  EXPECT_EQ(failure.at("site"), "aten::mm");
+  EXPECT_EQ(failure.at("step"), "ProfilerStep#4");
+  EXPECT_EQ(failure.at("by_category").at("temporaries"), std::int64_t{1} << 20);
+  EXPECT_THAT(dlprof::render_html(report), HasSubstr("<p class=\"alert\">Out of memory in ProfilerStep#4"));
+  EXPECT_TRUE(Json::parse(dlprof::render_json(dlprof::make_report(steps_keeping_history()))).at("ranks").at(0).at("out_of_memory").empty());
 }
 
 TEST(ReportTest, ATraceWithoutSynchronisationsHasNoSuchSection) {

@@ -541,6 +541,8 @@ class BasicKeyAverages {
   static std::string format_bytes(std::int64_t bytes) {
     const double value = static_cast<double>(bytes);
     const std::int64_t magnitude = bytes < 0 ? -bytes : bytes;
+    if (magnitude >= (std::int64_t{1} << 50)) return fmt::format("{:.2f} PiB", value / static_cast<double>(std::int64_t{1} << 50));
+    if (magnitude >= (std::int64_t{1} << 40)) return fmt::format("{:.2f} TiB", value / static_cast<double>(std::int64_t{1} << 40));
     if (magnitude >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", value / (1 << 30));
     if (magnitude >= (std::int64_t{1} << 20)) return fmt::format("{:.2f} MiB", value / (1 << 20));
     if (magnitude >= (std::int64_t{1} << 10)) return fmt::format("{:.2f} KiB", value / (1 << 10));

@@ -58,6 +58,7 @@
 #include "dlprof/detail/backends/op_observer.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
+#include "dlprof/detail/recording/out_of_memory.hpp"
 #include "dlprof/detail/recording/stack_table.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/category.hpp"
@@ -75,7 +76,7 @@ inline std::atomic<bool> g_torch_memory_reports{false};
 /// looks the reporter up in the thread's PROFILER_STATE debug info, which it hands on to the
 /// threads that run work for this one (autograd's device threads, at::launch).
 class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
-  // LibTorch 1.x passes the totals as int64_t, 2.x as size_t.
+  // LibTorch 1.x passes the totals as int64_t, 2.x as size_t (and so may its out-of-memory report).
   template <class>
   struct TotalsOf;
   template <class Class, class Pointer, class Size, class Total, class Device>
@@ -83,6 +84,13 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
     using type = Total;
   };
   using Total = typename TotalsOf<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
+  template <class>
+  struct OutOfMemoryTotalsOf;
+  template <class Class, class Size, class Total, class Device>
+  struct OutOfMemoryTotalsOf<void (Class::*)(Size, Total, Total, Device)> {
+    using type = Total;
+  };
+  using OutOfMemoryTotal = typename OutOfMemoryTotalsOf<decltype(&c10::MemoryReportingInfoBase::reportOutOfMemory)>::type;
 
  public:
   void reportMemoryUsage(void* address, std::int64_t bytes, Total total_allocated, Total total_reserved,
@@ -94,6 +102,12 @@ class TorchMemoryReporter final : public c10::MemoryReportingInfoBase {
     const MemoryDeviceType type = device.is_cuda() ? MemoryDeviceType::CUDA : MemoryDeviceType::CPU;
     push_event(Event{reinterpret_cast<NameId>(address), now, {bytes}, RecordKind::Memory, Category::User,
                      pack_memory_device(type, device.is_cpu() ? -1 : device.index())});
+  }
+  void reportOutOfMemory(std::int64_t bytes, OutOfMemoryTotal total_allocated, OutOfMemoryTotal total_reserved,
+                         c10::Device device) override {
+    if (!reporting_.load(std::memory_order_relaxed)) return;
+    report_out_of_memory(bytes, static_cast<std::int64_t>(total_allocated), static_cast<std::int64_t>(total_reserved),
+                         device.is_cuda() ? MemoryDeviceType::CUDA : MemoryDeviceType::CPU, device.is_cpu() ? -1 : device.index());
   }
   bool memoryProfilingEnabled() const override { return reporting_.load(std::memory_order_relaxed); }
 

@@ -250,6 +250,18 @@ struct MemoryTag {
   std::uint32_t thread = 0;  ///< index into Trace::threads
 };
 
+/// An allocation the allocator could not make: LibTorch's out-of-memory report (torch.profiler's
+/// `[OutOfMemory]` instant), made just before it throws.
+struct OutOfMemoryEvent {
+  std::int64_t time_ns = 0;
+  std::int64_t bytes = 0;            ///< asked for
+  std::int64_t total_allocated = 0;  ///< on the device then, by the allocator's count
+  std::int64_t total_reserved = 0;
+  MemoryDeviceType device_type = MemoryDeviceType::CPU;
+  std::int32_t device = -1;  ///< -1 for the CPU
+  std::uint32_t thread = 0;  ///< index into Trace::threads
+};
+
 /// What a device counter measures: a GPU's clocks, power and the reasons its clocks are held
 /// below their maximum, read from NVML while a window records.
 enum class DeviceCounterKind : std::uint8_t {
@@ -371,6 +383,7 @@ struct Trace {
   std::vector<ApiEvent> api_events;
   std::vector<MemoryEvent> memory_events;
   std::vector<MemoryTag> memory_tags;  ///< by time
+  std::vector<OutOfMemoryEvent> out_of_memory;  ///< by time
   std::vector<OverheadEvent> overhead_events;
   /// Clocks, power and clock limits of the GPUs, by device, kind and time.
   std::vector<DeviceCounterSample> device_counters;

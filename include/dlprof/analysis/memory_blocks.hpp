@@ -15,7 +15,9 @@
 // - optimizer state: made inside an optimizer step (`Optimizer.step#...`, Category::Optimizer
 //   other than zero_grad) and alive after it;
 // - activations: made outside backward and still alive when a backward pass began (what forward
-//   keeps for backward), and the gradients backward hands from one node to the next;
+//   keeps for backward), or made in forward (a module's or a Forward range) and alive at the
+//   window's end or when an allocation failed; and the gradients backward hands from one node to
+//   the next;
 // - unknown: the rest, and what was allocated before the window and never tagged (the
 //   allocator's count less what the window saw and tags named).
 #pragma once
@@ -131,6 +133,7 @@ struct AllocationSite {
   bool in_loader = false;
   bool in_accumulate_grad = false;
   bool in_backward = false;
+  bool in_forward = false;  ///< a Forward-category range or a module's range around it
 };
 
 inline bool is_loader_slice(const TraceEvent& event, std::string_view name) noexcept {
@@ -166,6 +169,7 @@ inline AllocationSite allocation_site(const Trace& trace, const SliceTree& tree,
     site.in_loader = site.in_loader || is_loader_slice(event, name);
     site.in_accumulate_grad = site.in_accumulate_grad || name.find(kineto::name::kAccumulateGrad) != std::string_view::npos;
     site.in_backward = site.in_backward || is_backward_slice(event, name);
+    site.in_forward = site.in_forward || event.category == Category::Forward || dlprof::detail::is_module_name(name);
   }
   return site;
 }
@@ -176,6 +180,12 @@ inline std::int32_t step_at(const std::vector<MemoryStep>& steps, std::int64_t t
                                       [](std::int64_t time, const MemoryStep& step) { return time < step.start_ns; });
   if (after == steps.begin() || time_ns > (after - 1)->end_ns) return -1;
   return static_cast<std::int32_t>(after - 1 - steps.begin());
+}
+
+/// Whether a time of `sorted_times` falls in (after_ns, before_ns].
+inline bool any_between(const std::vector<std::int64_t>& sorted_times, std::int64_t after_ns, std::int64_t before_ns) noexcept {
+  const auto next = std::upper_bound(sorted_times.begin(), sorted_times.end(), after_ns);
+  return next != sorted_times.end() && *next <= before_ns;
 }
 
 /// Each step's backward pass: from its first backward slice's start to its last one's end, on any
@@ -202,8 +212,7 @@ class BackwardPasses {
 
   /// Whether a backward pass begins in (after_ns, before_ns].
   bool begins_between(std::int64_t after_ns, std::int64_t before_ns) const noexcept {
-    const auto next = std::upper_bound(starts_.begin(), starts_.end(), after_ns);
-    return next != starts_.end() && *next <= before_ns;
+    return any_between(starts_, after_ns, before_ns);
   }
 
  private:
@@ -223,7 +232,7 @@ class BackwardPasses {
 };
 
 inline MemoryCategory category_of(const Trace& trace, const MemoryBlock& block, const AllocationSite& site,
-                                  const BackwardPasses& backward) {
+                                  const BackwardPasses& backward, const std::vector<std::int64_t>& out_of_memory_times) {
   const auto ends_by = [&](std::uint32_t slice) {
     return slice != MemoryBlock::kNone && block.released_ns <= trace.events[slice].end_ns;
   };
@@ -234,6 +243,9 @@ inline MemoryCategory category_of(const Trace& trace, const MemoryBlock& block, 
   if (site.in_backward)
     return block.released_ns > backward.end_of_pass_at(block.allocated_ns) ? MemoryCategory::Gradient : MemoryCategory::Activation;
   if (backward.begins_between(block.allocated_ns, block.released_ns)) return MemoryCategory::Activation;
+  // Its backward is yet to come: the window ended, or an allocation failed and unwound the step.
+  if (site.in_forward && (!block.released() || any_between(out_of_memory_times, block.allocated_ns, block.released_ns)))
+    return MemoryCategory::Activation;
   return MemoryCategory::Unknown;
 }
 
@@ -399,6 +411,9 @@ inline MemoryBlocks memory_blocks(const Trace& trace) {
 
   const detail::SliceTree tree(trace);
   const detail::BackwardPasses backward(trace, result.steps);
+  std::vector<std::int64_t> out_of_memory_times;
+  for (const OutOfMemoryEvent& failure : trace.out_of_memory) out_of_memory_times.push_back(failure.time_ns);
+  std::sort(out_of_memory_times.begin(), out_of_memory_times.end());
   for (DeviceMemoryBlocks& device : result.devices) {
     for (MemoryBlock& block : device.blocks) {
       const detail::AllocationSite site = detail::allocation_site(trace, tree, block.thread, block.allocated_ns);
@@ -407,7 +422,7 @@ inline MemoryBlocks memory_blocks(const Trace& trace) {
       block.module = site.module;
       block.stack = site.stack;
       block.step = detail::step_at(result.steps, block.allocated_ns);
-      block.category = detail::category_of(trace, block, site, backward);
+      block.category = detail::category_of(trace, block, site, backward, out_of_memory_times);
     }
   }
   detail::apply_memory_tags(trace, result, device_index, unseen_releases);

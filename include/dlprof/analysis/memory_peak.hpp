@@ -102,6 +102,66 @@ inline std::vector<MemoryShare> largest_shares(std::map<std::string, MemoryShare
 
 }  // namespace detail
 
+namespace detail {
+
+/// What held `device`'s memory at `time_ns`, when the allocator counted `allocated`: the fields
+/// of a MemoryPeak but its site and phase.
+inline MemoryPeak memory_at(const Trace& trace, const MemoryBlocks& blocks, const DeviceMemoryBlocks& device,
+                            std::int64_t time_ns, std::int64_t allocated, std::size_t rows) {
+  MemoryPeak state;
+  state.device_type = device.device_type;
+  state.device = device.device;
+  state.allocated = allocated;
+  state.time_ns = time_ns;
+  const std::int32_t step = step_at(blocks.steps, time_ns);
+  if (step >= 0) state.step = blocks.steps[static_cast<std::size_t>(step)].name;
+  std::map<std::string, MemoryShare> by_site, by_line;
+  std::vector<const MemoryBlock*> live;
+  std::int64_t seen = 0;
+  for (const MemoryBlock& block : device.blocks) {
+    if (block.allocated_ns > time_ns) break;  // blocks are by allocation time
+    if (!block.live_at(time_ns)) continue;
+    live.push_back(&block);
+    seen += block.bytes;
+    state.by_category[static_cast<std::size_t>(block.category)] += block.bytes;
+    MemoryShare& site = by_site[site_of(trace, block)];
+    site.bytes += block.bytes;
+    ++site.allocations;
+    if (std::string line = code_line_of(trace, block); !line.empty()) {
+      MemoryShare& share = by_line[line];
+      share.bytes += block.bytes;
+      ++share.allocations;
+    }
+  }
+  state.unseen_bytes = std::max<std::int64_t>(0, state.allocated - seen);
+  state.uncounted_bytes = std::max<std::int64_t>(0, seen - state.allocated);
+  state.allocated += state.uncounted_bytes;
+  state.by_category[static_cast<std::size_t>(MemoryCategory::Unknown)] += state.unseen_bytes;
+  for (auto& [name, share] : by_site) share.name = name;
+  for (auto& [name, share] : by_line) share.name = name;
+  state.by_site = largest_shares(std::move(by_site), rows);
+  state.by_line = largest_shares(std::move(by_line), rows);
+  std::stable_sort(live.begin(), live.end(), [](const MemoryBlock* a, const MemoryBlock* b) { return a->bytes > b->bytes; });
+  for (std::size_t i = 0; i < live.size() && i < rows; ++i) {
+    const MemoryBlock& block = *live[i];
+    LiveAllocation allocation{block.bytes, block.allocated_ns, site_of(trace, block), code_line_of(trace, block), {}, block.category};
+    if (block.step >= 0) allocation.step = blocks.steps[static_cast<std::size_t>(block.step)].name;
+    state.largest.push_back(std::move(allocation));
+  }
+  return state;
+}
+
+/// The op (and module) innermost on `thread` at `time_ns`, as site_of() names an allocation's.
+inline std::string site_at(const Trace& trace, const SliceTree& tree, std::uint32_t thread, std::int64_t time_ns) {
+  MemoryBlock block;
+  block.op = tree.self_or_ancestor(tree.innermost_at(thread, time_ns), [](const TraceEvent& event) { return event.kind == EventKind::Op; });
+  block.module = tree.self_or_ancestor(tree.innermost_at(thread, time_ns),
+                                       [&](const TraceEvent& event) { return dlprof::detail::is_module_name(trace.name_of(event)); });
+  return site_of(trace, block);
+}
+
+}  // namespace detail
+
 /// Each device's peak in `blocks` (memory_blocks(trace)) explained, `rows` shares and allocations
 /// of each kind at most.
 inline std::vector<MemoryPeak> memory_peaks(const Trace& trace, const MemoryBlocks& blocks, std::size_t rows = 8) {
@@ -109,55 +169,62 @@ inline std::vector<MemoryPeak> memory_peaks(const Trace& trace, const MemoryBloc
   if (blocks.empty()) return peaks;
   const detail::SliceTree tree(trace);
   for (const DeviceMemoryBlocks& device : blocks.devices) {
-    MemoryPeak peak;
-    peak.device_type = device.device_type;
-    peak.device = device.device;
-    peak.allocated = device.peak_allocated;
-    peak.time_ns = device.peak_ns;
-    if (peak.allocated <= 0) continue;
-    const std::int32_t step = detail::step_at(blocks.steps, peak.time_ns);
-    if (step >= 0) peak.step = blocks.steps[static_cast<std::size_t>(step)].name;
-    std::map<std::string, MemoryShare> by_site, by_line;
-    std::vector<const MemoryBlock*> live;
-    std::int64_t seen = 0;
+    if (device.peak_allocated <= 0) continue;
+    MemoryPeak peak = detail::memory_at(trace, blocks, device, device.peak_ns, device.peak_allocated, rows);
     for (const MemoryBlock& block : device.blocks) {
-      if (block.allocated_ns > peak.time_ns) break;  // blocks are by allocation time
-      if (block.allocated_ns == peak.time_ns && peak.site.empty()) {
-        peak.site = detail::site_of(trace, block);
-        peak.phase = detail::phase_at(trace, tree, block.thread, block.allocated_ns);
-      }
-      if (!block.live_at(peak.time_ns)) continue;
-      live.push_back(&block);
-      seen += block.bytes;
-      peak.by_category[static_cast<std::size_t>(block.category)] += block.bytes;
-      MemoryShare& site = by_site[detail::site_of(trace, block)];
-      site.bytes += block.bytes;
-      ++site.allocations;
-      if (std::string line = code_line_of(trace, block); !line.empty()) {
-        MemoryShare& share = by_line[line];
-        share.bytes += block.bytes;
-        ++share.allocations;
-      }
-    }
-    peak.unseen_bytes = std::max<std::int64_t>(0, peak.allocated - seen);
-    peak.uncounted_bytes = std::max<std::int64_t>(0, seen - peak.allocated);
-    peak.allocated += peak.uncounted_bytes;
-    peak.by_category[static_cast<std::size_t>(MemoryCategory::Unknown)] += peak.unseen_bytes;
-    for (auto& [name, share] : by_site) share.name = name;
-    for (auto& [name, share] : by_line) share.name = name;
-    peak.by_site = detail::largest_shares(std::move(by_site), rows);
-    peak.by_line = detail::largest_shares(std::move(by_line), rows);
-    std::stable_sort(live.begin(), live.end(), [](const MemoryBlock* a, const MemoryBlock* b) { return a->bytes > b->bytes; });
-    for (std::size_t i = 0; i < live.size() && i < rows; ++i) {
-      const MemoryBlock& block = *live[i];
-      LiveAllocation allocation{block.bytes, block.allocated_ns, detail::site_of(trace, block), code_line_of(trace, block),
-                                {}, block.category};
-      if (block.step >= 0) allocation.step = blocks.steps[static_cast<std::size_t>(block.step)].name;
-      peak.largest.push_back(std::move(allocation));
+      if (block.allocated_ns > peak.time_ns) break;
+      if (block.allocated_ns != peak.time_ns) continue;
+      peak.site = detail::site_of(trace, block);  // the allocation that reached the peak
+      peak.phase = detail::phase_at(trace, tree, block.thread, block.allocated_ns);
+      break;
     }
     peaks.push_back(std::move(peak));
   }
   return peaks;
+}
+
+/// An allocation the allocator could not make, and what held the device's memory then.
+struct OutOfMemory {
+  std::int64_t requested = 0;  ///< bytes asked for
+  /// The device's memory at the failure: allocated is the allocator's count then (and what tags
+  /// show it leaves out); site and phase are the op that asked and its phase.
+  MemoryPeak state;
+};
+
+/// Each out-of-memory report of `trace` (LibTorch's `[OutOfMemory]`) explained with `blocks`
+/// (memory_blocks(trace)), `rows` shares and allocations of each kind at most. A report on a
+/// device without memory events says only what it asked for and the allocator's count.
+inline std::vector<OutOfMemory> out_of_memory(const Trace& trace, const MemoryBlocks& blocks, std::size_t rows = 8) {
+  std::vector<OutOfMemory> failures;
+  if (trace.out_of_memory.empty()) return failures;
+  const detail::SliceTree tree(trace);
+  for (const OutOfMemoryEvent& event : trace.out_of_memory) {
+    OutOfMemory failure;
+    failure.requested = event.bytes;
+    const auto device = std::find_if(blocks.devices.begin(), blocks.devices.end(), [&](const DeviceMemoryBlocks& candidate) {
+      return candidate.device_type == event.device_type &&
+             (event.device_type == MemoryDeviceType::CPU || candidate.device == event.device);
+    });
+    if (device != blocks.devices.end()) {
+      failure.state = detail::memory_at(trace, blocks, *device, event.time_ns, event.total_allocated, rows);
+    } else {
+      failure.state.device_type = event.device_type;
+      failure.state.device = event.device_type == MemoryDeviceType::CPU ? -1 : event.device;
+      failure.state.time_ns = event.time_ns;
+      failure.state.allocated = event.total_allocated;
+      failure.state.unseen_bytes = event.total_allocated;
+      failure.state.by_category[static_cast<std::size_t>(MemoryCategory::Unknown)] = event.total_allocated;
+      const std::vector<MemoryStep> steps = detail::memory_steps(trace);
+      const std::int32_t step = detail::step_at(steps, event.time_ns);
+      if (step >= 0) failure.state.step = steps[static_cast<std::size_t>(step)].name;
+    }
+    if (event.thread < trace.threads.size()) {
+      failure.state.site = detail::site_at(trace, tree, event.thread, event.time_ns);
+      failure.state.phase = detail::phase_at(trace, tree, event.thread, event.time_ns);
+    }
+    failures.push_back(std::move(failure));
+  }
+  return failures;
 }
 
 }  // namespace analysis

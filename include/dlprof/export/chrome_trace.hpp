@@ -450,7 +450,8 @@ class GpuEventWriter {
 
   void write_all(const std::function<void(std::string_view)>& flush, fmt::memory_buffer& out, std::size_t flush_bytes) {
     if (trace_.api_events.empty() && trace_.gpu_events.empty() && trace_.memory_events.empty() &&
-        trace_.memory_tags.empty() && trace_.overhead_events.empty() && trace_.device_counters.empty())
+        trace_.memory_tags.empty() && trace_.out_of_memory.empty() && trace_.overhead_events.empty() &&
+        trace_.device_counters.empty())
       return;
     // A flow is drawn only between two slices that are both in the trace.
     correlations_.build(trace_);
@@ -476,6 +477,10 @@ class GpuEventWriter {
     for (const MemoryTag& tag : trace_.memory_tags) {
       maybe_flush();
       write_memory_tag(tag);
+    }
+    for (const OutOfMemoryEvent& failure : trace_.out_of_memory) {
+      maybe_flush();
+      write_out_of_memory(failure);
     }
     for (const OverheadEvent& overhead : trace_.overhead_events) {
       maybe_flush();
@@ -739,6 +744,26 @@ class GpuEventWriter {
     integer_arg<json_piece::kComma, arg::kMemoryBytes>(memory.bytes);
     integer_arg<json_piece::kComma, arg::kTotalAllocated>(memory.total_allocated);
     integer_arg<json_piece::kComma, arg::kTotalReserved>(memory.total_reserved);
+    json_.raw("}},\n");
+  }
+
+  void write_out_of_memory(const OutOfMemoryEvent& failure) {
+    namespace arg = kineto::arg;
+    json_.raw("  {\"ph\": \"i\", \"cat\": \"");
+    json_.raw(kineto::cat::kCpuInstantEvent);
+    json_.raw("\", \"s\": \"t\", \"name\": \"");
+    json_.raw(kineto::name::kOutOfMemory);
+    json_.raw("\", \"pid\": ");
+    json_.integer(trace_.pid);
+    json_.raw(", \"tid\": ");
+    json_.integer(trace_.threads[failure.thread].os_tid);
+    json_.raw(", \"ts\": ");
+    json_.microseconds(relative_(failure.time_ns));
+    integer_arg<json_piece::kArgsOpening, arg::kDeviceType>(static_cast<std::int64_t>(failure.device_type));
+    integer_arg<json_piece::kComma, arg::kDeviceId>(failure.device);
+    integer_arg<json_piece::kComma, arg::kMemoryBytes>(failure.bytes);
+    integer_arg<json_piece::kComma, arg::kTotalAllocated>(failure.total_allocated);
+    integer_arg<json_piece::kComma, arg::kTotalReserved>(failure.total_reserved);
     json_.raw("}},\n");
   }
 

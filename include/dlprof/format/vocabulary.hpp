@@ -264,6 +264,9 @@ inline constexpr std::string_view kGlooPrefix = "gloo:";
 
 /// The instant of an allocation or a release.
 inline constexpr std::string_view kMemory = "[memory]";
+/// The instant of an allocation the allocator could not make, with `[memory]`'s args ("Bytes": the
+/// bytes asked for; the totals then).
+inline constexpr std::string_view kOutOfMemory = "[OutOfMemory]";
 /// dlprof's counter of each device's allocated memory by category: "Memory by category (CUDA:0)",
 /// one series per category (MemoryCategory's names), in bytes. Derived from the `[memory]` and
 /// `[memory category]` instants, and not read back.

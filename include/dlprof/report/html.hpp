@@ -74,6 +74,7 @@ table{border-collapse:collapse;font-size:12.5px;margin:4px 0 12px}
 th,td{padding:3px 9px;border-bottom:1px solid #ececf0;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 th{background:#f5f5f7;font-weight:600}th.label,td.label{text-align:left}
 th.name,td.name{text-align:left;white-space:normal;overflow-wrap:anywhere;max-width:560px}
+p.alert{border-left:4px solid #d64541;padding:4px 8px;background:#fdecea}
 svg.chart{display:block;max-width:100%;height:auto;margin:6px 0 10px}svg.chart text{font:11px system-ui,sans-serif;fill:#333}
 svg.chart .axis{stroke:#bbb;stroke-width:1}svg.chart .grid{stroke:#eee;stroke-width:1}
 ol.advice li{margin:0 0 12px}ol.advice .evidence{color:#555;font-size:13px;margin:2px 0 0}ol.advice code{color:#888;font-size:12px}
@@ -611,6 +612,7 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
   html.format("<section id=\"{}\">\n", id);
   html.element("h2", rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
   if (!rank.flight_recorder_dump.empty()) html.element("p", "Flight-recorder dump: " + rank.flight_recorder_dump);
+  for (const analysis::OutOfMemory& failure : rank.out_of_memory) html.element("p", out_of_memory_line(failure), "class=\"alert\"");
   if (rank.read.skipped_events != 0)
     html.element("p",
                  fmt::format("Read with changes: {} event(s) left out, unusable on their own; the first, at byte {}: {}",

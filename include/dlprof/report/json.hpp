@@ -57,9 +57,11 @@
 //                (null: outside every step), "phase" (forward, backward, optimizer step, data loading; null: none),
 //                "site" (the op and module of the allocation that reached it), "by_category": {"parameters",
 //                "gradients", "optimizer state", "activations", "temporaries", "inputs", "unknown"} (bytes),
-//                "unseen_bytes", "by_site": [{"name", "bytes", "allocations"}], "by_line": [the same],
-//                "largest": [{"bytes", "category", "step", "site", "line"}]}]: what was alive at each device's
-//                peak (analysis/memory_peak.hpp), at most top_rows of each list; [] without allocations,
+//                "unseen_bytes", "uncounted_bytes", "by_site": [{"name", "bytes", "allocations"}], "by_line":
+//                [the same], "largest": [{"bytes", "category", "step", "site", "line"}]}]: what was alive at each
+//                device's peak (analysis/memory_peak.hpp), at most top_rows of each list; [] without allocations,
+//      "out_of_memory": [{"requested_bytes", and a memory_peaks entry's members at the failure, "site" the op
+//                that asked}]: the allocations the allocator could not make (LibTorch's out-of-memory reports),
 //      "memory_growth": {"steps", "lag", "not_judged" (null: judged), "leak" (true: some memory grows),
 //                "devices": [{"device_type", "device", "allocated_at_step_end": [bytes], "bytes_per_step",
 //                "holders": [{"site", "line", "category", "allocations", "bytes", "steps", "bytes_per_step"}]}]}:
@@ -585,37 +587,54 @@ inline void json_memory_shares(JsonTree& json, std::string_view key, const std::
   json.end_array();
 }
 
+/// What held a device's memory at one moment (a peak, an allocation that failed): the members of
+/// a memory_peaks or out_of_memory entry.
+inline void json_memory_state(JsonTree& json, const analysis::MemoryPeak& state, std::int64_t origin_ns) {
+  json_memory_device(json, state.device_type, state.device);
+  json.member_integer("allocated_bytes", state.allocated);
+  json.member_us("time_us", state.time_ns - origin_ns);
+  json.member_text_or_null("step", state.step);
+  json.member_text_or_null("phase", state.phase);
+  json.member("site", state.site);
+  json.key("by_category");
+  json.begin_object();
+  for (std::size_t c = 0; c < analysis::kMemoryCategoryCount; ++c)
+    json.member_integer(to_string(static_cast<analysis::MemoryCategory>(c)), state.by_category[c]);
+  json.end_object();
+  json.member_integer("unseen_bytes", state.unseen_bytes);
+  json.member_integer("uncounted_bytes", state.uncounted_bytes);
+  json_memory_shares(json, "by_site", state.by_site);
+  json_memory_shares(json, "by_line", state.by_line);
+  json.key("largest");
+  json.begin_array();
+  for (const analysis::LiveAllocation& allocation : state.largest) {
+    json.begin_object();
+    json.member_integer("bytes", allocation.bytes);
+    json.member("category", to_string(allocation.category));
+    json.member_text_or_null("step", allocation.step);
+    json.member("site", allocation.site);
+    json.member_text_or_null("line", allocation.line);
+    json.end_object();
+  }
+  json.end_array();
+}
+
 inline void json_memory_explained(JsonTree& json, const RankReport& rank, std::int64_t origin_ns) {
   json.key("memory_peaks");
   json.begin_array();
   for (const analysis::MemoryPeak& peak : rank.memory_peaks) {
     json.begin_object();
-    json_memory_device(json, peak.device_type, peak.device);
-    json.member_integer("allocated_bytes", peak.allocated);
-    json.member_us("time_us", peak.time_ns - origin_ns);
-    json.member_text_or_null("step", peak.step);
-    json.member_text_or_null("phase", peak.phase);
-    json.member("site", peak.site);
-    json.key("by_category");
-    json.begin_object();
-    for (std::size_t c = 0; c < analysis::kMemoryCategoryCount; ++c)
-      json.member_integer(to_string(static_cast<analysis::MemoryCategory>(c)), peak.by_category[c]);
+    json_memory_state(json, peak, origin_ns);
     json.end_object();
-    json.member_integer("unseen_bytes", peak.unseen_bytes);
-    json_memory_shares(json, "by_site", peak.by_site);
-    json_memory_shares(json, "by_line", peak.by_line);
-    json.key("largest");
-    json.begin_array();
-    for (const analysis::LiveAllocation& allocation : peak.largest) {
-      json.begin_object();
-      json.member_integer("bytes", allocation.bytes);
-      json.member("category", to_string(allocation.category));
-      json.member_text_or_null("step", allocation.step);
-      json.member("site", allocation.site);
-      json.member_text_or_null("line", allocation.line);
-      json.end_object();
-    }
-    json.end_array();
+  }
+  json.end_array();
+
+  json.key("out_of_memory");
+  json.begin_array();
+  for (const analysis::OutOfMemory& failure : rank.out_of_memory) {
+    json.begin_object();
+    json.member_integer("requested_bytes", failure.requested);
+    json_memory_state(json, failure.state, origin_ns);
     json.end_object();
   }
   json.end_array();

@@ -138,6 +138,9 @@ struct RankReport {
   /// Per device, what was alive at its peak; the memory at the steps' ends and what grows there;
   /// allocated memory over time by category. Empty without allocations.
   std::vector<analysis::MemoryPeak> memory_peaks;
+  /// The allocations the allocator could not make (LibTorch's out-of-memory reports), each with
+  /// what held the device's memory then; the report leads with them.
+  std::vector<analysis::OutOfMemory> out_of_memory;
   analysis::MemoryLeaks memory_leaks;
   std::vector<analysis::DeviceMemoryTimeline> memory_timelines;
   std::size_t op_names = 0;         ///< names of ops and ranges in the trace
@@ -476,6 +479,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
     rounds[0].emplace_back([trace, rank, &options] {
       const analysis::MemoryBlocks blocks = analysis::memory_blocks(*trace);
       rank->memory_peaks = analysis::memory_peaks(*trace, blocks, options.top_rows);
+      rank->out_of_memory = analysis::out_of_memory(*trace, blocks, options.top_rows);
       rank->memory_leaks = analysis::memory_leaks(*trace, blocks);
       rank->memory_timelines = analysis::memory_timelines(*trace, blocks, MemoryCurve::kMaxPoints);
     });

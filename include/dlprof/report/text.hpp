@@ -470,6 +470,8 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   heading(out, rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
   if (!rank.flight_recorder_dump.empty())
     fmt::format_to(std::back_inserter(out), "\n{}\n", wrap("Flight-recorder dump: " + terminal_text(rank.flight_recorder_dump), 100, "  "));
+  for (const analysis::OutOfMemory& failure : rank.out_of_memory)
+    fmt::format_to(std::back_inserter(out), "\n{}\n", wrap(terminal_text(out_of_memory_line(failure)), 100, "  "));
   text_step_breakdown(out, rank.steps);
   if (rank.gpu_activity)
     if (const std::string note = communication_shares_note(rank.steps, rank.hta); !note.empty())

@@ -59,8 +59,12 @@ enum class RecordKind : std::uint8_t {
   /// holds the address, end the bytes (pack_memory_tag()), correlation_sequence the device
   /// (pack_memory_device()).
   MemoryTag = 12,
+  /// An allocation the allocator could not make, which becomes one of Trace::out_of_memory: name
+  /// holds the bytes asked for, correlation_sequence the device (pack_memory_device()); the
+  /// MemoryTotals record before it the allocator's totals then.
+  OutOfMemory = 13,
 };
-inline constexpr RecordKind kLastRecordKind = RecordKind::MemoryTag;
+inline constexpr RecordKind kLastRecordKind = RecordKind::OutOfMemory;
 
 /// The separator of the fields of a Collective record's description (ASCII's unit separator).
 inline constexpr char kCollectiveFieldSeparator = '\x1f';

@@ -107,6 +107,20 @@ MemoryEvent memory_event(const Event& raw, const Event* totals, const ClockMap& 
   return event;
 }
 
+/// An OutOfMemory record (and the MemoryTotals before it) as a Trace out-of-memory event.
+inline OutOfMemoryEvent out_of_memory_event(const Event& raw, const Event* totals, const ClockMap& clock, std::uint32_t thread) {
+  OutOfMemoryEvent event;
+  event.time_ns = clock.to_realtime_ns(raw.start);
+  event.bytes = static_cast<std::int64_t>(raw.name);
+  std::tie(event.device_type, event.device) = unpack_memory_device(raw.correlation_sequence);
+  if (totals != nullptr && totals->start == raw.start) {
+    event.total_allocated = static_cast<std::int64_t>(totals->name);
+    event.total_reserved = totals->end;
+  }
+  event.thread = thread;
+  return event;
+}
+
 /// A MemoryTag record as a Trace memory tag.
 inline MemoryTag memory_tag(const Event& raw, const ClockMap& clock, std::uint32_t thread) {
   MemoryTag tag;
@@ -278,6 +292,11 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
           memory_totals = nullptr;
           continue;
         }
+        if (raw.kind == RecordKind::OutOfMemory) {
+          trace.out_of_memory.push_back(out_of_memory_event(raw, memory_totals, clock, static_cast<std::uint32_t>(t)));
+          memory_totals = nullptr;
+          continue;
+        }
         if (raw.kind == RecordKind::MemoryTag) {
           trace.memory_tags.push_back(memory_tag(raw, clock, static_cast<std::uint32_t>(t)));
           continue;
@@ -310,6 +329,7 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
           case RecordKind::Memory:
           case RecordKind::MemoryTotals:
           case RecordKind::MemoryTag:
+          case RecordKind::OutOfMemory:
           case RecordKind::Collective:
           case RecordKind::FormatArguments:
           case RecordKind::Stack: break;  // consumed above
@@ -351,6 +371,8 @@ Trace assemble_trace(DrainedEvents&& drained, const ClockMap& clock, std::int64_
   });
   std::stable_sort(trace.memory_tags.begin(), trace.memory_tags.end(),
                    [](const MemoryTag& a, const MemoryTag& b) { return a.time_ns < b.time_ns; });
+  std::stable_sort(trace.out_of_memory.begin(), trace.out_of_memory.end(),
+                   [](const OutOfMemoryEvent& a, const OutOfMemoryEvent& b) { return a.time_ns < b.time_ns; });
   return trace;
 }
 

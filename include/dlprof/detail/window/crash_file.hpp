@@ -179,6 +179,7 @@ void for_each_name_of(const Event& event, Use&& use) noexcept {
     case RecordKind::Memory:
     case RecordKind::MemoryTotals:
     case RecordKind::MemoryTag:
+    case RecordKind::OutOfMemory:
     case RecordKind::FormatArguments:
     case RecordKind::Stack: break;
   }

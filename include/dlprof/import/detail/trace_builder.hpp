@@ -1342,6 +1342,8 @@ class TraceBuilder {
       add_memory(event, time);
     } else if (name == kineto::name::kMemoryCategoryTag) {
       add_memory_tag(event, time);
+    } else if (name == kineto::name::kOutOfMemory) {
+      add_out_of_memory(event, time);
     } else {
       TraceEvent instant;
       instant.start_ns = instant.end_ns = time;
@@ -1370,6 +1372,21 @@ class TraceBuilder {
     memory.total_allocated = signed_arg(Arg::TotalAllocated, kineto::arg::kTotalAllocated, INT64_MAX);
     memory.total_reserved = signed_arg(Arg::TotalReserved, kineto::arg::kTotalReserved, INT64_MAX);
     trace_.memory_events.push_back(memory);
+  }
+
+  void add_out_of_memory(const RawEvent& event, std::int64_t time) {
+    const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
+      return arg_value(event, arg, [&](const RawValue& value) { return signed_of(value, key, limit); }).value_or(0);
+    };
+    OutOfMemoryEvent failure;
+    failure.time_ns = time;
+    failure.thread = event_thread(event);
+    failure.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, kineto::arg::kDeviceType, INT8_MAX));
+    failure.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, kineto::arg::kDeviceId, INT32_MAX));
+    failure.bytes = signed_arg(Arg::MemoryBytes, kineto::arg::kMemoryBytes, INT64_MAX);
+    failure.total_allocated = signed_arg(Arg::TotalAllocated, kineto::arg::kTotalAllocated, INT64_MAX);
+    failure.total_reserved = signed_arg(Arg::TotalReserved, kineto::arg::kTotalReserved, INT64_MAX);
+    trace_.out_of_memory.push_back(failure);
   }
 
   void add_memory_tag(const RawEvent& event, std::int64_t time) {
@@ -1582,6 +1599,7 @@ class TraceBuilder {
     for (ApiEvent& call : trace_.api_events) call.thread = final_index[call.thread];
     for (MemoryEvent& memory : trace_.memory_events) memory.thread = final_index[memory.thread];
     for (MemoryTag& tag : trace_.memory_tags) tag.thread = final_index[tag.thread];
+    for (OutOfMemoryEvent& failure : trace_.out_of_memory) failure.thread = final_index[failure.thread];
     for (CollectiveCall& call : trace_.collectives) call.thread = final_index[call.thread];
     thread_cpu_samples(final_index);
   }
@@ -1617,6 +1635,7 @@ class TraceBuilder {
     }
     for (MemoryEvent& memory : trace_.memory_events) shift(memory.time_ns);
     for (MemoryTag& tag : trace_.memory_tags) shift(tag.time_ns);
+    for (OutOfMemoryEvent& failure : trace_.out_of_memory) shift(failure.time_ns);
     for (DeviceCounterSample& sample : trace_.device_counters) shift(sample.time_ns);
     for (ThreadCpuSample& sample : trace_.thread_cpu) shift(sample.time_ns);
     for (OverheadEvent& overhead : trace_.overhead_events) {
@@ -1684,6 +1703,8 @@ class TraceBuilder {
                      [](const MemoryEvent& a, const MemoryEvent& b) { return a.time_ns < b.time_ns; });
     stable_sort_runs(trace_.memory_tags.begin(), trace_.memory_tags.end(),
                      [](const MemoryTag& a, const MemoryTag& b) { return a.time_ns < b.time_ns; });
+    stable_sort_runs(trace_.out_of_memory.begin(), trace_.out_of_memory.end(),
+                     [](const OutOfMemoryEvent& a, const OutOfMemoryEvent& b) { return a.time_ns < b.time_ns; });
     stable_sort_runs(trace_.overhead_events.begin(), trace_.overhead_events.end(),
                      [](const OverheadEvent& a, const OverheadEvent& b) { return a.start_ns < b.start_ns; });
     stable_sort_runs(trace_.device_counters.begin(), trace_.device_counters.end(),

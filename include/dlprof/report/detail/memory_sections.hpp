@@ -51,6 +51,26 @@ inline std::string peak_headline(const analysis::MemoryPeak& peak) {
   return fmt::format("peak {} allocated{}", KeyAverages::format_bytes(peak.allocated), where);
 }
 
+/// "Out of memory in ProfilerStep#57, backward (aten::empty in nn.Module: Block_11), asking 2.00
+/// GiB on CUDA:0: 13.90 GiB allocated, of which activations 9.80 GiB (70.5%), ...; the largest
+/// holders: ...".
+inline std::string out_of_memory_line(const analysis::OutOfMemory& failure) {
+  const analysis::MemoryPeak& state = failure.state;
+  std::string where;
+  if (!state.step.empty()) where += fmt::format(" in {}", state.step);
+  if (!state.phase.empty()) where += fmt::format("{} {}", where.empty() ? " in" : ",", state.phase);
+  if (!state.site.empty()) where += fmt::format(" ({})", state.site);
+  std::string line = fmt::format("Out of memory{}, asking {} on {}: {} allocated, of which {}", where,
+                                 KeyAverages::format_bytes(failure.requested), device_label(state.device_type, state.device),
+                                 KeyAverages::format_bytes(state.allocated), category_breakdown(state.by_category));
+  if (!state.by_site.empty()) {
+    line += "; held most by ";
+    for (std::size_t i = 0; i < state.by_site.size() && i < 3; ++i)
+      line += fmt::format("{}{} ({})", i == 0 ? "" : ", ", state.by_site[i].name, KeyAverages::format_bytes(state.by_site[i].bytes));
+  }
+  return line + ".";
+}
+
 /// Per device with a peak: what was alive then, by the op and module that allocated it; then by
 /// line of code where stacks were recorded; then the largest allocations.
 inline std::vector<TableSection> memory_peak_sections(const RankReport& rank) {
