@@ -726,18 +726,24 @@ class GpuEventWriter {
     }
   }
 
-  void write_memory(const MemoryEvent& memory) {
-    namespace arg = kineto::arg;
+  /// The opening of a memory instant (`[memory]`, `[OutOfMemory]`, `[memory category]`) on the
+  /// thread that recorded it, up to its args.
+  void memory_instant_opening(std::string_view name, std::uint32_t thread, std::int64_t time_ns) {
     json_.raw("  {\"ph\": \"i\", \"cat\": \"");
     json_.raw(kineto::cat::kCpuInstantEvent);
     json_.raw("\", \"s\": \"t\", \"name\": \"");
-    json_.raw(kineto::name::kMemory);
+    json_.raw(name);
     json_.raw("\", \"pid\": ");
     json_.integer(trace_.pid);
     json_.raw(", \"tid\": ");
-    json_.integer(trace_.threads[memory.thread].os_tid);
+    json_.integer(trace_.threads[thread].os_tid);
     json_.raw(", \"ts\": ");
-    json_.microseconds(relative_(memory.time_ns));
+    json_.microseconds(relative_(time_ns));
+  }
+
+  void write_memory(const MemoryEvent& memory) {
+    namespace arg = kineto::arg;
+    memory_instant_opening(kineto::name::kMemory, memory.thread, memory.time_ns);
     integer_arg<json_piece::kArgsOpening, arg::kDeviceType>(static_cast<std::int64_t>(memory.device_type));
     integer_arg<json_piece::kComma, arg::kDeviceId>(memory.device);
     integer_arg<json_piece::kComma, arg::kAddr>(static_cast<std::int64_t>(memory.address));
@@ -749,16 +755,7 @@ class GpuEventWriter {
 
   void write_out_of_memory(const OutOfMemoryEvent& failure) {
     namespace arg = kineto::arg;
-    json_.raw("  {\"ph\": \"i\", \"cat\": \"");
-    json_.raw(kineto::cat::kCpuInstantEvent);
-    json_.raw("\", \"s\": \"t\", \"name\": \"");
-    json_.raw(kineto::name::kOutOfMemory);
-    json_.raw("\", \"pid\": ");
-    json_.integer(trace_.pid);
-    json_.raw(", \"tid\": ");
-    json_.integer(trace_.threads[failure.thread].os_tid);
-    json_.raw(", \"ts\": ");
-    json_.microseconds(relative_(failure.time_ns));
+    memory_instant_opening(kineto::name::kOutOfMemory, failure.thread, failure.time_ns);
     integer_arg<json_piece::kArgsOpening, arg::kDeviceType>(static_cast<std::int64_t>(failure.device_type));
     integer_arg<json_piece::kComma, arg::kDeviceId>(failure.device);
     integer_arg<json_piece::kComma, arg::kMemoryBytes>(failure.bytes);
@@ -769,16 +766,7 @@ class GpuEventWriter {
 
   void write_memory_tag(const MemoryTag& tag) {
     namespace arg = kineto::arg;
-    json_.raw("  {\"ph\": \"i\", \"cat\": \"");
-    json_.raw(kineto::cat::kCpuInstantEvent);
-    json_.raw("\", \"s\": \"t\", \"name\": \"");
-    json_.raw(kineto::name::kMemoryCategoryTag);
-    json_.raw("\", \"pid\": ");
-    json_.integer(trace_.pid);
-    json_.raw(", \"tid\": ");
-    json_.integer(trace_.threads[tag.thread].os_tid);
-    json_.raw(", \"ts\": ");
-    json_.microseconds(relative_(tag.time_ns));
+    memory_instant_opening(kineto::name::kMemoryCategoryTag, tag.thread, tag.time_ns);
     integer_arg<json_piece::kArgsOpening, arg::kDeviceType>(static_cast<std::int64_t>(tag.device_type));
     integer_arg<json_piece::kComma, arg::kDeviceId>(tag.device);
     integer_arg<json_piece::kComma, arg::kAddr>(static_cast<std::int64_t>(tag.address));

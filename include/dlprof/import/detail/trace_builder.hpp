@@ -1355,37 +1355,57 @@ class TraceBuilder {
     see_time(time, time);
   }
 
-  void add_memory(const RawEvent& event, std::int64_t time) {
-    MemoryEvent memory;
-    memory.time_ns = time;
-    memory.thread = event_thread(event);
+  /// The args the memory instants share (`[memory]`, `[OutOfMemory]`, `[memory category]`); 0 for
+  /// one that is absent or unusable.
+  struct MemoryArgs {
+    MemoryDeviceType device_type = MemoryDeviceType::CPU;
+    std::int32_t device = 0;
+    std::uint64_t address = 0;
+    std::int64_t bytes = 0;
+    std::int64_t total_allocated = 0;
+    std::int64_t total_reserved = 0;
+  };
+
+  MemoryArgs memory_args(const RawEvent& event) {
     const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
       return arg_value(event, arg, [&](const RawValue& value) { return signed_of(value, key, limit); }).value_or(0);
     };
-    memory.device_type =
-        static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, kineto::arg::kDeviceType, INT8_MAX));
-    memory.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, kineto::arg::kDeviceId, INT32_MAX));
-    memory.address = arg_value(event, Arg::MemoryAddress, [&](const RawValue& value) {
-                       return unsigned_of(value, kineto::arg::kAddr, UINT64_MAX);
-                     }).value_or(0);
-    memory.bytes = signed_arg(Arg::MemoryBytes, kineto::arg::kMemoryBytes, INT64_MAX);
-    memory.total_allocated = signed_arg(Arg::TotalAllocated, kineto::arg::kTotalAllocated, INT64_MAX);
-    memory.total_reserved = signed_arg(Arg::TotalReserved, kineto::arg::kTotalReserved, INT64_MAX);
+    MemoryArgs args;
+    args.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, kineto::arg::kDeviceType, INT8_MAX));
+    args.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, kineto::arg::kDeviceId, INT32_MAX));
+    args.address = arg_value(event, Arg::MemoryAddress, [&](const RawValue& value) {
+                     return unsigned_of(value, kineto::arg::kAddr, UINT64_MAX);
+                   }).value_or(0);
+    args.bytes = signed_arg(Arg::MemoryBytes, kineto::arg::kMemoryBytes, INT64_MAX);
+    args.total_allocated = signed_arg(Arg::TotalAllocated, kineto::arg::kTotalAllocated, INT64_MAX);
+    args.total_reserved = signed_arg(Arg::TotalReserved, kineto::arg::kTotalReserved, INT64_MAX);
+    return args;
+  }
+
+  void add_memory(const RawEvent& event, std::int64_t time) {
+    const MemoryArgs args = memory_args(event);
+    MemoryEvent memory;
+    memory.time_ns = time;
+    memory.thread = event_thread(event);
+    memory.device_type = args.device_type;
+    memory.device = args.device;
+    memory.address = args.address;
+    memory.bytes = args.bytes;
+    memory.total_allocated = args.total_allocated;
+    memory.total_reserved = args.total_reserved;
     trace_.memory_events.push_back(memory);
   }
 
   void add_out_of_memory(const RawEvent& event, std::int64_t time) {
-    const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
-      return arg_value(event, arg, [&](const RawValue& value) { return signed_of(value, key, limit); }).value_or(0);
-    };
+    const MemoryArgs args = memory_args(event);
     OutOfMemoryEvent failure;
     failure.time_ns = time;
     failure.thread = event_thread(event);
-    failure.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, kineto::arg::kDeviceType, INT8_MAX));
-    failure.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, kineto::arg::kDeviceId, INT32_MAX));
-    failure.bytes = signed_arg(Arg::MemoryBytes, kineto::arg::kMemoryBytes, INT64_MAX);
-    failure.total_allocated = signed_arg(Arg::TotalAllocated, kineto::arg::kTotalAllocated, INT64_MAX);
-    failure.total_reserved = signed_arg(Arg::TotalReserved, kineto::arg::kTotalReserved, INT64_MAX);
+    failure.device_type = args.device_type;
+    failure.device = args.device;
+    failure.bytes = args.bytes;
+    failure.total_allocated = args.total_allocated;
+    failure.total_reserved = args.total_reserved;
     trace_.out_of_memory.push_back(failure);
   }
 
@@ -1401,19 +1421,15 @@ class TraceBuilder {
       unknown_memory_category_noted_ = true;
       return;
     }
-    const auto signed_arg = [&](Arg arg, std::string_view key, std::int64_t limit) -> std::int64_t {
-      return arg_value(event, arg, [&](const RawValue& value) { return signed_of(value, key, limit); }).value_or(0);
-    };
+    const MemoryArgs args = memory_args(event);
     MemoryTag tag;
     tag.time_ns = time;
     tag.thread = event_thread(event);
     tag.category = *category;
-    tag.device_type = static_cast<MemoryDeviceType>(signed_arg(Arg::MemoryDeviceType, kineto::arg::kDeviceType, INT8_MAX));
-    tag.device = static_cast<std::int32_t>(signed_arg(Arg::MemoryDeviceId, kineto::arg::kDeviceId, INT32_MAX));
-    tag.address = arg_value(event, Arg::MemoryAddress, [&](const RawValue& value) {
-                    return unsigned_of(value, kineto::arg::kAddr, UINT64_MAX);
-                  }).value_or(0);
-    tag.bytes = signed_arg(Arg::MemoryBytes, kineto::arg::kMemoryBytes, INT64_MAX);
+    tag.device_type = args.device_type;
+    tag.device = args.device;
+    tag.address = args.address;
+    tag.bytes = args.bytes;
     trace_.memory_tags.push_back(tag);
   }
 
