@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <vector>
 
+#include <dlprof/detail/backends/thread_cpu_sampler.hpp>
 #include <dlprof/profiler.hpp>
 
 #include "cpu_mlp.hpp"

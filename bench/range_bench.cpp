@@ -29,6 +29,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <dlprof/detail/recording/ring_registry.hpp>
 #include <dlprof/detail/recording/stack_walk.hpp>
 #include <dlprof/memory_tag.hpp>
 #include <dlprof/profiler.hpp>

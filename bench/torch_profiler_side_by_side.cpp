@@ -34,6 +34,7 @@
 // disableProfiler() and save).
 // Without a CUDA device it says so and exits with status 77.
 #include <ATen/Context.h>
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/profiler.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>

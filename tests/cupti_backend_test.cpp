@@ -8,6 +8,7 @@
 #include <dlprof/analysis/kernel_attribution.hpp>
 #include <dlprof/analysis/kernel_type.hpp>
 #include <dlprof/collective.hpp>
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/profiler.hpp>
 
 #include <gmock/gmock.h>

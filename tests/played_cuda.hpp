@@ -8,6 +8,7 @@
 
 #include <dlprof/cupti.hpp>
 #include <dlprof/profiler.hpp>
+#include <dlprof/detail/recording/ring_registry.hpp>
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,9 @@
 // counter and set_thread_name put in a trace, that the idle and recording paths allocate nothing,
 // and the interned-name table behind dynamic names.
 #include <dlprof/profiler.hpp>
+#include <dlprof/detail/recording/ring_registry.hpp>  // the tests' view of the rings
 
+#include <fmt/format.h>  // fmt::formatter<int>::format, which CountedArgument's formatter calls
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
