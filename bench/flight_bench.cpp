@@ -21,14 +21,28 @@
 //   step_call/flight_recorder:0|1   prof.step() alone, timed, after 360 recorded ranges (untimed):
 //       a scheduled window's step() (flight_recorder:0) and a flight recorder's (1), whose log is
 //       the rings: it copies none of the step's events.
+//   flight_log/range/rings:heap|file|file_written_back   one recorded range in a flight recorder
+//       whose rings are on the heap (no trace directory), in the flight log's file (with one), and
+//       in the file while a thread makes the kernel write its dirty pages back every 10 ms
+//       (fdatasync, where the kernel's own writeback runs every few seconds): a page written back
+//       is write-protected until its next write faults, which the ranges then pay.
+//   flight_log/step_call/rings:heap|file   prof.step() after 360 recorded ranges (untimed), with
+//       the rings on the heap or in the file, where a step's end also notes the step and writes
+//       the names its events used first.
 //
 // Run: build-bench/bench/flight_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <dlprof/detail/backends/thread_cpu_sampler.hpp>
@@ -254,6 +268,95 @@ void BM_step_call(benchmark::State& state) {
   profiler.stop();
 }
 BENCHMARK(BM_step_call)->Name("step_call")->ArgName("flight_recorder")->Arg(0)->Arg(1)->Iterations(20'000);
+
+/// Where a flight recorder's rings live, as flight_log/... benchmarks set it up.
+enum class Rings { Heap = 0, File = 1, FileWrittenBack = 2 };
+
+/// A flight recorder with its rings where `rings` says, and, for FileWrittenBack, a thread that
+/// writes the log's dirty pages back every 10 ms while it runs.
+class FlightLogSetup {
+ public:
+  explicit FlightLogSetup(Rings rings)
+      : directory_(make_directory()),
+        profiler_(rings == Rings::Heap ? flight_recorder() : flight_recorder().crash_directory(directory_, "bench")) {
+    profiler_.start();
+    if (rings != Rings::FileWrittenBack) return;
+    writer_ = std::thread([this] {
+      const int fd = open_log();
+      while (!done_.load(std::memory_order_relaxed)) {
+        if (fd >= 0) ::fdatasync(fd);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (fd >= 0) ::close(fd);
+    });
+  }
+  ~FlightLogSetup() {
+    done_.store(true, std::memory_order_relaxed);
+    if (writer_.joinable()) writer_.join();
+    profiler_.stop();
+    std::filesystem::remove_all(directory_);
+  }
+  dlprof::Profiler& profiler() { return profiler_; }
+  bool has_log() const { return open_log_count() == 1; }
+
+ private:
+  static std::string make_directory() {
+    char pattern[] = "/tmp/dlprof-flight-bench-XXXXXX";
+    const char* made = ::mkdtemp(pattern);
+    return made != nullptr ? made : "/tmp";
+  }
+  std::size_t open_log_count() const {
+    std::size_t count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(directory_))
+      count += entry.path().extension() == ".dlprof-flight";
+    return count;
+  }
+  int open_log() const {
+    for (const auto& entry : std::filesystem::directory_iterator(directory_))
+      if (entry.path().extension() == ".dlprof-flight") return ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    return -1;
+  }
+
+  std::string directory_;
+  dlprof::Profiler profiler_;
+  std::atomic<bool> done_{false};
+  std::thread writer_;
+};
+
+const char* const kRingsNames[] = {"heap", "file", "file_written_back"};
+
+void BM_flight_log_range(benchmark::State& state) {
+  const auto rings = static_cast<Rings>(state.range(0));
+  state.SetLabel(kRingsNames[state.range(0)]);
+  FlightLogSetup setup(rings);
+  if ((rings != Rings::Heap) != setup.has_log()) state.SkipWithError("the flight log's file is not where it should be");
+  std::int64_t in_step = 0;
+  for (auto _ : state) {
+    DLPROF_RANGE("flight_log_range");
+    if (++in_step == 4096) {  // steps of 4096 ranges: the log frees the old ones, as in training
+      state.PauseTiming();
+      setup.profiler().step();
+      in_step = 0;
+      state.ResumeTiming();
+    }
+  }
+}
+BENCHMARK(BM_flight_log_range)->Name("flight_log/range")->ArgName("rings")->DenseRange(0, 2);
+
+void BM_flight_log_step_call(benchmark::State& state) {
+  const auto rings = static_cast<Rings>(state.range(0));
+  state.SetLabel(kRingsNames[state.range(0)]);
+  FlightLogSetup setup(rings);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < 360; ++i) {
+      DLPROF_RANGE("step_call_range");
+    }
+    state.ResumeTiming();
+    setup.profiler().step();
+  }
+}
+BENCHMARK(BM_flight_log_step_call)->Name("flight_log/step_call")->ArgName("rings")->DenseRange(0, 1)->Iterations(20'000);
 
 }  // namespace
 

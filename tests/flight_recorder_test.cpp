@@ -4,10 +4,12 @@
 // tests/settings/launched_training.cpp as a child process and judge it by its exit and the trace
 // it leaves.
 #include <dlprof/import/chrome_trace.hpp>
+#include <dlprof/format/flight_log_file.hpp>
 #include <dlprof/profiler.hpp>
 #include <dlprof/report.hpp>
 
 #include "launched_training.hpp"
+#include "memory_cgroup.hpp"
 #include "sanitized.hpp"
 #include "test_files.hpp"
 
@@ -723,6 +725,8 @@ TEST(FlightRecorderCrashTest, ADiskThatFillsDuringADumpIsOneErrorAndTrainingGoes
     ++errors;
   EXPECT_EQ(errors, 1u) << run.err;
   EXPECT_THAT(run.err, HasSubstr("cannot write"));
+  EXPECT_THAT(run.err, HasSubstr("the file size limit (RLIMIT_FSIZE, 2048 bytes) is below the flight log's"))
+      << "no flight log where the limit would stop it";
   EXPECT_THAT(files_in(traces), IsEmpty()) << "no half-written trace, no temporary file";
 }
 
@@ -763,6 +767,213 @@ TEST(FlightRecorderHangTest, AStepThatNeverEndsIsDumpedOnceWhileItRunsNamingTheR
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(files_ending(traces, ".pt.trace.json").size(), 1u) << "one dump per hang";
   EXPECT_EQ(::kill(job.pid(), 0), 0) << "the job is never killed";
+}
+
+// The flight log's file: what a process killed without a handler leaves.
+
+std::vector<fs::path> flight_logs(const fs::path& traces) { return files_ending(traces, ".dlprof-flight"); }
+
+/// The TraceReadError reading `path` throws, or a failure.
+dlprof::TraceReadError flight_read_error(const fs::path& path) {
+  try {
+    dlprof::read_trace(path.string());
+  } catch (const dlprof::TraceReadError& error) {
+    return error;
+  }
+  ADD_FAILURE() << path << " was read";
+  return dlprof::TraceReadError(path.string(), "read");
+}
+
+/// Runs the training loop in the flight recorder until it hangs in step `hang_at`, checks that its
+/// live log is refused, and kills it with SIGKILL. Returns the log it left.
+fs::path killed_mid_step(const fs::path& scratch, const fs::path& traces, int hang_at) {
+  dlprof_test::BackgroundTraining job(flight_settings(traces), scratch, 1000,
+                                      {"--step-ms", "5", "--hang-at", std::to_string(hang_at)});
+  EXPECT_TRUE(job.wait_for_output("hanging", 60)) << job.err();
+  std::vector<fs::path> logs = flight_logs(traces);
+  EXPECT_EQ(logs.size(), 1u) << "one flight log while the recorder runs\n" << job.err();
+  if (logs.size() != 1) return {};
+  EXPECT_THAT(flight_read_error(logs[0]).reason(),
+              AllOf(HasSubstr("the flight log of a live process: process "), HasSubstr("still holds it")))
+      << "a live log is never read as a dead one";
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the watcher writes the step's new names
+  EXPECT_EQ(::kill(job.pid(), SIGKILL), 0);
+  const Launched run = job.wait();
+  EXPECT_EQ(run.signal, SIGKILL) << run.err;
+  return logs[0];
+}
+
+TEST(FlightLogTest, AProcessKilledMidStepLeavesItsLastStepsForTheReport) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const fs::path log = killed_mid_step(dir.path(), traces, 12);
+  ASSERT_FALSE(log.empty());
+  ASSERT_TRUE(fs::exists(log)) << "the kernel keeps the mapping's pages when the process dies";
+  const std::vector<dlprof::Trace> set = dlprof::read_trace_set({traces.string()});
+  ASSERT_EQ(set.size(), 1u);
+  const dlprof::Trace& trace = set[0];
+  EXPECT_THAT(trace.flight_recorder_dump,
+              AllOf(StartsWith("the process (pid "), HasSubstr(") ended without a dump, last step 11; "),
+                    HasSubstr("SIGKILL, the OOM killer, a memory limit")));
+  EXPECT_THAT(recorded_steps(trace), ElementsAre("ProfilerStep#9", "ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#12"))
+      << "the kept steps, and the step it died in, ending where its log ends";
+  EXPECT_EQ(count_named(trace, "wait_for_peer"), 1u) << "the range it was inside";
+  EXPECT_EQ(count_named(trace, "train_step"), 4u);
+  EXPECT_TRUE(trace.read_result.empty()) << trace.read_result.notes.size();
+  EXPECT_THAT(dlprof::report(trace), HasSubstr("Flight-recorder dump: the process (pid "));
+}
+
+TEST(FlightLogTest, AProcessKilledForMemoryLeavesItsLastSteps) {
+  // A memory cgroup of its own where this test may make one (the kernel's OOM killer ends the
+  // process); otherwise RLIMIT_AS, under which the process, refused memory, dies of SIGKILL.
+  dlprof_test::MemoryCgroup cgroup(std::string("dlprof_flight_log_") + std::to_string(::getpid()));
+  if (!cgroup.made() && dlprof_test::kSanitized)
+    GTEST_SKIP() << "no memory cgroup can be made here (" << cgroup.problem()
+                 << "), and the sanitizers reserve more address space than RLIMIT_AS would leave";
+  ::testing::Test::RecordProperty("memory_limit", cgroup.made() ? "a memory cgroup" : "RLIMIT_AS");
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  dlprof_test::BackgroundTraining job(flight_settings(traces), dir.path(), 1000,
+                                      {"--step-ms", "20", "--eat-memory-at", "15", cgroup.made() ? "0" : "256"});
+  if (cgroup.made()) {
+    ASSERT_TRUE(cgroup.limit(job.pid(), std::uint64_t{128} << 20)) << cgroup.problem();
+  }
+  const Launched run = job.wait();
+  EXPECT_EQ(run.signal, SIGKILL) << (cgroup.made() ? "the OOM killer" : "refused memory") << "\n" << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("eating"));
+  const std::vector<fs::path> logs = flight_logs(traces);
+  ASSERT_EQ(logs.size(), 1u) << run.err;
+  const dlprof::Trace trace = dlprof::read_trace(logs[0].string());
+  EXPECT_THAT(trace.flight_recorder_dump, HasSubstr("ended without a dump, last step 14"));
+  EXPECT_THAT(recorded_steps(trace), ElementsAre("ProfilerStep#12", "ProfilerStep#13", "ProfilerStep#14", "ProfilerStep#15"));
+  EXPECT_EQ(count_named(trace, "allocate_batch"), 1u) << "the range it was allocating in";
+}
+
+TEST(FlightLogTest, NoLogIsLeftByARecorderThatStopsOrByAProcessThatLeftADump) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const Launched ended = launch(flight_settings(traces), dir.path(), 10);
+  EXPECT_EQ(ended.status, 0) << ended.err;
+  EXPECT_THAT(flight_logs(traces), IsEmpty()) << "the recorder stopped";
+  const Launched crashed = launch(flight_settings(traces), dir.path(), 20, {"--crash-at", "6", "abort"});
+  expect_died_of(crashed, SIGABRT);
+  EXPECT_EQ(files_ending(traces, ".dlprof-crash").size(), 1u) << crashed.err;
+  EXPECT_THAT(flight_logs(traces), IsEmpty()) << "the crash file holds what the log held";
+  const Launched thrown = launch(flight_settings(traces), dir.path(), 20, {"--crash-at", "7", "throw"});
+  EXPECT_EQ(files_ending(traces, ".pt.trace.json").size(), 1u) << thrown.err;
+  EXPECT_THAT(flight_logs(traces), IsEmpty()) << "the dump holds what the log held";
+}
+
+TEST(FlightLogTest, AProcessThatCallsExitWithItsRecorderRunningIsSaidToHaveExited) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const Launched run = launch(flight_settings(traces), dir.path(), 20, {"--exit-at", "7"});
+  EXPECT_EQ(run.status, 3) << run.err;
+  const std::vector<fs::path> logs = flight_logs(traces);
+  ASSERT_EQ(logs.size(), 1u) << "a Profiler that is not destroyed at exit leaves its log";
+  const dlprof::Trace trace = dlprof::read_trace(logs[0].string());
+  EXPECT_THAT(trace.flight_recorder_dump,
+              AllOf(HasSubstr("ended without a dump, last step 6; it called exit() with its flight recorder running"),
+                    Not(HasSubstr("SIGKILL"))));
+  EXPECT_EQ(count_named(trace, "giving_up"), 1u);
+}
+
+TEST(FlightLogTest, ThisProcesssOwnLogIsLiveAndGoesWithTheRecorder) {
+  TempDir dir;
+  {
+    dlprof::Profiler profiler(dlprof::ProfilerOptions{}
+                                  .mode(dlprof::Mode::FlightRecorder)
+                                  .flight_steps(2)
+                                  .slow_step_factor(0)
+                                  .on_trace_ready(dlprof::tensorboard_trace_handler(dir.path().string(), "self")));
+    profiler.start();
+    flight_steps(profiler, 3);
+    const std::vector<fs::path> logs = flight_logs(dir.path());
+    ASSERT_EQ(logs.size(), 1u);
+    EXPECT_THAT(logs[0].filename().string(), StartsWith("self."));
+    EXPECT_THAT(flight_read_error(logs[0]).reason(),
+                HasSubstr(fmt::format("the flight log of a live process: process {} still holds it", ::getpid())))
+        << "the lock is the open file's: this process sees it too";
+    std::thread([] { DLPROF_RANGE("flight_log_thread"); }).join();  // a thread that ends, its ring in the log
+    profiler.stop();
+  }
+  EXPECT_THAT(flight_logs(dir.path()), IsEmpty());
+}
+
+TEST(FlightLogTest, TwoProcessesWritingToOneDirectoryEachLeaveTheirOwnLog) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  fs::create_directories(dir.path() / "a");
+  fs::create_directories(dir.path() / "b");
+  {
+    dlprof_test::BackgroundTraining a(flight_settings(traces), dir.path() / "a", 1000, {"--step-ms", "5", "--hang-at", "6"});
+    dlprof_test::BackgroundTraining b(flight_settings(traces), dir.path() / "b", 1000, {"--step-ms", "5", "--hang-at", "9"});
+    ASSERT_TRUE(a.wait_for_output("hanging", 60)) << a.err();
+    ASSERT_TRUE(b.wait_for_output("hanging", 60)) << b.err();
+    EXPECT_EQ(flight_logs(traces).size(), 2u);
+  }  // killed with SIGKILL
+  std::vector<std::string> dumps;
+  for (const fs::path& log : flight_logs(traces)) dumps.push_back(dlprof::read_trace(log.string()).flight_recorder_dump);
+  EXPECT_THAT(dumps, ::testing::UnorderedElementsAre(HasSubstr("last step 5;"), HasSubstr("last step 8;")));
+}
+
+TEST(FlightLogTest, ACutDamagedOrForeignLogIsReadAsFarAsItHoldsOrRefusedWithTheReason) {
+  TempDir dir;
+  const fs::path traces = dir.path() / "traces";
+  const fs::path log = killed_mid_step(dir.path(), traces, 8);
+  ASSERT_FALSE(log.empty());
+  const std::string whole = dlprof_test::read_file(log);
+  dlprof::detail::FlightLogHeader header{};
+  ASSERT_GE(whole.size(), sizeof(header));
+  std::memcpy(&header, whole.data(), sizeof(header));
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    const fs::path path = dir.path() / name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  const auto patched = [&](std::size_t offset, const void* value, std::size_t size) {
+    std::string bytes = whole;
+    std::memcpy(bytes.data() + offset, value, size);
+    return bytes;
+  };
+
+  // Another version, and a header cut short.
+  const std::uint32_t version = 99;
+  EXPECT_THAT(flight_read_error(write("v99.dlprof-flight", patched(offsetof(dlprof::detail::FlightLogHeader, version),
+                                                                   &version, sizeof(version))))
+                  .reason(),
+              StartsWith("a dlprof flight log of version 99 with a "));
+  EXPECT_THAT(flight_read_error(write("short.dlprof-flight", whole.substr(0, 100))).reason(),
+              StartsWith("not a dlprof flight log"));
+
+  // Cut inside the first ring's events: what it holds is read, with a note.
+  const std::string cut = whole.substr(0, header.slots_offset + header.slot_bytes / 2);
+  const dlprof::Trace cut_trace = dlprof::read_trace(write("cut.dlprof-flight", cut).string());
+  ASSERT_FALSE(cut_trace.read_result.notes.empty());
+  EXPECT_THAT(cut_trace.read_result.notes[0], HasSubstr("it was cut short"));
+
+  // A ring whose counters do not fit: its last events are read, with a note.
+  dlprof::detail::FlightLogSlot slot{};
+  std::memcpy(&slot, whole.data() + header.slots_offset, sizeof(slot));
+  const std::uint64_t tail = UINT64_MAX;  // past its head
+  const dlprof::Trace torn = dlprof::read_trace(
+      write("torn.dlprof-flight", patched(header.slots_offset + slot.tail_offset, &tail, sizeof(tail))).string());
+  ASSERT_FALSE(torn.read_result.notes.empty());
+  EXPECT_THAT(torn.read_result.notes[0], HasSubstr("has counters that do not fit"));
+
+  // Garbage in every event slot of every ring: each is left out and counted, never a crash.
+  std::string garbage = whole;
+  for (std::uint64_t i = 0; i < header.slot_count; ++i) {
+    const std::uint64_t base = header.slots_offset + i * header.slot_bytes;
+    if (base + header.slot_bytes > garbage.size()) break;
+    dlprof::detail::FlightLogSlot each{};
+    std::memcpy(&each, garbage.data() + base, sizeof(each));
+    if (each.state != 1) continue;
+    std::memset(garbage.data() + base + each.events_offset, 0xAB, each.capacity * sizeof(dlprof::detail::Event));
+  }
+  const dlprof::Trace scrambled = dlprof::read_trace(write("garbage.dlprof-flight", garbage).string());
+  EXPECT_GT(scrambled.read_result.skipped_events, 0u);
+  EXPECT_THAT(scrambled.read_result.first_skip_reason, HasSubstr("an event of unknown kind"));
 }
 
 /// Runs dlprof-capture with `arguments`; its stdout, stderr and exit status.

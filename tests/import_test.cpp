@@ -1444,7 +1444,7 @@ TEST(ImportSetTest, DirectoriesFilesAndRanks) {
   fs::create_directory(dir.path() / "nothing");
   write_text(dir.path() / "nothing" / "readme.md", "");
   EXPECT_EQ(read_error([&] { dlprof::read_trace_set({(dir.path() / "nothing").string()}); }).reason(),
-            "no trace files (*.json, *.gz, *.dlprof-crash) in the directory");
+            "no trace files (*.json, *.gz, *.dlprof-crash, *.dlprof-flight) in the directory");
   EXPECT_EQ(read_error([&] { dlprof::read_trace_set({(dir.path() / "absent").string()}); }).reason(),
             "No such file or directory");
 }

@@ -7,6 +7,7 @@
 //   launched_training STEPS [--step-ms MS] [--slow-step N] [--crash-at N segv|abort|throw]
 //                           [--own-handler] [--fork-at N] [--load-ms MS] [--overflow-at N main|thread]
 //                           [--hang-at N] [--irregular-warmup N] [--own-usr2-handler]
+//                           [--eat-memory-at N MB] [--exit-at N]
 //
 // --step-ms MS      each step sleeps MS ms; "training" is printed once the Profiler has started
 // --slow-step N     step N takes 200 ms instead of about 2
@@ -25,16 +26,27 @@
 //                   prints "own handler ran" and lets the signal kill the process
 // --fork-at N       at step N, forks a child that steps, dumps and dies of SIGSEGV inside a range,
 //                   as a data loader worker might; the parent waits for it and trains on
+// --eat-memory-at N MB  step N prints "eating", then maps and touches memory inside the range
+//                   "allocate_batch" until the kernel kills it for memory (a cgroup's limit); with
+//                   MB > 0 its address space is first limited to MB more than it holds (RLIMIT_AS).
+//                   When a mapping fails, or after 1 GiB, it dies of SIGKILL, as the OOM killer
+//                   ends a process. Half a second passes in the range before it eats
+// --exit-at N       step N calls std::exit(3) inside the range "giving_up", the Profiler running,
+//                   half a second into it
 #include <dlprof/profiler.hpp>
 
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cinttypes>
 #include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -76,6 +88,37 @@ int recurse(int depth, int limit) {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+/// The bytes of address space the process holds (VmSize); 0 where /proc does not say.
+std::uint64_t address_space_bytes() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return 0;
+  char line[256];
+  std::uint64_t kib = 0;
+  while (std::fgets(line, sizeof(line), status) != nullptr)
+    if (std::sscanf(line, "VmSize: %" SCNu64 " kB", &kib) == 1) break;
+  std::fclose(status);
+  return kib * 1024;
+}
+
+[[noreturn]] void eat_memory(std::uint64_t limit_mb) {
+  DLPROF_RANGE("allocate_batch");
+  if (limit_mb > 0) {
+    const rlimit limit{address_space_bytes() + (limit_mb << 20), RLIM_INFINITY};
+    ::setrlimit(RLIMIT_AS, &limit);
+  }
+  fmt::print("eating\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the recorder's watcher notes the range's name
+  constexpr std::size_t kChunk = std::size_t{8} << 20;
+  for (std::size_t eaten = 0;; eaten += kChunk) {
+    void* chunk = eaten < (std::size_t{1} << 30)
+                      ? ::mmap(nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                      : MAP_FAILED;
+    if (chunk == MAP_FAILED) ::kill(::getpid(), SIGKILL);
+    else std::memset(chunk, 1, kChunk);
+  }
+}
+
 void own_usr2_handler(int) {
   static const char kMessage[] = "own SIGUSR2 handler ran\n";
   static_cast<void>(::write(2, kMessage, sizeof(kMessage) - 1));
@@ -103,6 +146,9 @@ int main(int argc, char** argv) {
   int overflow_at = -1;
   int hang_at = -1;
   int irregular_warmup = 0;
+  int eat_memory_at = -1;
+  int exit_at = -1;
+  std::uint64_t eat_limit_mb = 0;
   std::string crash_how = "segv";
   std::string overflow_where = "main";
   for (int i = 2; i < argc; ++i) {
@@ -121,6 +167,11 @@ int main(int argc, char** argv) {
       crash_at = std::atoi(argv[++i]);
       crash_how = argv[++i];
     }
+    if (flag == "--eat-memory-at" && i + 2 < argc) {
+      eat_memory_at = std::atoi(argv[++i]);
+      eat_limit_mb = std::strtoull(argv[++i], nullptr, 10);
+    }
+    if (flag == "--exit-at" && i + 1 < argc) exit_at = std::atoi(argv[++i]);
     if (flag == "--own-usr2-handler") ::signal(SIGUSR2, own_usr2_handler);
     if (flag == "--own-handler") {
       ::signal(SIGSEGV, own_handler);
@@ -149,6 +200,12 @@ int main(int argc, char** argv) {
     if (step == crash_at) crash(crash_how);
     if (step == overflow_at) overflow_stack(overflow_where, argc > 0 ? INT_MAX : 0);
     if (step == hang_at) hang();
+    if (step == eat_memory_at) eat_memory(eat_limit_mb);
+    if (step == exit_at) {
+      DLPROF_RANGE("giving_up");
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the recorder's watcher notes the range's name
+      std::exit(3);
+    }
     if (step == fork_at) {
       const pid_t child = ::fork();
       if (child == 0) {

@@ -379,7 +379,8 @@ bool BasicProfiler<Deferred>::ask_for_capture(std::int64_t amount) {
 
 /// The watcher's look (detail/control/watcher.hpp): on demand, ends a timed capture that is due
 /// and, when no step() has come for a second (a program without steps), takes the requests
-/// step() would; in a flight recorder, dumps a step that hangs. Only tries the control lock, so
+/// step() would; in a flight recorder, notes its progress in the flight log's file and dumps a
+/// step that hangs. Only tries the control lock, so
 /// that start(), step() and stop() never wait for it.
 template <class Deferred>
 void BasicProfiler<Deferred>::watch() {
@@ -388,6 +389,7 @@ void BasicProfiler<Deferred>::watch() {
   if (!started_) return;
   controller_.store(std::this_thread::get_id(), std::memory_order_release);
   if (flight_) {
+    flight_->note_progress();
     if (std::optional<std::string> reason = flight_->hang(step_num_)) flight_dump(std::move(*reason), /*handlers_here=*/false);
   } else {
     const std::int64_t now = detail::clock_ns(CLOCK_MONOTONIC);

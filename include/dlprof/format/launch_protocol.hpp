@@ -21,6 +21,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/detail/text.hpp"
 #include "dlprof/format/crash_file.hpp"
+#include "dlprof/format/flight_log_file.hpp"
 #include "dlprof/schedule.hpp"
 
 DLPROF_BEGIN_NAMESPACE
@@ -291,6 +292,12 @@ inline bool is_trace_file_name(std::string_view name) noexcept {
     return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
   };
   return ends_with(".json") || ends_with(kGzipSuffix) || ends_with(kCrashFileSuffix);
+}
+
+/// Whether a trace directory's file is a flight log's file (format/flight_log_file.hpp): the
+/// reader takes it once its process has ended; dlprof-capture never waits for one.
+inline bool is_flight_log_file_name(std::string_view name) noexcept {
+  return name.size() > kFlightLogSuffix.size() && name.substr(name.size() - kFlightLogSuffix.size()) == kFlightLogSuffix;
 }
 
 }  // namespace detail

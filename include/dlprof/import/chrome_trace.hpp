@@ -458,6 +458,13 @@ inline Trace read_one(const std::string& path, const ReadOptions& options, std::
       if (!trace) throw TraceReadError(path, problem);
       return std::move(*trace);
     }
+    if (file.regular() && ::pread(file.fd(), magic, sizeof(magic), 0) == static_cast<ssize_t>(sizeof(magic)) &&
+        has_flight_log_magic(std::string_view(magic, sizeof(magic)))) {
+      std::string problem;
+      std::optional<Trace> trace = flight_log_trace(file.fd(), file.size(), problem);
+      if (!trace) throw TraceReadError(path, problem);
+      return std::move(*trace);
+    }
     if (file.regular() && file.size() > options.parse_part_bytes && ::pread(file.fd(), magic, 2, 0) == 2 &&
         !is_gzip(std::string_view(magic, 2))) {
       if (std::optional<Trace> trace = read_in_parts(file.fd(), file.size(), path, options, file_index, file_count))
@@ -511,11 +518,13 @@ inline std::vector<TraceSetFile> trace_set_files(const std::vector<std::string>&
     std::vector<std::string> found;
     for (fs::directory_iterator entry(path, error), end; !error && entry != end; entry.increment(error)) {
       std::error_code entry_error;
-      if (detail::is_trace_file_name(entry->path().filename().string()) && !entry->is_directory(entry_error))
+      const std::string name = entry->path().filename().string();
+      if ((detail::is_trace_file_name(name) || detail::is_flight_log_file_name(name)) && !entry->is_directory(entry_error))
         found.push_back(entry->path().string());
     }
     if (error) throw TraceReadError(path, error.message());
-    if (found.empty()) throw TraceReadError(path, "no trace files (*.json, *.gz, *.dlprof-crash) in the directory");
+    if (found.empty())
+      throw TraceReadError(path, "no trace files (*.json, *.gz, *.dlprof-crash, *.dlprof-flight) in the directory");
     std::sort(found.begin(), found.end());
     for (std::string& file : found) files.push_back({std::move(file), true});
   }

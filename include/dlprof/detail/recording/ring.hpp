@@ -11,12 +11,15 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/record.hpp"
 #include "dlprof/detail/recording/slow_path.hpp"
+#include "dlprof/format/flight_log_file.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -55,7 +58,44 @@ class ThreadRing {
         thread_ordinal_(thread_ordinal),
         thread_name_(std::move(thread_name)) {}
 
-  ~ThreadRing() { delete[] slots_; }
+  /// A ring whose events and counters live in a flight log file's slot (flight_log_file.hpp):
+  /// the object itself is placed in the slot, `slots` (zeroed, `capacity` a power of two) after
+  /// it. The slot learns where the counters are and, as they change, the thread's identity.
+  ThreadRing(FlightLogSlot& file_slot, Event* slots, std::size_t capacity, std::int64_t os_tid, std::string thread_name,
+             std::uint32_t thread_ordinal)
+      : slots_(slots),
+        capacity_(capacity),
+        mask_(capacity_ - 1),
+        limit_(capacity_),
+        os_tid_(os_tid),
+        thread_ordinal_(thread_ordinal),
+        thread_name_(std::move(thread_name)),
+        file_slot_(&file_slot) {
+    const auto offset = [&](const void* field) {
+      return static_cast<std::uint64_t>(static_cast<const char*>(field) - reinterpret_cast<const char*>(&file_slot));
+    };
+    const auto within_entry = [&](const void* field) {
+      return static_cast<std::uint64_t>(static_cast<const char*>(field) - reinterpret_cast<const char*>(&open_[0]));
+    };
+    file_slot.capacity = capacity_;
+    file_slot.events_offset = offset(slots_);
+    file_slot.head_offset = offset(&head_);
+    file_slot.tail_offset = offset(&tail_);
+    file_slot.open_depth_offset = offset(&open_depth_);
+    file_slot.open_entries_offset = offset(&open_[0]);
+    file_slot.open_entry_bytes = sizeof(TrackedRange);
+    file_slot.open_name_offset = within_entry(&open_[0].name);
+    file_slot.open_start_offset = within_entry(&open_[0].start);
+    file_slot.open_category_offset = within_entry(&open_[0].category);
+    file_slot.open_arguments_offset = within_entry(&open_[0].argument_words);
+    file_slot.open_argument_types_offset = within_entry(&open_[0].argument_types);
+    file_slot.open_entries = kTrackedOpenRanges;
+    mirror_thread();
+  }
+
+  ~ThreadRing() {
+    if (file_slot_ == nullptr) delete[] slots_;
+  }
 
   ThreadRing(const ThreadRing&) = delete;
   ThreadRing& operator=(const ThreadRing&) = delete;
@@ -132,6 +172,17 @@ class ThreadRing {
   }
 
   bool has_new_drops() const noexcept { return dropped_.load(std::memory_order_relaxed) != drops_reported_; }
+
+  /// Consumer side: hands the events published since the last call (and not yet freed) to
+  /// `sink(first, count)`, as drain() does, without freeing them: the flight log's file writes the
+  /// names they use.
+  template <class Sink>
+  void scan_new_events(Sink&& sink) {
+    const std::uint64_t head = head_.load(std::memory_order_acquire);
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    visit(scanned_ > tail ? scanned_ : tail, head, sink);
+    scanned_ = head;
+  }
 
   /// Consumer side: the flight recorder's log (flight_log.hpp) is the ring itself. It marks where
   /// each step begins, and frees the steps it no longer keeps without copying them. The last
@@ -326,12 +377,14 @@ class ThreadRing {
     drops_reported_ = 0;
     open_depth_.store(0, std::memory_order_relaxed);
     marks_count_ = 0;
+    scanned_ = 0;
     collective_name_.store(0, std::memory_order_relaxed);
     exited_.store(false, std::memory_order_relaxed);
     superseded_.store(false, std::memory_order_relaxed);
     os_tid_ = os_tid;
     thread_ordinal_ = thread_ordinal;
     thread_name_ = std::move(thread_name);
+    mirror_thread();
   }
 
   /// Set once its thread has attached a newer ring: its open ranges are that ring's now.
@@ -346,7 +399,12 @@ class ThreadRing {
   std::uint32_t thread_ordinal() const noexcept { return thread_ordinal_; }
   /// Thread name; guarded by the registry's mutex.
   const std::string& thread_name() const noexcept { return thread_name_; }
-  void set_thread_name(std::string name) { thread_name_ = std::move(name); }
+  void set_thread_name(std::string name) {
+    thread_name_ = std::move(name);
+    mirror_thread();
+  }
+  /// The flight log file's slot the ring lives in, or null for a ring on the heap.
+  FlightLogSlot* file_slot() const noexcept { return file_slot_; }
 
  private:
   template <class>
@@ -354,6 +412,17 @@ class ThreadRing {
 
   /// Hands the events between `tail` and `head` to `sink(first, count)`: one span, or two where
   /// they wrap. Returns how many.
+  /// Copies the thread's identity into the file's slot, for a reader after the process is gone.
+  void mirror_thread() noexcept {
+    if (file_slot_ == nullptr) return;
+    FlightThread& thread = file_slot_->thread;
+    thread.os_tid = os_tid_;
+    thread.ordinal = thread_ordinal_;
+    const std::size_t length = thread_name_.size() < sizeof(thread.name) ? thread_name_.size() : sizeof(thread.name) - 1;
+    std::memcpy(thread.name, thread_name_.data(), length);
+    std::memset(thread.name + length, 0, sizeof(thread.name) - length);
+  }
+
   template <class Sink>
   std::size_t visit(std::uint64_t tail, std::uint64_t head, Sink& sink) const {
     const std::size_t count = static_cast<std::size_t>(head - tail);
@@ -398,11 +467,28 @@ class ThreadRing {
   StepMark marks_[kStepMarks] = {};
   std::uint32_t marks_first_ = 0;
   std::uint32_t marks_count_ = 0;
+  std::uint64_t scanned_ = 0;  // events scan_new_events() has handed out
   std::atomic<bool> exited_{false};
   std::atomic<bool> superseded_{false};
   std::int64_t os_tid_;
   std::uint32_t thread_ordinal_;
   std::string thread_name_;
+  FlightLogSlot* const file_slot_ = nullptr;
+};
+
+/// Where the ring registry places the rings of threads that start recording, instead of the heap:
+/// the flight log's file (detail/window/flight_log_file.hpp).
+class RingPlacement {
+ public:
+  /// A ring of `capacity` events for a thread, or null where it has no room: the heap's then.
+  virtual std::shared_ptr<ThreadRing> make_ring(std::size_t capacity, std::int64_t os_tid, std::string thread_name,
+                                                std::uint32_t thread_ordinal) = 0;
+  /// In a fork's child, before the child writes to a ring: the placement keeps the child's
+  /// writes from the parent's rings.
+  virtual void make_private_in_child() noexcept = 0;
+
+ protected:
+  ~RingPlacement() = default;
 };
 
 /// This thread's ring. Constant-initialised, so reading it is one %fs-relative load with no

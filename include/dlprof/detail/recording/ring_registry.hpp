@@ -57,7 +57,8 @@ class BasicRingRegistry {
       idle_.pop_back();
       ring->reuse(os_tid, std::move(thread_name), thread_ordinal);
     } else {
-      ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name), thread_ordinal);
+      if (placement_) ring = placement_->make_ring(capacity_, os_tid, thread_name, thread_ordinal);
+      if (!ring) ring = std::make_shared<ThreadRing>(capacity_, os_tid, std::move(thread_name), thread_ordinal);
     }
     rings_.push_back(ring);
     return ring;
@@ -70,7 +71,8 @@ class BasicRingRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto held = std::find(rings_.begin(), rings_.end(), ring);
     if (held == rings_.end()) return;  // forgotten: a fork's child, or already drained and retired
-    if (ring->retired() || ring->superseded() || ring->capacity() != capacity_) {
+    // A ring in the flight log's file keeps its events there, until the log frees them.
+    if (ring->retired() || ring->superseded() || ring->capacity() != capacity_ || ring->file_slot() != nullptr) {
       ring->mark_exited();
       return;
     }
@@ -89,6 +91,15 @@ class BasicRingRegistry {
     const std::size_t capacity = round_up_to_power_of_two(events_per_thread);
     if (capacity == capacity_) return;
     capacity_ = capacity;
+    for (auto& ring : rings_) ring->retire();
+    idle_.clear();
+  }
+
+  /// Places the rings attached from now on (null: on the heap), and retires every ring, so that
+  /// each thread attaches one there from its next event. Call only between windows.
+  void place_rings(std::shared_ptr<RingPlacement> placement) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    placement_ = std::move(placement);
     for (auto& ring : rings_) ring->retire();
     idle_.clear();
   }
@@ -176,6 +187,7 @@ class BasicRingRegistry {
   /// the parent's events; they are forgotten (retired, so a thread of the child holding one
   /// attaches a fresh ring).
   void forget_all_in_child() noexcept {
+    if (placement_) placement_->make_private_in_child();  // before the rings are written to
     for (auto& ring : rings_) ring->retire();
     rings_.clear();
     ringless_events_.store(0, std::memory_order_relaxed);
@@ -204,6 +216,7 @@ class BasicRingRegistry {
   std::mutex mutex_;
   std::vector<std::shared_ptr<ThreadRing>> rings_;
   std::vector<std::shared_ptr<ThreadRing>> idle_;
+  std::shared_ptr<RingPlacement> placement_;
   std::size_t capacity_ = kDefaultEventsPerThread;
   std::atomic<std::uint64_t> ringless_events_{0};
 };

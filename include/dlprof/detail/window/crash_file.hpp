@@ -34,7 +34,9 @@
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/site.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
+#include "dlprof/detail/window/event_names.hpp"
 #include "dlprof/detail/window/flight_log.hpp"
+#include "dlprof/detail/window/flight_log_file.hpp"
 #include "dlprof/detail/window/lifecycle.hpp"
 #include "dlprof/format/crash_file.hpp"
 
@@ -95,40 +97,11 @@ class SignalSafeFile {
   bool failed_ = false;
 };
 
-/// The names a crash file has written, so that each is written once: an open-addressing set
-/// allocated when the recorder starts. Past three quarters full, every id counts as new.
-class CrashNameSet {
- public:
-  CrashNameSet() : slots_(new std::uint64_t[kSize]()) {}
-
-  bool first_sight(NameId id) noexcept {
-    if (used_ >= kSize / 4 * 3) return true;
-    const NameId key = id + 1;  // 0 marks an empty slot
-    for (std::size_t i = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull) & (kSize - 1);; i = (i + 1) & (kSize - 1)) {
-      if (slots_[i] == key) return false;
-      if (slots_[i] == 0) {
-        slots_[i] = key;
-        ++used_;
-        return true;
-      }
-    }
-  }
-  void clear() noexcept {
-    std::memset(slots_.get(), 0, kSize * sizeof(std::uint64_t));
-    used_ = 0;
-  }
-
- private:
-  static constexpr std::size_t kSize = std::size_t{1} << 16;
-  std::unique_ptr<std::uint64_t[]> slots_;
-  std::size_t used_ = 0;
-};
-
 /// What the crash handler needs, prepared when a flight recorder starts: it only fills in the
 /// moment of the crash.
 struct CrashTarget {
   const FlightLog* log = nullptr;
-  std::unique_ptr<CrashNameSet> names_seen;
+  std::unique_ptr<WrittenNames> names_seen;
   std::uint32_t generation = 0;  ///< the fork generation of the recorder: a fork's child writes nothing
   CrashHeader header{};
   char path_prefix[4096] = {};   ///< "<dir>/<worker>."
@@ -138,6 +111,8 @@ struct CrashTarget {
   /// it cannot (the Profiler is busy on this very thread), and the crash file is written instead.
   bool (*dump)(void* profiler, const char* reason) = nullptr;
   void* profiler = nullptr;
+  /// The flight log's file, deleted once a dump holds what it holds; null without one.
+  FlightLogFile* flight_log_file = nullptr;
 };
 
 /// The recorder a fatal signal dumps; null while none runs.
@@ -155,34 +130,6 @@ inline char* append_decimal(char* out, std::uint64_t value) noexcept {
   } while (value != 0);
   while (count != 0) *out++ = digits[--count];
   return out;
-}
-
-/// The name ids an event uses, passed to `use`.
-template <class Use>
-void for_each_name_of(const Event& event, Use&& use) noexcept {
-  switch (event.kind) {
-    case RecordKind::Range:
-    case RecordKind::Instant:
-    case RecordKind::Counter:
-    case RecordKind::Op:
-    case RecordKind::Collective: use(event.name); break;
-    case RecordKind::OpInputs: {
-      use(event.name);
-      const auto [types, concrete] = unpack_op_input_names(event.end);
-      use(types);
-      use(concrete);
-      if (event.correlation_sequence != 0) use(NameId{event.correlation_sequence});
-      break;
-    }
-    case RecordKind::Step:
-    case RecordKind::OpDetails:
-    case RecordKind::Memory:
-    case RecordKind::MemoryTotals:
-    case RecordKind::MemoryTag:
-    case RecordKind::OutOfMemory:
-    case RecordKind::FormatArguments:
-    case RecordKind::Stack: break;
-  }
 }
 
 /// Writes the crash file of `target`. Async-signal-safe: open, write, close and clock reads only.
@@ -209,12 +156,11 @@ inline bool write_crash_file(CrashTarget& target, int signal, const char* reason
   SignalSafeFile file(fd);
   file.put(&header, sizeof(header));
 
-  CrashNameSet& names = *target.names_seen;
+  WrittenNames& names = *target.names_seen;
   names.clear();
-  const InternTable& table = InternTable::instance();
   const auto write_name = [&](NameId id) {
     if (!names.first_sight(id)) return;
-    const char* text = is_site_id(id) ? (id == 0 ? nullptr : site_of(id).name) : table.published_text(id);
+    const char* text = name_text(id);
     if (text == nullptr) return;
     file.record(CrashRecordKind::Name, &id, sizeof(id), text, ::strnlen(text, 4096));
   };
@@ -266,6 +212,7 @@ inline bool write_crash_file(CrashTarget& target, int signal, const char* reason
   file.flush();
   const bool whole = !file.failed();
   ::close(fd);
+  if (whole && target.flight_log_file != nullptr) target.flight_log_file->remove();
   return whole;
 }
 
@@ -338,6 +285,7 @@ inline std::terminate_handler g_previous_terminate = nullptr;
       } catch (...) {
       }
       if (!dumped) write_crash_file(*target, 0, reason);
+      else if (target->flight_log_file != nullptr) target->flight_log_file->remove();
     }
   }
   if (g_previous_terminate != nullptr) g_previous_terminate();
@@ -348,6 +296,20 @@ inline std::terminate_handler g_previous_terminate = nullptr;
 inline void install_terminate_handler() noexcept {
   static const bool installed = [] {
     g_previous_terminate = std::set_terminate(on_terminate);
+    return true;
+  }();
+  static_cast<void>(installed);
+}
+
+/// Notes in the flight log's file that the process called exit() while a recorder ran, once per
+/// process.
+inline void install_exit_note() noexcept {
+  static const bool installed = [] {
+    std::atexit([] {
+      CrashTarget* target = g_crash_target.load(std::memory_order_acquire);
+      if (target != nullptr && target->generation == fork_generation() && target->flight_log_file != nullptr)
+        target->flight_log_file->note_exit();
+    });
     return true;
   }();
   static_cast<void>(installed);

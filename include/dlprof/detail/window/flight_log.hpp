@@ -7,7 +7,9 @@
 // as the largest it keeps gives up its oldest kept steps too, all but the one just ended; what it
 // gave up is counted as dropped in the steps it belonged to. Each thread keeps the last steps as far as its ring
 // (events_per_thread) holds them. A dump drains every ring from the oldest kept step's
-// start (drain.hpp); a fatal signal's handler writes the rings as they are (crash_file.hpp).
+// start (drain.hpp); a fatal signal's handler writes the rings as they are (crash_file.hpp); with
+// a trace directory the rings live in the flight log's file, which outlives a process killed
+// without a handler (flight_log_file.hpp).
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include "dlprof/detail/recording/ring.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/window/drain.hpp"
+#include "dlprof/detail/window/flight_log_file.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -28,8 +31,10 @@ class BasicFlightLog {
  public:
   /// A log keeping at most `max_steps` steps and the step in progress, which begins at
   /// `start_tick`. Allocates all it will use.
-  BasicFlightLog(std::size_t max_steps, std::int64_t start_tick)
-      : steps_(max_steps + 1), crash_window_start_(start_tick) {
+  /// `file`, where given, is the flight log's file its rings live in: each step's end is noted
+  /// there, with the names the step's events used.
+  BasicFlightLog(std::size_t max_steps, std::int64_t start_tick, FlightLogFile* file = nullptr)
+      : steps_(max_steps + 1), crash_window_start_(start_tick), file_(file) {
     steps_[0] = Step{INT64_MIN, start_tick, 0};
     count_ = 1;
     RingRegistry::instance().visit_all([](ThreadRing& ring) { ring.clear_step_marks(); });
@@ -53,6 +58,7 @@ class BasicFlightLog {
     const std::int64_t from = window_start_tick();
     RingRegistry::instance().visit_all([&](ThreadRing& ring) {
       ended.dropped += ring.take_new_drops();
+      if (file_ != nullptr && ring.file_slot() != nullptr) file_->write_new_names(ring);
       if (ring.exited() || ring.retired() || ring.superseded()) {
         free_if_older(ring, from);
         return;
@@ -71,6 +77,7 @@ class BasicFlightLog {
       }
     });
     crash_window_start_.store(from, std::memory_order_relaxed);
+    if (file_ != nullptr) file_->step_ended(step, from);
   }
 
   /// Where the kept steps begin: the oldest kept step's start.
@@ -127,6 +134,7 @@ class BasicFlightLog {
   std::size_t first_ = 0;
   std::size_t count_ = 0;
   std::atomic<std::int64_t> crash_window_start_;
+  FlightLogFile* file_;
 };
 
 using FlightLog = BasicFlightLog<>;

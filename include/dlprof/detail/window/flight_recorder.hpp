@@ -3,7 +3,9 @@
 // in the threads' rings, which are its log (flight_log.hpp). A step that runs slow, a step that
 // hangs, a request (prof.dump(), the dump signal, the trigger file) or std::terminate dumps the
 // kept steps and the step in progress as one trace; a fatal signal writes them to a crash file
-// (crash_file.hpp), which dlprof-report turns into the trace afterwards. The Profiler says when
+// (crash_file.hpp), which dlprof-report turns into the trace afterwards; with a trace directory the
+// rings live in the flight log's file there (flight_log_file.hpp), which a process killed without
+// a chance to dump leaves behind for dlprof-report. The Profiler says when
 // steps end and when to dump (profiler.hpp); the rules for slow and hung steps are the slow-step
 // policy's (detail/control/slow_step_policy.hpp).
 #pragma once
@@ -35,6 +37,7 @@
 #include "dlprof/detail/window/crash_file.hpp"
 #include "dlprof/detail/window/drain.hpp"
 #include "dlprof/detail/window/flight_log.hpp"
+#include "dlprof/detail/window/flight_log_file.hpp"
 #include "dlprof/detail/window/publisher.hpp"
 #include "dlprof/detail/window/window_recorder.hpp"
 #include "dlprof/distributed.hpp"
@@ -68,12 +71,21 @@ class BasicFlightRecorder {
     // this one, whose ring may be attached already: the crash handler must run on an overflowed
     // stack too.
     g_threads_need_signal_stacks.store(true, std::memory_order_relaxed);
+    open_log_file(step);  // before arm(), which attaches this thread's ring: there
     window_.arm(/*keep_newest=*/true);
     give_this_thread_a_signal_stack();
     window_.start();
     origin_ = window_.window_start();
     crash_target_.reset();  // a restart: its log goes, and a crash meanwhile finds no target
-    log_ = std::make_unique<FlightLog>(options_.flight_steps(), origin_.ticks);
+    log_ = std::make_unique<FlightLog>(options_.flight_steps(), origin_.ticks, file_.get());
+    if (file_ != nullptr) {
+      FlightLogHeader& header = file_->header();
+      header.origin = origin_;
+      header.last_step_end = origin_;
+      header.last_seen = origin_;
+      header.window_start_tick = origin_.ticks;
+      header.ns_per_tick = process_ns_per_tick();
+    }
     arm_crash_dumps(step, generation, dump_on_terminate, profiler);
   }
 
@@ -83,7 +95,9 @@ class BasicFlightRecorder {
     g_crash_target.store(nullptr, std::memory_order_release);
     window_.abandon();
     window_.disable_collectors();
+    close_log_file();
   }
+
 
   /// Step `step`, which the window recorder has just closed, is kept in the log. Returns why it is
   /// dumped (it ran slow), or nothing.
@@ -95,12 +109,28 @@ class BasicFlightRecorder {
   }
 
   /// The step in progress is numbered `step` from now on, for a crash.
-  void number_step(std::int64_t step) { crash_target_->step.store(step, std::memory_order_relaxed); }
+  void number_step(std::int64_t step) {
+    crash_target_->step.store(step, std::memory_order_relaxed);
+    if (file_ != nullptr) file_->step_numbered(step);
+  }
 
   /// The window recorder has opened the step in progress: a crash's trace ends it at the crash.
   void step_opened() {
-    if (crash_target_ != nullptr)
-      crash_target_->step_start_tick.store(window_.step_recorded() ? window_.step_start_ticks() : INT64_MIN);
+    const std::int64_t start_tick = window_.step_recorded() ? window_.step_start_ticks() : INT64_MIN;
+    if (crash_target_ != nullptr) crash_target_->step_start_tick.store(start_tick);
+    if (file_ != nullptr && crash_target_ != nullptr)
+      file_->step_began(crash_target_->step.load(std::memory_order_relaxed), start_tick);
+  }
+
+  /// Notes in the flight log's file that the process is alive, and writes the names the threads'
+  /// events used since it last did: the watcher's, every 200 ms, so that a process killed mid-step
+  /// leaves the names of the step in progress too, and when it was last seen (step ends do both).
+  void note_progress() {
+    if (file_ == nullptr) return;
+    RingRegistry::instance().visit_all([&](ThreadRing& ring) {
+      if (ring.file_slot() != nullptr) file_->write_new_names(ring);
+    });
+    file_->note_alive();
   }
 
   /// Why step `step`, in progress, is dumped while it runs, or nothing: one that has run longer
@@ -163,7 +193,7 @@ class BasicFlightRecorder {
   void arm_crash_dumps(std::int64_t step, std::uint32_t generation, DumpOnTerminate dump_on_terminate, void* profiler) {
     auto target = std::make_unique<CrashTarget>();
     target->log = log_.get();
-    target->names_seen = std::make_unique<CrashNameSet>();
+    target->names_seen = std::make_unique<WrittenNames>();
     target->generation = generation;
     CrashHeader& header = target->header;
     std::memcpy(header.magic, kCrashMagic, sizeof(header.magic));
@@ -182,6 +212,7 @@ class BasicFlightRecorder {
     target->step.store(step, std::memory_order_relaxed);
     target->dump = dump_on_terminate;
     target->profiler = profiler;
+    target->flight_log_file = file_.get();
     if (const std::optional<TraceDirectory> crash_files = options_.crash_file_directory()) {
       const std::string prefix = fmt::format("{}/{}.", crash_files->directory, crash_files->worker);
       if (const int error = make_directories(crash_files->directory); error != 0)
@@ -196,12 +227,56 @@ class BasicFlightRecorder {
     }
     install_fatal_signal_handlers();
     install_terminate_handler();
+    install_exit_note();
     crash_target_ = std::move(target);
     g_crash_target.store(crash_target_.get(), std::memory_order_release);
   }
 
+  /// With a trace directory, the rings of the threads that record from now on live in a new
+  /// flight log file there (flight_log_file.hpp); without one, or where it cannot be made (said
+  /// once), on the heap.
+  void open_log_file(std::int64_t step) {
+    close_log_file();
+    const std::optional<TraceDirectory> directory = options_.crash_file_directory();
+    if (!directory || make_directories(directory->directory) != 0) return;  // arm_crash_dumps() says so
+    FlightLogHeader identity{};
+    identity.clock_is_tsc = g_use_tsc.load(std::memory_order_relaxed) ? 1 : 0;
+    identity.pid = static_cast<std::int64_t>(::getpid());
+    const ProcessBirth birth = this_process_birth();
+    identity.process_start_ticks = birth.start_ticks;
+    std::memcpy(identity.boot_id, birth.boot_id, sizeof(identity.boot_id));
+    identity.step = step;
+    identity.step_start_tick = INT64_MIN;
+    identity.step_os_tid = current_os_tid();
+    const DistributedInfo distributed = distributed_info_from_environment();
+    identity.rank = distributed.rank;
+    identity.world_size = distributed.world_size;
+    const std::string process = process_name();
+    std::memcpy(identity.process_name, process.data(), std::min(process.size(), sizeof(identity.process_name) - 1));
+    std::string problem;
+    file_ = FlightLogFile::create(directory->directory, directory->worker, round_up_to_power_of_two(options_.events_per_thread()),
+                                  identity, problem);
+    if (file_ == nullptr) {
+      print_warning_once(fmt::format("flight recorder: {}: a process killed without a chance to dump (SIGKILL, the OOM "
+                                     "killer) will leave no log",
+                                     terminal_text(problem)));
+      return;
+    }
+    RingRegistry::instance().place_rings(file_);
+  }
+
+  /// The rings go back to the heap, and the file is deleted: nothing is left to read in it. The
+  /// file stays mapped while a thread holds a ring placed in it.
+  void close_log_file() {
+    if (file_ == nullptr) return;
+    RingRegistry::instance().place_rings(nullptr);
+    file_->remove();
+    file_.reset();
+  }
+
   BasicWindowRecorder<Deferred>& window_;
   const ProfilerOptions& options_;
+  std::shared_ptr<FlightLogFile> file_;        // where the rings live, with a trace directory
   std::unique_ptr<FlightLog> log_;             // the last steps
   std::unique_ptr<CrashTarget> crash_target_;  // what a fatal signal writes
   ClockSample origin_{};                       // when recording began: the crash file's clock

@@ -30,6 +30,7 @@
 
 #include "dlprof/config.hpp"
 #include "dlprof/detail/recording/active.hpp"
+#include "dlprof/detail/recording/fork_generation.hpp"
 #include "dlprof/detail/recording/ring_registry.hpp"
 #include "dlprof/detail/recording/name_table.hpp"
 
@@ -38,12 +39,6 @@ namespace detail {
 
 /// The Profiler that currently owns the recording flag; only one may be started at a time.
 inline std::atomic<const void*> g_started_profiler{nullptr};
-
-/// How many fork()s separate this process from the one that started dlprof's state: an object
-/// that remembers the generation it was made in knows whether it was inherited from a parent.
-inline std::atomic<std::uint32_t> g_fork_generation{0};
-
-inline std::uint32_t fork_generation() noexcept { return g_fork_generation.load(std::memory_order_acquire); }
 
 template <class Deferred = void>
 class BackgroundWriter;
