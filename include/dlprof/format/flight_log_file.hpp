@@ -108,7 +108,8 @@ struct ProcessBirth {
   char boot_id[40] = {};
 };
 
-/// Field 22 (starttime) of /proc/<pid>/stat; 0 where it cannot be read.
+/// Field 22 (starttime) of /proc/<pid>/stat; 0 where it cannot be read, or where the process has
+/// ended and waits to be reaped (a zombie).
 inline std::uint64_t process_start_ticks(std::int64_t pid) noexcept {
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%lld/stat", static_cast<long long>(pid));
@@ -122,7 +123,7 @@ inline std::uint64_t process_start_ticks(std::int64_t pid) noexcept {
   // The command name (field 2) is in parentheses and may hold spaces and parentheses: the fields
   // after it begin after its last ')'.
   const char* at = std::strrchr(text, ')');
-  if (at == nullptr) return 0;
+  if (at == nullptr || at[1] != ' ' || at[2] == 'Z' || at[2] == 'X') return 0;  // field 3: the state
   ++at;
   for (int field = 3; field < 22; ++field) {
     at = std::strchr(at + 1, ' ');

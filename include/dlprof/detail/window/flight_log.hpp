@@ -32,7 +32,7 @@ class BasicFlightLog {
   /// A log keeping at most `max_steps` steps and the step in progress, which begins at
   /// `start_tick`. Allocates all it will use.
   /// `file`, where given, is the flight log's file its rings live in: each step's end is noted
-  /// there, with the names the step's events used.
+  /// there.
   BasicFlightLog(std::size_t max_steps, std::int64_t start_tick, FlightLogFile* file = nullptr)
       : steps_(max_steps + 1), crash_window_start_(start_tick), file_(file) {
     steps_[0] = Step{INT64_MIN, start_tick, 0};
@@ -58,7 +58,6 @@ class BasicFlightLog {
     const std::int64_t from = window_start_tick();
     RingRegistry::instance().visit_all([&](ThreadRing& ring) {
       ended.dropped += ring.take_new_drops();
-      if (file_ != nullptr && ring.file_slot() != nullptr) file_->write_new_names(ring);
       if (ring.exited() || ring.retired() || ring.superseded()) {
         free_if_older(ring, from);
         return;

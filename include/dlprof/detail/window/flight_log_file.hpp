@@ -6,9 +6,9 @@
 //
 // Recording costs what it costs with rings on the heap: a ring placed in the file is the same
 // ThreadRing, its counters and events in the mapping, and a range writes the same fixed-size
-// record. What the file adds is done at a step's end, on the thread that calls step(): the step's
-// number and time, and the text of the names its events used for the first time. The kernel writes
-// the mapping's dirty pages back in the background. Each slot's disk blocks are reserved before a
+// record. A step's end notes the step's number and time there; the Profiler's watcher thread, every
+// 200 ms, the time and the text of the names new events used, off the training thread. The kernel
+// writes the mapping's dirty pages back in the background. Each slot's disk blocks are reserved before a
 // ring is placed in it, so that a full disk gives that thread a ring on the heap instead of a
 // SIGBUS. A thread that finds no free slot gets a ring on the heap too, counted in the header.
 //
@@ -147,7 +147,7 @@ class FlightLogFile final : public RingPlacement, public std::enable_shared_from
   /// Step `step` ended; the kept steps now begin at `window_start_tick`.
   void step_ended(std::int64_t step, std::int64_t window_start_tick) noexcept {
     FlightLogHeader& log = header();
-    log.last_step_end = sample_clocks();
+    log.last_step_end = now();
     log.last_seen = log.last_step_end;
     log.last_step_ended = step;
     log.window_start_tick = window_start_tick;
@@ -177,12 +177,12 @@ class FlightLogFile final : public RingPlacement, public std::enable_shared_from
   /// was killed.
   void note_exit() noexcept {
     if (generation_ != fork_generation() || private_) return;
-    header().last_seen = sample_clocks();
+    header().last_seen = now();
     header().exit_called = 1;
   }
 
   /// The process is alive now: a reader ends the log here at the earliest.
-  void note_alive() noexcept { header().last_seen = sample_clocks(); }
+  void note_alive() noexcept { header().last_seen = now(); }
 
   /// Deletes the file: the recorder stopped, or the process left a dump. Async-signal-safe.
   void remove() noexcept {
@@ -205,6 +205,10 @@ class FlightLogFile final : public RingPlacement, public std::enable_shared_from
   }
 
  private:
+  /// Both clocks once: where the log ends is told to a microsecond, not to sample_clocks()'s
+  /// nanoseconds, at a step's end.
+  static ClockSample now() noexcept { return ClockSample{now_ticks(), clock_ns(CLOCK_REALTIME)}; }
+
   /// Returns a ring's slot to the file when the last holder of the ring lets it go.
   struct SlotRelease {
     std::shared_ptr<FlightLogFile> file;

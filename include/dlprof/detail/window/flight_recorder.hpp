@@ -123,8 +123,8 @@ class BasicFlightRecorder {
   }
 
   /// Notes in the flight log's file that the process is alive, and writes the names the threads'
-  /// events used since it last did: the watcher's, every 200 ms, so that a process killed mid-step
-  /// leaves the names of the step in progress too, and when it was last seen (step ends do both).
+  /// events used since it last did: the watcher's, every 200 ms, off the training thread. A
+  /// process killed mid-step leaves the names of the step in progress but its last 200 ms.
   void note_progress() {
     if (file_ == nullptr) return;
     RingRegistry::instance().visit_all([&](ThreadRing& ring) {
