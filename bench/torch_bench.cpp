@@ -39,6 +39,9 @@
 // events_per_step (what the collector kept). Per-op overhead = (mode - no_profiler) /
 // ops_per_step: printed after the table from the medians, and by bench/torch_overhead.py from JSON.
 //
+// paired_dlprof_ops_memory and paired_kineto_state_collector_memory: dlprof's ops and LibTorch's
+// KINETO-state collector with profile_memory (every allocation and release recorded), paired.
+//
 // paired_<mode> (the five recording modes, both workloads): the same overhead measured inside one
 // benchmark, W recorded steps alternating with W bare steps (see "Paired"), for mnist_cnn whose
 // step drifts between repetitions by more than any profiler costs. Besides the means' difference
@@ -394,9 +397,10 @@ void BM_record_profile(benchmark::State& state) {
 }
 
 /// Enables LibTorch's KINETO-state collector on the CPU; disableProfiler() ends it.
-void enable_kineto_state(bool shapes) {
+void enable_kineto_state(bool shapes, bool memory = false) {
   namespace profiler = torch::autograd::profiler;
-  const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/shapes);
+  const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/shapes,
+                                        /*profile_memory=*/memory);
   const std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
   profiler::prepareProfiler(config, activities);
   profiler::enableProfiler(config, activities);
@@ -471,7 +475,7 @@ struct PairedTimes {
 
 /// `stacks`: with_stack, each op's C++ call stack taken by the unwind tables (libunwind).
 template <class Workload>
-void paired_dlprof(benchmark::State& state, bool shapes, bool stacks = false) {
+void paired_dlprof(benchmark::State& state, bool shapes, bool stacks = false, bool memory = false) {
   const OpCount& count = op_count<Workload>();
   auto workload = make_workload<Workload>();
   TraceTally tally;
@@ -479,6 +483,7 @@ void paired_dlprof(benchmark::State& state, bool shapes, bool stacks = false) {
                                 .schedule(dlprof::schedule(count.window, 0, count.window))
                                 .record_shapes(shapes)
                                 .with_stack(stacks)
+                                .profile_memory(memory)
                                 .on_trace_ready(tally.handler()));
   profiler.start();
   PairedTimes times;
@@ -605,6 +610,11 @@ void BM_paired_dlprof_ops_stack(benchmark::State& state) {
 }
 
 template <class Workload>
+void BM_paired_dlprof_ops_memory(benchmark::State& state) {
+  paired_dlprof<Workload>(state, false, false, true);
+}
+
+template <class Workload>
 void BM_paired_record_profile(benchmark::State& state) {
   std::ostringstream out;
   std::optional<torch::autograd::profiler::RecordProfile> guard;
@@ -617,9 +627,14 @@ void BM_paired_record_profile(benchmark::State& state) {
 }
 
 template <class Workload>
-void paired_kineto(benchmark::State& state, bool shapes) {
+void paired_kineto(benchmark::State& state, bool shapes, bool memory = false) {
   paired_torch<Workload>(
-      state, [&] { enable_kineto_state(shapes); }, [] { torch::autograd::profiler::disableProfiler(); });
+      state, [&] { enable_kineto_state(shapes, memory); }, [] { torch::autograd::profiler::disableProfiler(); });
+}
+
+template <class Workload>
+void BM_paired_kineto_state_collector_memory(benchmark::State& state) {
+  paired_kineto<Workload>(state, false, true);
 }
 
 template <class Workload>
@@ -937,6 +952,8 @@ void register_workload() {
       {"paired_dlprof_ops", &BM_paired_dlprof_ops<Workload>},
       {"paired_dlprof_ops_shapes", &BM_paired_dlprof_ops_shapes<Workload>},
       {"paired_dlprof_ops_stack", &BM_paired_dlprof_ops_stack<Workload>},
+      {"paired_dlprof_ops_memory", &BM_paired_dlprof_ops_memory<Workload>},
+      {"paired_kineto_state_collector_memory", &BM_paired_kineto_state_collector_memory<Workload>},
       {"paired_record_profile", &BM_paired_record_profile<Workload>},
       {"paired_kineto_state_collector", &BM_paired_kineto_state_collector<Workload>},
       {"paired_kineto_state_collector_shapes", &BM_paired_kineto_state_collector_shapes<Workload>},

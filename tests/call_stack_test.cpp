@@ -5,6 +5,7 @@
 #include <dlprof/detail/recording/stack_table.hpp>
 #include <dlprof/detail/window/module_map.hpp>
 #include <dlprof/export/folded_stacks.hpp>
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/format/call_stack.hpp>
 
 #include <gmock/gmock.h>

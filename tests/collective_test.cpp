@@ -2,6 +2,7 @@
 // around a "gloo:all_reduce" range, both of category Communication, and the process groups in
 // distributedInfo, written as torch.profiler 2.x writes them.
 #include <dlprof/collective.hpp>
+#include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/profiler.hpp>
 
 #include <gmock/gmock.h>

@@ -3,8 +3,12 @@
 // std::terminate and on a fatal signal. The crash cases run the training loop of
 // tests/settings/launched_training.cpp as a child process and judge it by its exit and the trace
 // it leaves.
-#include <dlprof/import/chrome_trace.hpp>
+#include <dlprof/detail/control/launched_options.hpp>
+#include <dlprof/detail/recording/alternate_signal_stack.hpp>
+#include <dlprof/detail/recording/ring_registry.hpp>
+#include <dlprof/detail/window/crash_file.hpp>
 #include <dlprof/format/flight_log_file.hpp>
+#include <dlprof/import/chrome_trace.hpp>
 #include <dlprof/profiler.hpp>
 #include <dlprof/report.hpp>
 

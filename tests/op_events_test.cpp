@@ -2,6 +2,7 @@
 // the ring events an observer pushes, through the collector, the FLOPs estimate, the writer and
 // key_averages. Built in every configuration, the sanitizer builds included.
 #include <dlprof/profiler.hpp>
+#include <dlprof/export/chrome_trace.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

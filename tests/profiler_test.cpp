@@ -1,4 +1,5 @@
 #include <dlprof/profiler.hpp>
+#include <dlprof/export/chrome_trace.hpp>
 
 #include "test_files.hpp"
 

@@ -2,6 +2,7 @@
 // the rings as the Profiler uses them from many threads (exact counts, forced overflow, producers racing the collector,
 // threads that exit before the drain, configured capacity).
 #include <dlprof/detail/window/formatted_name.hpp>
+#include <dlprof/detail/recording/ring_registry.hpp>
 #include <dlprof/profiler.hpp>
 
 #include <gtest/gtest.h>

@@ -2,6 +2,9 @@
 // precedence over the program's options and each other, and the warnings that bad ones get. The
 // last tests run a plain training loop (tests/settings/launched_training.cpp) as a child process
 // under each setting and judge it by what it leaves.
+#include <dlprof/detail/control/capture_requests.hpp>
+#include <dlprof/detail/control/launched_options.hpp>
+#include <dlprof/format/launch_protocol.hpp>
 #include <dlprof/profiler.hpp>
 
 #include "launched_training.hpp"

@@ -63,7 +63,8 @@ struct FlightLogHeader {
   std::int64_t last_step_ended;   ///< the last step the log has seen end; INT64_MIN: none yet
   ClockSample origin;             ///< taken when the recorder started
   ClockSample last_step_end;      ///< taken when the last step ended
-  ClockSample last_seen;          ///< taken at the last step's end, watcher's look or exit(): the log ends there
+  ClockSample last_seen;          ///< taken at the last step's end or watcher's look: the log ends there
+  ClockSample exit_seen;          ///< taken by exit(), where exit_called is set
   double ns_per_tick;
   std::int64_t rank;
   std::int64_t world_size;

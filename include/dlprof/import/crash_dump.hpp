@@ -429,8 +429,12 @@ inline std::optional<Trace> flight_log_trace(int fd, std::uint64_t size, std::st
                      "full): their events are not in it",
                      header.threads_outside, header.threads_outside == 1 ? "" : "s", header.slot_count));
 
-  // The log ends when the process was last seen alive, or at its newest event where that is later.
-  std::int64_t to = header.last_seen.ticks;
+  // The log ends when the process was last seen alive (at exit(), where it called it), or at its
+  // newest event where that is later.
+  const ClockSample last_seen = header.exit_called != 0 && header.exit_seen.ticks > header.last_seen.ticks
+                                    ? header.exit_seen
+                                    : header.last_seen;
+  std::int64_t to = last_seen.ticks;
   for (const DrainedEvents::Thread& thread : dead.drained.threads)
     for (const Event& event : thread.events) {
       const bool has_end = event.kind == RecordKind::Range || event.kind == RecordKind::Step || event.kind == RecordKind::Op ||
@@ -444,7 +448,7 @@ inline std::optional<Trace> flight_log_trace(int fd, std::uint64_t size, std::st
   dead.step = header.step;
   dead.step_start_tick = header.step_start_tick;
   dead.step_os_tid = header.step_os_tid;
-  dead.clock = ClockMap::through(header.origin, header.last_seen, header.ns_per_tick);
+  dead.clock = ClockMap::through(header.origin, last_seen, header.ns_per_tick);
   dead.end_ns = dead.clock.to_realtime_ns(to);
   dead.pid = header.pid;
   dead.process_name = header.process_name;

@@ -174,10 +174,10 @@ class FlightLogFile final : public RingPlacement, public std::enable_shared_from
   }
 
   /// The process called exit() with the recorder running: a reader says so rather than that it
-  /// was killed.
+  /// was killed. Fields of its own: the watcher may be noting the time meanwhile.
   void note_exit() noexcept {
     if (generation_ != fork_generation() || private_) return;
-    header().last_seen = now();
+    header().exit_seen = now();
     header().exit_called = 1;
   }
 
