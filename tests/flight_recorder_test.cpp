@@ -777,6 +777,14 @@ TEST(FlightRecorderHangTest, AStepThatNeverEndsIsDumpedOnceWhileItRunsNamingTheR
 
 std::vector<fs::path> flight_logs(const fs::path& traces) { return files_ending(traces, ".dlprof-flight"); }
 
+/// flight_settings() with rings of 1024 events: a flight log of 6.3 MiB rather than 132, which the
+/// tests copy and damage.
+std::vector<std::string> flight_log_settings(const fs::path& traces) {
+  std::vector<std::string> settings = flight_settings(traces);
+  settings.push_back("DLPROF_EVENTS_PER_THREAD=1024");
+  return settings;
+}
+
 /// The TraceReadError reading `path` throws, or a failure.
 dlprof::TraceReadError flight_read_error(const fs::path& path) {
   try {
@@ -791,7 +799,7 @@ dlprof::TraceReadError flight_read_error(const fs::path& path) {
 /// Runs the training loop in the flight recorder until it hangs in step `hang_at`, checks that its
 /// live log is refused, and kills it with SIGKILL. Returns the log it left.
 fs::path killed_mid_step(const fs::path& scratch, const fs::path& traces, int hang_at) {
-  dlprof_test::BackgroundTraining job(flight_settings(traces), scratch, 1000,
+  dlprof_test::BackgroundTraining job(flight_log_settings(traces), scratch, 1000,
                                       {"--step-ms", "5", "--hang-at", std::to_string(hang_at)});
   EXPECT_TRUE(job.wait_for_output("hanging", 60)) << job.err();
   std::vector<fs::path> logs = flight_logs(traces);
@@ -837,7 +845,7 @@ TEST(FlightLogTest, AProcessKilledForMemoryLeavesItsLastSteps) {
   ::testing::Test::RecordProperty("memory_limit", cgroup.made() ? "a memory cgroup" : "RLIMIT_AS");
   TempDir dir;
   const fs::path traces = dir.path() / "traces";
-  dlprof_test::BackgroundTraining job(flight_settings(traces), dir.path(), 1000,
+  dlprof_test::BackgroundTraining job(flight_log_settings(traces), dir.path(), 1000,
                                       {"--step-ms", "20", "--eat-memory-at", "15", cgroup.made() ? "0" : "256"});
   if (cgroup.made()) {
     ASSERT_TRUE(cgroup.limit(job.pid(), std::uint64_t{128} << 20)) << cgroup.problem();
@@ -856,14 +864,14 @@ TEST(FlightLogTest, AProcessKilledForMemoryLeavesItsLastSteps) {
 TEST(FlightLogTest, NoLogIsLeftByARecorderThatStopsOrByAProcessThatLeftADump) {
   TempDir dir;
   const fs::path traces = dir.path() / "traces";
-  const Launched ended = launch(flight_settings(traces), dir.path(), 10);
+  const Launched ended = launch(flight_log_settings(traces), dir.path(), 10);
   EXPECT_EQ(ended.status, 0) << ended.err;
   EXPECT_THAT(flight_logs(traces), IsEmpty()) << "the recorder stopped";
-  const Launched crashed = launch(flight_settings(traces), dir.path(), 20, {"--crash-at", "6", "abort"});
+  const Launched crashed = launch(flight_log_settings(traces), dir.path(), 20, {"--crash-at", "6", "abort"});
   expect_died_of(crashed, SIGABRT);
   EXPECT_EQ(files_ending(traces, ".dlprof-crash").size(), 1u) << crashed.err;
   EXPECT_THAT(flight_logs(traces), IsEmpty()) << "the crash file holds what the log held";
-  const Launched thrown = launch(flight_settings(traces), dir.path(), 20, {"--crash-at", "7", "throw"});
+  const Launched thrown = launch(flight_log_settings(traces), dir.path(), 20, {"--crash-at", "7", "throw"});
   EXPECT_EQ(files_ending(traces, ".pt.trace.json").size(), 1u) << thrown.err;
   EXPECT_THAT(flight_logs(traces), IsEmpty()) << "the dump holds what the log held";
 }
@@ -871,7 +879,7 @@ TEST(FlightLogTest, NoLogIsLeftByARecorderThatStopsOrByAProcessThatLeftADump) {
 TEST(FlightLogTest, AProcessThatCallsExitWithItsRecorderRunningIsSaidToHaveExited) {
   TempDir dir;
   const fs::path traces = dir.path() / "traces";
-  const Launched run = launch(flight_settings(traces), dir.path(), 20, {"--exit-at", "7"});
+  const Launched run = launch(flight_log_settings(traces), dir.path(), 20, {"--exit-at", "7"});
   EXPECT_EQ(run.status, 3) << run.err;
   const std::vector<fs::path> logs = flight_logs(traces);
   ASSERT_EQ(logs.size(), 1u) << "a Profiler that is not destroyed at exit leaves its log";
@@ -889,6 +897,7 @@ TEST(FlightLogTest, ThisProcesssOwnLogIsLiveAndGoesWithTheRecorder) {
                                   .mode(dlprof::Mode::FlightRecorder)
                                   .flight_steps(2)
                                   .slow_step_factor(0)
+                                  .events_per_thread(1024)
                                   .on_trace_ready(dlprof::tensorboard_trace_handler(dir.path().string(), "self")));
     profiler.start();
     flight_steps(profiler, 3);
@@ -910,8 +919,8 @@ TEST(FlightLogTest, TwoProcessesWritingToOneDirectoryEachLeaveTheirOwnLog) {
   fs::create_directories(dir.path() / "a");
   fs::create_directories(dir.path() / "b");
   {
-    dlprof_test::BackgroundTraining a(flight_settings(traces), dir.path() / "a", 1000, {"--step-ms", "5", "--hang-at", "6"});
-    dlprof_test::BackgroundTraining b(flight_settings(traces), dir.path() / "b", 1000, {"--step-ms", "5", "--hang-at", "9"});
+    dlprof_test::BackgroundTraining a(flight_log_settings(traces), dir.path() / "a", 1000, {"--step-ms", "5", "--hang-at", "6"});
+    dlprof_test::BackgroundTraining b(flight_log_settings(traces), dir.path() / "b", 1000, {"--step-ms", "5", "--hang-at", "9"});
     ASSERT_TRUE(a.wait_for_output("hanging", 60)) << a.err();
     ASSERT_TRUE(b.wait_for_output("hanging", 60)) << b.err();
     EXPECT_EQ(flight_logs(traces).size(), 2u);
