@@ -2,12 +2,14 @@
 // dlprof::read_trace_set: with hta_compat, HTA 0.5.0's own numbers, taken from
 // `tests/tools/hta_breakdowns.py <set>`; the other analyses, their invariants.
 #include <dlprof/analysis/analysis.hpp>
+#include <dlprof/analysis/memory_blocks.hpp>
 #include <dlprof/analysis/memory_leaks.hpp>
 #include <dlprof/analysis/memory_peak.hpp>
 #include <dlprof/analysis/call_stacks.hpp>
 #include <dlprof/analysis/cuda_graphs.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 #include <dlprof/key_averages.hpp>
+#include <dlprof/memory_category.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -279,6 +281,37 @@ TEST_F(ReferenceTraces, NoTraceLeaksAndEachPeakAddsUpByCategory) {
     }
   }
   EXPECT_GE(traces_with_memory, 1u);
+}
+
+// The LibTorch demo's own trace with --leak (tests/data/demo/README.md): memory events, shapes,
+// modules and the optimizer's tags as dlprof writes them. Its peak holds each category the demo
+// makes, and what its leak keeps is named.
+TEST(DemoMemoryTrace, ItsPeakHoldsEachCategoryTheDemoMakesAndItsLeakIsNamed) {
+  const dlprof::Trace trace =
+      dlprof::read_trace((fs::path(DLPROF_TEST_DATA_DIR) / "demo" / "libtorch-training-leak.pt.trace.json.gz").string());
+  EXPECT_GT(trace.memory_events.size(), 1000u);
+  EXPECT_FALSE(trace.memory_tags.empty()) << "the annotated optimizer's tags";
+  std::size_t with_shapes = 0;
+  std::size_t modules = 0;
+  for (const dlprof::TraceEvent& event : trace.events) {
+    with_shapes += event.inputs != dlprof::TraceEvent::kNoInputs;
+    modules += trace.names[event.name].rfind("nn.Module: ", 0) == 0;
+  }
+  EXPECT_GT(with_shapes, 0u);
+  EXPECT_GT(modules, 0u);
+  const dlprof::analysis::MemoryBlocks blocks = dlprof::analysis::memory_blocks(trace);
+  const std::vector<dlprof::analysis::MemoryPeak> peaks = dlprof::analysis::memory_peaks(trace, blocks);
+  ASSERT_EQ(peaks.size(), 1u);
+  for (const dlprof::MemoryCategory category : {dlprof::MemoryCategory::Parameter, dlprof::MemoryCategory::Gradient,
+                                               dlprof::MemoryCategory::OptimizerState, dlprof::MemoryCategory::Activation})
+    EXPECT_GT(peaks[0].category_bytes(category), 0) << to_string(category);
+  EXPECT_EQ(peaks[0].category_bytes(dlprof::MemoryCategory::Parameter),
+            peaks[0].category_bytes(dlprof::MemoryCategory::Gradient))
+      << "a gradient per parameter, of its size";
+  const dlprof::analysis::MemoryLeaks leaks = dlprof::analysis::memory_leaks(trace, blocks);
+  ASSERT_TRUE(leaks.found());
+  ASSERT_FALSE(leaks.devices.at(0).holders.empty());
+  EXPECT_EQ(leaks.devices[0].holders[0].site, "aten::addmm in nn.Module: Linear_classifier.3");
 }
 
 TEST_F(ReferenceTraces, PythonFramesAroundAnOpAreItsStack) {
