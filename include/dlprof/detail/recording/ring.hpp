@@ -268,6 +268,16 @@ class ThreadRing {
   /// Open ranges tracked per thread; deeper ones are counted as dropped if a window ends inside them.
   static constexpr std::uint32_t kTrackedOpenRanges = 32;
 
+  /// What open_ranges() fills without allocating: a signal handler's, or the ring's own.
+  struct TrackedOpenRanges {
+    OpenRange ranges[kTrackedOpenRanges];
+    std::uint32_t size = 0;
+    void clear() noexcept { size = 0; }
+    void push_back(const OpenRange& range) noexcept {
+      if (size < kTrackedOpenRanges) ranges[size++] = range;
+    }
+  };
+
   /// Producer side: a recorded range began, with call stack `stack` (0: none). The consumer reads
   /// the stack of open ranges under a sequence lock (odd while an entry is written), so it never
   /// takes a half-written entry. The arguments of a formatted range (is_format_site_id(name)) are
@@ -348,12 +358,7 @@ class ThreadRing {
   /// A ring replacing a retired one takes over its thread's open ranges, so that ranges opened
   /// on the old ring close on the new one.
   void take_open_ranges_of(const ThreadRing& old) noexcept {
-    struct Tracked {
-      OpenRange ranges[kTrackedOpenRanges];
-      std::uint32_t size = 0;
-      void clear() noexcept { size = 0; }
-      void push_back(const OpenRange& range) noexcept { ranges[size++] = range; }
-    } open;
+    TrackedOpenRanges open;
     const std::uint32_t untracked = old.open_ranges(open);
     for (std::uint32_t i = 0; i < open.size; ++i) {
       const OpenRange& range = open.ranges[i];

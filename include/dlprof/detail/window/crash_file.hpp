@@ -164,14 +164,7 @@ inline bool write_crash_file(CrashTarget& target, int signal, const char* reason
     if (text == nullptr) return;
     file.record(CrashRecordKind::Name, &id, sizeof(id), text, ::strnlen(text, 4096));
   };
-  struct OpenRanges {
-    ThreadRing::OpenRange ranges[ThreadRing::kTrackedOpenRanges];
-    std::uint32_t size = 0;
-    void clear() noexcept { size = 0; }
-    void push_back(const ThreadRing::OpenRange& range) noexcept {
-      if (size < ThreadRing::kTrackedOpenRanges) ranges[size++] = range;
-    }
-  } open;
+  ThreadRing::TrackedOpenRanges open;
 
   // Each ring: its thread, its events (the kept steps and the one in progress), the ranges it is
   // inside, and the names of both.

@@ -161,14 +161,7 @@ class FlightLogFile final : public RingPlacement, public std::enable_shared_from
     ring.scan_new_events([&](const Event* first, std::size_t count) {
       for (std::size_t i = 0; i < count; ++i) for_each_name_of(first[i], write);
     });
-    struct OpenNames {
-      ThreadRing::OpenRange ranges[ThreadRing::kTrackedOpenRanges];
-      std::uint32_t size = 0;
-      void clear() noexcept { size = 0; }
-      void push_back(const ThreadRing::OpenRange& range) noexcept {
-        if (size < ThreadRing::kTrackedOpenRanges) ranges[size++] = range;
-      }
-    } open;
+    ThreadRing::TrackedOpenRanges open;
     ring.open_ranges(open);
     for (std::uint32_t i = 0; i < open.size; ++i) write_name(open.ranges[i].name);
   }
