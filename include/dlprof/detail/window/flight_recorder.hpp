@@ -199,16 +199,9 @@ class BasicFlightRecorder {
     std::memcpy(header.magic, kCrashMagic, sizeof(header.magic));
     header.version = kCrashFileVersion;
     header.header_bytes = sizeof(CrashHeader);
-    header.clock_is_tsc = g_use_tsc.load(std::memory_order_relaxed) ? 1 : 0;
-    header.pid = static_cast<std::int64_t>(::getpid());
-    header.step_os_tid = current_os_tid();
+    fill_identity(header);
     header.origin = origin_;
     header.ns_per_tick = process_ns_per_tick();
-    const DistributedInfo distributed = distributed_info_from_environment();
-    header.rank = distributed.rank;
-    header.world_size = distributed.world_size;
-    const std::string process = process_name();
-    std::memcpy(header.process_name, process.data(), std::min(process.size(), sizeof(header.process_name) - 1));
     target->step.store(step, std::memory_order_relaxed);
     target->dump = dump_on_terminate;
     target->profiler = profiler;
@@ -232,6 +225,19 @@ class BasicFlightRecorder {
     g_crash_target.store(crash_target_.get(), std::memory_order_release);
   }
 
+  /// The process, as the crash file's header and the flight log's name it: the same fields in both.
+  template <class Header>
+  static void fill_identity(Header& header) {
+    header.clock_is_tsc = g_use_tsc.load(std::memory_order_relaxed) ? 1 : 0;
+    header.pid = static_cast<std::int64_t>(::getpid());
+    header.step_os_tid = current_os_tid();
+    const DistributedInfo distributed = distributed_info_from_environment();
+    header.rank = distributed.rank;
+    header.world_size = distributed.world_size;
+    const std::string process = process_name();
+    std::memcpy(header.process_name, process.data(), std::min(process.size(), sizeof(header.process_name) - 1));
+  }
+
   /// With a trace directory, the rings of the threads that record from now on live in a new
   /// flight log file there (flight_log_file.hpp); without one, or where it cannot be made (said
   /// once), on the heap.
@@ -240,19 +246,12 @@ class BasicFlightRecorder {
     const std::optional<TraceDirectory> directory = options_.crash_file_directory();
     if (!directory || make_directories(directory->directory) != 0) return;  // arm_crash_dumps() says so
     FlightLogHeader identity{};
-    identity.clock_is_tsc = g_use_tsc.load(std::memory_order_relaxed) ? 1 : 0;
-    identity.pid = static_cast<std::int64_t>(::getpid());
+    fill_identity(identity);
     const ProcessBirth birth = this_process_birth();
     identity.process_start_ticks = birth.start_ticks;
     std::memcpy(identity.boot_id, birth.boot_id, sizeof(identity.boot_id));
     identity.step = step;
     identity.step_start_tick = INT64_MIN;
-    identity.step_os_tid = current_os_tid();
-    const DistributedInfo distributed = distributed_info_from_environment();
-    identity.rank = distributed.rank;
-    identity.world_size = distributed.world_size;
-    const std::string process = process_name();
-    std::memcpy(identity.process_name, process.data(), std::min(process.size(), sizeof(identity.process_name) - 1));
     std::string problem;
     file_ = FlightLogFile::create(directory->directory, directory->worker, round_up_to_power_of_two(options_.events_per_thread()),
                                   identity, problem);
