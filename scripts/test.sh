@@ -34,12 +34,13 @@ configure_and_build() {
 
 echo "== main build (-Wall -Wextra -Werror) (at ${SECONDS} s)"
 # Line tables only (-g1, the CUDA example's host code too): stack traces name files and lines, and
-# compiling takes a quarter less than with full debug information. The tools are compiled at -O2,
-# the unit-test executables, which compile every header, at -O1: both give the warnings that need
-# the optimiser's flow analysis. The other test programs, the examples and the benchmarks (built,
-# not run, so that they keep compiling) are compiled at -O0, in four fifths of -O1's time.
+# compiling takes a quarter less than with full debug information. The tools and the Profiler's
+# runtime library are compiled at -O2, and the ThreadSanitizer build compiles the unit tests at
+# -O1: they give the warnings that need the optimiser's flow analysis. Here the test programs,
+# the examples and the benchmarks (built, not run, so that they keep compiling) are compiled at
+# -O0, in four fifths of -O1's time.
 configure_and_build main -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DDLPROF_TEST_OPTIMIZATION=-O0 -DDLPROF_UNIT_TEST_OPTIMIZATION=-O1 \
+  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DDLPROF_TEST_OPTIMIZATION=-O0 \
   -DDLPROF_TRACE_TOOLS_PYTHON="$PWD/$tools_venv/bin/python"
 ctest --test-dir build/main -j "$jobs" --output-on-failure
 

@@ -152,6 +152,185 @@ class MemoryTimeline {
   std::vector<std::int64_t> cpu_sums_, device_sums_;  // [i]: the bytes of the first i events
 };
 
+/// What one op or range cost, measured as it closes: torch's figures of one event.
+struct MeasuredSlice {
+  std::size_t event = 0;  ///< index into Trace::events
+  std::int64_t self_ns = 0;  ///< its duration less that of the ranges nested directly inside it
+  /// Device time of the work it launched itself (KeyAverage::gpu_ns), and of the work launched
+  /// inside it at any depth as well (KeyAverage::gpu_total_ns).
+  std::int64_t gpu_self_ns = 0;
+  std::int64_t gpu_total_ns = 0;
+  std::uint64_t flops = 0;  ///< its FLOPs where no enclosing op has FLOPs, else 0
+  MemoryUsage memory;            ///< the process's allocations inside it
+  MemoryUsage memory_on_thread;  ///< its own thread's
+};
+
+/// What for_each_measured_slice() saw of the trace as a whole.
+struct MeasuredTrace {
+  bool has_memory = false;         ///< allocations or releases, on the CPU or any device
+  bool has_device_memory = false;  ///< on a GPU
+  bool hip = false;                ///< the GPU's are HIP's (an AMD trace)
+  std::uint64_t total_flops = 0;   ///< each op counted once
+};
+
+/// Calls `on_slice(const MeasuredSlice&)` for every op and range of `trace`, each as it closes,
+/// once its children are known: self time subtracts, per thread, the duration of each range's
+/// direct children (ranges nest strictly on a thread). What the pass holds is the ranges open on
+/// one thread, not a value per event. key_averages and the per-step samples of a run
+/// (analysis/step_samples.hpp) sum what it measures by their own keys.
+template <class OnSlice>
+MeasuredTrace for_each_measured_slice(const Trace& trace, OnSlice&& on_slice) {
+  MeasuredTrace measured;
+  // GPU work counts for the range whose External id it carries (the first, should two share
+  // one), and for every range around that one.
+  struct GpuWork {
+    std::uint64_t external_id;
+    std::int64_t ns;
+    bool claimed;
+  };
+  std::vector<GpuWork> gpu_work;
+  for (const GpuEvent& work : trace.gpu_events)
+    if (work.external_id != 0 && work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync)
+      gpu_work.push_back({work.external_id, work.duration_ns(), false});
+  std::sort(gpu_work.begin(), gpu_work.end(), [](const GpuWork& a, const GpuWork& b) { return a.external_id < b.external_id; });
+  std::size_t distinct = 0;
+  for (const GpuWork& work : gpu_work) {
+    if (distinct != 0 && gpu_work[distinct - 1].external_id == work.external_id) gpu_work[distinct - 1].ns += work.ns;
+    else gpu_work[distinct++] = work;
+  }
+  gpu_work.resize(distinct);
+  const auto claim_gpu_ns = [&gpu_work](std::uint64_t external_id) -> std::int64_t {
+    if (external_id == 0) return 0;
+    const auto found = std::lower_bound(gpu_work.begin(), gpu_work.end(), external_id,
+                                        [](const GpuWork& work, std::uint64_t id) { return work.external_id < id; });
+    if (found == gpu_work.end() || found->external_id != external_id || found->claimed) return 0;
+    found->claimed = true;
+    return found->ns;
+  };
+  // Work whose External id is no slice's counts for the innermost slice around the call that
+  // launched it (by correlation id): the calls of each thread are walked beside its slices.
+  std::vector<std::uint64_t> slice_ids;
+  for (const TraceEvent& event : trace.events)
+    if (is_slice(event.kind) && event.external_id != 0) slice_ids.push_back(event.external_id);
+  std::sort(slice_ids.begin(), slice_ids.end());
+  std::vector<std::pair<std::uint32_t, std::int64_t>> unlinked;  // (correlation, device time)
+  for (const GpuEvent& work : trace.gpu_events)
+    if (work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync && work.correlation != 0 &&
+        !std::binary_search(slice_ids.begin(), slice_ids.end(), work.external_id))
+      unlinked.emplace_back(work.correlation, work.duration_ns());
+  std::sort(unlinked.begin(), unlinked.end());
+  const auto unlinked_ns = [&unlinked](std::uint32_t correlation) -> std::int64_t {
+    std::int64_t ns = 0;
+    for (auto it = std::lower_bound(unlinked.begin(), unlinked.end(), std::make_pair(correlation, INT64_MIN));
+         it != unlinked.end() && it->first == correlation; ++it)
+      ns += it->second;
+    return ns;
+  };
+  std::size_t next_call = 0;  // into trace.api_events, by thread then start
+
+  // Memory inside each range: of the whole process (torch's columns) and of its own thread.
+  detail::MemoryTimeline process_memory;
+  std::vector<detail::MemoryTimeline> thread_memory(trace.threads.size());
+  for (const MemoryEvent& memory : trace.memory_events) {
+    const bool gpu = is_gpu_memory(memory.device_type);
+    measured.has_memory = true;
+    measured.has_device_memory = measured.has_device_memory || gpu;
+    measured.hip = measured.hip || memory.device_type == MemoryDeviceType::HIP;
+    process_memory.add(memory.time_ns, memory.bytes, gpu);
+    if (memory.thread < thread_memory.size()) thread_memory[memory.thread].add(memory.time_ns, memory.bytes, gpu);
+  }
+  process_memory.finish();
+  for (detail::MemoryTimeline& timeline : thread_memory) timeline.finish();
+  struct MemoryTotals {
+    std::int64_t cpu = 0, device = 0, thread_cpu = 0, thread_device = 0;
+    void add(const MemoryTotals& other) noexcept {
+      cpu += other.cpu;
+      device += other.device;
+      thread_cpu += other.thread_cpu;
+      thread_device += other.thread_device;
+    }
+  };
+
+  struct OpenRange {
+    std::size_t event;
+    std::int64_t child_ns;
+    std::int64_t gpu_self_ns;
+    std::int64_t gpu_total_ns;
+    std::uint64_t counted_flops;
+    bool has_flops;
+    MemoryTotals memory;           // inside the range
+    MemoryTotals children_memory;  // inside the ranges nested directly in it
+  };
+  std::vector<OpenRange> open;  // the enclosing ranges on the current thread, innermost last
+  std::size_t open_with_flops = 0;  // how many of them have FLOPs (an op inside one is part of it)
+  std::uint32_t thread = UINT32_MAX;
+  // A closed range's GPU total is complete (its children closed before it): its parent gets it.
+  const auto close_innermost = [&] {
+    const OpenRange closed = open.back();
+    open.pop_back();
+    open_with_flops -= closed.has_flops;
+    if (!open.empty()) {
+      open.back().gpu_total_ns += closed.gpu_total_ns;
+      open.back().children_memory.add(closed.memory);
+    }
+    MeasuredSlice slice;
+    slice.event = closed.event;
+    slice.self_ns = trace.events[closed.event].duration_ns() - closed.child_ns;
+    slice.gpu_self_ns = closed.gpu_self_ns;
+    slice.gpu_total_ns = closed.gpu_total_ns;
+    slice.flops = closed.counted_flops;
+    slice.memory = MemoryUsage{closed.memory.cpu, closed.memory.cpu - closed.children_memory.cpu, closed.memory.device,
+                               closed.memory.device - closed.children_memory.device};
+    slice.memory_on_thread = MemoryUsage{closed.memory.thread_cpu, closed.memory.thread_cpu - closed.children_memory.thread_cpu,
+                                         closed.memory.thread_device,
+                                         closed.memory.thread_device - closed.children_memory.thread_device};
+    on_slice(static_cast<const MeasuredSlice&>(slice));
+  };
+  // The calls of `thread` that start before `until`, their unlinked work given to the innermost
+  // open slice around them.
+  const auto walk_calls = [&](std::int64_t until) {
+    for (; next_call < trace.api_events.size(); ++next_call) {
+      const ApiEvent& call = trace.api_events[next_call];
+      if (call.thread > thread || (call.thread == thread && call.start_ns >= until)) break;
+      if (call.thread < thread || unlinked.empty()) continue;
+      while (!open.empty() && trace.events[open.back().event].end_ns < call.start_ns) close_innermost();
+      if (open.empty()) continue;
+      const std::int64_t ns = unlinked_ns(call.correlation);
+      open.back().gpu_self_ns += ns;
+      open.back().gpu_total_ns += ns;
+    }
+  };
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& event = trace.events[i];
+    if (!is_slice(event.kind)) continue;
+    if (event.thread != thread) {
+      if (thread != UINT32_MAX) walk_calls(INT64_MAX);  // the last thread's calls after its slices
+      while (!open.empty()) close_innermost();
+      thread = event.thread;
+    }
+    walk_calls(event.start_ns);
+    // Sorted by start, enclosing first, and nesting strictly: the innermost open range that
+    // ends no earlier than this one encloses it.
+    while (!open.empty() && trace.events[open.back().event].end_ns < event.end_ns) close_innermost();
+    if (!open.empty()) open.back().child_ns += event.duration_ns();
+    const std::uint64_t flops = event.inputs == TraceEvent::kNoInputs ? 0 : trace.op_inputs[event.inputs].flops;
+    const std::uint64_t counted_flops = open_with_flops == 0 ? flops : 0;  // aten::linear, not also its aten::addmm
+    measured.total_flops += counted_flops;
+    open_with_flops += flops != 0;
+    const std::int64_t gpu_self_ns = claim_gpu_ns(event.external_id);
+    MemoryTotals memory;
+    if (measured.has_memory) {
+      std::tie(memory.cpu, memory.device) = process_memory.between(event.start_ns, event.end_ns);
+      if (event.thread < thread_memory.size())
+        std::tie(memory.thread_cpu, memory.thread_device) = thread_memory[event.thread].between(event.start_ns, event.end_ns);
+    }
+    open.push_back({i, 0, gpu_self_ns, gpu_self_ns, counted_flops, flops != 0, memory, {}});
+  }
+  walk_calls(INT64_MAX);
+  while (!open.empty()) close_innermost();
+  return measured;
+}
+
 }  // namespace detail
 
 /// The summary itself: KeyAverages is BasicKeyAverages<>, a template so that its code compiles
@@ -161,174 +340,44 @@ class BasicKeyAverages {
  public:
   BasicKeyAverages() = default;
 
-  /// Aggregates the Range, Step and Op events of `trace`. Self time subtracts, per thread, the
-  /// duration of each range's direct children (ranges nest strictly on a thread). Each range is
-  /// counted as it closes, once its children are known: what the pass holds is the ranges open
-  /// on one thread, not a value per event.
+  /// Aggregates the Range, Step and Op events of `trace`, as detail::for_each_measured_slice()
+  /// measures them.
   explicit BasicKeyAverages(const Trace& trace)
       : window_ns_(trace.window_ns()), dropped_events_(trace.dropped_events), gpu_(trace.gpu) {
-    // GPU work counts for the range whose External id it carries (the first, should two share
-    // one), and for every range around that one.
-    struct GpuWork {
-      std::uint64_t external_id;
-      std::int64_t ns;
-      bool claimed;
-    };
-    std::vector<GpuWork> gpu_work;
-    for (const GpuEvent& work : trace.gpu_events)
-      if (work.external_id != 0 && work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync)
-        gpu_work.push_back({work.external_id, work.duration_ns(), false});
-    std::sort(gpu_work.begin(), gpu_work.end(), [](const GpuWork& a, const GpuWork& b) { return a.external_id < b.external_id; });
-    std::size_t distinct = 0;
-    for (const GpuWork& work : gpu_work) {
-      if (distinct != 0 && gpu_work[distinct - 1].external_id == work.external_id) gpu_work[distinct - 1].ns += work.ns;
-      else gpu_work[distinct++] = work;
-    }
-    gpu_work.resize(distinct);
-    const auto claim_gpu_ns = [&gpu_work](std::uint64_t external_id) -> std::int64_t {
-      if (external_id == 0) return 0;
-      const auto found = std::lower_bound(gpu_work.begin(), gpu_work.end(), external_id,
-                                          [](const GpuWork& work, std::uint64_t id) { return work.external_id < id; });
-      if (found == gpu_work.end() || found->external_id != external_id || found->claimed) return 0;
-      found->claimed = true;
-      return found->ns;
-    };
-    // Work whose External id is no slice's counts for the innermost slice around the call that
-    // launched it (by correlation id): the calls of each thread are walked beside its slices.
-    std::vector<std::uint64_t> slice_ids;
-    for (const TraceEvent& event : trace.events)
-      if (is_slice(event.kind) && event.external_id != 0) slice_ids.push_back(event.external_id);
-    std::sort(slice_ids.begin(), slice_ids.end());
-    std::vector<std::pair<std::uint32_t, std::int64_t>> unlinked;  // (correlation, device time)
-    for (const GpuEvent& work : trace.gpu_events)
-      if (work.kind != GpuEventKind::Annotation && work.kind != GpuEventKind::Sync && work.correlation != 0 &&
-          !std::binary_search(slice_ids.begin(), slice_ids.end(), work.external_id))
-        unlinked.emplace_back(work.correlation, work.duration_ns());
-    std::sort(unlinked.begin(), unlinked.end());
-    const auto unlinked_ns = [&unlinked](std::uint32_t correlation) -> std::int64_t {
-      std::int64_t ns = 0;
-      for (auto it = std::lower_bound(unlinked.begin(), unlinked.end(), std::make_pair(correlation, INT64_MIN));
-           it != unlinked.end() && it->first == correlation; ++it)
-        ns += it->second;
-      return ns;
-    };
-    std::size_t next_call = 0;  // into trace.api_events, by thread then start
-
-    // Memory inside each range: of the whole process (torch's columns) and of its own thread.
-    detail::MemoryTimeline process_memory;
-    std::vector<detail::MemoryTimeline> thread_memory(trace.threads.size());
-    for (const MemoryEvent& memory : trace.memory_events) {
-      const bool gpu = is_gpu_memory(memory.device_type);
-      has_memory_ = true;
-      has_device_memory_ = has_device_memory_ || gpu;
-      hip_ = hip_ || memory.device_type == MemoryDeviceType::HIP;
-      process_memory.add(memory.time_ns, memory.bytes, gpu);
-      if (memory.thread < thread_memory.size()) thread_memory[memory.thread].add(memory.time_ns, memory.bytes, gpu);
-    }
-    process_memory.finish();
-    for (detail::MemoryTimeline& timeline : thread_memory) timeline.finish();
-    struct MemoryTotals {
-      std::int64_t cpu = 0, device = 0, thread_cpu = 0, thread_device = 0;
-      void add(const MemoryTotals& other) noexcept {
-        cpu += other.cpu;
-        device += other.device;
-        thread_cpu += other.thread_cpu;
-        thread_device += other.thread_device;
-      }
-    };
-
-    std::unordered_map<std::uint64_t, std::size_t> row_of_key;  // by name and stack: name << 32 | stack
-    struct OpenRange {
-      std::size_t event;
-      std::size_t row;
-      std::int64_t child_ns;
-      std::int64_t gpu_self_ns;
-      std::int64_t gpu_total_ns;
-      std::uint64_t counted_flops;
-      bool has_flops;
-      MemoryTotals memory;           // inside the range
-      MemoryTotals children_memory;  // inside the ranges nested directly in it
-    };
-    std::vector<OpenRange> open;  // the enclosing ranges on the current thread, innermost last
-    std::size_t open_with_flops = 0;  // how many of them have FLOPs (an op inside one is part of it)
-    std::uint32_t thread = UINT32_MAX;
-    // A closed range's GPU total is complete (its children closed before it): its parent gets it.
-    const auto close_innermost = [&] {
-      const OpenRange closed = open.back();
-      open.pop_back();
-      open_with_flops -= closed.has_flops;
-      if (!open.empty()) {
-        open.back().gpu_total_ns += closed.gpu_total_ns;
-        open.back().children_memory.add(closed.memory);
-      }
-      const std::int64_t duration = trace.events[closed.event].duration_ns();
-      KeyAverage& row = rows_by_stack_[closed.row];
-      ++row.calls;
-      row.total_ns += duration;
-      row.self_ns += duration - closed.child_ns;
-      row.min_ns = std::min(row.min_ns, duration);
-      row.max_ns = std::max(row.max_ns, duration);
-      row.flops += closed.counted_flops;
-      row.gpu_ns += closed.gpu_self_ns;
-      row.gpu_total_ns += closed.gpu_total_ns;
-      row.memory += MemoryUsage{closed.memory.cpu, closed.memory.cpu - closed.children_memory.cpu, closed.memory.device,
-                                closed.memory.device - closed.children_memory.device};
-      row.memory_on_thread += MemoryUsage{closed.memory.thread_cpu, closed.memory.thread_cpu - closed.children_memory.thread_cpu,
-                                          closed.memory.thread_device,
-                                          closed.memory.thread_device - closed.children_memory.thread_device};
-    };
-    // The calls of `thread` that start before `until`, their unlinked work given to the innermost
-    // open slice around them.
-    const auto walk_calls = [&](std::int64_t until) {
-      for (; next_call < trace.api_events.size(); ++next_call) {
-        const ApiEvent& call = trace.api_events[next_call];
-        if (call.thread > thread || (call.thread == thread && call.start_ns >= until)) break;
-        if (call.thread < thread || unlinked.empty()) continue;
-        while (!open.empty() && trace.events[open.back().event].end_ns < call.start_ns) close_innermost();
-        if (open.empty()) continue;
-        const std::int64_t ns = unlinked_ns(call.correlation);
-        open.back().gpu_self_ns += ns;
-        open.back().gpu_total_ns += ns;
-      }
-    };
+    // Rows in the order their names and stacks first appear, which is their order among equals.
+    std::unordered_map<std::uint64_t, std::uint32_t> row_of_key;  // by name and stack: name << 32 | stack
+    std::vector<std::uint32_t> row_of_event(trace.events.size(), 0);
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& event = trace.events[i];
       if (!is_slice(event.kind)) continue;
-      if (event.thread != thread) {
-        if (thread != UINT32_MAX) walk_calls(INT64_MAX);  // the last thread's calls after its slices
-        while (!open.empty()) close_innermost();
-        thread = event.thread;
-      }
-      walk_calls(event.start_ns);
-      // Rows in the order their names and stacks first appear, which is their order among equals.
-      const auto [found, first] = row_of_key.try_emplace((std::uint64_t{event.name} << 32) | event.stack, rows_by_stack_.size());
-      const std::size_t row = found->second;
-      if (first) {
-        KeyAverage& added = rows_by_stack_.emplace_back();
-        added.name = trace.names[event.name];
-        added.category = event.category;
-        added.min_ns = INT64_MAX;
-        stack_of_row_.push_back(event.stack);
-      }
-      // Sorted by start, enclosing first, and nesting strictly: the innermost open range that
-      // ends no earlier than this one encloses it.
-      while (!open.empty() && trace.events[open.back().event].end_ns < event.end_ns) close_innermost();
-      if (!open.empty()) open.back().child_ns += event.duration_ns();
-      const std::uint64_t flops = event.inputs == TraceEvent::kNoInputs ? 0 : trace.op_inputs[event.inputs].flops;
-      const std::uint64_t counted_flops = open_with_flops == 0 ? flops : 0;  // aten::linear, not also its aten::addmm
-      total_flops_ += counted_flops;
-      open_with_flops += flops != 0;
-      const std::int64_t gpu_self_ns = claim_gpu_ns(event.external_id);
-      MemoryTotals memory;
-      if (has_memory_) {
-        std::tie(memory.cpu, memory.device) = process_memory.between(event.start_ns, event.end_ns);
-        if (event.thread < thread_memory.size())
-          std::tie(memory.thread_cpu, memory.thread_device) = thread_memory[event.thread].between(event.start_ns, event.end_ns);
-      }
-      open.push_back({i, row, 0, gpu_self_ns, gpu_self_ns, counted_flops, flops != 0, memory, {}});
+      const auto [found, first] =
+          row_of_key.try_emplace((std::uint64_t{event.name} << 32) | event.stack, static_cast<std::uint32_t>(rows_by_stack_.size()));
+      row_of_event[i] = found->second;
+      if (!first) continue;
+      KeyAverage& added = rows_by_stack_.emplace_back();
+      added.name = trace.names[event.name];
+      added.category = event.category;
+      added.min_ns = INT64_MAX;
+      stack_of_row_.push_back(event.stack);
     }
-    walk_calls(INT64_MAX);
-    while (!open.empty()) close_innermost();
+    const detail::MeasuredTrace measured = detail::for_each_measured_slice(trace, [&](const detail::MeasuredSlice& slice) {
+      const std::int64_t duration = trace.events[slice.event].duration_ns();
+      KeyAverage& row = rows_by_stack_[row_of_event[slice.event]];
+      ++row.calls;
+      row.total_ns += duration;
+      row.self_ns += slice.self_ns;
+      row.min_ns = std::min(row.min_ns, duration);
+      row.max_ns = std::max(row.max_ns, duration);
+      row.flops += slice.flops;
+      row.gpu_ns += slice.gpu_self_ns;
+      row.gpu_total_ns += slice.gpu_total_ns;
+      row.memory += slice.memory;
+      row.memory_on_thread += slice.memory_on_thread;
+    });
+    has_memory_ = measured.has_memory;
+    has_device_memory_ = measured.has_device_memory;
+    hip_ = measured.hip;
+    total_flops_ = measured.total_flops;
     for (const MemoryEvent& memory : trace.memory_events) {
       auto peak = std::find_if(peak_memory_.begin(), peak_memory_.end(), [&](const PeakMemory& p) {
         return p.device_type == memory.device_type && p.device == memory.device;

@@ -20,6 +20,7 @@
 // AnalysisOptions::hta_compat.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -32,6 +33,7 @@ namespace analysis {
 
 /// HTA's kernel types, with HTA's numbering.
 enum class KernelType : std::uint8_t { Communication = 0, Memory = 1, Computation = 2, Other = 3 };
+inline constexpr std::size_t kKernelTypeCount = 4;
 
 /// HTA's spelling: "COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER".
 constexpr std::string_view to_string(KernelType type) noexcept {
