@@ -19,6 +19,8 @@
 //   DLPROF_MODE=flight-recorder libtorch_training --steps 40 --oom-at 30 --log-dir log/oom
 //                                             # ... and what held the memory when it ran out
 //   libtorch_training --steps 12 --leak       # keeps every step's logits: the report names what holds them
+//   libtorch_training --slowdown 3 --log-dir log/slow && dlprof-report --diff log log/slow
+//                                             # forward works 3 % of a step longer: the diff names it
 #include <dlprof/profiler.hpp>
 #include <dlprof/export/folded_stacks.hpp>
 #include <dlprof/report.hpp>
@@ -130,6 +132,7 @@ struct Options {
   int crash_at = -1;
   int oom_at = -1;
   int active = -1;  // not given: 3, or with --leak every step after the warm-up
+  int slowdown_percent = 0;
   bool leak = false;
   bool with_stack = false;
   std::string device = "cpu";
@@ -140,7 +143,8 @@ struct Options {
 void print_usage(int min_steps) {
   fmt::print(
       "Usage: libtorch_training [--steps N] [--batch-size N] [--num-workers N] [--device cpu|cuda] [--log-dir DIR]\n"
-      "                         [--active N] [--slow-step N] [--crash-at N] [--oom-at N] [--leak] [--with-stack]\n"
+      "                         [--active N] [--slow-step N] [--crash-at N] [--oom-at N] [--leak] [--slowdown P]\n"
+      "                         [--with-stack]\n"
       "Trains a small CNN on synthetic MNIST-shaped data with LibTorch, profiled by dlprof.\n\n"
       "  --steps N          training steps, at least {} (default 12)\n"
       "  --batch-size N     examples per batch (default 64)\n"
@@ -153,6 +157,8 @@ void print_usage(int min_steps) {
       "  --oom-at N         step N's forward asks for 1 PiB: LibTorch's out-of-memory error ends training (a flight\n"
       "                     recorder dumps what held the memory)\n"
       "  --leak             keeps every step's logits in a std::vector, as a leak does (the report names what holds them)\n"
+      "  --slowdown P       from the first recorded step on, the forward range works P % of a step longer (P % of the\n"
+      "                     median of the steps before), a known regression for dlprof-report --diff to find\n"
       "  --with-stack       ranges and ops carry their call stacks (dlprof-report --stacks cpu: a flame graph)\n"
       "The DLPROF_* variables (README, \"Leave it on\") override the profiling options set here.\n",
       min_steps);
@@ -163,12 +169,14 @@ Options parse_options(int argc, char** argv, int min_steps) {
   using dlprof_examples::parse_int;
   Options options;
   dlprof_examples::for_each_flag(
-      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at", "--oom-at", "--active"},
+      argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at", "--oom-at", "--active",
+                   "--slowdown"},
       {"--with-stack", "--leak"}, options.help,
       [&](std::string_view flag, std::string_view value) {
         if (flag == "--with-stack") options.with_stack = true;
         else if (flag == "--leak") options.leak = true;
         else if (flag == "--active") options.active = parse_int(flag, value, 1, 1'000'000);
+        else if (flag == "--slowdown") options.slowdown_percent = parse_int(flag, value, 0, 1000);
         else if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
         else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
         else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
@@ -181,6 +189,13 @@ Options parse_options(int argc, char** argv, int min_steps) {
         else options.log_dir = std::string(value);
       });
   return options;
+}
+
+/// Works (spins) for `duration`: the CPU time a slower op would take.
+void busy_work(std::chrono::nanoseconds duration) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+  }
 }
 
 /// A fatal signal inside a range: a store to a page the process may not touch.
@@ -257,6 +272,9 @@ int main(int argc, char** argv) {
   float first_loss = 0, last_loss = 0;
   std::vector<torch::Tensor> kept_logits;  // --leak: "for an accuracy computed after training"
   int step = 0;
+  // --slowdown: P % of the median of the steps before the recorded ones, in every step after them.
+  std::vector<std::chrono::nanoseconds> unrecorded_steps;
+  std::chrono::nanoseconds slowdown{0};
   try {
     // The scope stops the Profiler at its end; a flight recorder left by an exception dumps first,
     // naming the request an out-of-memory error refused.
@@ -272,6 +290,7 @@ int main(int argc, char** argv) {
         torch::Tensor logits = model->forward(images);
         loss = torch::nn::functional::cross_entropy(logits, labels);
         if (options.leak) kept_logits.push_back(logits);
+        if (step >= kWait + kWarmup) busy_work(slowdown);
         if (step == options.oom_at) ask_for_too_much(device);
       }
       {
@@ -287,6 +306,15 @@ int main(int argc, char** argv) {
       last_loss = loss.item<float>();
       if (step == 0) first_loss = last_loss;
       const auto now = std::chrono::steady_clock::now();
+      if (step < kWait + kWarmup) {
+        unrecorded_steps.push_back(now - step_begin);
+        if (step == kWait + kWarmup - 1 && options.slowdown_percent > 0) {
+          std::sort(unrecorded_steps.begin(), unrecorded_steps.end());
+          slowdown = unrecorded_steps[unrecorded_steps.size() / 2] * options.slowdown_percent / 100;
+          fmt::print("--slowdown {}: forward works {:.2f} ms longer from step {} on\n", options.slowdown_percent,
+                     std::chrono::duration<double, std::milli>(slowdown).count(), step + 1);
+        }
+      }
       fmt::print("step {:3}  loss {:.4f}  {:7.2f} ms  [{}]\n", step, last_loss,
                  std::chrono::duration<double, std::milli>(now - step_begin).count(), dlprof::to_string(action));
       step_begin = now;

@@ -10,10 +10,13 @@
 //   dlprof-report --kernels --format csv -o kernels.csv log/run
 //   dlprof-report --peaks "bf16=165.2, fp32=82.6, memory=1.008" log/run   # a GPU dlprof does not know
 //   dlprof-report --stacks cpu log/run > cpu.folded && flamegraph.pl cpu.folded > cpu.svg
+//   dlprof-report --diff log/before log/after                # what changed, per step, beyond noise
+//   dlprof-report --baseline log/main --fail-if-slower 3% --junit gate.xml log/pr   # a CI gate
 //
 // Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
 // the input, an output file that cannot be written), 2 a command line it cannot run (an output
-// file that is one of the input traces, or a window the input does not have, included).
+// file that is one of the input traces, or a window the input does not have, included); with
+// --baseline, 0 every check passed, 3 a regression, 4 runs that cannot be compared.
 
 // RapidJSON's SSE2 scans of whitespace and strings, part of every x86-64 CPU, read traces faster.
 // The switch is set before any header includes RapidJSON and this file is the program's only one,
@@ -31,6 +34,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -45,11 +49,15 @@
 #include <fmt/ranges.h>
 
 #include <dlprof/analysis/call_stacks.hpp>
+#include <dlprof/analysis/regression_gate.hpp>
+#include <dlprof/analysis/step_samples.hpp>
 #include <dlprof/detail/text.hpp>
 #include <dlprof/export/chrome_trace.hpp>
 #include <dlprof/format/atomic_file.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 #include <dlprof/report.hpp>
+#include <dlprof/report/diff.hpp>
+#include <dlprof/report/gate.hpp>
 #if defined(DLPROF_HAS_SYMBOLIZE)
 #  include <dlprof/import/symbolize.hpp>
 #endif
@@ -63,6 +71,10 @@ constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window
        dlprof-report --kernels [--format text|csv|json|html] [--top N] [--peaks PEAKS] [-o FILE] PATH...
        dlprof-report --stacks cpu|gpu|memory [--rank N] [--window N|last] [-o FILE] PATH...
        dlprof-report --export-trace OUT TRACE
+       dlprof-report --diff BASE NEW [--by KEY] [--rank N] [--window N|last] [--base-rank N] [--new-rank N]
+                     [--base-window N|last] [--new-window N|last] [--format text|json|html] [--top N] [-o FILE]
+       dlprof-report --baseline BASE [--fail-if-slower P%] [--fail-if CHECK]... [--false-alarm-rate P%]
+                     [--junit FILE] [--by KEY] [--base-rank N] [--new-rank N] [-o FILE] NEW
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
 recommendations, from traces written by dlprof or torch.profiler.
@@ -106,21 +118,48 @@ recommendations, from traces written by dlprof or torch.profiler.
   -o, --output FILE write the report to FILE (replaced whole, never half-written; a link is
                     written through, a device or FIFO in place), not stdout; FILE may not be
                     one of the input traces
+  --diff BASE NEW   no report: what changed from run BASE to run NEW (each a trace file or a
+                    directory), per step: the step time and the few changes that explain it, the
+                    runs' overviews side by side, and every key's change in calls and time a step,
+                    classified as HTA's TraceDiff does (added, deleted, increased, decreased,
+                    unchanged) and tested against the steps' noise (Mann-Whitney, with at most 5 %
+                    false discoveries among the changes called significant). Each side compares one
+                    rank (the lowest, or --rank / --base-rank / --new-rank) of one window (the
+                    last, or --window / --base-window / --new-window)
+  --by KEY          what --diff compares: op (the default), shapes (op and input shapes), kernel,
+                    short-kernel (without namespaces, parameters and most template arguments),
+                    module, stack (the op and the innermost frame of the user's code; --frames N
+                    frames) or collective (name, data type, elements and process group)
+  --baseline BASE   no report: a regression gate for CI. NEW (the one PATH) fails where a figure
+                    moved the worse way beyond the noise of the runs' steps (a one-sided
+                    Mann-Whitney test at the false-alarm rate) and by at least half its threshold.
+                    It says the smallest change it could catch and the steps a run needs, and names
+                    the keys (--by) that made a slower step slower. Runs that lost events, whose
+                    steps run other kinds of kernels, or too few steps to judge are not comparable
+  --fail-if-slower P%  the step time check: fail where NEW's steps are P % slower (the default: 2%)
+  --fail-if CHECK   another check, as FIGURE>P% or FIGURE<-P%: step_time, gpu_busy (the share of
+                    the step the GPU works), exposed_comm, mfu or memory_peak, e.g. "mfu<-3%"
+  --false-alarm-rate P%  how often a check may fail two runs of one distribution (default 1%)
+  --junit FILE      also write the gate's checks as JUnit XML, for CI systems to show
   --export-trace OUT  no report: write the one trace TRACE reads to OUT as Kineto's Chrome-trace
                     JSON (.gz: compressed), for Perfetto, HTA and TensorBoard, its call stacks
                     symbolised (--symbols); what turns a flight recorder's crash file into a
                     trace they open
   -h, --help        this text
 
-Exit status: 0 done; 1 a trace cannot be read, a rank is not in the input or FILE cannot be
-written; 2 a bad command line (FILE an input trace, or a window the input does not have,
-included).
+Exit status: 0 done (with --baseline: every check passed); 1 a trace cannot be read, a rank is
+not in the input or FILE cannot be written; 2 a bad command line (FILE an input trace, or a window
+the input does not have, included); with --baseline, 3 a regression, 4 runs not comparable.
 )";
 
 /// A command line that cannot run: exit status 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// The gate's verdicts, as exit statuses.
+constexpr int kExitRegression = 3;
+constexpr int kExitNotComparable = 4;
 
 /// A problem with the input or the output: exit status 1.
 struct InputError : std::runtime_error {
@@ -150,6 +189,17 @@ struct Options {
   std::optional<std::size_t> top_rows;
   std::string output;  // empty: stdout
   std::string export_trace;  // --export-trace: the file the trace is written to instead of a report
+  // --diff BASE NEW: two runs compared instead of a report; each side's rank and window.
+  std::optional<std::pair<std::string, std::string>> diff;
+  dlprof::analysis::SampleKey diff_key = dlprof::analysis::SampleKey::Op;
+  std::size_t call_site_frames = 1;
+  std::optional<std::int64_t> base_rank, new_rank;
+  std::optional<std::size_t> base_window, new_window;
+  bool base_window_last = false, new_window_last = false;
+  // --baseline BASE: the regression gate on NEW (the one path) instead of a report.
+  std::string baseline;
+  dlprof::analysis::GateOptions gate;
+  std::string junit;
   bool help = false;
 };
 
@@ -163,11 +213,11 @@ Integer parse_integer(std::string_view flag, std::string_view text, Integer min,
 }
 
 /// A window number from 1, as --window takes it.
-std::size_t parse_window(std::string_view text) {
+std::size_t parse_window(std::string_view text, std::string_view flag = "--window") {
   std::size_t window = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), window);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || window == 0)
-    throw UsageError(fmt::format("--window expects a window number from 1, or 'last', got '{}'", text));
+    throw UsageError(fmt::format("{} expects a window number from 1, or 'last', got '{}'", flag, text));
   return window;
 }
 
@@ -189,6 +239,34 @@ dlprof::analysis::DevicePeaks parse_peaks(std::string_view value) {
   } catch (const std::invalid_argument& error) {
     throw UsageError(fmt::format("--{}", dlprof::detail::terminal_text(error.what())));  // "--peaks: ..."
   }
+}
+
+/// A relative threshold as "2%", "2", "+2%" or "-0.5%": its magnitude, from 0 to 10 (1000 %).
+double parse_percent(std::string_view flag, std::string_view text) {
+  std::string_view number = text;
+  if (!number.empty() && number.back() == '%') number.remove_suffix(1);
+  if (!number.empty() && (number.front() == '+' || number.front() == '-')) number.remove_prefix(1);
+  double value = 0;
+  const std::string copy(number);  // std::from_chars of double is missing from GCC 10's library
+  char* end = nullptr;
+  if (!copy.empty()) value = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !(value > 0) || value > 1000)
+    throw UsageError(fmt::format("{} expects a percentage above 0 and at most 1000, as 2%, got '{}'", flag, text));
+  return value / 100;
+}
+
+/// --fail-if FIGURE>P% or FIGURE<-P%.
+dlprof::analysis::GateCheck parse_gate_check(std::string_view text) {
+  const std::size_t op = text.find_first_of("<>");
+  const auto figure = op == std::string_view::npos ? std::nullopt : dlprof::analysis::gate_figure_of(text.substr(0, op));
+  if (!figure)
+    throw UsageError(fmt::format("--fail-if expects FIGURE>P% or FIGURE<-P% with FIGURE step_time, gpu_busy, exposed_comm, mfu or "
+                                 "memory_peak, got '{}'", text));
+  dlprof::analysis::GateCheck check;
+  check.figure = *figure;
+  check.higher_is_worse = text[op] == '>';
+  check.threshold = parse_percent("--fail-if", text.substr(op + 1));
+  return check;
 }
 
 /// Flags as `--flag value` or `--flag=value`; `--` ends them.
@@ -221,10 +299,19 @@ Options parse_command_line(int argc, char** argv) {
       options.kernels = true;
       continue;
     }
+    if (argument == "--diff") {
+      if (i + 2 >= argc) throw UsageError("--diff needs two runs: --diff BASE NEW");
+      options.diff.emplace(argv[i + 1], argv[i + 2]);
+      i += 2;
+      continue;
+    }
     const std::size_t equals = argument.substr(0, 2) == "--" ? argument.find('=') : std::string_view::npos;
     const std::string_view flag = argument.substr(0, equals);
     if (flag != "--rank" && flag != "--window" && flag != "--format" && flag != "--top" && flag != "-o" &&
-        flag != "--output" && flag != "--export-trace" && flag != "--peaks" && flag != "--stacks" && flag != "--symbols")
+        flag != "--output" && flag != "--export-trace" && flag != "--peaks" && flag != "--stacks" && flag != "--symbols" &&
+        flag != "--by" && flag != "--frames" && flag != "--base-rank" && flag != "--new-rank" && flag != "--base-window" &&
+        flag != "--new-window" && flag != "--baseline" && flag != "--fail-if-slower" && flag != "--fail-if" &&
+        flag != "--false-alarm-rate" && flag != "--junit")
       throw UsageError(fmt::format("unknown option '{}'", argument));
     std::string_view value;
     if (equals != std::string_view::npos) {
@@ -238,6 +325,39 @@ Options parse_command_line(int argc, char** argv) {
       options.rank = parse_integer<std::int64_t>(flag, value, 0, INT64_MAX);
     } else if (flag == "--window") {
       if (value != "last") options.window = parse_window(value);
+    } else if (flag == "--base-rank") {
+      options.base_rank = parse_integer<std::int64_t>(flag, value, 0, INT64_MAX);
+    } else if (flag == "--new-rank") {
+      options.new_rank = parse_integer<std::int64_t>(flag, value, 0, INT64_MAX);
+    } else if (flag == "--base-window") {
+      options.base_window_last = value == "last";
+      if (value != "last") options.base_window = parse_window(value, flag);
+    } else if (flag == "--new-window") {
+      options.new_window_last = value == "last";
+      if (value != "last") options.new_window = parse_window(value, flag);
+    } else if (flag == "--by") {
+      const std::optional<dlprof::analysis::SampleKey> key = dlprof::analysis::sample_key_of(value);
+      if (!key)
+        throw UsageError(fmt::format("--by expects op, shapes, kernel, short-kernel, module, stack or collective, got '{}'", value));
+      options.diff_key = *key;
+    } else if (flag == "--baseline") {
+      if (value.empty()) throw UsageError("--baseline needs the baseline run: a trace file or directory");
+      options.baseline = std::string(value);
+    } else if (flag == "--fail-if-slower") {
+      dlprof::analysis::GateCheck check;
+      check.threshold = parse_percent(flag, value);
+      options.gate.checks.push_back(check);
+    } else if (flag == "--fail-if") {
+      options.gate.checks.push_back(parse_gate_check(value));
+    } else if (flag == "--false-alarm-rate") {
+      options.gate.false_alarm_rate = parse_percent(flag, value);
+      if (options.gate.false_alarm_rate >= 0.5)
+        throw UsageError(fmt::format("--false-alarm-rate expects a percentage below 50%, got '{}'", value));
+    } else if (flag == "--junit") {
+      if (value.empty()) throw UsageError("--junit needs a file name");
+      options.junit = std::string(value);
+    } else if (flag == "--frames") {
+      options.call_site_frames = parse_integer<std::size_t>(flag, value, 1, 64);
     } else if (flag == "--top") {
       options.top_rows = parse_integer<std::size_t>(flag, value, 1, 10'000);
     } else if (flag == "--format") {
@@ -266,6 +386,32 @@ Options parse_command_line(int argc, char** argv) {
       options.output = std::string(value);
     }
   }
+  if (options.diff) {
+    if (!options.paths.empty())
+      throw UsageError(fmt::format("--diff compares two runs, BASE and NEW: '{}' is a third", options.paths.front()));
+    if (options.kernels || options.stacks || !options.export_trace.empty())
+      throw UsageError("--diff goes with neither --kernels, --stacks nor --export-trace");
+    if (options.format == Format::Csv) throw UsageError("--format csv is the kernel table's: --diff writes text, json or html");
+    if (options.hta_compat)
+      throw UsageError("--diff compares per step: HTA's TraceDiff selection (--hta-compat) is not available with it");
+    if (!options.baseline.empty() || !options.gate.checks.empty() || !options.junit.empty())
+      throw UsageError("--diff compares two runs; --baseline, --fail-if-slower, --fail-if and --junit gate one: choose one");
+    return options;
+  }
+  if (!options.baseline.empty()) {
+    if (options.paths.size() != 1)
+      throw UsageError(fmt::format("--baseline gates one run, NEW: name one trace file or directory (got {})", options.paths.size()));
+    if (options.kernels || options.stacks || !options.export_trace.empty() || options.format != Format::Text)
+      throw UsageError("--baseline writes the gate's verdict as text (and --junit's XML): it goes with no other output");
+    if (options.hta_compat) throw UsageError("--baseline compares per step: HTA's selection (--hta-compat) is not available with it");
+    if (options.gate.checks.empty()) options.gate.checks.push_back({});  // the step time, 2 %
+    return options;
+  }
+  if (!options.gate.checks.empty() || !options.junit.empty())
+    throw UsageError("--fail-if-slower, --fail-if and --junit are the regression gate's: add --baseline BASE");
+  if (options.base_rank || options.new_rank || options.base_window || options.new_window || options.base_window_last ||
+      options.new_window_last)
+    throw UsageError("--base-rank, --new-rank, --base-window and --new-window choose the sides of --diff and --baseline");
   if (!options.help && options.paths.empty()) throw UsageError("no trace given: name trace files or directories");
   if (!options.export_trace.empty() && options.paths.size() != 1)
     throw UsageError("--export-trace writes one trace: name exactly one trace file");
@@ -324,10 +470,10 @@ class LoadProgress {
 /// Refuses an output file that is one of the input traces (the same device and inode: through a
 /// link, another spelling of the path, or a file of an input directory): writing the report
 /// would replace the trace it is made from.
-void refuse_output_onto_input(const Options& options) {
+void refuse_output_onto_input(const Options& options, const std::vector<std::string>& paths) {
   struct stat output {};
   if (options.output.empty() || ::stat(options.output.c_str(), &output) != 0) return;  // a new file is no input
-  for (const std::string& input : dlprof::trace_set_files(options.paths)) {
+  for (const std::string& input : dlprof::trace_set_files(paths)) {
     struct stat status {};
     if (::stat(input.c_str(), &status) == 0 && status.st_dev == output.st_dev && status.st_ino == output.st_ino)
       throw UsageError(fmt::format("-o '{}' is the input trace '{}': write the report to another file", options.output, input));
@@ -350,30 +496,44 @@ dlprof::ReportOptions report_options(const Options& options) {
   return report;
 }
 
-/// The window --window chooses of `windows`, and of it the ranks --rank chooses.
+/// Which traces of an input to use: its paths, a window (none: the last) and a rank (none: all),
+/// and the flags that chose them, for messages.
+struct Selection {
+  std::vector<std::string> paths;
+  std::optional<std::size_t> window;
+  std::optional<std::int64_t> rank;
+  std::string_view window_flag = "--window";
+  std::string_view rank_flag = "--rank";
+};
+
+Selection selection_of(const Options& options) { return {options.paths, options.window, options.rank}; }
+
+/// The window the selection chooses of `windows`, and of it the ranks it chooses.
 template <class Rank, class RankOf>
-std::vector<Rank> choose_ranks(const Options& options, std::vector<dlprof::TraceWindow<Rank>>& windows, RankOf rank_of,
+std::vector<Rank> choose_ranks(const Selection& selection, std::vector<dlprof::TraceWindow<Rank>>& windows, RankOf rank_of,
                                std::size_t& window_number, std::vector<std::string>& notes) {
-  window_number = options.window.value_or(windows.size());
+  window_number = selection.window.value_or(windows.size());
   if (window_number > windows.size()) {
-    const std::string inputs = fmt::format("'{}'", fmt::join(options.paths, "' '"));
+    const std::string inputs = fmt::format("'{}'", fmt::join(selection.paths, "' '"));
     if (windows.size() == 1)
-      throw UsageError(fmt::format("--window {}: {} hold{} one window (one trace file per rank)", window_number, inputs,
-                                   options.paths.size() == 1 ? "s" : ""));
-    throw UsageError(fmt::format("--window {}: {} hold{} {} windows (each rank's trace files, in time order): choose 1 to {}, "
+      throw UsageError(fmt::format("{} {}: {} hold{} one window (one trace file per rank)", selection.window_flag, window_number,
+                                   inputs, selection.paths.size() == 1 ? "s" : ""));
+    throw UsageError(fmt::format("{} {}: {} hold{} {} windows (each rank's trace files, in time order): choose 1 to {}, "
                                  "or last",
-                                 window_number, inputs, options.paths.size() == 1 ? "s" : "", windows.size(), windows.size()));
+                                 selection.window_flag, window_number, inputs, selection.paths.size() == 1 ? "s" : "",
+                                 windows.size(), windows.size()));
   }
   dlprof::TraceWindow<Rank>& window = windows[window_number - 1];
   notes = std::move(window.notes);
-  if (!options.rank) return std::move(window.ranks);
+  if (!selection.rank) return std::move(window.ranks);
   const auto ranked =
-      std::find_if(window.ranks.begin(), window.ranks.end(), [&](const Rank& rank) { return rank_of(rank) == *options.rank; });
+      std::find_if(window.ranks.begin(), window.ranks.end(), [&](const Rank& rank) { return rank_of(rank) == *selection.rank; });
   if (ranked == window.ranks.end()) {
     std::vector<std::int64_t> found;
     for (const Rank& rank : window.ranks) found.push_back(rank_of(rank));
-    throw InputError(fmt::format("--rank {}: no trace of that rank in {} (it has rank{} {})", *options.rank,
-                                 windows.size() > 1 ? fmt::format("window {} of the input", window_number) : "the input",
+    throw InputError(fmt::format("{} {}: no trace of that rank in {} (it has rank{} {})", selection.rank_flag, *selection.rank,
+                                 windows.size() > 1 ? fmt::format("window {} of '{}'", window_number, fmt::join(selection.paths, "' '"))
+                                                    : fmt::format("'{}'", fmt::join(selection.paths, "' '")),
                                  found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
   }
   std::vector<Rank> chosen;
@@ -381,16 +541,16 @@ std::vector<Rank> choose_ranks(const Options& options, std::vector<dlprof::Trace
   return chosen;
 }
 
-/// Every window of the input, each trace summarized by `summarize` as it is read.
+/// Every window of the input at `paths`, each trace summarized by `summarize` as it is read.
 template <class Summarize>
-auto read_windows(const Options& options, Summarize&& summarize) {
+auto read_windows(const Options& options, const std::vector<std::string>& paths, Summarize&& summarize) {
   LoadProgress progress;
   dlprof::ReadOptions read_options;
   read_options.strict = options.strict;
   read_options.progress = [&progress](const dlprof::ReadProgress& at) { progress(at); };
   try {
-    refuse_output_onto_input(options);
-    auto windows = dlprof::read_trace_windows(options.paths, read_options, std::forward<Summarize>(summarize));
+    refuse_output_onto_input(options, paths);
+    auto windows = dlprof::read_trace_windows(paths, read_options, std::forward<Summarize>(summarize));
     progress.finish();
     return windows;
   } catch (const dlprof::TraceReadError& error) {
@@ -421,7 +581,7 @@ std::string render_folded_stacks(const Options& options) {
     std::int64_t rank = 0;
     std::string folded;
   };
-  auto windows = read_windows(options, [&](dlprof::Trace&& trace) {
+  auto windows = read_windows(options, options.paths, [&](dlprof::Trace&& trace) {
     RankStacks stacks;
     stacks.rank = trace.distributed.rank;
     if (options.rank && trace.distributed.rank != *options.rank) return stacks;
@@ -433,7 +593,8 @@ std::string render_folded_stacks(const Options& options) {
   });
   std::size_t window = 1;
   std::vector<std::string> notes;
-  std::vector<RankStacks> ranks = choose_ranks(options, windows, [](const RankStacks& rank) { return rank.rank; }, window, notes);
+  std::vector<RankStacks> ranks =
+      choose_ranks(selection_of(options), windows, [](const RankStacks& rank) { return rank.rank; }, window, notes);
   for (const std::string& note : notes) fmt::print(stderr, "{}: {}\n", kProgram, dlprof::detail::terminal_text(note));
   std::sort(ranks.begin(), ranks.end(), [](const RankStacks& a, const RankStacks& b) { return a.rank < b.rank; });
   std::string text;
@@ -459,7 +620,7 @@ std::string render_folded_stacks(const Options& options) {
 /// --kernels: the kernel table of each rank chosen, in the format asked for.
 std::string render_kernel_tables(const Options& options) {
   const dlprof::analysis::DevicePeaks* peaks = options.peaks ? &*options.peaks : nullptr;
-  auto windows = read_windows(options, [&](dlprof::Trace&& trace) {
+  auto windows = read_windows(options, options.paths, [&](dlprof::Trace&& trace) {
     if (options.rank && trace.distributed.rank != *options.rank) {
       dlprof::RankKernelTable other;
       other.rank = trace.distributed.rank;
@@ -470,7 +631,7 @@ std::string render_kernel_tables(const Options& options) {
   std::size_t window = 1;
   std::vector<std::string> notes;
   std::vector<dlprof::RankKernelTable> ranks =
-      choose_ranks(options, windows, [](const dlprof::RankKernelTable& rank) { return rank.rank; }, window, notes);
+      choose_ranks(selection_of(options), windows, [](const dlprof::RankKernelTable& rank) { return rank.rank; }, window, notes);
   for (const std::string& note : notes) fmt::print(stderr, "{}: {}\n", kProgram, dlprof::detail::terminal_text(note));
   std::sort(ranks.begin(), ranks.end(),
             [](const dlprof::RankKernelTable& a, const dlprof::RankKernelTable& b) { return a.rank < b.rank; });
@@ -486,7 +647,7 @@ std::string render_kernel_tables(const Options& options) {
 Input read_ranks(const Options& options) {
   const dlprof::ReportOptions analysis_options = report_options(options);
   // Another rank than --rank's is only counted: its rank is all the window needs of it.
-  auto windows = read_windows(options, [&](dlprof::Trace&& trace) {
+  auto windows = read_windows(options, options.paths, [&](dlprof::Trace&& trace) {
     if (options.rank && trace.distributed.rank != *options.rank) {
       dlprof::AnalysedRank other;
       other.report.rank = trace.distributed.rank;
@@ -498,7 +659,7 @@ Input read_ranks(const Options& options) {
   Input input;
   input.windows = windows.size();
   std::vector<std::string> window_notes;
-  input.ranks = choose_ranks(options, windows, [](const dlprof::AnalysedRank& rank) { return rank.report.rank; },
+  input.ranks = choose_ranks(selection_of(options), windows, [](const dlprof::AnalysedRank& rank) { return rank.report.rank; },
                              input.window, window_notes);
   std::vector<std::string>& notes = input.ranks.front().report.read.notes;
   notes.insert(notes.end(), window_notes.begin(), window_notes.end());
@@ -522,6 +683,87 @@ std::string render(const Options& options, Input input) {
   return dlprof::render_text(report);
 }
 
+/// One side of --diff: the rank and window chosen of the run at `path`, its report and samples.
+dlprof::DiffSide read_diff_side(const Options& options, std::string_view side, const std::string& path,
+                                std::optional<std::int64_t> rank, std::optional<std::size_t> window, std::string_view rank_flag,
+                                std::string_view window_flag, std::vector<std::string>& notes, bool refuse_empty = true) {
+  struct RankRun {
+    std::int64_t rank = 0;
+    dlprof::AnalysedRank analysed;
+    dlprof::analysis::StepSamples samples;
+  };
+  const dlprof::ReportOptions analysis_options = report_options(options);
+  auto windows = read_windows(options, {path}, [&](dlprof::Trace&& trace) {
+    RankRun run;
+    run.rank = trace.distributed.rank;
+    if (rank && run.rank != *rank) return run;
+    if (options.diff_key == dlprof::analysis::SampleKey::CallSite) symbolize(trace, options.symbols);
+    run.samples = dlprof::analysis::step_samples(trace, dlprof::analysis::step_breakdown(trace), options.diff_key,
+                                                 options.call_site_frames);
+    run.analysed = dlprof::analyse_rank(std::move(trace), analysis_options);
+    return run;
+  });
+  Selection selection{{path}, window, rank, window_flag, rank_flag};
+  std::size_t window_number = 1;
+  std::vector<std::string> window_notes;
+  std::vector<RankRun> ranks = choose_ranks(selection, windows, [](const RankRun& run) { return run.rank; }, window_number, window_notes);
+  for (const std::string& note : window_notes) notes.push_back(fmt::format("{}: {}", side, note));
+  std::sort(ranks.begin(), ranks.end(), [](const RankRun& a, const RankRun& b) { return a.rank < b.rank; });
+  RankRun& chosen = ranks.front();  // a window holds one trace at least
+  if (ranks.size() > 1)
+    notes.push_back(fmt::format("{} has {} ranks ({} to {}): rank {} is compared ({} N for another)", side, ranks.size(),
+                                ranks.front().rank, ranks.back().rank, chosen.rank, rank_flag));
+  if (refuse_empty && chosen.samples.steps.empty())
+    throw InputError(fmt::format("{} '{}' (rank {}): no step to compare: the trace holds no op or range", side, path, chosen.rank));
+  std::vector<std::string> selected{fmt::format("rank {}", chosen.rank)};
+  if (windows.size() > 1) selected.push_back(fmt::format("window {} of {}", window_number, windows.size()));
+  dlprof::DiffSide result;
+  result.title = fmt::format("{} ({})", path, fmt::join(selected, ", "));
+  result.samples = std::move(chosen.samples);
+  std::vector<dlprof::AnalysedRank> analysed;
+  analysed.push_back(std::move(chosen.analysed));
+  result.report = dlprof::make_report(std::move(analysed), analysis_options);
+  return result;
+}
+
+/// The two runs of --diff or --baseline, each side's rank and window chosen.
+std::pair<dlprof::DiffSide, dlprof::DiffSide> read_runs(const Options& options, const std::string& base_path,
+                                                        const std::string& new_path, std::vector<std::string>& notes,
+                                                        bool refuse_empty) {
+  dlprof::DiffSide base = read_diff_side(options, "BASE", base_path, options.base_rank ? options.base_rank : options.rank,
+                                         options.base_window ? options.base_window : options.window,
+                                         options.base_rank ? "--base-rank" : "--rank",
+                                         options.base_window ? "--base-window" : "--window", notes, refuse_empty);
+  dlprof::DiffSide next = read_diff_side(options, "NEW", new_path, options.new_rank ? options.new_rank : options.rank,
+                                         options.new_window ? options.new_window : options.window,
+                                         options.new_rank ? "--new-rank" : "--rank",
+                                         options.new_window ? "--new-window" : "--window", notes, refuse_empty);
+  return {std::move(base), std::move(next)};
+}
+
+/// --diff BASE NEW: the comparison in the format asked for.
+std::string render_diff(const Options& options) {
+  std::vector<std::string> notes;
+  auto [base, next] = read_runs(options, options.diff->first, options.diff->second, notes, /*refuse_empty=*/true);
+  dlprof::DiffReport report = dlprof::make_diff_report(std::move(base), std::move(next));
+  report.diff.notes.insert(report.diff.notes.end(), notes.begin(), notes.end());
+  switch (options.format) {
+    case Format::Json: return dlprof::render_diff_json(report);
+    case Format::Html: return dlprof::render_diff_html(report);
+    case Format::Csv:  // refused with --diff
+    case Format::Text: break;
+  }
+  return dlprof::render_diff_text(report);
+}
+
+/// The peak FLOP/s of a run's GPUs, from its MFU; none where its report has none.
+std::optional<double> peak_flops_per_second(const dlprof::Report& report) {
+  if (report.ranks.empty() || !report.ranks.front().mfu) return std::nullopt;
+  const dlprof::analysis::ModelFlopsUtilization& mfu = *report.ranks.front().mfu;
+  if (mfu.peak_tflops <= 0 || mfu.devices == 0) return std::nullopt;
+  return mfu.peak_tflops * 1e12 * static_cast<double>(mfu.devices);
+}
+
 /// Writes `text` to `path` as dlprof writes traces (format/atomic_file.hpp): a regular file
 /// through a temporary file beside it and a rename, so that `path` is never seen half-written and
 /// an earlier file survives a failure; a symbolic link through to its target; a character device
@@ -534,6 +776,33 @@ void write_file(const std::string& path, const std::string& text) {
   } catch (const std::runtime_error& error) {
     throw InputError(without_library_prefix(error.what()));
   }
+}
+
+/// --baseline BASE NEW: the gate's verdict, written where -o says, its JUnit XML where --junit
+/// says; the exit status is the verdict's.
+int run_gate(const Options& options) {
+  std::vector<std::string> notes;
+  auto [base, next] = read_runs(options, options.baseline, options.paths.front(), notes, /*refuse_empty=*/false);
+  dlprof::GateOutcome outcome;
+  outcome.gate = dlprof::analysis::regression_gate(base.samples, next.samples, options.gate,
+                                                   {peak_flops_per_second(base.report), peak_flops_per_second(next.report)});
+  outcome.diff = dlprof::analysis::diff_runs(base.samples, next.samples);
+  outcome.base_title = base.title;
+  outcome.next_title = next.title;
+  std::string text = dlprof::render_gate_text(outcome);
+  for (const std::string& note : notes) text += dlprof::detail::wrap("Note: " + note, 120, "  ") + "\n";
+  if (!options.junit.empty()) write_file(options.junit, dlprof::render_gate_junit(outcome));
+  if (!options.output.empty()) {
+    write_file(options.output, text);
+  } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    throw InputError(fmt::format("cannot write to standard output: {}", std::strerror(errno)));
+  }
+  switch (outcome.gate.verdict()) {
+    case dlprof::analysis::GateVerdict::Pass: return 0;
+    case dlprof::analysis::GateVerdict::Regression: return kExitRegression;
+    case dlprof::analysis::GateVerdict::NotComparable: return kExitNotComparable;
+  }
+  return kExitNotComparable;
 }
 
 int run(int argc, char** argv) {
@@ -562,7 +831,9 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  const std::string text = options.stacks    ? render_folded_stacks(options)
+  if (!options.baseline.empty()) return run_gate(options);
+  const std::string text = options.diff      ? render_diff(options)
+                           : options.stacks  ? render_folded_stacks(options)
                            : options.kernels ? render_kernel_tables(options)
                                              : render(options, read_ranks(options));
   if (!options.output.empty()) {
