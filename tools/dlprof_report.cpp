@@ -504,6 +504,7 @@ struct Selection {
   std::optional<std::int64_t> rank;
   std::string_view window_flag = "--window";
   std::string_view rank_flag = "--rank";
+  std::string input = "the input";  ///< how messages name the paths
 };
 
 Selection selection_of(const Options& options) { return {options.paths, options.window, options.rank}; }
@@ -532,8 +533,7 @@ std::vector<Rank> choose_ranks(const Selection& selection, std::vector<dlprof::T
     std::vector<std::int64_t> found;
     for (const Rank& rank : window.ranks) found.push_back(rank_of(rank));
     throw InputError(fmt::format("{} {}: no trace of that rank in {} (it has rank{} {})", selection.rank_flag, *selection.rank,
-                                 windows.size() > 1 ? fmt::format("window {} of '{}'", window_number, fmt::join(selection.paths, "' '"))
-                                                    : fmt::format("'{}'", fmt::join(selection.paths, "' '")),
+                                 windows.size() > 1 ? fmt::format("window {} of {}", window_number, selection.input) : selection.input,
                                  found.size() == 1 ? "" : "s", fmt::join(found, ", ")));
   }
   std::vector<Rank> chosen;
@@ -703,7 +703,7 @@ dlprof::DiffSide read_diff_side(const Options& options, std::string_view side, c
     run.analysed = dlprof::analyse_rank(std::move(trace), analysis_options);
     return run;
   });
-  Selection selection{{path}, window, rank, window_flag, rank_flag};
+  Selection selection{{path}, window, rank, window_flag, rank_flag, fmt::format("{} '{}'", side, path)};
   std::size_t window_number = 1;
   std::vector<std::string> window_notes;
   std::vector<RankRun> ranks = choose_ranks(selection, windows, [](const RankRun& run) { return run.rank; }, window_number, window_notes);
