@@ -374,6 +374,21 @@ StepSamples step_times(std::size_t steps, double median_ns, double shift, double
   return samples;
 }
 
+TEST(DiffReportTest, WhereNoKeyExplainsTheStepTimeTheRoleThatChangedMostDoes) {
+  // Loading moved to worker threads: the step is 900 ms shorter, its DataLoader role 925 ms.
+  dlprof::DiffReport report;
+  report.diff.step_time.base.mean = 1433e6;
+  report.diff.step_time.next.mean = 533e6;
+  report.overview = {{"Step time (mean)", "ms", 1433.0, 533.0}, {"  DataLoader", "ms", 1373.0, 448.0},
+                     {"  CPU Exec", "ms", 60.0, 85.0}};
+  EXPECT_EQ(dlprof::detail::role_explaining(report),
+            "no key alone; the step breakdown's DataLoader -925.000 ms a step, 103 % of the change");
+  EXPECT_THAT(dlprof::render_diff_text(report), testing::HasSubstr("\nWhat explains it: no key alone; the step breakdown's DataLoader"));
+  report.overview.pop_back();
+  report.overview.pop_back();
+  EXPECT_EQ(dlprof::detail::role_explaining(report), "");
+}
+
 dlprof::analysis::GateOptions slower_by(double threshold) {
   dlprof::analysis::GateOptions options;
   options.checks.push_back({dlprof::analysis::GateFigure::StepTime, true, threshold});

@@ -56,8 +56,6 @@
 #include <dlprof/format/atomic_file.hpp>
 #include <dlprof/import/chrome_trace.hpp>
 #include <dlprof/report.hpp>
-#include <dlprof/report/diff.hpp>
-#include <dlprof/report/gate.hpp>
 #if defined(DLPROF_HAS_SYMBOLIZE)
 #  include <dlprof/import/symbolize.hpp>
 #endif

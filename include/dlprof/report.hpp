@@ -9,6 +9,8 @@
 //   html.hpp         render_html: one self-contained page with inline SVG charts
 //   kernel_table.hpp render_kernel_table_text/csv/json/html: PyProf's kernel table with the
 //                    roofline beside each kernel (dlprof-report --kernels)
+//   diff.hpp         render_diff_text/json/html: two runs compared per step (dlprof-report --diff)
+//   gate.hpp         render_gate_text/junit: the regression gate's verdict (dlprof-report --baseline)
 //
 // In a program: `fmt::print("{}", prof.report())` after a window, or, in an on_trace_ready
 // handler, `fmt::print("{}", dlprof::report(trace))`. Offline: the dlprof-report tool
@@ -18,6 +20,8 @@
 #include <string>
 
 #include "dlprof/config.hpp"
+#include "dlprof/report/diff.hpp"
+#include "dlprof/report/gate.hpp"
 #include "dlprof/report/html.hpp"
 #include "dlprof/report/json.hpp"
 #include "dlprof/report/kernel_table.hpp"
