@@ -3,12 +3,15 @@
 // they were launched in, work outside every step left out, step numbers out of the keys; the rank
 // statistics against exact values; keys classified by HTA's predicates, a change told from noise,
 // and the changes that explain the step time; the comparison as text, JSON and HTML; the regression
-// gate's false alarms and catches over many simulated pairs of runs, and the runs it refuses.
+// gate's false alarms and catches over many simulated pairs of runs, and the runs it refuses; a
+// slow step's dump against the median of its other steps.
 #include <dlprof/analysis/regression_gate.hpp>
 #include <dlprof/analysis/run_diff.hpp>
+#include <dlprof/analysis/slow_step.hpp>
 #include <dlprof/analysis/step_samples.hpp>
 #include <dlprof/report/diff.hpp>
 #include <dlprof/report/gate.hpp>
+#include <dlprof/report.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -387,6 +390,80 @@ TEST(DiffReportTest, WhereNoKeyExplainsTheStepTimeTheRoleThatChangedMostDoes) {
   report.overview.pop_back();
   report.overview.pop_back();
   EXPECT_EQ(dlprof::detail::role_explaining(report), "");
+}
+
+TEST(SlowStepTest, ADumpedSlowStepNamesWhatGrewAgainstTheMedianOfTheOtherSteps) {
+  // Ten steps of run_of_steps' shape; in step 7 aten::mm takes 2 ms more and a 50 ms stall runs.
+  dlprof_test::AnalysisTraceBuilder builder;
+  for (std::int64_t k = 0; k < 10; ++k) {
+    const std::int64_t t = k * 100 * kMs;
+    const std::int64_t mm = (k == 7 ? 3 : 1) * kMs;
+    builder.op("aten::mm", t + 100 * kUs, t + 100 * kUs + mm).op("aten::relu", t + 200 * kUs + mm, t + 300 * kUs + mm);
+    std::int64_t end = t + 400 * kUs + mm;
+    if (k == 7) {
+      builder.range("stall", end, end + 50 * kMs);
+      end += 50 * kMs;
+    }
+    builder.step(k, t, end);
+  }
+  dlprof::Trace trace = builder.trace();
+  const std::optional<dlprof::analysis::SlowStep> slow = dlprof::analysis::slow_step(samples_of(trace, SampleKey::Op));
+  ASSERT_TRUE(slow.has_value());
+  EXPECT_EQ(slow->number, 7);
+  EXPECT_EQ(slow->duration_ns, 53400 * kUs);
+  EXPECT_EQ(slow->median_ns, 1400 * kUs);
+  EXPECT_EQ(slow->other_steps, 9u);
+  ASSERT_EQ(slow->grew.size(), 1u);  // the stall alone is 96 % of the excess
+  EXPECT_EQ(slow->grew[0].key, "stall");
+  EXPECT_TRUE(slow->grew[0].added);
+  EXPECT_EQ(dlprof::detail::slow_step_sentence(*slow),
+            "The slow step: ProfilerStep#7 took 53.400 ms, 38.1x the median 1.400 ms of the 9 other steps: stall 50.000 ms (new)");
+
+  // In a slow step's dump, the report says it under the dump's reason, in each format.
+  trace.flight_recorder_dump = "slow step 7: 53.400 ms, 38.1x the median 1.400 ms of the 9 steps before it";
+  const dlprof::Report report = dlprof::make_report(trace);
+  ASSERT_TRUE(report.ranks.front().slow_step.has_value());
+  EXPECT_THAT(dlprof::render_text(report), testing::HasSubstr("of the 9 steps before it\nThe slow step: ProfilerStep#7 took 53.400 ms"));
+  const nlohmann::json json = nlohmann::json::parse(dlprof::render_json(report));
+  EXPECT_EQ(json["ranks"][0]["slow_step"]["step"], 7);
+  EXPECT_EQ(json["ranks"][0]["slow_step"]["grew"][0]["key"], "stall");
+  EXPECT_THAT(dlprof::render_html(report), testing::HasSubstr("<p>The slow step: ProfilerStep#7 took 53.400 ms"));
+  // Another dump's reason (a crash) and a trace of no dump: no slow step.
+  trace.flight_recorder_dump = "signal 11 (SIGSEGV)";
+  EXPECT_FALSE(dlprof::make_report(trace).ranks.front().slow_step.has_value());
+  EXPECT_FALSE(dlprof::analysis::slow_step(StepSamples{}).has_value());
+}
+
+TEST(SlowRankTest, TheSlowestRankAgainstTheMedianRankByTheOpsThatTakeItLonger) {
+  // Three ranks of 8 steps; rank 2's aten::addmm takes 60 ms more, rank 0's steps 1 ms less.
+  std::vector<dlprof::Trace> ranks;
+  for (std::int64_t r = 0; r < 3; ++r) {
+    dlprof_test::AnalysisTraceBuilder builder;
+    builder.rank(r, 3);
+    unsigned state = static_cast<unsigned>(r + 1);
+    for (std::int64_t k = 0; k < 8; ++k) {
+      state = state * 1103515245u + 12345u;
+      const std::int64_t t = k * 200 * kMs;
+      const std::int64_t addmm = (r == 2 ? 70 : 10) * kMs + static_cast<std::int64_t>((state >> 8) % 500) * kUs;
+      const std::int64_t other = (r == 0 ? 9 : 10) * kMs;
+      builder.op("aten::addmm", t + kMs, t + kMs + addmm).op("aten::relu", t + 2 * kMs + addmm, t + 2 * kMs + addmm + other);
+      builder.step(k, t, t + 3 * kMs + addmm + other);
+    }
+    ranks.push_back(builder.trace());
+  }
+  const dlprof::Report report = dlprof::make_report(ranks);
+  ASSERT_TRUE(report.slow_rank.has_value());
+  EXPECT_EQ(report.slow_rank->rank, 2);
+  EXPECT_EQ(report.slow_rank->median_rank, 1);
+  EXPECT_FALSE(report.slow_rank->straggler);  // no collectives: the longest steps
+  EXPECT_NEAR(report.slow_rank->step_delta_ns, 60 * kMs, 0.5 * kMs);
+  ASSERT_EQ(report.slow_rank->keys.size(), 1u);
+  EXPECT_EQ(report.slow_rank->keys[0].key, "aten::addmm");
+  const std::string text = dlprof::render_text(report);
+  EXPECT_THAT(text, testing::ContainsRegex("Slow rank: rank 2 takes (59|60)\\.[0-9]{3} ms more a step than rank 1, the median rank:"));
+  EXPECT_THAT(text, testing::ContainsRegex("aten::addmm self CPU[ \n]+\\+(59|60)\\.[0-9]{3} ms a step"));
+  EXPECT_EQ(nlohmann::json::parse(dlprof::render_json(report))["slow_rank"]["keys"][0]["key"], "aten::addmm");
+  EXPECT_FALSE(dlprof::make_report(ranks.front()).slow_rank.has_value());  // one rank
 }
 
 dlprof::analysis::GateOptions slower_by(double threshold) {

@@ -536,9 +536,11 @@ TEST_F(CuptiBackendTest, WorkAGraphReplaysIsAttributedToTheScopeThatCapturedItsN
   EXPECT_EQ(graphs.graphs[0].captured_work, 4u);
   EXPECT_EQ(graphs.graphs[0].captured_by, "attention");
   EXPECT_THAT(graphs.graphs[0].captured_at, HasSubstr("cupti_tests+0x"));
+  // Each kernel's device times reach the host's clock through the fitted clock pair: a duration
+  // may come out a nanosecond short or long.
   const std::string folded = dlprof::analysis::folded_stacks(*trace, dlprof::analysis::StackMetric::SelfGpuTime);
-  EXPECT_THAT(folded, HasSubstr(";attention 20.000\n"));
-  EXPECT_THAT(folded, HasSubstr(";mlp 3 10.000\n"));
+  EXPECT_THAT(folded, testing::ContainsRegex(";attention (19\\.99[89]|20\\.00[0-2])\n"));
+  EXPECT_THAT(folded, testing::ContainsRegex(";mlp 3 (9\\.999|10\\.00[01])\n"));
 }
 
 TEST(GraphNodeCapturesTest, KeepsScopesThroughClonesWithinItsCapacity) {

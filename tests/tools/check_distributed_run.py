@@ -198,6 +198,14 @@ def check_report(args):
     if not advice or f"Rank {args.expect_straggler} arrives last" not in advice[0]["text"]:
         fail(f"no straggler recommendation naming rank {args.expect_straggler}: {report['recommendations']}")
     print(f"straggler: {advice[0]['text']}")
+    # The straggler against the median rank: its forward range takes it longer, beyond noise.
+    slow = report["slow_rank"]
+    if not slow or slow["rank"] != args.expect_straggler or not slow["straggler"]:
+        fail(f"expected rank {args.expect_straggler} as the slow rank, got {slow}")
+    if not slow["keys"] or slow["keys"][0]["key"] != "forward":
+        fail(f"the slow rank's keys should lead with forward: {slow['keys']}")
+    print(f"slow rank: {slow['rank']} against rank {slow['median_rank']}: "
+          + ", ".join(f"{key['key']} {key['delta_us'] / 1e3:+.3f} ms" for key in slow["keys"]))
 
 
 HTA_SCRIPT = r"""

@@ -95,6 +95,8 @@ inline constexpr std::string_view kDroppedDeviceCounters = "dlprof_dropped_devic
 inline constexpr std::string_view kDroppedThreadCpuReadings = "dlprof_dropped_thread_cpu_readings";
 /// A flight recorder's dump: why it was written (Trace::flight_recorder_dump).
 inline constexpr std::string_view kFlightRecorder = "dlprof_flight_recorder";
+/// How the reason of a slow step's dump begins: "slow step 40: 312.000 ms, 12.7x the median ...".
+inline constexpr std::string_view kSlowStepDumpPrefix = "slow step ";
 /// with_stack: the recording process's modules (Trace::modules), an array of objects with the
 /// fields below, and the events recorded without their stacks (Trace::stackless_events), written
 /// when not 0.

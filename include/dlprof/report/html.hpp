@@ -612,6 +612,7 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
   html.format("<section id=\"{}\">\n", id);
   html.element("h2", rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
   if (!rank.flight_recorder_dump.empty()) html.element("p", "Flight-recorder dump: " + rank.flight_recorder_dump);
+  if (rank.slow_step) html.element("p", slow_step_sentence(*rank.slow_step));
   for (const analysis::OutOfMemory& failure : rank.out_of_memory) html.element("p", out_of_memory_line(failure), "class=\"alert\"");
   if (rank.read.skipped_events != 0)
     html.element("p",
@@ -840,6 +841,7 @@ inline void html_comparison(HtmlOut& html, const Report& report) {
   const analysis::RankComparison& comparison = *report.comparison;
   html.raw("<section id=\"ranks\">\n");
   html.element("h2", "Ranks compared");
+  if (report.slow_rank) html.element("p", slow_rank_sentence(*report.slow_rank));
   html_rank_chart(html, report.ranks);
   std::vector<std::vector<std::string>> rows;
   for (const analysis::RankSummary& rank : comparison.ranks)

@@ -12,6 +12,9 @@
 //                 from it),
 //    "ranks": [{"rank", "world_size",
 //      "flight_recorder_dump": null, or why a flight recorder wrote the trace,
+//      "slow_step": null, or for a slow step's dump {"step", "duration_us", "median_us" (of the
+//                   other steps), "other_steps", "grew": [{"key", "figure" ("self" or
+//                   "gpu_self"), "slow_us", "median_us", "added"}]} (analysis/slow_step.hpp),
 //      "read": {"skipped_events", "first_skip": null or {"offset", "reason"}, "ignored_values",
 //               "notes": [text]},     what reading the file left out or changed (all 0 and empty
 //                                     for a file read as written)
@@ -114,6 +117,9 @@
 //        "overlap_pct"}],
 //      "stragglers": [{"step", "ranks", "slowest_rank", "slowest_us", "median_us", "fastest_rank",
 //        "fastest_us", "slowest_over_median_pct", "slowest_over_fastest_pct"}]},
+//    "slow_rank": null or {"rank", "median_rank", "straggler" (the rank the others wait for),
+//        "step_delta_us", "keys": [{"key", "figure", "delta_us", "p_value"}]}: the slowest rank
+//        against the median rank, by the ops that take it longer a step (make_report.hpp),
 //    "collectives": null or {"problems": [text],
 //      "ranks": [{"rank", "steps", "step_us", "compute_us", "communication_us", "waiting_us",
 //        "transfer_us", "exposed_communication_us", "data_loading_us", "forward_us", "backward_us",
@@ -941,6 +947,31 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
   json.member_integer("rank", rank.rank);
   json.member_integer("world_size", rank.world_size);
   json.member_text_or_null("flight_recorder_dump", rank.flight_recorder_dump);
+  json.key("slow_step");
+  if (!rank.slow_step) {
+    json.null();
+  } else {
+    const analysis::SlowStep& slow = *rank.slow_step;
+    json.begin_object();
+    json.member_integer("step", slow.number);
+    json.member_us("duration_us", slow.duration_ns);
+    json.member_us("median_us", slow.median_ns);
+    json.member_integer("other_steps", static_cast<std::int64_t>(slow.other_steps));
+    json.key("grew");
+    json.begin_array();
+    for (const analysis::SlowStepKey& key : slow.grew) {
+      json.begin_object();
+      json.member("key", key.key);
+      json.member("figure", analysis::to_string(key.figure));
+      json.member_us("slow_us", key.slow_ns);
+      json.member_us("median_us", key.median_ns);
+      json.key("added");
+      json.boolean(key.added);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
   json_read_result(json, rank.read);
   json_hta(json, rank.hta);
   json_steps(json, rank.steps, report.origin_ns);
@@ -1214,6 +1245,30 @@ inline std::string render_json(const Report& report) {
   json.key("rank_comparison");
   if (report.comparison) {
     detail::json_comparison(json, *report.comparison);
+  } else {
+    json.null();
+  }
+  json.key("slow_rank");
+  if (report.slow_rank) {
+    const SlowRank& slow = *report.slow_rank;
+    json.begin_object();
+    json.member_integer("rank", slow.rank);
+    json.member_integer("median_rank", slow.median_rank);
+    json.key("straggler");
+    json.boolean(slow.straggler);
+    json.member_number("step_delta_us", slow.step_delta_ns / 1e3);
+    json.key("keys");
+    json.begin_array();
+    for (const analysis::KeyChange& key : slow.keys) {
+      json.begin_object();
+      json.member("key", key.key);
+      json.member("figure", analysis::to_string(key.impact_figure));
+      json.member_number("delta_us", key.impact_ns / 1e3);
+      json.member_number("p_value", key.p_value);
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
   } else {
     json.null();
   }

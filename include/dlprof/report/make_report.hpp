@@ -50,6 +50,9 @@
 #include "dlprof/analysis/memory_leaks.hpp"
 #include "dlprof/analysis/memory_peak.hpp"
 #include "dlprof/analysis/memory_timeline.hpp"
+#include "dlprof/analysis/run_diff.hpp"
+#include "dlprof/analysis/slow_step.hpp"
+#include "dlprof/analysis/step_samples.hpp"
 #include "dlprof/analysis/verdict.hpp"
 #include "dlprof/config.hpp"
 #include "dlprof/detail/sorted_runs.hpp"
@@ -175,6 +178,8 @@ struct RankReport {
   std::uint64_t dropped_gpu_records = 0; ///< lost by CUPTI or dlprof's device buffer
   std::uint64_t overflowed_names = 0;    ///< names recorded as "<dlprof: name table full>"
   std::string flight_recorder_dump;      ///< a flight recorder's dump: why it was written
+  /// A slow step's dump: that step against the median of the others, the keys that grew.
+  std::optional<analysis::SlowStep> slow_step;
   ReadResult read;                       ///< what reading the trace file left out or changed
 
   /// The mean GPU utilization of the rank's GPUs over its steps, [0, 1]; none without kernels.
@@ -186,11 +191,27 @@ struct RankReport {
   }
 };
 
+/// The slowest rank against the median rank, by the keys that take it longer a step.
+struct SlowRank {
+  std::int64_t rank = 0;
+  std::int64_t median_rank = 0;
+  bool straggler = false;      ///< the rank the others wait for in collectives, not only the longest steps
+  double step_delta_ns = 0;    ///< its mean step time less the median rank's
+  /// The keys that take it longer a step (not communication, which is waiting, nor the step's own
+  /// time), each at least 1 % of the median rank's step, largest first, at most five; each with its
+  /// p-value over the steps (a run of few steps cannot make it small: ranks run one program, so a
+  /// rank's excess is not chance the way a second run's is).
+  std::vector<analysis::KeyChange> keys;
+};
+
 struct Report {
   ReportOptions options;
   std::vector<RankReport> ranks;  ///< by rank
   /// Ranks side by side and each step's straggler: with two ranks or more.
   std::optional<analysis::RankComparison> comparison;
+  /// The slowest rank (the collectives' straggler, else the longest steps) against the median
+  /// rank, key by key: with two ranks or more.
+  std::optional<SlowRank> slow_rank;
   /// The ranks' collectives compared, and the rank that arrives last: with two ranks or more
   /// whose traces recorded collectives with their args (record_param_comms).
   std::optional<analysis::CollectiveAnalysis> collectives;
@@ -213,6 +234,8 @@ struct AnalysedRank {
   std::vector<analysis::Recommendation> findings;  ///< without the "rank N: " of a report over ranks
   analysis::RankCollectives collectives;
   bool has_collectives = false;  ///< c10d's calls or communication kernels: a rank to compare
+  /// Its steps' figures by op, for the slow rank's comparison with the median rank.
+  analysis::StepSamples samples;
   /// The trace the report's views point into, its events released; none when the caller keeps
   /// the trace.
   std::shared_ptr<const Trace> trace;
@@ -436,6 +459,45 @@ inline void run_in_rounds(const std::vector<std::vector<std::function<void()>>>&
   for (std::thread& helper : helpers) helper.join();
 }
 
+/// The slowest rank against the median rank (run_diff.hpp over their steps by op): the
+/// collectives' straggler where there is one, else the rank with the longest mean step; the
+/// median rank is the middle one by mean step time of the others (the slower of two). None with
+/// fewer than two ranks or without steps.
+inline std::optional<SlowRank> slow_rank(const std::vector<AnalysedRank>& ranks, const std::optional<analysis::Straggler>& straggler) {
+  if (ranks.size() < 2) return std::nullopt;
+  const auto mean_step = [](const AnalysedRank& rank) { return rank.report.steps.average_step_ns(); };
+  const AnalysedRank* slow = nullptr;
+  if (straggler)
+    for (const AnalysedRank& rank : ranks)
+      if (rank.report.rank == straggler->rank) slow = &rank;
+  if (slow == nullptr)
+    for (const AnalysedRank& rank : ranks)
+      if (slow == nullptr || mean_step(rank) > mean_step(*slow)) slow = &rank;
+  std::vector<const AnalysedRank*> others;
+  for (const AnalysedRank& rank : ranks)
+    if (&rank != slow && !rank.samples.steps.empty()) others.push_back(&rank);
+  if (others.empty() || slow->samples.steps.empty()) return std::nullopt;
+  std::sort(others.begin(), others.end(), [&](const AnalysedRank* a, const AnalysedRank* b) { return mean_step(*a) < mean_step(*b); });
+  const AnalysedRank& median = *others[others.size() / 2];
+  SlowRank result;
+  result.rank = slow->report.rank;
+  result.median_rank = median.report.rank;
+  result.straggler = straggler && straggler->rank == slow->report.rank;
+  result.step_delta_ns = mean_step(*slow) - mean_step(median);
+  const analysis::RunDiff diff = analysis::diff_runs(median.samples, slow->samples);
+  const double least = 0.01 * mean_step(median);
+  for (const analysis::KeyChange& change : diff.changes) {
+    if (change.impact_ns < least || change.impact_ns <= 0 || dlprof::detail::is_communication_name(change.key) ||
+        change.key == kineto::name::kRecordParamComms || change.key.rfind(kineto::name::kProfilerStepPrefix, 0) == 0)
+      continue;
+    result.keys.push_back(change);
+  }
+  std::stable_sort(result.keys.begin(), result.keys.end(),
+                   [](const analysis::KeyChange& a, const analysis::KeyChange& b) { return a.impact_ns > b.impact_ns; });
+  if (result.keys.size() > 5) result.keys.resize(5);
+  return result;
+}
+
 /// Forgets a trace's events, keeping its names (which an AnalysedRank's views point into), its
 /// threads, devices, metadata and facts: a few kilobytes where the events were megabytes.
 inline void release_events(Trace& trace) {
@@ -505,6 +567,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       rounds[1].emplace_back([rank, trace] {
         rank->collectives = analysis::summarize_collectives(*trace);
         rank->has_collectives = !rank->collectives.calls.empty();
+        rank->samples = analysis::step_samples(*trace, rank->report.steps, analysis::SampleKey::Op);
       });
     rounds[1].emplace_back([rank, trace, &options] {
       const std::vector<analysis::StepTime>& steps = rank->report.steps.steps;
@@ -514,6 +577,11 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       rank->report.clocks = analysis::device_clocks(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
       rank->report.thread_cpu = analysis::thread_cpu(*trace, steps);
     });
+    if (dlprof::detail::starts_with(trace->flight_recorder_dump, kineto::key::kSlowStepDumpPrefix))
+      rounds[1].emplace_back([rank, trace] {
+        rank->report.slow_step =
+            analysis::slow_step(analysis::step_samples(*trace, rank->report.steps, analysis::SampleKey::Op));
+      });
     rounds[1].emplace_back([rank, trace, attribution, &options] {
       rank->report.steady = analysis::steady_state(*trace, rank->report.steps);
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap,
@@ -548,6 +616,8 @@ inline Report make_report(std::vector<AnalysedRank>&& analysed, const ReportOpti
       ranks.push_back({rank.report.rank, rank.report.steps, rank.report.hta.temporal, rank.report.hta.overlap});
     report.comparison = analysis::compare_analysed_ranks(ranks);
   }
+  report.slow_rank =
+      detail::slow_rank(analysed, report.collectives ? report.collectives->straggler : std::optional<analysis::Straggler>());
   auto traces = std::make_shared<std::vector<std::shared_ptr<const Trace>>>();
   std::vector<std::pair<std::int64_t, std::vector<analysis::Recommendation>>> findings;
   for (AnalysedRank& rank : analysed) {

@@ -470,6 +470,7 @@ inline void text_rank(fmt::memory_buffer& out, const RankReport& rank, const Rep
   heading(out, rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
   if (!rank.flight_recorder_dump.empty())
     fmt::format_to(std::back_inserter(out), "\n{}\n", wrap("Flight-recorder dump: " + terminal_text(rank.flight_recorder_dump), 100, "  "));
+  if (rank.slow_step) fmt::format_to(std::back_inserter(out), "{}\n", wrap(terminal_text(slow_step_sentence(*rank.slow_step)), 100, "  "));
   for (const analysis::OutOfMemory& failure : rank.out_of_memory)
     fmt::format_to(std::back_inserter(out), "\n{}\n", wrap(terminal_text(out_of_memory_line(failure)), 100, "  "));
   text_step_breakdown(out, rank.steps);
@@ -672,6 +673,7 @@ inline std::string render_text(const Report& report) {
   }
   if (report.comparison) {
     detail::text_comparison(out, *report.comparison);
+    if (report.slow_rank) fmt::format_to(append, "\n{}\n", detail::wrap(detail::terminal_text(detail::slow_rank_sentence(*report.slow_rank)), 100, "  "));
     fmt::format_to(append, "\n");
   }
   if (report.collectives && !report.collectives->empty()) {

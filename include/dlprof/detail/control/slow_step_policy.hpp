@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "dlprof/config.hpp"
+#include "dlprof/format/vocabulary.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -82,7 +83,8 @@ class SlowStepPolicy {
         static_cast<double>(ticks - *median) * ns_per_tick > kMinExcessNs) {
       if (take_dump_slot(now_ns)) {
         const double ms_per_tick = ns_per_tick / 1e6;
-        reason = fmt::format("slow step {}: {:.3f} ms, {:.1f}x the median {:.3f} ms of the {} steps before it", step,
+        reason = fmt::format("{}{}: {:.3f} ms, {:.1f}x the median {:.3f} ms of the {} steps before it",
+                             kineto::key::kSlowStepDumpPrefix, step,
                              static_cast<double>(ticks) * ms_per_tick,
                              static_cast<double>(ticks) / static_cast<double>(std::max<std::int64_t>(*median, 1)),
                              static_cast<double>(*median) * ms_per_tick, RecentSteps::kCount);

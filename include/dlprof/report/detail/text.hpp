@@ -182,6 +182,38 @@ inline std::string short_ms(double ns) {
 }
 
 /// "≈ 12.4 ms/step, 32.4%", or what a finding that saves no time is.
+/// "The slow step: ProfilerStep#30 took 539.000 ms, 12.7x the median 42.400 ms of the 19 other
+/// steps: stall 500.000 ms (new), aten::mm +2.100 ms".
+inline std::string slow_step_sentence(const analysis::SlowStep& slow) {
+  std::string text = fmt::format("The slow step: {} took {:.3f} ms, {:.1f}x the median {:.3f} ms of the {} other step{}",
+                                 slow.number >= 0 ? fmt::format("ProfilerStep#{}", slow.number) : std::string("the step"),
+                                 static_cast<double>(slow.duration_ns) / 1e6, slow.ratio(), slow.median_ns / 1e6, slow.other_steps,
+                                 slow.other_steps == 1 ? "" : "s");
+  for (std::size_t i = 0; i < slow.grew.size(); ++i) {
+    const analysis::SlowStepKey& key = slow.grew[i];
+    const std::string_view gpu = key.figure == analysis::KeyFigure::GpuSelf ? " on the GPU" : "";
+    text += i == 0 ? ": " : ", ";
+    text += key.added ? fmt::format("{} {:.3f} ms{} (new)", key.key, key.slow_ns / 1e6, gpu)
+                      : fmt::format("{} +{:.3f} ms{}", key.key, (key.slow_ns - key.median_ns) / 1e6, gpu);
+  }
+  return text;
+}
+
+/// "Slow rank: rank 2 (the rank the others wait for) takes 60.123 ms more a step than rank 1, the
+/// median rank: aten::addmm self CPU +58.000 ms a step, ..."
+inline std::string slow_rank_sentence(const SlowRank& slow) {
+  std::string text = fmt::format("Slow rank: rank {}{} takes {:.3f} ms {} a step than rank {}, the median rank", slow.rank,
+                                 slow.straggler ? " (the rank the others wait for)" : "", std::abs(slow.step_delta_ns) / 1e6,
+                                 slow.step_delta_ns >= 0 ? "more" : "less", slow.median_rank);
+  if (slow.keys.empty()) return text + "; no key takes it 1 % of a step longer";
+  for (std::size_t i = 0; i < slow.keys.size(); ++i) {
+    const analysis::KeyChange& key = slow.keys[i];
+    text += fmt::format("{}{} {} {:+.3f} ms a step", i == 0 ? ": " : ", ", key.key,
+                        key.impact_figure == analysis::KeyFigure::GpuSelf ? "GPU" : "self CPU", key.impact_ns / 1e6);
+  }
+  return text;
+}
+
 inline std::string saving_of(const analysis::Recommendation& finding) {
   if (!finding.saves_time()) return std::string(to_string(finding.severity));
   return fmt::format("\u2248 {}/step, {:.1f}%", short_ms(finding.impact_ns), finding.share);
