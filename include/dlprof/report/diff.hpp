@@ -3,8 +3,9 @@
 // breakdown, GPU utilization, MFU, memory peak), then every key's change per step with whether it
 // is beyond the steps' noise (analysis/run_diff.hpp). As terminal text, JSON and one HTML page.
 //
-//   dlprof::DiffReport diff = dlprof::make_diff_report(base_rank, next_rank, SampleKey::Op);
-//   fmt::print("{}", dlprof::render_diff_text(diff));
+//   dlprof::DiffSide base{"before/", dlprof::make_report(a), step_samples(a, step_breakdown(a), SampleKey::Op)};
+//   dlprof::DiffSide next{"after/", dlprof::make_report(b), step_samples(b, step_breakdown(b), SampleKey::Op)};
+//   fmt::print("{}", dlprof::render_diff_text(dlprof::make_diff_report(std::move(base), std::move(next))));
 //
 // JSON (render_diff_json), for scripts:
 //   {"dlprof_version", "diff_version": 1, "key": "op" (analysis::to_string(SampleKey)),
