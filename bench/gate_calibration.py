@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
 """The regression gate measured on the demo: its false alarms and its catches.
 
-A/A: pairs of runs of one binary with one command line; the gate (dlprof-report --baseline A
---fail-if-slower T% B) must fail at most its stated false-alarm rate of them. A/B: pairs whose NEW
-runs the demo with --slowdown P (forward works P % of a step longer); the gate must catch at least
-95 % of them at the step count it says it needs, which a pilot pair gives first.
+Two pools of demo runs are made, interleaved so that both see the same machine: A runs of one
+command line, and B runs of the same with --slowdown P (forward works P % of a step longer). A
+pilot asks the gate how many runs a side it needs to catch the threshold (it judges by runs when
+--baseline is given several). Then random draws of runs from the pools are gated with
+`dlprof-report --baseline A1 --baseline A2 ... --fail-if-slower T% NEW1 NEW2 ...`:
+
+  A/A  k BASE runs and k other NEW runs, all from pool A: a failure is a false alarm, and the
+       gate must fail at most its stated rate (1 %) of them;
+  A/B  k BASE runs from pool A and k NEW runs from pool B: the gate must catch at least 95 %.
+
+Draws share runs, so their outcomes are not independent: the rates estimate how often the gate
+fails a fresh set of runs of this machine, with fewer effective trials than draws.
 
   bench/gate_calibration.py build/main/examples/libtorch_training build/main/tools/dlprof-report \\
-      --pairs 20 --threshold 2 --slowdown 3
+      --a-runs 40 --b-runs 20 --threshold 3 --slowdown 3
 
-Prints one line per pair and a summary (bench/RESULTS.md, "Regression gate").
+Prints the pilot, each kind's rate and the runs it took (bench/RESULTS.md, "Regression gate").
 """
 import argparse
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -23,79 +32,99 @@ import time
 EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE = 0, 3, 4
 
 
-def run_demo(demo, log_dir, steps, slowdown, batch_size):
-    shutil.rmtree(log_dir, ignore_errors=True)
-    command = [demo, "--steps", str(steps), "--active", str(steps - 3), "--num-workers", "0",
-               "--batch-size", str(batch_size), "--log-dir", log_dir]
+def run_demo(args, log_dir, slowdown):
+    command = [args.demo, "--steps", str(args.steps + 3), "--active", str(args.steps), "--num-workers", "0",
+               "--batch-size", str(args.batch_size), "--log-dir", log_dir]
     if slowdown:
         command += ["--slowdown", str(slowdown)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def gate(report, base, new, threshold):
-    result = subprocess.run([report, "--baseline", base, "--fail-if-slower", f"{threshold}%", new],
-                            capture_output=True, text=True)
+def gate(args, base, new):
+    command = [args.report]
+    for run in base:
+        command += ["--baseline", run]
+    command += ["--fail-if-slower", f"{args.threshold}%"] + list(new)
+    result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode not in (EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE):
         sys.exit(f"dlprof-report failed ({result.returncode}): {result.stderr}")
     text = " ".join(result.stdout.split())
     change = re.search(r"step_time > \+[0-9.]+ %: \w+: ([+-][0-9.]+) %", text)
-    smallest = re.search(r"catches 95 % of the time here: ([0-9.]+) %", text)
-    needed = re.search(r"record (\d+) steps a run", text)
-    return (result.returncode, float(change.group(1)) if change else None,
-            float(smallest.group(1)) if smallest else None, int(needed.group(1)) if needed else None, text)
+    spread = re.search(r"runs differ by ([0-9.]+) %", text)
+    runs = re.search(r"compare (\d+) runs a side", text)
+    return (result.returncode, float(change.group(1)) if change else None, float(spread.group(1)) if spread else None,
+            int(runs.group(1)) if runs else None, text)
 
 
-def pairs(args, work, label, steps, slowdown):
+def draws(args, kind, pool_base, pool_new, k, rng):
     outcomes = []
-    for pair in range(args.pairs):
-        base, new = os.path.join(work, f"{label}-{pair}-base"), os.path.join(work, f"{label}-{pair}-new")
-        run_demo(args.demo, base, steps, 0, args.batch_size)
-        run_demo(args.demo, new, steps, slowdown, args.batch_size)
-        status, change, smallest, needed, text = gate(args.report, base, new, args.threshold)
-        outcomes.append((status, change, smallest, needed))
-        print(f"{label} pair {pair + 1:2}: exit {status}, change {change:+.2f} %, smallest detectable "
-              f"{smallest} %, steps needed {needed}", flush=True)
+    for _ in range(args.draws):
+        if pool_base is pool_new:
+            chosen = rng.sample(pool_base, 2 * k)
+            base, new = chosen[:k], chosen[k:]
+        else:
+            base, new = rng.sample(pool_base, k), rng.sample(pool_new, k)
+        status, change, spread, _, text = gate(args, base, new)
+        outcomes.append((status, change, spread))
         if status == EXIT_NOT_COMPARABLE:
-            print(f"  {text}", flush=True)
-        shutil.rmtree(base, ignore_errors=True)
-        shutil.rmtree(new, ignore_errors=True)
-    return outcomes
+            print(f"  {kind} not comparable: {text[:400]}", flush=True)
+    failed = sum(status == EXIT_REGRESSION for status, _, _ in outcomes)
+    refused = sum(status == EXIT_NOT_COMPARABLE for status, _, _ in outcomes)
+    changes = sorted(change for _, change, _ in outcomes if change is not None)
+    spreads = sorted(spread for _, _, spread in outcomes if spread is not None)
+    print(f"{kind}: {k} runs a side, {len(outcomes)} draws: failed {failed} ({100 * failed / len(outcomes):.1f} %), "
+          f"not comparable {refused}; change median {changes[len(changes) // 2]:+.2f} % "
+          f"(range {changes[0]:+.2f} to {changes[-1]:+.2f}), runs' spread median {spreads[len(spreads) // 2]:.2f} %", flush=True)
+    return failed, refused
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("demo")
     parser.add_argument("report")
-    parser.add_argument("--pairs", type=int, default=20)
-    parser.add_argument("--threshold", type=float, default=2.0, help="--fail-if-slower, in percent")
-    parser.add_argument("--slowdown", type=int, default=3, help="the demo's --slowdown for NEW in A/B, in percent")
-    parser.add_argument("--steps", type=int, default=0, help="steps a run (default: what the pilot pair says it needs)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--a-runs", type=int, default=40, help="runs of the unchanged demo")
+    parser.add_argument("--b-runs", type=int, default=20, help="runs with --slowdown")
+    parser.add_argument("--steps", type=int, default=40, help="recorded steps a run")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--threshold", type=float, default=3.0, help="--fail-if-slower, in percent")
+    parser.add_argument("--slowdown", type=int, default=3, help="the demo's --slowdown for pool B, in percent")
+    parser.add_argument("--runs", type=int, default=0, help="runs a side (default: what the pilot says the gate needs)")
+    parser.add_argument("--draws", type=int, default=100, help="gate calls a kind")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work", default="", help="keep the runs here (default: a temporary directory)")
     args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="dlprof-gate-")
+    rng = random.Random(args.seed)
+    work = args.work or tempfile.mkdtemp(prefix="dlprof-gate-")
     started = time.monotonic()
     try:
-        steps = args.steps
-        if not steps:
-            pilot_base, pilot_new = os.path.join(work, "pilot-base"), os.path.join(work, "pilot-new")
-            run_demo(args.demo, pilot_base, 23, 0, args.batch_size)
-            run_demo(args.demo, pilot_new, 23, 0, args.batch_size)
-            _, _, smallest, needed, _ = gate(args.report, pilot_base, pilot_new, args.threshold)
-            steps = max(needed or 0, 8) + 3  # recorded steps, plus the 3 the demo skips and warms up
-            print(f"pilot (20 steps a run): smallest detectable {smallest} %, the gate asks for {needed} steps a run", flush=True)
-        print(f"{args.pairs} pairs a kind, {steps - 3} recorded steps a run, --fail-if-slower {args.threshold}%", flush=True)
-        same = pairs(args, work, "A/A", steps, 0)
-        slower = pairs(args, work, "A/B", steps, args.slowdown)
+        pool_a, pool_b = [], []
+        for i in range(max(args.a_runs, args.b_runs)):
+            for pool, count, label, slowdown in ((pool_a, args.a_runs, "a", 0), (pool_b, args.b_runs, "b", args.slowdown)):
+                if i < count:
+                    run = os.path.join(work, f"{label}{i:03}")
+                    if not os.path.isdir(run):
+                        run_demo(args, run, slowdown)
+                    pool.append(run)
+        print(f"pools: {len(pool_a)} runs A, {len(pool_b)} runs B (--slowdown {args.slowdown}), {args.steps} steps a run, "
+              f"batch {args.batch_size}; {time.monotonic() - started:.0f} s", flush=True)
+        k = args.runs
+        pilot_k = min(5, len(pool_a) // 2)
+        _, _, spread, needed, _ = gate(args, pool_a[:pilot_k], pool_a[pilot_k:2 * pilot_k])
+        print(f"pilot ({pilot_k} runs against {pilot_k}): runs differ by {spread} %; to catch {args.threshold} % the gate asks "
+              f"for {needed} runs a side", flush=True)
+        if not k:
+            k = needed or len(pool_b)
+        cap = min(len(pool_a) // 2, len(pool_b))
+        if k > cap:
+            print(f"the pools allow {cap} runs a side, fewer than the {k} asked for: measured at {cap}", flush=True)
+            k = cap
+        false_alarms, _ = draws(args, "A/A", pool_a, pool_a, k, rng)
+        caught, _ = draws(args, f"A/B (--slowdown {args.slowdown})", pool_a, pool_b, k, rng)
+        print(f"false alarms {false_alarms}/{args.draws} (stated rate 1 %), caught {caught}/{args.draws} (required 95 %); "
+              f"{time.monotonic() - started:.0f} s", flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-    false_alarms = sum(status == EXIT_REGRESSION for status, *_ in same)
-    caught = sum(status == EXIT_REGRESSION for status, *_ in slower)
-    refused = sum(status == EXIT_NOT_COMPARABLE for status, *_ in same + slower)
-    changes = sorted(change for _, change, _, _ in slower if change is not None)
-    print(f"A/A: {false_alarms} false alarm(s) in {len(same)} pairs (stated rate 1 %)")
-    print(f"A/B (--slowdown {args.slowdown}): caught {caught} of {len(slower)} ({100 * caught / len(slower):.0f} %), "
-          f"measured change median {changes[len(changes) // 2]:+.2f} %")
-    print(f"not comparable: {refused}; {time.monotonic() - started:.0f} s")
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

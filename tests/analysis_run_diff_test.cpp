@@ -563,4 +563,158 @@ TEST(RegressionGateTest, TheVerdictAsTextAndJUnitNamesTheChecksAndWhatMadeTheSte
   EXPECT_THAT(junit, testing::HasSubstr("<error message=\"gpu_busy &lt; -5 %: not comparable"));
 }
 
+TEST(RankStatisticsTest, StudentsTAgreesWithItsTables) {
+  EXPECT_NEAR(stats::student_upper_quantile(0.01, 2), 6.965, 0.001);
+  EXPECT_NEAR(stats::student_upper_quantile(0.05, 4), 2.132, 0.001);
+  EXPECT_NEAR(stats::student_upper_quantile(0.01, 9), 2.821, 0.001);
+  EXPECT_NEAR(stats::student_upper_quantile(0.95, 9), -1.833, 0.001);
+  EXPECT_NEAR(stats::student_upper_quantile(0.01, 1e6), stats::normal_upper_quantile(0.01), 1e-4);
+  EXPECT_DOUBLE_EQ(stats::student_upper_tail(0, 3), 0.5);
+  EXPECT_NEAR(stats::student_upper_tail(2.228, 10), 0.025, 1e-4);
+  EXPECT_NEAR(stats::student_upper_tail(-2.228, 10), 0.975, 1e-4);
+}
+
+/// One standard normal draw from `seed` (twelve uniforms).
+double normal_draw(std::uint64_t& seed) {
+  double sum = 0;
+  for (int k = 0; k < 12; ++k) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    sum += static_cast<double>(seed >> 11) / 9007199254740992.0;
+  }
+  return sum - 6;
+}
+
+/// A run of `steps` steps whose ops op0 to op7 (op<i> takes (i + 1) ms a call, one call a step)
+/// run at the machine's `speed` (1.1: 10 % slower) with 2 % noise a call; `extra_ns` more in op7
+/// a call. The step is the ops' sum.
+StepSamples run_at_speed(std::size_t steps, double speed, double extra_ns, std::uint64_t& seed) {
+  StepSamples run;
+  for (int op = 0; op < 8; ++op) run.keys.push_back({fmt::format("op{}", op), {}});
+  for (std::size_t i = 0; i < steps; ++i) {
+    std::int64_t step_ns = 0;
+    for (int op = 0; op < 8; ++op) {
+      dlprof::analysis::KeyFigures figures;
+      figures.calls = 1;
+      figures.self_ns = static_cast<std::int64_t>(((op + 1) * 1e6 * speed + (op == 7 ? extra_ns : 0)) * std::exp(0.02 * normal_draw(seed)));
+      figures.total_ns = figures.self_ns;
+      step_ns += figures.self_ns;
+      run.keys[static_cast<std::size_t>(op)].steps.push_back(figures);
+    }
+    dlprof::analysis::StepSample step;
+    step.duration_ns = step_ns;
+    run.steps.push_back(step);
+    run.kernels_by_type.emplace_back();
+  }
+  return run;
+}
+
+TEST(RegressionGateTest, SeveralRunsASideHoldTheRateWhereRunsDifferMoreThanTheirSteps) {
+  using dlprof::analysis::GateVerdict;
+  std::uint64_t seed = 11;
+  dlprof::analysis::GateOptions options = slower_by(0.06);
+  options.machine_speed = false;  // every op alike: the machine's speed would explain it all
+  // The machine's speed differs from run to run by 4 % (σ); steps within a run by 2 %.
+  const auto runs = [&](std::size_t count, double shift) {
+    std::vector<StepSamples> side;
+    for (std::size_t run = 0; run < count; ++run) side.push_back(run_at_speed(20, (1 + shift) * std::exp(0.04 * normal_draw(seed)), 0, seed));
+    return side;
+  };
+  int by_runs = 0, by_steps = 0;
+  std::size_t needed = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto base = runs(5, 0);
+    const auto next = runs(5, 0);
+    const auto gate = dlprof::analysis::regression_gate(base, next, options);
+    by_runs += gate.verdict() == GateVerdict::Regression;
+    if (trial == 0) {
+      EXPECT_TRUE(gate.results.front().runs_tested);
+      EXPECT_NEAR(gate.results.front().run_spread, 0.04, 0.03);
+      needed = gate.results.front().runs_needed;
+    }
+    by_steps += dlprof::analysis::regression_gate(base.front(), next.front(), options).verdict() == GateVerdict::Regression;
+  }
+  EXPECT_LE(by_runs, 8);      // 1 % of 300, and three standard deviations of chance
+  EXPECT_GE(by_steps, 60);    // one run a side: the machine's speed reads as a regression
+  // At the runs it says it needs, a slowdown of the threshold is caught in 95 % of trials.
+  ASSERT_GT(needed, 5u);
+  ASSERT_LT(needed, 60u);
+  int caught = 0;
+  for (int trial = 0; trial < 100; ++trial)
+    caught += dlprof::analysis::regression_gate(runs(needed, 0), runs(needed, 0.06), options).verdict() == GateVerdict::Regression;
+  EXPECT_GE(caught, 95 - 6);  // 95 %, less two standard deviations of chance
+}
+
+TEST(RegressionGateTest, TheMachinesSpeedIsTakenOutAndAUniformSlowdownBeyondItIsNotComparable) {
+  using dlprof::analysis::GateVerdict;
+  std::uint64_t seed = 5;
+  const dlprof::analysis::GateOptions options = slower_by(0.03);
+  std::vector<StepSamples> base;
+  for (const double speed : {0.95, 1.0, 1.05, 0.97, 1.03}) base.push_back(run_at_speed(30, speed, 0, seed));
+  // NEW: a machine 2 % slower, and op7 1.5 ms a call slower: +4.2 % of the 36 ms step.
+  std::vector<StepSamples> next;
+  for (const double speed : {1.02, 1.02, 1.02}) next.push_back(run_at_speed(30, speed, 1.5e6, seed));
+  const auto gate = dlprof::analysis::regression_gate(base, next, options);
+  ASSERT_TRUE(gate.speed.estimated) << gate.speed.not_estimated;
+  EXPECT_EQ(gate.speed.keys, 8u);
+  EXPECT_NEAR(gate.speed.factor, 1.02, 0.01);
+  EXPECT_NEAR(gate.speed.base_factors[2] / gate.speed.base_factors[0], 1.05 / 0.95, 0.01);
+  EXPECT_EQ(gate.verdict(), GateVerdict::Regression);
+  EXPECT_TRUE(gate.results.front().speed_adjusted);
+  EXPECT_NEAR(gate.results.front().relative, 1.5 / 36, 0.01);
+  EXPECT_LT(gate.results.front().run_spread, 0.01);
+  // The step time as it is holds the machine's 3.7 % (σ) between runs: the change is within it.
+  dlprof::analysis::GateOptions raw = options;
+  raw.machine_speed = false;
+  const auto raw_gate = dlprof::analysis::regression_gate(base, next, raw);
+  EXPECT_EQ(raw_gate.verdict(), GateVerdict::Pass);
+  EXPECT_GT(raw_gate.results.front().run_spread, 0.03);
+  EXPECT_FALSE(raw_gate.speed.estimated);
+  // Every op 30 % slower: no machine BASE saw; a change that slows all work alike is not judged
+  // after the speed that would explain it away.
+  std::vector<StepSamples> uniform;
+  for (int run = 0; run < 3; ++run) uniform.push_back(run_at_speed(30, 1.3, 0, seed));
+  const auto uniform_gate = dlprof::analysis::regression_gate(base, uniform, options);
+  EXPECT_EQ(uniform_gate.verdict(), GateVerdict::NotComparable);
+  ASSERT_EQ(uniform_gate.not_comparable.size(), 1u);
+  EXPECT_THAT(uniform_gate.not_comparable.front(),
+              testing::ContainsRegex("the same work \\(8 ops\\) ran 3[01]\\.[0-9] % slower in NEW, beyond what BASE's 5 runs' speeds show"));
+  EXPECT_EQ(dlprof::analysis::regression_gate(base, uniform, raw).verdict(), GateVerdict::Regression);
+  // Fewer than five ops alike in every run: no speed, and the gate says why.
+  for (StepSamples& run : base) run.keys.resize(4);
+  for (StepSamples& run : next) run.keys.resize(4);
+  const auto few = dlprof::analysis::regression_gate(base, next, options);
+  EXPECT_FALSE(few.speed.estimated);
+  EXPECT_EQ(few.speed.not_estimated, "4 ops are called the same number of times a step in every run, and 5 needed");
+  dlprof::GateOutcome outcome;
+  outcome.gate = gate;
+  outcome.base_title = "main-1, main-2";
+  outcome.next_title = "pr-1";
+  const std::string text = dlprof::render_gate_text(outcome);
+  EXPECT_THAT(text, testing::HasSubstr("3 runs (90 steps) against 5 (150)"));
+  EXPECT_THAT(text, testing::ContainsRegex("The machine's speed, from 8 ops that do the same work in every run"));
+  EXPECT_THAT(text, testing::ContainsRegex("REGRESSION: \\+[34]\\.[0-9]{2} % \\(at least \\+[0-9.]+ % at 99 % confidence\\) after the[ \n]+machine's"));
+  EXPECT_THAT(text, testing::ContainsRegex("compare [0-9]+ runs a side"));
+}
+
+TEST(StepSamplesTest, RunsConcatenatedKeepEachKeysStepsInPlace) {
+  std::uint64_t seed = 3;
+  StepSamples first = run_at_speed(2, 1, 0, seed);
+  StepSamples second = run_at_speed(3, 1, 0, seed);
+  second.keys.erase(second.keys.begin());  // op0 only in the first run
+  second.keys.push_back({"late", std::vector<dlprof::analysis::KeyFigures>(3)});
+  second.keys.back().steps[2].calls = 4;
+  second.dropped_events = 2;
+  const StepSamples joined = dlprof::analysis::concatenate_runs({first, second});
+  ASSERT_EQ(joined.steps.size(), 5u);
+  ASSERT_NE(joined.find("op0"), nullptr);
+  EXPECT_EQ(joined.find("op0")->steps[1].calls, 1);
+  EXPECT_EQ(joined.find("op0")->steps[2].calls, 0);
+  ASSERT_NE(joined.find("late"), nullptr);
+  EXPECT_EQ(joined.find("late")->steps[4].calls, 4);
+  EXPECT_EQ(joined.find("late")->steps[0].calls, 0);
+  EXPECT_EQ(joined.find("op3")->steps[3].self_ns, second.find("op3")->steps[1].self_ns);
+  EXPECT_EQ(joined.kernels_by_type.size(), 5u);
+  EXPECT_EQ(joined.dropped_events, 2u);
+}
+
 }  // namespace

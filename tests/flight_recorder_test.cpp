@@ -766,6 +766,16 @@ TEST(FlightRecorderHangTest, AStepThatNeverEndsIsDumpedOnceWhileItRunsNamingTheR
   EXPECT_EQ(count_named(dump, "wait_for_peer"), 1u) << "the open range, ending at the dump";
   const std::string report = dlprof::report(dump);
   EXPECT_THAT(report, HasSubstr("Flight-recorder dump: hang: step 25 has run "));
+  std::string flat;  // the report's wrapped lines as one
+  for (const char c : report) {
+    if (c == '\n' || c == ' ') {
+      if (!flat.empty() && flat.back() != ' ') flat += ' ';
+    } else {
+      flat += c;
+    }
+  }
+  EXPECT_THAT(flat, testing::ContainsRegex("The hung step: ProfilerStep#25 had run [0-9.]+ ms at the dump, [0-9.]+x the median [0-9.]+ ms of "
+                                           "the [0-9]+ other steps: wait_for_peer [0-9.]+ ms \\(new\\)"));
   std::istringstream lines(report.substr(report.find("Flight-recorder dump: ")));
   for (std::string line; std::getline(lines, line) && !line.empty();) EXPECT_LE(line.size(), 100u) << line;
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));

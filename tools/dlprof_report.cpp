@@ -12,6 +12,7 @@
 //   dlprof-report --stacks cpu log/run > cpu.folded && flamegraph.pl cpu.folded > cpu.svg
 //   dlprof-report --diff log/before log/after                # what changed, per step, beyond noise
 //   dlprof-report --baseline log/main --fail-if-slower 3% --junit gate.xml log/pr   # a CI gate
+//   dlprof-report --baseline log/main-1 --baseline log/main-2 --baseline log/main-3 log/pr-1 log/pr-2
 //
 // Exit status: 0 done, 1 an input or output problem (a trace that cannot be read, a rank not in
 // the input, an output file that cannot be written), 2 a command line it cannot run (an output
@@ -71,8 +72,8 @@ constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window
        dlprof-report --export-trace OUT TRACE
        dlprof-report --diff BASE NEW [--by KEY] [--rank N] [--window N|last] [--base-rank N] [--new-rank N]
                      [--base-window N|last] [--new-window N|last] [--format text|json|html] [--top N] [-o FILE]
-       dlprof-report --baseline BASE [--fail-if-slower P%] [--fail-if CHECK]... [--false-alarm-rate P%]
-                     [--junit FILE] [--by KEY] [--base-rank N] [--new-rank N] [-o FILE] NEW
+       dlprof-report --baseline BASE... [--fail-if-slower P%] [--fail-if CHECK]... [--false-alarm-rate P%]
+                     [--no-machine-speed] [--junit FILE] [--by KEY] [--base-rank N] [--new-rank N] [-o FILE] NEW...
 Where the time of each training step went, and what to change: the step-time breakdown, the GPU
 summary, Holistic Trace Analysis's breakdowns, the top ops and kernels, the ranks compared and
 recommendations, from traces written by dlprof or torch.profiler.
@@ -128,12 +129,17 @@ recommendations, from traces written by dlprof or torch.profiler.
                     short-kernel (without namespaces, parameters and most template arguments),
                     module, stack (the op and the innermost frame of the user's code; --frames N
                     frames) or collective (name, data type, elements and process group)
-  --baseline BASE   no report: a regression gate for CI. NEW (the one PATH) fails where a figure
-                    moved the worse way beyond the noise of the runs' steps (a one-sided
-                    Mann-Whitney test at the false-alarm rate) and by at least half its threshold.
-                    It says the smallest change it could catch and the steps a run needs, and names
-                    the keys (--by) that made a slower step slower. Runs that lost events, whose
-                    steps run other kinds of kernels, or too few steps to judge are not comparable
+  --baseline BASE   no report: a regression gate for CI. NEW (the PATHs, each a run) fails where a
+                    figure moved the worse way beyond the noise and by at least half its threshold.
+                    One BASE run: the noise of the steps (a one-sided Mann-Whitney test at the
+                    false-alarm rate); --baseline given again, a run each time: the noise of the
+                    runs (a one-sided t-test of each run's median), which also holds a machine that
+                    is slower one minute than the next. It says the smallest change it could catch
+                    and the steps or runs it needs, and names the keys (--by) that made a slower
+                    step slower. Runs that lost events, whose steps run other kinds of kernels, or
+                    too few steps to judge are not comparable
+  --no-machine-speed  with several BASE runs, judge the step time as it is, not after the speed at
+                    which each run did the same work (the ops every run calls equally often)
   --fail-if-slower P%  the step time check: fail where NEW's steps are P % slower (the default: 2%)
   --fail-if CHECK   another check, as FIGURE>P% or FIGURE<-P%: step_time, gpu_busy (the share of
                     the step the GPU works), exposed_comm, mfu or memory_peak, e.g. "mfu<-3%"
@@ -194,9 +200,10 @@ struct Options {
   std::optional<std::int64_t> base_rank, new_rank;
   std::optional<std::size_t> base_window, new_window;
   bool base_window_last = false, new_window_last = false;
-  // --baseline BASE: the regression gate on NEW (the one path) instead of a report.
-  std::string baseline;
+  // --baseline BASE (once a run): the regression gate on NEW (the paths, a run each) instead of a report.
+  std::vector<std::string> baselines;
   dlprof::analysis::GateOptions gate;
+  bool machine_speed_flag = false;  // --no-machine-speed given
   std::string junit;
   bool help = false;
 };
@@ -293,6 +300,11 @@ Options parse_command_line(int argc, char** argv) {
       options.strict = true;
       continue;
     }
+    if (argument == "--no-machine-speed") {
+      options.gate.machine_speed = false;
+      options.machine_speed_flag = true;
+      continue;
+    }
     if (argument == "--kernels") {
       options.kernels = true;
       continue;
@@ -340,7 +352,7 @@ Options parse_command_line(int argc, char** argv) {
       options.diff_key = *key;
     } else if (flag == "--baseline") {
       if (value.empty()) throw UsageError("--baseline needs the baseline run: a trace file or directory");
-      options.baseline = std::string(value);
+      options.baselines.emplace_back(value);
     } else if (flag == "--fail-if-slower") {
       dlprof::analysis::GateCheck check;
       check.threshold = parse_percent(flag, value);
@@ -392,21 +404,21 @@ Options parse_command_line(int argc, char** argv) {
     if (options.format == Format::Csv) throw UsageError("--format csv is the kernel table's: --diff writes text, json or html");
     if (options.hta_compat)
       throw UsageError("--diff compares per step: HTA's TraceDiff selection (--hta-compat) is not available with it");
-    if (!options.baseline.empty() || !options.gate.checks.empty() || !options.junit.empty())
-      throw UsageError("--diff compares two runs; --baseline, --fail-if-slower, --fail-if and --junit gate one: choose one");
+    if (!options.baselines.empty() || !options.gate.checks.empty() || !options.junit.empty() || options.machine_speed_flag)
+      throw UsageError("--diff compares two runs; --baseline, --fail-if-slower, --fail-if, --no-machine-speed and --junit gate one: "
+                       "choose one");
     return options;
   }
-  if (!options.baseline.empty()) {
-    if (options.paths.size() != 1)
-      throw UsageError(fmt::format("--baseline gates one run, NEW: name one trace file or directory (got {})", options.paths.size()));
+  if (!options.baselines.empty()) {
+    if (options.paths.empty()) throw UsageError("--baseline gates NEW: name its run (a trace file or directory), or several");
     if (options.kernels || options.stacks || !options.export_trace.empty() || options.format != Format::Text)
       throw UsageError("--baseline writes the gate's verdict as text (and --junit's XML): it goes with no other output");
     if (options.hta_compat) throw UsageError("--baseline compares per step: HTA's selection (--hta-compat) is not available with it");
     if (options.gate.checks.empty()) options.gate.checks.push_back({});  // the step time, 2 %
     return options;
   }
-  if (!options.gate.checks.empty() || !options.junit.empty())
-    throw UsageError("--fail-if-slower, --fail-if and --junit are the regression gate's: add --baseline BASE");
+  if (!options.gate.checks.empty() || !options.junit.empty() || options.machine_speed_flag)
+    throw UsageError("--fail-if-slower, --fail-if, --no-machine-speed and --junit are the regression gate's: add --baseline BASE");
   if (options.base_rank || options.new_rank || options.base_window || options.new_window || options.base_window_last ||
       options.new_window_last)
     throw UsageError("--base-rank, --new-rank, --base-window and --new-window choose the sides of --diff and --baseline");
@@ -776,17 +788,43 @@ void write_file(const std::string& path, const std::string& text) {
   }
 }
 
-/// --baseline BASE NEW: the gate's verdict, written where -o says, its JUnit XML where --junit
+/// --baseline BASE... NEW...: the gate's verdict, written where -o says, its JUnit XML where --junit
 /// says; the exit status is the verdict's.
 int run_gate(const Options& options) {
   std::vector<std::string> notes;
-  auto [base, next] = read_runs(options, options.baseline, options.paths.front(), notes, /*refuse_empty=*/false);
+  const auto read_side = [&](std::string_view side, const std::vector<std::string>& paths, bool is_base) {
+    std::vector<dlprof::DiffSide> runs;
+    for (const std::string& path : paths) {
+      const std::optional<std::int64_t> rank = is_base ? (options.base_rank ? options.base_rank : options.rank)
+                                                       : (options.new_rank ? options.new_rank : options.rank);
+      const std::optional<std::size_t> window = is_base ? (options.base_window ? options.base_window : options.window)
+                                                        : (options.new_window ? options.new_window : options.window);
+      const std::string_view rank_flag = (is_base ? options.base_rank : options.new_rank) ? (is_base ? "--base-rank" : "--new-rank") : "--rank";
+      const std::string_view window_flag =
+          (is_base ? options.base_window : options.new_window) ? (is_base ? "--base-window" : "--new-window") : "--window";
+      runs.push_back(read_diff_side(options, side, path, rank, window, rank_flag, window_flag, notes, /*refuse_empty=*/false));
+    }
+    return runs;
+  };
+  std::vector<dlprof::DiffSide> base = read_side("BASE", options.baselines, true);
+  std::vector<dlprof::DiffSide> next = read_side("NEW", options.paths, false);
+  std::vector<dlprof::analysis::StepSamples> base_samples, next_samples;
+  std::vector<std::string> base_titles, next_titles;
+  for (dlprof::DiffSide& run : base) {
+    base_samples.push_back(std::move(run.samples));
+    base_titles.push_back(run.title);
+  }
+  for (dlprof::DiffSide& run : next) {
+    next_samples.push_back(std::move(run.samples));
+    next_titles.push_back(run.title);
+  }
   dlprof::GateOutcome outcome;
-  outcome.gate = dlprof::analysis::regression_gate(base.samples, next.samples, options.gate,
-                                                   {peak_flops_per_second(base.report), peak_flops_per_second(next.report)});
-  outcome.diff = dlprof::analysis::diff_runs(base.samples, next.samples);
-  outcome.base_title = base.title;
-  outcome.next_title = next.title;
+  outcome.gate = dlprof::analysis::regression_gate(base_samples, next_samples, options.gate,
+                                                   {peak_flops_per_second(base.front().report), peak_flops_per_second(next.front().report)});
+  outcome.diff = dlprof::analysis::diff_runs(dlprof::analysis::concatenate_runs(base_samples),
+                                             dlprof::analysis::concatenate_runs(next_samples));
+  outcome.base_title = fmt::format("{}", fmt::join(base_titles, ", "));
+  outcome.next_title = fmt::format("{}", fmt::join(next_titles, ", "));
   std::string text = dlprof::render_gate_text(outcome);
   for (const std::string& note : notes) text += dlprof::detail::wrap("Note: " + note, 120, "  ") + "\n";
   if (!options.junit.empty()) write_file(options.junit, dlprof::render_gate_junit(outcome));
@@ -829,7 +867,7 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  if (!options.baseline.empty()) return run_gate(options);
+  if (!options.baselines.empty()) return run_gate(options);
   const std::string text = options.diff      ? render_diff(options)
                            : options.stacks  ? render_folded_stacks(options)
                            : options.kernels ? render_kernel_tables(options)

@@ -40,6 +40,8 @@ struct SlowStep {
   double median_ns = 0;  ///< of the other steps' durations
   std::size_t other_steps = 0;
   std::vector<SlowStepKey> grew;  ///< largest growth first
+  /// A hang dump's step: it had not ended, and its duration is how long it had run at the dump.
+  bool hung = false;
 
   double ratio() const noexcept { return median_ns > 0 ? static_cast<double>(duration_ns) / median_ns : 0.0; }
 };

@@ -405,5 +405,36 @@ inline StepSamples step_samples(const Trace& trace, const StepBreakdown& breakdo
   return result;
 }
 
+/// Several runs of one side as one: their steps one after another, each key's figures where its
+/// run had it and zero in the steps of runs without it. What a run describes of itself (devices,
+/// data types, kernels by step, lost events) is joined or summed.
+inline StepSamples concatenate_runs(const std::vector<StepSamples>& runs) {
+  StepSamples joined;
+  if (runs.empty()) return joined;
+  joined.key = runs.front().key;
+  std::size_t total_steps = 0;
+  for (const StepSamples& run : runs) total_steps += run.steps.size();
+  std::unordered_map<std::string, std::size_t> index;
+  std::size_t offset = 0;
+  for (const StepSamples& run : runs) {
+    joined.steps.insert(joined.steps.end(), run.steps.begin(), run.steps.end());
+    for (const KeySamples& samples : run.keys) {
+      auto [at, added] = index.emplace(samples.key, joined.keys.size());
+      if (added) joined.keys.push_back(KeySamples{samples.key, std::vector<KeyFigures>(total_steps)});
+      std::copy(samples.steps.begin(), samples.steps.end(), joined.keys[at->second].steps.begin() + static_cast<std::ptrdiff_t>(offset));
+    }
+    offset += run.steps.size();
+    for (const std::string& device : run.devices)
+      if (std::find(joined.devices.begin(), joined.devices.end(), device) == joined.devices.end()) joined.devices.push_back(device);
+    joined.dtypes.insert(run.dtypes.begin(), run.dtypes.end());
+    joined.world_size = std::max(joined.world_size, run.world_size);
+    joined.kernels_by_type.insert(joined.kernels_by_type.end(), run.kernels_by_type.begin(), run.kernels_by_type.end());
+    joined.dropped_events += run.dropped_events;
+    joined.dropped_gpu_records += run.dropped_gpu_records;
+    joined.overflowed_names += run.overflowed_names;
+  }
+  return joined;
+}
+
 }  // namespace analysis
 DLPROF_END_NAMESPACE

@@ -97,6 +97,9 @@ inline constexpr std::string_view kDroppedThreadCpuReadings = "dlprof_dropped_th
 inline constexpr std::string_view kFlightRecorder = "dlprof_flight_recorder";
 /// How the reason of a slow step's dump begins: "slow step 40: 312.000 ms, 12.7x the median ...".
 inline constexpr std::string_view kSlowStepDumpPrefix = "slow step ";
+/// How the reason of a hung step's dump begins: "hang: step 25 has run 40.215 s, ...; the thread
+/// calling step() is inside nccl:all_reduce for 40.200 s, within train_step".
+inline constexpr std::string_view kHangDumpPrefix = "hang: ";
 /// with_stack: the recording process's modules (Trace::modules), an array of objects with the
 /// fields below, and the events recorded without their stacks (Trace::stackless_events), written
 /// when not 0.

@@ -45,15 +45,38 @@ inline std::string gate_check_name(const analysis::GateCheck& check) {
 inline std::string gate_result_line(const analysis::GateResult& result, double alpha) {
   const std::string name = gate_check_name(result.check);
   if (result.verdict == analysis::GateVerdict::NotComparable) return fmt::format("{}: not comparable: {}", name, result.reason);
-  std::string line =
-      fmt::format("{}: {}: {} (at least {} at {:g} % confidence), one-sided Mann-Whitney p = {}", name,
-                  result.verdict == analysis::GateVerdict::Regression ? "REGRESSION" : "pass", gate_percent(result.relative),
-                  gate_percent(result.relative_bound), 100 * (1 - alpha), p_value_text(result.p_value));
+  std::string line = fmt::format("{}: {}: {} (at least {} at {:g} % confidence){}, {} p = {}", name,
+                                 result.verdict == analysis::GateVerdict::Regression ? "REGRESSION" : "pass",
+                                 gate_percent(result.relative), gate_percent(result.relative_bound), 100 * (1 - alpha),
+                                 result.speed_adjusted ? " after the machine's speed" : "",
+                                 result.runs_tested ? "one-sided t-test of the runs," : "one-sided Mann-Whitney",
+                                 p_value_text(result.p_value));
+  if (result.runs_tested) line += fmt::format("; runs differ by {:.2f} % (σ)", 100 * result.run_spread);
   if (result.smallest_detectable > 0)
     line += fmt::format("; the smallest change it catches 95 % of the time here: {:.2f} %", 100 * result.smallest_detectable);
   if (result.steps_needed > 0)
     line += fmt::format("; to catch {:g} % so, record {} steps a run", 100 * result.check.threshold, result.steps_needed);
+  if (result.runs_tested)
+    line += result.runs_needed > 0
+                ? fmt::format("; to catch {:g} % so, compare {} runs a side", 100 * result.check.threshold, result.runs_needed)
+                : fmt::format("; no {} runs a side catch {:g} % at this spread", analysis::detail::kMaxRunsNeeded,
+                              100 * result.check.threshold);
   return line;
+}
+
+/// What the gate saw of the machine's speed, or why it could not judge by it.
+inline std::string gate_speed_line(const analysis::GateReport& gate) {
+  const analysis::MachineSpeed& speed = gate.speed;
+  if (gate.base_runs < 2)
+    return "One BASE run: the gate sees how steps vary, not how runs do; a machine that slows between two runs reads as a "
+           "regression. Give --baseline two or more runs to judge by runs.";
+  if (!speed.estimated) return fmt::format("The machine's speed is not judged: {}.", speed.not_estimated);
+  std::vector<std::string> base, next;
+  for (const double factor : speed.base_factors) base.push_back(fmt::format("{:.3f}", factor));
+  for (const double factor : speed.next_factors) next.push_back(fmt::format("{:.3f}", factor));
+  return fmt::format("The machine's speed, from {} ops that do the same work in every run (time a call, over BASE's): BASE runs "
+                     "{}, NEW {}; NEW's work ran {} against BASE's (p = {:.2g} that BASE's speeds explain it).",
+                     speed.keys, fmt::join(base, " "), fmt::join(next, " "), gate_percent(speed.factor - 1), speed.p_value);
 }
 
 }  // namespace detail
@@ -61,10 +84,14 @@ inline std::string gate_result_line(const analysis::GateResult& result, double a
 /// The verdict as terminal text: each check, then what explains a slower step.
 inline std::string render_gate_text(const GateOutcome& outcome) {
   const analysis::GateReport& gate = outcome.gate;
-  std::string out = fmt::format("dlprof-report gate: NEW {} against BASE {}: {}\n", detail::terminal_text(outcome.next_title),
-                                detail::terminal_text(outcome.base_title), to_string(gate.verdict()));
-  out += fmt::format("{} steps against {}; each check fails two runs of one distribution at most {:g} % of the time\n",
-                     gate.next_steps, gate.base_steps, 100 * gate.options.false_alarm_rate);
+  std::string out = detail::wrap(fmt::format("dlprof-report gate: NEW {} against BASE {}: {}", detail::terminal_text(outcome.next_title),
+                                             detail::terminal_text(outcome.base_title), to_string(gate.verdict())),
+                                 120, "  ") +
+                    "\n";
+  out += fmt::format("{} run{} ({} steps) against {} ({}); each check fails runs of one distribution at most {:g} % of the time\n",
+                     gate.next_runs, gate.next_runs == 1 ? "" : "s", gate.next_steps, gate.base_runs, gate.base_steps,
+                     100 * gate.options.false_alarm_rate);
+  out += detail::wrap(detail::gate_speed_line(gate), 120, "  ") + "\n";
   for (const std::string& reason : gate.not_comparable) out += detail::wrap("Not comparable: " + reason, 120, "  ") + "\n";
   for (const analysis::GateResult& result : gate.results)
     out += detail::wrap(detail::gate_result_line(result, gate.options.false_alarm_rate), 120, "  ") + "\n";

@@ -12,8 +12,9 @@
 //                 from it),
 //    "ranks": [{"rank", "world_size",
 //      "flight_recorder_dump": null, or why a flight recorder wrote the trace,
-//      "slow_step": null, or for a slow step's dump {"step", "duration_us", "median_us" (of the
-//                   other steps), "other_steps", "grew": [{"key", "figure" ("self" or
+//      "slow_step": null, or for a slow or hung step's dump {"step", "duration_us", "median_us" (of
+//                   the other steps), "other_steps", "hung" (the step had not ended: its time
+//                   is up to the dump), "grew": [{"key", "figure" ("self" or
 //                   "gpu_self"), "slow_us", "median_us", "added"}]} (analysis/slow_step.hpp),
 //      "read": {"skipped_events", "first_skip": null or {"offset", "reason"}, "ignored_values",
 //               "notes": [text]},     what reading the file left out or changed (all 0 and empty
@@ -957,6 +958,8 @@ inline void json_rank(JsonTree& json, const RankReport& rank, const Report& repo
     json.member_us("duration_us", slow.duration_ns);
     json.member_us("median_us", slow.median_ns);
     json.member_integer("other_steps", static_cast<std::int64_t>(slow.other_steps));
+    json.key("hung");
+    json.boolean(slow.hung);
     json.key("grew");
     json.begin_array();
     for (const analysis::SlowStepKey& key : slow.grew) {

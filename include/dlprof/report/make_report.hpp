@@ -577,10 +577,12 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
       rank->report.clocks = analysis::device_clocks(*trace, steps.front().start_ns, steps.back().end_ns, peaks);
       rank->report.thread_cpu = analysis::thread_cpu(*trace, steps);
     });
-    if (dlprof::detail::starts_with(trace->flight_recorder_dump, kineto::key::kSlowStepDumpPrefix))
-      rounds[1].emplace_back([rank, trace] {
+    const bool hung = dlprof::detail::starts_with(trace->flight_recorder_dump, kineto::key::kHangDumpPrefix);
+    if (hung || dlprof::detail::starts_with(trace->flight_recorder_dump, kineto::key::kSlowStepDumpPrefix))
+      rounds[1].emplace_back([rank, trace, hung] {
         rank->report.slow_step =
             analysis::slow_step(analysis::step_samples(*trace, rank->report.steps, analysis::SampleKey::Op));
+        if (rank->report.slow_step) rank->report.slow_step->hung = hung;
       });
     rounds[1].emplace_back([rank, trace, attribution, &options] {
       rank->report.steady = analysis::steady_state(*trace, rank->report.steps);

@@ -81,8 +81,8 @@ inline std::string inside_text(const ThreadInside& thread, std::int64_t now_tick
 inline std::string hang_reason(std::int64_t step, std::int64_t running_ticks, std::int64_t median_ticks, double ns_per_tick,
                                std::int64_t stepping_tid, const std::vector<ThreadInside>& threads, std::int64_t now_tick) {
   const double running_ns = static_cast<double>(running_ticks) * ns_per_tick;
-  std::string reason = fmt::format("hang: step {} has run {}, {:.1f}x the median {} of the {} steps before it, and has not ended",
-                                   step, duration_text(running_ns),
+  std::string reason = fmt::format("{}step {} has run {}, {:.1f}x the median {} of the {} steps before it, and has not ended",
+                                   kineto::key::kHangDumpPrefix, step, duration_text(running_ns),
                                    static_cast<double>(running_ticks) / static_cast<double>(std::max<std::int64_t>(median_ticks, 1)),
                                    duration_text(static_cast<double>(median_ticks) * ns_per_tick), RecentSteps::kCount);
   constexpr std::size_t kOtherThreadsNamed = 3;

@@ -181,13 +181,15 @@ inline std::string short_ms(double ns) {
   return fmt::format("{:.3f} ms", ms);
 }
 
-/// "≈ 12.4 ms/step, 32.4%", or what a finding that saves no time is.
 /// "The slow step: ProfilerStep#30 took 539.000 ms, 12.7x the median 42.400 ms of the 19 other
-/// steps: stall 500.000 ms (new), aten::mm +2.100 ms".
+/// steps: stall 500.000 ms (new), aten::mm +2.100 ms"; of a hang dump, "The hung step:
+/// ProfilerStep#25 had run 40215.000 ms at the dump, ...: wait_for_peer 40200.000 ms (new)".
 inline std::string slow_step_sentence(const analysis::SlowStep& slow) {
-  std::string text = fmt::format("The slow step: {} took {:.3f} ms, {:.1f}x the median {:.3f} ms of the {} other step{}",
+  std::string text = fmt::format("The {} step: {} {} {:.3f} ms{}, {:.1f}x the median {:.3f} ms of the {} other step{}",
+                                 slow.hung ? "hung" : "slow",
                                  slow.number >= 0 ? fmt::format("ProfilerStep#{}", slow.number) : std::string("the step"),
-                                 static_cast<double>(slow.duration_ns) / 1e6, slow.ratio(), slow.median_ns / 1e6, slow.other_steps,
+                                 slow.hung ? "had run" : "took", static_cast<double>(slow.duration_ns) / 1e6, slow.hung ? " at the dump" : "",
+                                 slow.ratio(), slow.median_ns / 1e6, slow.other_steps,
                                  slow.other_steps == 1 ? "" : "s");
   for (std::size_t i = 0; i < slow.grew.size(); ++i) {
     const analysis::SlowStepKey& key = slow.grew[i];
