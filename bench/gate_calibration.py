@@ -67,7 +67,8 @@ def draws(args, kind, pool_base, pool_new, k, rng):
         status, change, spread, _, text = gate(args, base, new)
         outcomes.append((status, change, spread))
         if status == EXIT_NOT_COMPARABLE:
-            print(f"  {kind} not comparable: {text[:400]}", flush=True)
+            reasons = re.findall(r"Not comparable: (.*?)(?= step_time|$)", text)
+            print(f"  {kind} not comparable: {'; '.join(reasons) or text}", flush=True)
     failed = sum(status == EXIT_REGRESSION for status, _, _ in outcomes)
     refused = sum(status == EXIT_NOT_COMPARABLE for status, _, _ in outcomes)
     changes = sorted(change for _, change, _ in outcomes if change is not None)

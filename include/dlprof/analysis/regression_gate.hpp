@@ -486,8 +486,12 @@ inline GateReport regression_gate(const std::vector<StepSamples>& base, const st
   if (!by_runs) {
     report.speed.not_estimated = "one BASE run shows no speed of its own to judge NEW's by";
   } else if (!options.machine_speed) {
-    report.speed.not_estimated = "not asked for";
-  } else if (times_step && !any_empty) {
+    report.speed.not_estimated = "asked not to (GateOptions::machine_speed, --no-machine-speed)";
+  } else if (!times_step) {
+    report.speed.not_estimated = "it serves the step_time check, which is not asked for";
+  } else if (any_empty) {
+    report.speed.not_estimated = "a run has no step";
+  } else {
     report.speed = detail::machine_speed(base, next);
     if (report.speed.estimated) {
       std::vector<double> base_logs, next_logs;
