@@ -157,8 +157,8 @@ void print_usage(int min_steps) {
       "  --oom-at N         step N's forward asks for 1 PiB: LibTorch's out-of-memory error ends training (a flight\n"
       "                     recorder dumps what held the memory)\n"
       "  --leak             keeps every step's logits in a std::vector, as a leak does (the report names what holds them)\n"
-      "  --slowdown P       from the first recorded step on, the forward range works P % of a step longer (P % of the\n"
-      "                     median of the steps before), a known regression for dlprof-report --diff to find\n"
+      "  --slowdown P       from the first recorded step on, the forward range does P % of a step more work (what took P %\n"
+      "                     of the median of the steps before), a known regression for dlprof-report --diff to find\n"
       "  --with-stack       ranges and ops carry their call stacks (dlprof-report --stacks cpu: a flame graph)\n"
       "The DLPROF_* variables (README, \"Leave it on\") override the profiling options set here.\n",
       min_steps);
@@ -191,11 +191,23 @@ Options parse_options(int argc, char** argv, int min_steps) {
   return options;
 }
 
-/// Works (spins) for `duration`: the CPU time a slower op would take.
-void busy_work(std::chrono::nanoseconds duration) {
-  const auto until = std::chrono::steady_clock::now() + duration;
-  while (std::chrono::steady_clock::now() < until) {
-  }
+volatile std::uint64_t busy_work_result = 0;  // keeps the work from being optimised away
+
+/// Does `rounds` rounds of integer work: what a slower op adds, which takes longer on a slower
+/// machine as the op would (a spin for a fixed time would not).
+void busy_work(std::uint64_t rounds) {
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (std::uint64_t i = 0; i < rounds; ++i) state = (state ^ (state >> 29)) * 0xbf58476d1ce4e5b9ull + i;
+  busy_work_result = state;
+}
+
+/// The rounds of busy_work() that take `duration` on this machine now.
+std::uint64_t busy_work_rounds(std::chrono::nanoseconds duration) {
+  constexpr std::uint64_t kProbeRounds = 1 << 22;
+  const auto start = std::chrono::steady_clock::now();
+  busy_work(kProbeRounds);
+  const double probe_ns = static_cast<double>(std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count());
+  return static_cast<std::uint64_t>(static_cast<double>(kProbeRounds) * static_cast<double>(duration.count()) / std::max(probe_ns, 1.0));
 }
 
 /// A fatal signal inside a range: a store to a page the process may not touch.
@@ -274,7 +286,7 @@ int main(int argc, char** argv) {
   int step = 0;
   // --slowdown: P % of the median of the steps before the recorded ones, in every step after them.
   std::vector<std::chrono::nanoseconds> unrecorded_steps;
-  std::chrono::nanoseconds slowdown{0};
+  std::uint64_t slowdown_rounds = 0;
   try {
     // The scope stops the Profiler at its end; a flight recorder left by an exception dumps first,
     // naming the request an out-of-memory error refused.
@@ -290,7 +302,7 @@ int main(int argc, char** argv) {
         torch::Tensor logits = model->forward(images);
         loss = torch::nn::functional::cross_entropy(logits, labels);
         if (options.leak) kept_logits.push_back(logits);
-        if (step >= kWait + kWarmup) busy_work(slowdown);
+        if (step >= kWait + kWarmup && slowdown_rounds != 0) busy_work(slowdown_rounds);
         if (step == options.oom_at) ask_for_too_much(device);
       }
       {
@@ -310,9 +322,10 @@ int main(int argc, char** argv) {
         unrecorded_steps.push_back(now - step_begin);
         if (step == kWait + kWarmup - 1 && options.slowdown_percent > 0) {
           std::sort(unrecorded_steps.begin(), unrecorded_steps.end());
-          slowdown = unrecorded_steps[unrecorded_steps.size() / 2] * options.slowdown_percent / 100;
-          fmt::print("--slowdown {}: forward works {:.2f} ms longer from step {} on\n", options.slowdown_percent,
-                     std::chrono::duration<double, std::milli>(slowdown).count(), step + 1);
+          const std::chrono::nanoseconds slowdown = unrecorded_steps[unrecorded_steps.size() / 2] * options.slowdown_percent / 100;
+          slowdown_rounds = busy_work_rounds(slowdown);
+          fmt::print("--slowdown {}: forward works {:.2f} ms longer from step {} on ({} rounds of work)\n", options.slowdown_percent,
+                     std::chrono::duration<double, std::milli>(slowdown).count(), step + 1, slowdown_rounds);
         }
       }
       fmt::print("step {:3}  loss {:.4f}  {:7.2f} ms  [{}]\n", step, last_loss,
