@@ -288,7 +288,8 @@ inline MachineSpeed machine_speed(const std::vector<StepSamples>& base, const st
   const bool device_key = is_device_key(base.front().key);
   std::vector<std::vector<double>> log_ratios(runs.size());  // per run, per key of the same work
   for (const KeySamples& reference : base.front().keys) {
-    if (dlprof::detail::is_profiler_step(reference.key) || reference.key == std::string(kineto::name::kProfilerStepPrefix) + "*") continue;
+    // The step itself ("ProfilerStep*" in the samples) is what is judged, not work within it.
+    if (dlprof::detail::starts_with(reference.key, kineto::name::kProfilerStepPrefix)) continue;
     const double calls = median_calls(reference);
     if (calls < 1) continue;
     std::vector<double> times;
