@@ -50,6 +50,7 @@
 #include <fmt/ranges.h>
 
 #include <dlprof/analysis/call_stacks.hpp>
+#include <dlprof/analysis/hta_trace_diff.hpp>
 #include <dlprof/analysis/regression_gate.hpp>
 #include <dlprof/analysis/step_samples.hpp>
 #include <dlprof/detail/text.hpp>
@@ -109,7 +110,10 @@ recommendations, from traces written by dlprof or torch.profiler.
                     stripped or rebuilt since the run is named, and its frames kept as addresses
   --hta-compat      HTA's conventions: drop the last ProfilerStep when there are two or more and
                     round fractional microseconds inward, so that numbers compare with HTA's one
-                    to one (by default every complete step is analysed, in exact nanoseconds)
+                    to one (by default every complete step is analysed, in exact nanoseconds).
+                    With --diff: HTA's TraceDiff.compare_traces instead of the per-step diff: the
+                    first ProfilerStep of one rank a side, every event in it counted and its
+                    durations summed by name (steps are one row, ProfilerStep#*, whatever their N)
   --top N           rows of the longer tables and charts (default 10; with --kernels, all)
   --strict          refuse a trace with any event or value the reader cannot use as written (by
                     default such events are left out and such values ignored, and the report
@@ -402,8 +406,8 @@ Options parse_command_line(int argc, char** argv) {
     if (options.kernels || options.stacks || !options.export_trace.empty())
       throw UsageError("--diff goes with neither --kernels, --stacks nor --export-trace");
     if (options.format == Format::Csv) throw UsageError("--format csv is the kernel table's: --diff writes text, json or html");
-    if (options.hta_compat)
-      throw UsageError("--diff compares per step: HTA's TraceDiff selection (--hta-compat) is not available with it");
+    if (options.hta_compat && options.diff_key != dlprof::analysis::SampleKey::Op)
+      throw UsageError("--diff --hta-compat compares by name, as HTA's TraceDiff does: --by goes without --hta-compat");
     if (!options.baselines.empty() || !options.gate.checks.empty() || !options.junit.empty() || options.machine_speed_flag)
       throw UsageError("--diff compares two runs; --baseline, --fail-if-slower, --fail-if, --no-machine-speed and --junit gate one: "
                        "choose one");
@@ -751,8 +755,75 @@ std::pair<dlprof::DiffSide, dlprof::DiffSide> read_runs(const Options& options, 
   return {std::move(base), std::move(next)};
 }
 
+/// One side of --diff --hta-compat: HTA's rank (the one chosen, else the lowest) and iteration
+/// (the lowest step number of any rank of the window, as HTA's symbol table holds them all).
+std::pair<dlprof::HtaDiffSide, dlprof::analysis::HtaIterations> read_hta_diff_side(
+    const Options& options, std::string_view side, const std::string& path, std::optional<std::int64_t> rank,
+    std::optional<std::size_t> window, std::string_view rank_flag, std::string_view window_flag, std::int64_t& iteration,
+    std::vector<std::string>& notes) {
+  auto windows = read_windows(options, {path}, [](dlprof::Trace&& trace) { return dlprof::analysis::hta_iterations(trace); });
+  std::optional<std::int64_t> first;
+  const std::size_t window_number = window.value_or(windows.size());
+  if (window_number >= 1 && window_number <= windows.size())
+    for (const dlprof::analysis::HtaIterations& ranked : windows[window_number - 1].ranks)
+      if (const auto own = ranked.first_iteration(); own && (!first || *own < *first)) first = own;
+  Selection selection{{path}, window, rank, window_flag, rank_flag, fmt::format("{} '{}'", side, path)};
+  std::size_t chosen_window = 1;
+  std::vector<std::string> window_notes;
+  std::vector<dlprof::analysis::HtaIterations> ranks =
+      choose_ranks(selection, windows, [](const dlprof::analysis::HtaIterations& run) { return run.rank; }, chosen_window, window_notes);
+  for (const std::string& note : window_notes) notes.push_back(fmt::format("{}: {}", side, note));
+  std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  dlprof::analysis::HtaIterations& chosen = ranks.front();
+  if (ranks.size() > 1)
+    notes.push_back(fmt::format("{} has {} ranks ({} to {}): rank {} is compared, HTA's first ({} N for another)", side, ranks.size(),
+                                ranks.front().rank, ranks.back().rank, chosen.rank, rank_flag));
+  for (const std::string& name : chosen.unnumbered_steps)
+    notes.push_back(fmt::format("{}: '{}' starts like a step's name but holds no number: not a step here, and HTA cannot read it",
+                                side, name));
+  if (!first)
+    throw InputError(fmt::format("{} '{}': no ProfilerStep#N to compare: HTA's TraceDiff compares one iteration, and the trace "
+                                 "names none",
+                                 side, path));
+  iteration = *first;
+  if (chosen.iterations.count(iteration) == 0)
+    throw InputError(fmt::format("{} '{}' (rank {}): nothing in ProfilerStep#{}, the first iteration of the run's ranks: HTA's table "
+                                 "would be empty ({} N chooses another rank)",
+                                 side, path, chosen.rank, iteration, rank_flag));
+  dlprof::HtaDiffSide heading;
+  heading.title = windows.size() > 1 ? fmt::format("{} (window {} of {})", path, chosen_window, windows.size()) : path;
+  heading.rank = chosen.rank;
+  return {std::move(heading), std::move(chosen)};
+}
+
+/// --diff --hta-compat BASE NEW: HTA's TraceDiff table.
+std::string render_hta_diff(const Options& options) {
+  dlprof::HtaDiffReport report;
+  std::int64_t base_iteration = 0, next_iteration = 0;
+  auto [base, base_runs] = read_hta_diff_side(options, "BASE", options.diff->first, options.base_rank ? options.base_rank : options.rank,
+                                              options.base_window ? options.base_window : options.window,
+                                              options.base_rank ? "--base-rank" : "--rank",
+                                              options.base_window ? "--base-window" : "--window", base_iteration, report.notes);
+  auto [next, next_runs] = read_hta_diff_side(options, "NEW", options.diff->second, options.new_rank ? options.new_rank : options.rank,
+                                              options.new_window ? options.new_window : options.window,
+                                              options.new_rank ? "--new-rank" : "--rank",
+                                              options.new_window ? "--new-window" : "--window", next_iteration, report.notes);
+  report.base = std::move(base);
+  report.next = std::move(next);
+  report.diff = dlprof::analysis::hta_trace_diff(base_runs, base_iteration, next_runs, next_iteration);
+  report.top_rows = options.top_rows.value_or(report.top_rows);
+  switch (options.format) {
+    case Format::Json: return dlprof::render_hta_diff_json(report);
+    case Format::Html: return dlprof::render_hta_diff_html(report);
+    case Format::Csv:  // refused with --diff
+    case Format::Text: break;
+  }
+  return dlprof::render_hta_diff_text(report);
+}
+
 /// --diff BASE NEW: the comparison in the format asked for.
 std::string render_diff(const Options& options) {
+  if (options.hta_compat) return render_hta_diff(options);
   std::vector<std::string> notes;
   auto [base, next] = read_runs(options, options.diff->first, options.diff->second, notes, /*refuse_empty=*/true);
   dlprof::DiffReport report = dlprof::make_diff_report(std::move(base), std::move(next));

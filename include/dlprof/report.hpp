@@ -10,6 +10,7 @@
 //   kernel_table.hpp render_kernel_table_text/csv/json/html: PyProf's kernel table with the
 //                    roofline beside each kernel (dlprof-report --kernels)
 //   diff.hpp         render_diff_text/json/html: two runs compared per step (dlprof-report --diff)
+//   hta_diff.hpp     render_hta_diff_text/json/html: HTA's TraceDiff table (--diff --hta-compat)
 //   gate.hpp         render_gate_text/junit: the regression gate's verdict (dlprof-report --baseline)
 //
 // In a program: `fmt::print("{}", prof.report())` after a window, or, in an on_trace_ready
@@ -22,6 +23,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/report/diff.hpp"
 #include "dlprof/report/gate.hpp"
+#include "dlprof/report/hta_diff.hpp"
 #include "dlprof/report/html.hpp"
 #include "dlprof/report/json.hpp"
 #include "dlprof/report/kernel_table.hpp"
