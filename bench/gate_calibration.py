@@ -64,18 +64,21 @@ def draws(args, kind, pool_base, pool_new, k, rng):
             base, new = chosen[:k], chosen[k:]
         else:
             base, new = rng.sample(pool_base, k), rng.sample(pool_new, k)
-        status, change, spread, _, text = gate(args, base, new)
-        outcomes.append((status, change, spread))
+        status, change, spread, needed, text = gate(args, base, new)
+        outcomes.append((status, change, spread, needed))
         if status == EXIT_NOT_COMPARABLE:
             reasons = re.findall(r"Not comparable: (.*?)(?= step_time|$)", text)
             print(f"  {kind} not comparable: {'; '.join(reasons) or text}", flush=True)
-    failed = sum(status == EXIT_REGRESSION for status, _, _ in outcomes)
-    refused = sum(status == EXIT_NOT_COMPARABLE for status, _, _ in outcomes)
-    changes = sorted(change for _, change, _ in outcomes if change is not None)
-    spreads = sorted(spread for _, _, spread in outcomes if spread is not None)
+    failed = sum(status == EXIT_REGRESSION for status, _, _, _ in outcomes)
+    refused = sum(status == EXIT_NOT_COMPARABLE for status, _, _, _ in outcomes)
+    changes = sorted(change for _, change, _, _ in outcomes if change is not None)
+    spreads = sorted(spread for _, _, spread, _ in outcomes if spread is not None)
+    asked = sorted(needed for _, _, _, needed in outcomes if needed is not None)
     print(f"{kind}: {k} runs a side, {len(outcomes)} draws: failed {failed} ({100 * failed / len(outcomes):.1f} %), "
           f"not comparable {refused}; change median {changes[len(changes) // 2]:+.2f} % "
-          f"(range {changes[0]:+.2f} to {changes[-1]:+.2f}), runs' spread median {spreads[len(spreads) // 2]:.2f} %", flush=True)
+          f"(range {changes[0]:+.2f} to {changes[-1]:+.2f}), runs' spread median {spreads[len(spreads) // 2]:.2f} %; runs a side "
+          f"the gate asked for: median {asked[len(asked) // 2] if asked else None} (quartiles "
+          f"{asked[len(asked) // 4] if asked else None} to {asked[3 * len(asked) // 4] if asked else None})", flush=True)
     return failed, refused
 
 
@@ -93,6 +96,8 @@ def main():
     parser.add_argument("--draws", type=int, default=100, help="gate calls a kind")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", default="", help="keep the runs here (default: a temporary directory)")
+    parser.add_argument("--pilot", type=int, default=10, help="runs a side of the pilot that asks the gate what it needs")
+    parser.add_argument("--pools-only", action="store_true", help="make the pools (in --work) and stop")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     work = args.work or tempfile.mkdtemp(prefix="dlprof-gate-")
@@ -108,8 +113,10 @@ def main():
                     pool.append(run)
         print(f"pools: {len(pool_a)} runs A, {len(pool_b)} runs B (--slowdown {args.slowdown}), {args.steps} steps a run, "
               f"batch {args.batch_size}; {time.monotonic() - started:.0f} s", flush=True)
+        if args.pools_only:
+            return
         k = args.runs
-        pilot_k = min(5, len(pool_a) // 2)
+        pilot_k = min(args.pilot, len(pool_a) // 2)
         _, _, spread, needed, _ = gate(args, pool_a[:pilot_k], pool_a[pilot_k:2 * pilot_k])
         print(f"pilot ({pilot_k} runs against {pilot_k}): runs differ by {spread} %; to catch {args.threshold} % the gate asks "
               f"for {needed} runs a side", flush=True)

@@ -35,10 +35,12 @@
 // The machine's speed (step_time, several BASE runs, GateOptions::machine_speed). A slower machine
 // slows all work alike; a change to the code slows some. The same work is the ops that every run
 // calls equally often a step (five at least); a run's speed is the median over them of its
-// per-call time over BASE's (self time; device time for kernels), and step_time is judged after it
-// (a run's median step over its speed). A speed outside what BASE's own runs show (NEW slower, by
-// the one-sided t-test at alpha) cannot be told from a change that slows every op alike: the runs
-// are then not comparable, rather than judged after a speed the gate cannot vouch for.
+// per-call time over BASE's (self time; device time for kernels). step_time is judged after the
+// speed of each step, the same median over the ops that step calls (a run's sample is the median
+// of its steps, each over its own speed): a shared machine's load changes within a run too. A run
+// speed outside what BASE's own runs show (NEW slower, by the one-sided t-test at alpha) cannot be
+// told from a change that slows every op alike: the runs are then not comparable, rather than
+// judged after a speed the gate cannot vouch for.
 //
 // A check fails when the test rejects and the change is at least half the threshold: nearer the
 // threshold than no change, so that a real change of the threshold is caught as often as the noise
@@ -160,6 +162,10 @@ struct MachineSpeed {
   std::size_t keys = 0;       ///< the ops that do the same work in every run
   std::vector<double> base_factors;  ///< per BASE run: 1.05 is 5 % slower than BASE's typical run
   std::vector<double> next_factors;  ///< per NEW run
+  /// Per run, per step: the same work's speed in that step, which step_time is judged after (the
+  /// run's factor for a step that calls too few of the ops).
+  std::vector<std::vector<double>> base_step_factors;
+  std::vector<std::vector<double>> next_step_factors;
   double factor = 1;                 ///< NEW's over BASE's (geometric means)
   double p_value = 1;                ///< that BASE's runs' speeds put NEW's so slow, one-sided
 };
@@ -287,6 +293,8 @@ inline MachineSpeed machine_speed(const std::vector<StepSamples>& base, const st
   for (const StepSamples& run : next) runs.push_back(&run);
   const bool device_key = is_device_key(base.front().key);
   std::vector<std::vector<double>> log_ratios(runs.size());  // per run, per key of the same work
+  std::vector<std::vector<std::vector<double>>> step_log_ratios(runs.size());  // per run, per step, per key called in it
+  for (std::size_t run = 0; run < runs.size(); ++run) step_log_ratios[run].resize(runs[run]->steps.size());
   for (const KeySamples& reference : base.front().keys) {
     // The step itself ("ProfilerStep*" in the samples) is what is judged, not work within it.
     if (dlprof::detail::starts_with(reference.key, kineto::name::kProfilerStepPrefix)) continue;
@@ -302,7 +310,16 @@ inline MachineSpeed machine_speed(const std::vector<StepSamples>& base, const st
     if (times.size() != runs.size()) continue;
     const double base_time = quantile(std::vector<double>(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(base.size())), 0.5);
     if (base_time < kShortestCallNs) continue;
-    for (std::size_t run = 0; run < runs.size(); ++run) log_ratios[run].push_back(std::log(times[run] / base_time));
+    for (std::size_t run = 0; run < runs.size(); ++run) {
+      log_ratios[run].push_back(std::log(times[run] / base_time));
+      const std::vector<KeyFigures>& steps = runs[run]->find(reference.key)->steps;
+      for (std::size_t step = 0; step < steps.size() && step < step_log_ratios[run].size(); ++step) {
+        const KeyFigures& figures = steps[step];
+        const double time = static_cast<double>(device_key ? figures.gpu_self_ns : figures.self_ns);
+        if (figures.calls > 0 && time > 0)
+          step_log_ratios[run][step].push_back(std::log(time / static_cast<double>(figures.calls) / base_time));
+      }
+    }
     ++speed.keys;
   }
   if (speed.keys < kFewestKeys) {
@@ -311,8 +328,13 @@ inline MachineSpeed machine_speed(const std::vector<StepSamples>& base, const st
     return speed;
   }
   speed.estimated = true;
-  for (std::size_t run = 0; run < runs.size(); ++run)
-    (run < base.size() ? speed.base_factors : speed.next_factors).push_back(std::exp(quantile(log_ratios[run], 0.5)));
+  for (std::size_t run = 0; run < runs.size(); ++run) {
+    const double run_factor = std::exp(quantile(log_ratios[run], 0.5));
+    (run < base.size() ? speed.base_factors : speed.next_factors).push_back(run_factor);
+    std::vector<double>& step_factors = (run < base.size() ? speed.base_step_factors : speed.next_step_factors).emplace_back();
+    for (std::vector<double>& step : step_log_ratios[run])
+      step_factors.push_back(step.size() >= kFewestKeys ? std::exp(quantile(std::move(step), 0.5)) : run_factor);
+  }
   return speed;
 }
 
@@ -409,18 +431,29 @@ inline void gate_by_steps(GateResult& result, const std::vector<double>& before,
   result.verdict = result.p_value < alpha && worse_change >= check.threshold / 2 ? GateVerdict::Regression : GateVerdict::Pass;
 }
 
-/// One check by runs: each run's log median (over its speed where `speeds` has one per run).
+/// A run's sample: the log of its median step value, each step's value over its speed where
+/// `step_speeds` has them.
+inline double run_log_median(const std::vector<double>& values, const std::vector<double>* step_speeds) {
+  if (step_speeds == nullptr) return std::log(quantile(values, 0.5));
+  std::vector<double> adjusted;
+  for (std::size_t step = 0; step < values.size(); ++step) adjusted.push_back(values[step] / (*step_speeds)[step]);
+  return std::log(quantile(std::move(adjusted), 0.5));
+}
+
+/// One check by runs: each run's log median (its steps over their speeds where `speeds` has them,
+/// per run and per step).
 inline void gate_by_runs(GateResult& result, const std::vector<std::vector<double>>& before, const std::vector<std::vector<double>>& after,
-                         const std::vector<double>& base_speeds, const std::vector<double>& next_speeds, const GateOptions& options) {
+                         const std::vector<std::vector<double>>& base_speeds, const std::vector<std::vector<double>>& next_speeds,
+                         const GateOptions& options) {
   const GateCheck& check = result.check;
   const double alpha = options.false_alarm_rate;
   result.runs_tested = true;
   result.speed_adjusted = !base_speeds.empty();
   std::vector<double> base_logs, next_logs;
   for (std::size_t run = 0; run < before.size(); ++run)
-    base_logs.push_back(std::log(quantile(before[run], 0.5) / (base_speeds.empty() ? 1.0 : base_speeds[run])));
+    base_logs.push_back(run_log_median(before[run], base_speeds.empty() ? nullptr : &base_speeds[run]));
   for (std::size_t run = 0; run < after.size(); ++run)
-    next_logs.push_back(std::log(quantile(after[run], 0.5) / (next_speeds.empty() ? 1.0 : next_speeds[run])));
+    next_logs.push_back(run_log_median(after[run], next_speeds.empty() ? nullptr : &next_speeds[run]));
   const RunTest test = run_t_test(base_logs, next_logs, check.higher_is_worse);
   result.p_value = test.p_value;
   result.run_spread = std::expm1(test.spread);
@@ -556,8 +589,8 @@ inline GateReport regression_gate(const std::vector<StepSamples>& base, const st
     };
     if (by_runs && positive(before) && positive(after)) {
       const bool adjusted = check.figure == GateFigure::StepTime && report.speed.estimated;
-      detail::gate_by_runs(result, before, after, adjusted ? report.speed.base_factors : std::vector<double>{},
-                           adjusted ? report.speed.next_factors : std::vector<double>{}, options);
+      detail::gate_by_runs(result, before, after, adjusted ? report.speed.base_step_factors : std::vector<std::vector<double>>{},
+                           adjusted ? report.speed.next_step_factors : std::vector<std::vector<double>>{}, options);
     } else {
       // One BASE run, or a figure some run's median step does not have (no exposed communication):
       // the steps, as many runs as there are, tested as one sample a side.

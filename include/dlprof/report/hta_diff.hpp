@@ -90,8 +90,7 @@ inline std::string render_hta_diff_text(const HtaDiffReport& report) {
   const auto header = [&] {
     return fmt::format("{:<{}} {:<9} {:>8} {:>8} {:>12} {:>12} {:>8} {:>12}\n", "Name", kNameWidth, "Kind", "Counts", "", "Total µs",
                        "", "Diff", "Diff µs") +
-           fmt::format("{:<{}} {:<9} {:>8} {:>8} {:>12} {:>12} {:>8} {:>12}\n", "", kNameWidth, "", "BASE", "NEW", "BASE", "NEW", "counts",
-                       "");
+           fmt::format("{:<{}} {:<9} {:>8} {:>8} {:>12} {:>12} {:>8}\n", "", kNameWidth, "", "BASE", "NEW", "BASE", "NEW", "counts");
   };
   const auto line = [&](const analysis::HtaDiffRow& row) {
     const std::vector<std::string> cells = detail::hta_row_cells(row);
