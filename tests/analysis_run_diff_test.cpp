@@ -587,10 +587,12 @@ double normal_draw(std::uint64_t& seed) {
 /// A run of `steps` steps whose ops op0 to op7 (op<i> takes (i + 1) ms a call, one call a step)
 /// run at the machine's `speed` (1.1: 10 % slower) with 2 % noise a call; `extra_ns` more in op7
 /// a call. The step is the ops' sum.
-StepSamples run_at_speed(std::size_t steps, double speed, double extra_ns, std::uint64_t& seed) {
+/// A run whose step i runs at `speeds[i]` (1: BASE's machine): eight ops of 1 to 8 ms a call at
+/// that speed, op7 `extra_ns` longer, each with 2 % noise.
+StepSamples run_at_step_speeds(const std::vector<double>& speeds, double extra_ns, std::uint64_t& seed) {
   StepSamples run;
   for (int op = 0; op < 8; ++op) run.keys.push_back({fmt::format("op{}", op), {}});
-  for (std::size_t i = 0; i < steps; ++i) {
+  for (const double speed : speeds) {
     std::int64_t step_ns = 0;
     for (int op = 0; op < 8; ++op) {
       dlprof::analysis::KeyFigures figures;
@@ -606,6 +608,10 @@ StepSamples run_at_speed(std::size_t steps, double speed, double extra_ns, std::
     run.kernels_by_type.emplace_back();
   }
   return run;
+}
+
+StepSamples run_at_speed(std::size_t steps, double speed, double extra_ns, std::uint64_t& seed) {
+  return run_at_step_speeds(std::vector<double>(steps, speed), extra_ns, seed);
 }
 
 TEST(RegressionGateTest, SeveralRunsASideHoldTheRateWhereRunsDifferMoreThanTheirSteps) {
@@ -642,6 +648,33 @@ TEST(RegressionGateTest, SeveralRunsASideHoldTheRateWhereRunsDifferMoreThanTheir
   for (int trial = 0; trial < 100; ++trial)
     caught += dlprof::analysis::regression_gate(runs(needed, 0), runs(needed, 0.06), options).verdict() == GateVerdict::Regression;
   EXPECT_GE(caught, 95 - 6);  // 95 %, less two standard deviations of chance
+}
+
+TEST(RegressionGateTest, ALoadThatChangesFromStepToStepIsTakenOutStepByStep) {
+  using dlprof::analysis::GateVerdict;
+  std::uint64_t seed = 17;
+  // A shared machine: each step runs at its own speed, 15 % (σ) apart. NEW's op7 is 1.5 ms a call
+  // slower: +4.2 % of the 36 ms step.
+  const auto runs = [&](double extra_ns) {
+    std::vector<StepSamples> side;
+    for (int run = 0; run < 5; ++run) {
+      std::vector<double> speeds;
+      for (int step = 0; step < 30; ++step) speeds.push_back(std::exp(0.15 * normal_draw(seed)));
+      side.push_back(run_at_step_speeds(speeds, extra_ns, seed));
+    }
+    return side;
+  };
+  const auto base = runs(0);
+  const auto next = runs(1.5e6);
+  const auto gate = dlprof::analysis::regression_gate(base, next, slower_by(0.03));
+  ASSERT_TRUE(gate.speed.estimated) << gate.speed.not_estimated;
+  ASSERT_EQ(gate.speed.next_step_factors.size(), 5u);
+  EXPECT_EQ(gate.speed.next_step_factors.front().size(), 30u);
+  EXPECT_EQ(gate.verdict(), GateVerdict::Regression);
+  EXPECT_NEAR(gate.results.front().relative, 1.5 / 36, 0.01);
+  // Each step over its own speed: what is left between runs is the ops' own 2 % noise, not the
+  // load's; one speed a run would leave the medians of 30 steps 15 % apart, about 3 %.
+  EXPECT_LT(gate.results.front().run_spread, 0.01);
 }
 
 TEST(RegressionGateTest, TheMachinesSpeedIsTakenOutAndAUniformSlowdownBeyondItIsNotComparable) {
