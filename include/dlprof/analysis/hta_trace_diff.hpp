@@ -35,6 +35,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -128,6 +129,53 @@ inline std::optional<std::int64_t> hta_step_number(std::string_view name, bool& 
   return std::nullopt;
 }
 
+/// The step spans, by their order (HTA's file order), and which one holds a time: the last in
+/// that order whose [start, end) holds it. Cut once into segments, each with its winner, so that
+/// a time is one binary search whatever the number of steps.
+class LastSpanHolding {
+ public:
+  struct Span {
+    std::int64_t start = 0;
+    std::int64_t end = 0;
+    std::int64_t number = 0;
+  };
+
+  explicit LastSpanHolding(const std::vector<Span>& spans) {
+    // At one time, ends before starts: a span holds its start and not its end.
+    std::vector<std::tuple<std::int64_t, bool, std::size_t>> marks;
+    for (std::size_t index = 0; index < spans.size(); ++index) {
+      if (spans[index].end <= spans[index].start) continue;  // holds no time
+      marks.emplace_back(spans[index].start, true, index);
+      marks.emplace_back(spans[index].end, false, index);
+    }
+    std::sort(marks.begin(), marks.end());
+    std::multiset<std::size_t> open;
+    for (std::size_t at = 0; at < marks.size();) {
+      const std::int64_t time = std::get<0>(marks[at]);
+      for (; at < marks.size() && std::get<0>(marks[at]) == time; ++at) {
+        if (std::get<1>(marks[at])) open.insert(std::get<2>(marks[at]));
+        else open.erase(open.find(std::get<2>(marks[at])));
+      }
+      segments_.push_back({time, open.empty() ? std::nullopt : std::optional<std::int64_t>(spans[*open.rbegin()].number)});
+    }
+  }
+
+  /// The number of the span that holds `time`, if any.
+  std::optional<std::int64_t> operator()(std::int64_t time) const {
+    const auto after = std::upper_bound(segments_.begin(), segments_.end(), time,
+                                        [](std::int64_t t, const Segment& segment) { return t < segment.start; });
+    if (after == segments_.begin()) return std::nullopt;
+    return std::prev(after)->number;
+  }
+
+ private:
+  struct Segment {
+    std::int64_t start = 0;
+    std::optional<std::int64_t> number;  ///< of the winning span, until the next segment's start
+  };
+  std::vector<Segment> segments_;
+};
+
 }  // namespace detail
 
 /// A trace's events counted by iteration and name as HTA's TraceDiff counts them.
@@ -135,11 +183,7 @@ inline HtaIterations hta_iterations(const Trace& trace) {
   HtaIterations result;
   result.rank = trace.distributed.rank;
   const detail::RoundInward round(trace);
-  struct Span {
-    std::int64_t start = 0;
-    std::int64_t end = 0;
-    std::int64_t number = 0;
-  };
+  using Span = detail::LastSpanHolding::Span;
   // Each name once: its step number, if a step's, and the name it is counted under.
   std::vector<std::optional<std::int64_t>> step_number(trace.names.size());
   const std::string step_key = detail::step_free_name(std::string(kineto::name::kProfilerStepPrefix) + "0");
@@ -162,12 +206,7 @@ inline HtaIterations hta_iterations(const Trace& trace) {
   std::stable_sort(gpu_steps.begin(), gpu_steps.end(), by_start);
   std::vector<Span> steps = std::move(cpu_steps);
   steps.insert(steps.end(), gpu_steps.begin(), gpu_steps.end());
-  // The last span in file order holding `start`; steps are few, as HTA's loop over them is.
-  const auto iteration_at = [&steps](std::int64_t start) -> std::optional<std::int64_t> {
-    for (auto step = steps.rbegin(); step != steps.rend(); ++step)
-      if (step->start <= start && start < step->end) return step->number;
-    return std::nullopt;
-  };
+  const detail::LastSpanHolding iteration_at(steps);
   const auto count = [&](std::optional<std::int64_t> iteration, std::uint32_t name, std::int64_t start, std::int64_t end) {
     if (!iteration) return;
     HtaNameTotal& total = result.iterations[*iteration][std::string(counted_name[name])];
