@@ -20,7 +20,7 @@
 //                                             # ... and what held the memory when it ran out
 //   libtorch_training --steps 12 --leak       # keeps every step's logits: the report names what holds them
 //   libtorch_training --slowdown 3 --log-dir log/slow && dlprof-report --diff log log/slow
-//                                             # forward works 3 % of a step longer: the diff names it
+//                                             # the loading works 3 % of a step longer: the diff names it
 #include <dlprof/profiler.hpp>
 #include <dlprof/export/folded_stacks.hpp>
 #include <dlprof/report.hpp>
@@ -31,11 +31,13 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -56,6 +58,25 @@ constexpr int kStoredSize = 96;  // the size an example is stored at, before aug
 constexpr int kCropSize = 88;
 constexpr int kSmoothingPasses = 4;
 
+volatile std::uint64_t busy_work_result = 0;  // keeps the work from being optimised away
+
+/// Does `rounds` rounds of integer work: what a slower op adds, which takes longer on a slower
+/// machine as the op would (a spin for a fixed time would not).
+void busy_work(std::uint64_t rounds) {
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (std::uint64_t i = 0; i < rounds; ++i) state = (state ^ (state >> 29)) * 0xbf58476d1ce4e5b9ull + i;
+  busy_work_result = state;
+}
+
+/// The rounds of busy_work() that take `duration` on this machine now.
+std::uint64_t busy_work_rounds(std::chrono::nanoseconds duration) {
+  constexpr std::uint64_t kProbeRounds = 1 << 22;
+  const auto start = std::chrono::steady_clock::now();
+  busy_work(kProbeRounds);
+  const double probe_ns = static_cast<double>(std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count());
+  return static_cast<std::uint64_t>(static_cast<double>(kProbeRounds) * static_cast<double>(duration.count()) / std::max(probe_ns, 1.0));
+}
+
 // MNIST-shaped examples whose class is visible: a bright patch at a position that depends on the
 // label, over noise. Each example is made on demand from its index and costs what loading an
 // image costs on the CPU, in plain C++ as an image library's would: it is "decoded" (drawn at
@@ -65,12 +86,16 @@ constexpr int kSmoothingPasses = 4;
 // the DataLoader's workers matter.
 class SyntheticMnist : public torch::data::datasets::Dataset<SyntheticMnist> {
  public:
-  explicit SyntheticMnist(std::size_t examples) : examples_(examples) {}
+  /// `extra_rounds`: busy_work() rounds each example does besides its decoding (--slowdown), read
+  /// by every loading thread and set by the training loop.
+  SyntheticMnist(std::size_t examples, std::shared_ptr<const std::atomic<std::uint64_t>> extra_rounds)
+      : examples_(examples), extra_rounds_(std::move(extra_rounds)) {}
 
   torch::data::Example<> get(std::size_t index) override {
     // A range of the DataLoader category: the report counts the worker threads that run it as
     // loader threads, and shows how evenly they share the loading.
     DLPROF_RANGE("SyntheticMnist::get", dlprof::Category::DataLoader);
+    if (const std::uint64_t rounds = extra_rounds_->load(std::memory_order_relaxed)) busy_work(rounds);
     const auto label = static_cast<int>(index % kClasses);
     std::uint64_t state = 0x9E3779B97F4A7C15ull * (index + 1);
     const auto uniform = [&state] {  // xorshift64*: the example depends on its index alone
@@ -122,6 +147,7 @@ class SyntheticMnist : public torch::data::datasets::Dataset<SyntheticMnist> {
 
  private:
   std::size_t examples_;
+  std::shared_ptr<const std::atomic<std::uint64_t>> extra_rounds_;
 };
 
 struct Options {
@@ -133,6 +159,7 @@ struct Options {
   int oom_at = -1;
   int active = -1;  // not given: 3, or with --leak every step after the warm-up
   int slowdown_percent = 0;
+  bool slowdown_in_forward = false;  // --slowdown-in forward; else the data loading
   bool leak = false;
   bool with_stack = false;
   std::string device = "cpu";
@@ -144,7 +171,7 @@ void print_usage(int min_steps) {
   fmt::print(
       "Usage: libtorch_training [--steps N] [--batch-size N] [--num-workers N] [--device cpu|cuda] [--log-dir DIR]\n"
       "                         [--active N] [--slow-step N] [--crash-at N] [--oom-at N] [--leak] [--slowdown P]\n"
-      "                         [--with-stack]\n"
+      "                         [--slowdown-in loading|forward] [--with-stack]\n"
       "Trains a small CNN on synthetic MNIST-shaped data with LibTorch, profiled by dlprof.\n\n"
       "  --steps N          training steps, at least {} (default 12)\n"
       "  --batch-size N     examples per batch (default 64)\n"
@@ -157,8 +184,11 @@ void print_usage(int min_steps) {
       "  --oom-at N         step N's forward asks for 1 PiB: LibTorch's out-of-memory error ends training (a flight\n"
       "                     recorder dumps what held the memory)\n"
       "  --leak             keeps every step's logits in a std::vector, as a leak does (the report names what holds them)\n"
-      "  --slowdown P       from the first recorded step on, the forward range does P % of a step more work (what took P %\n"
-      "                     of the median of the steps before), a known regression for dlprof-report --diff to find\n"
+      "  --slowdown P       from the first recorded step on, the data loading does P % of a step more work (what took P %\n"
+      "                     of the median of the steps before, spread over the batch's examples), a known regression for\n"
+      "                     dlprof-report --diff and --baseline to find\n"
+      "  --slowdown-in W    where --slowdown's work goes: loading (SyntheticMnist::get, the default) or forward (the\n"
+      "                     forward range, after the loss)\n"
       "  --with-stack       ranges and ops carry their call stacks (dlprof-report --stacks cpu: a flame graph)\n"
       "The DLPROF_* variables (README, \"Leave it on\") override the profiling options set here.\n",
       min_steps);
@@ -170,13 +200,16 @@ Options parse_options(int argc, char** argv, int min_steps) {
   Options options;
   dlprof_examples::for_each_flag(
       argc, argv, {"--steps", "--batch-size", "--num-workers", "--device", "--log-dir", "--slow-step", "--crash-at", "--oom-at", "--active",
-                   "--slowdown"},
+                   "--slowdown", "--slowdown-in"},
       {"--with-stack", "--leak"}, options.help,
       [&](std::string_view flag, std::string_view value) {
         if (flag == "--with-stack") options.with_stack = true;
         else if (flag == "--leak") options.leak = true;
         else if (flag == "--active") options.active = parse_int(flag, value, 1, 1'000'000);
         else if (flag == "--slowdown") options.slowdown_percent = parse_int(flag, value, 0, 1000);
+        else if (flag == "--slowdown-in" && (value == "loading" || value == "forward")) options.slowdown_in_forward = value == "forward";
+        else if (flag == "--slowdown-in")
+          throw dlprof_examples::UsageError(fmt::format("--slowdown-in expects loading or forward, got '{}'", value));
         else if (flag == "--steps") options.steps = parse_int(flag, value, min_steps, 1'000'000);
         else if (flag == "--batch-size") options.batch_size = parse_int(flag, value, 1, 4096);
         else if (flag == "--num-workers") options.num_workers = parse_int(flag, value, 0, 64);
@@ -189,25 +222,6 @@ Options parse_options(int argc, char** argv, int min_steps) {
         else options.log_dir = std::string(value);
       });
   return options;
-}
-
-volatile std::uint64_t busy_work_result = 0;  // keeps the work from being optimised away
-
-/// Does `rounds` rounds of integer work: what a slower op adds, which takes longer on a slower
-/// machine as the op would (a spin for a fixed time would not).
-void busy_work(std::uint64_t rounds) {
-  std::uint64_t state = 0x9e3779b97f4a7c15ull;
-  for (std::uint64_t i = 0; i < rounds; ++i) state = (state ^ (state >> 29)) * 0xbf58476d1ce4e5b9ull + i;
-  busy_work_result = state;
-}
-
-/// The rounds of busy_work() that take `duration` on this machine now.
-std::uint64_t busy_work_rounds(std::chrono::nanoseconds duration) {
-  constexpr std::uint64_t kProbeRounds = 1 << 22;
-  const auto start = std::chrono::steady_clock::now();
-  busy_work(kProbeRounds);
-  const double probe_ns = static_cast<double>(std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count());
-  return static_cast<std::uint64_t>(static_cast<double>(kProbeRounds) * static_cast<double>(duration.count()) / std::max(probe_ns, 1.0));
 }
 
 /// A fatal signal inside a range: a store to a page the process may not touch.
@@ -259,8 +273,9 @@ int main(int argc, char** argv) {
   model->to(device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   const auto examples = static_cast<std::size_t>(options.batch_size) * static_cast<std::size_t>(options.steps);
+  const auto loading_slowdown_rounds = std::make_shared<std::atomic<std::uint64_t>>(0);
   auto loader = torch::data::make_data_loader(
-      SyntheticMnist(examples).map(torch::data::transforms::Stack<>()),
+      SyntheticMnist(examples, loading_slowdown_rounds).map(torch::data::transforms::Stack<>()),
       torch::data::DataLoaderOptions().batch_size(static_cast<std::size_t>(options.batch_size)).workers(
           static_cast<std::size_t>(options.num_workers)));
 
@@ -286,7 +301,7 @@ int main(int argc, char** argv) {
   int step = 0;
   // --slowdown: P % of the median of the steps before the recorded ones, in every step after them.
   std::vector<std::chrono::nanoseconds> unrecorded_steps;
-  std::uint64_t slowdown_rounds = 0;
+  std::uint64_t forward_slowdown_rounds = 0;
   try {
     // The scope stops the Profiler at its end; a flight recorder left by an exception dumps first,
     // naming the request an out-of-memory error refused.
@@ -302,7 +317,7 @@ int main(int argc, char** argv) {
         torch::Tensor logits = model->forward(images);
         loss = torch::nn::functional::cross_entropy(logits, labels);
         if (options.leak) kept_logits.push_back(logits);
-        if (step >= kWait + kWarmup && slowdown_rounds != 0) busy_work(slowdown_rounds);
+        if (step >= kWait + kWarmup && forward_slowdown_rounds != 0) busy_work(forward_slowdown_rounds);
         if (step == options.oom_at) ask_for_too_much(device);
       }
       {
@@ -323,9 +338,12 @@ int main(int argc, char** argv) {
         if (step == kWait + kWarmup - 1 && options.slowdown_percent > 0) {
           std::sort(unrecorded_steps.begin(), unrecorded_steps.end());
           const std::chrono::nanoseconds slowdown = unrecorded_steps[unrecorded_steps.size() / 2] * options.slowdown_percent / 100;
-          slowdown_rounds = busy_work_rounds(slowdown);
-          fmt::print("--slowdown {}: forward works {:.2f} ms longer from step {} on ({} rounds of work)\n", options.slowdown_percent,
-                     std::chrono::duration<double, std::milli>(slowdown).count(), step + 1, slowdown_rounds);
+          const std::uint64_t rounds = busy_work_rounds(slowdown);
+          if (options.slowdown_in_forward) forward_slowdown_rounds = rounds;
+          else loading_slowdown_rounds->store(rounds / static_cast<std::uint64_t>(options.batch_size), std::memory_order_relaxed);
+          fmt::print("--slowdown {}: {} works {:.2f} ms longer a step from step {} on ({} rounds of work)\n", options.slowdown_percent,
+                     options.slowdown_in_forward ? "forward" : "the data loading", std::chrono::duration<double, std::milli>(slowdown).count(),
+                     step + 1, rounds);
         }
       }
       fmt::print("step {:3}  loss {:.4f}  {:7.2f} ms  [{}]\n", step, last_loss,
