@@ -412,12 +412,7 @@ inline std::string render_diff_html(const DiffReport& report) {
   fmt::memory_buffer out;
   detail::HtmlOut html(out);
   const std::string title = fmt::format("dlprof diff: {} against {}", report.next.title, report.base.title);
-  html.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-  html.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-  html.raw("<link rel=\"icon\" href=\"data:,\">\n");
-  html.element("title", title);
-  html.format("\n<style>{}</style>\n</head>\n<body>\n", detail::kHtmlStyle);
-  html.element("h1", title);
+  html.begin_page(title);
   html.element("p", fmt::format("By {}. dlprof {}.", analysis::to_string(diff.key), DLPROF_VERSION_STRING), "class=\"meta\"");
   html.raw("<ul class=\"meta\">\n");
   html.element("li", detail::side_heading("BASE", report.base));

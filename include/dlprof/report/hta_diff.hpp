@@ -158,12 +158,7 @@ inline std::string render_hta_diff_html(const HtaDiffReport& report) {
   fmt::memory_buffer out;
   detail::HtmlOut html(out);
   const std::string title = fmt::format("dlprof diff (HTA's TraceDiff): {} against {}", report.next.title, report.base.title);
-  html.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-  html.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-  html.raw("<link rel=\"icon\" href=\"data:,\">\n");
-  html.element("title", title);
-  html.format("\n<style>{}</style>\n</head>\n<body>\n", detail::kHtmlStyle);
-  html.element("h1", title);
+  html.begin_page(title);
   html.element("p", fmt::format("HTA's TraceDiff.compare_traces: one iteration of one rank a side, by name. dlprof {}.",
                                 DLPROF_VERSION_STRING),
                "class=\"meta\"");

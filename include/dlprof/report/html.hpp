@@ -145,6 +145,15 @@ class HtmlOut {
   void format(fmt::format_string<Args...> format, Args&&... args) {
     fmt::format_to(std::back_inserter(out_), format, std::forward<Args>(args)...);
   }
+  /// The page's head (its title, dlprof's style, no favicon request) and its heading.
+  void begin_page(std::string_view title) {
+    raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    raw("<link rel=\"icon\" href=\"data:,\">\n");
+    element("title", title);
+    format("\n<style>{}</style>\n</head>\n<body>\n", kHtmlStyle);
+    element("h1", title);
+  }
   /// <tag>escaped text</tag>
   void element(std::string_view tag, std::string_view text_content, std::string_view attributes = "") {
     format("<{}{}{}>", tag, attributes.empty() ? "" : " ", attributes);
@@ -948,12 +957,7 @@ inline std::string render_html(const Report& report) {
   fmt::memory_buffer out;
   detail::HtmlOut html(out);
   const std::string title = report.options.title.empty() ? "dlprof report" : "dlprof report: " + report.options.title;
-  html.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-  html.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-  html.raw("<link rel=\"icon\" href=\"data:,\">\n");  // no favicon request
-  html.element("title", title);
-  html.format("\n<style>{}</style>\n</head>\n<body>\n", detail::kHtmlStyle);
-  html.element("h1", title);
+  html.begin_page(title);
   html.element("p",
                fmt::format("{} rank{}; HTA's analyses {}. dlprof {}.", report.ranks.size(), report.ranks.size() == 1 ? "" : "s",
                            report.options.analysis.hta_compat

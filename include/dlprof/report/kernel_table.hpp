@@ -219,11 +219,7 @@ inline std::string render_kernel_table_html(const std::vector<RankKernelTable>& 
   fmt::memory_buffer out;
   detail::HtmlOut html(out);
   const std::string heading = title.empty() ? "dlprof kernel table" : "dlprof kernel table: " + std::string(title);
-  html.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-  html.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<link rel=\"icon\" href=\"data:,\">\n");
-  html.element("title", heading);
-  html.format("\n<style>{}</style>\n</head>\n<body>\n", detail::kHtmlStyle);
-  html.element("h1", heading);
+  html.begin_page(heading);
   for (const RankKernelTable& rank : ranks) {
     html.format("<section id=\"rank-{}\">\n", rank.rank);
     html.element("h2", fmt::format("Rank {}: kernels by time lost against the roofline", rank.rank));
