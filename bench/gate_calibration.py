@@ -2,9 +2,9 @@
 """The regression gate measured on the demo: its false alarms and its catches.
 
 Two pools of demo runs are made, interleaved so that both see the same machine: A runs of one
-command line, and B runs of the same with --slowdown P (forward works P % of a step longer). A
-pilot asks the gate how many runs a side it needs to catch the threshold (it judges by runs when
---baseline is given several). Then random draws of runs from the pools are gated with
+command line, and B runs of the same with --slowdown P (the data loading works P % of a step
+longer). A pilot asks the gate how many runs a side it needs to catch the threshold (it judges by
+runs when --baseline is given several). Then random draws of runs from the pools are gated with
 `dlprof-report --baseline A1 --baseline A2 ... --fail-if-slower T% NEW1 NEW2 ...`:
 
   A/A  k BASE runs and k other NEW runs, all from pool A: a failure is a false alarm, and the
@@ -15,7 +15,10 @@ Draws share runs, so their outcomes are not independent: the rates estimate how 
 fails a fresh set of runs of this machine, with fewer effective trials than draws.
 
   bench/gate_calibration.py build/main/examples/libtorch_training build/main/tools/dlprof-report \\
-      --a-runs 40 --b-runs 20 --threshold 3 --slowdown 3
+      --a-runs 80 --b-runs 80 --steps 20 --threshold 3 --slowdown 3 --work pools
+
+Runs already in --work are kept, so pools can be made once (--pools-only) and gated again (--runs
+K to choose the runs a side, --only aa|ab for one kind of draw).
 
 Prints the pilot, each kind's rate and the runs it took (bench/RESULTS.md, "Regression gate").
 """
@@ -98,6 +101,7 @@ def main():
     parser.add_argument("--work", default="", help="keep the runs here (default: a temporary directory)")
     parser.add_argument("--pilot", type=int, default=10, help="runs a side of the pilot that asks the gate what it needs")
     parser.add_argument("--pools-only", action="store_true", help="make the pools (in --work) and stop")
+    parser.add_argument("--only", choices=("aa", "ab"), help="gate draws of one kind alone (A/A, or A/B)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     work = args.work or tempfile.mkdtemp(prefix="dlprof-gate-")
@@ -122,12 +126,15 @@ def main():
               f"for {needed} runs a side", flush=True)
         if not k:
             k = needed or len(pool_b)
-        cap = min(len(pool_a) // 2, len(pool_b))
+        cap = len(pool_b) if args.only == "ab" else len(pool_a) // 2 if args.only == "aa" else min(len(pool_a) // 2, len(pool_b))
         if k > cap:
             print(f"the pools allow {cap} runs a side, fewer than the {k} asked for: measured at {cap}", flush=True)
             k = cap
-        false_alarms, _ = draws(args, "A/A", pool_a, pool_a, k, rng)
-        caught, _ = draws(args, f"A/B (--slowdown {args.slowdown})", pool_a, pool_b, k, rng)
+        false_alarms = caught = None
+        if args.only != "ab":
+            false_alarms, _ = draws(args, "A/A", pool_a, pool_a, k, rng)
+        if args.only != "aa":
+            caught, _ = draws(args, f"A/B (--slowdown {args.slowdown})", pool_a, pool_b, k, rng)
         print(f"false alarms {false_alarms}/{args.draws} (stated rate 1 %), caught {caught}/{args.draws} (required 95 %); "
               f"{time.monotonic() - started:.0f} s", flush=True)
     finally:

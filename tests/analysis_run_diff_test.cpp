@@ -563,6 +563,13 @@ TEST(RegressionGateTest, TheVerdictAsTextAndJUnitNamesTheChecksAndWhatMadeTheSte
   EXPECT_THAT(junit, testing::HasSubstr("<error message=\"gpu_busy &lt; -5 %: not comparable"));
 }
 
+TEST(RankStatisticsTest, TheRunsSpreadsUpperBoundAgreesWithChiSquaresTables) {
+  // σ's upper 95 % bound: spread · √(df / χ²₀.₀₅(df)), χ²₀.₀₅(18) = 9.390, χ²₀.₀₅(80) = 60.391.
+  EXPECT_NEAR(dlprof::analysis::detail::spread_upper_bound(0.02, 18, 0.95), 0.02 * std::sqrt(18 / 9.390), 2e-4);
+  EXPECT_NEAR(dlprof::analysis::detail::spread_upper_bound(0.02, 80, 0.95), 0.02 * std::sqrt(80 / 60.391), 1e-4);
+  EXPECT_NEAR(dlprof::analysis::detail::spread_upper_bound(0.02, 18, 0.5), 0.02 * std::sqrt(18 / 17.338), 1e-4);
+}
+
 TEST(RankStatisticsTest, StudentsTAgreesWithItsTables) {
   EXPECT_NEAR(stats::student_upper_quantile(0.01, 2), 6.965, 0.001);
   EXPECT_NEAR(stats::student_upper_quantile(0.05, 4), 2.132, 0.001);

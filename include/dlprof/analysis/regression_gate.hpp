@@ -30,7 +30,9 @@
 // alpha, with the runs' variance pooled over both sides. That variance holds both noises: the
 // between-run one that a step test cannot see, and the within-run one of each median. The smallest
 // change caught with GateOptions::power is max(t₁₋α·SE, log(1 + threshold/2)) + t_power·SE, and the
-// runs a side that catch the threshold come from the same formula.
+// runs a side that catch the threshold come from the same formula with the runs' σ at its upper
+// bound of the same confidence as the power: a σ seen in a few runs may be well below the runs'
+// own, and the count must catch the threshold at the σ they have.
 //
 // The machine's speed (step_time, several BASE runs, GateOptions::machine_speed). A slower machine
 // slows all work alike; a change to the code slows some. The same work is the ops that every run
@@ -59,6 +61,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -372,6 +375,16 @@ inline RunTest run_t_test(const std::vector<double>& base, const std::vector<dou
 /// The most runs a side the gate will ask for.
 inline constexpr std::size_t kMaxRunsNeeded = 1000;
 
+/// The σ that a sample spread of `spread` over `degrees` degrees of freedom stays under with
+/// `confidence`: spread·√(degrees / χ²), χ² the chi-square's lower (1 − confidence) quantile by
+/// Wilson and Hilferty's cube-root approximation (good to 0.1 % from 5 degrees).
+inline double spread_upper_bound(double spread, double degrees, double confidence) {
+  const double spread_of_cube_root = std::sqrt(2 / (9 * degrees));
+  const double cube_root = 1 - 2 / (9 * degrees) - normal_upper_quantile(1 - confidence) * spread_of_cube_root;
+  const double chi_square = degrees * cube_root * cube_root * cube_root;
+  return chi_square > 0 ? spread * std::sqrt(degrees / chi_square) : std::numeric_limits<double>::infinity();
+}
+
 /// The runs a side (equal sides) with which a change of log(1 + threshold) is caught with `power`
 /// at false-alarm rate `alpha`, for runs of spread `spread`; 0 beyond kMaxRunsNeeded.
 inline std::size_t runs_needed(double spread, double threshold, double alpha, double power) {
@@ -464,7 +477,7 @@ inline void gate_by_runs(GateResult& result, const std::vector<std::vector<doubl
                                                            : test.difference + t_alpha * test.standard_error);
   result.smallest_detectable =
       std::expm1(std::max(t_alpha * test.standard_error, std::log1p(check.threshold / 2)) + t_power * test.standard_error);
-  result.runs_needed = runs_needed(test.spread, check.threshold, alpha, options.power);
+  result.runs_needed = runs_needed(spread_upper_bound(test.spread, test.degrees, options.power), check.threshold, alpha, options.power);
   const double worse_change = check.higher_is_worse ? test.difference : -test.difference;
   result.verdict = result.p_value < alpha && worse_change >= std::log1p(check.threshold / 2) ? GateVerdict::Regression : GateVerdict::Pass;
 }
