@@ -42,8 +42,6 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "dlprof/analysis/detail/hta_view.hpp"
 #include "dlprof/analysis/run_diff.hpp"
 #include "dlprof/config.hpp"
