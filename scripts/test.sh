@@ -12,9 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 
-# Holistic Trace Analysis and TensorBoard's profiler plugin in a virtual environment, made again
-# when the pinned list changes: the tests open the demo's trace with them. Python compiles the
-# modules the tests import when they first do, not every module installed.
+# Holistic Trace Analysis, TensorBoard's profiler plugin, Playwright and jsonschema in a virtual
+# environment, made again when the pinned list changes: the tests open the demo's trace with the
+# first two, drive the report page in Debian's chromium with Playwright and check the report's
+# JSON against its schema. Python compiles the modules the tests import when they first do, not
+# every module installed.
 tools_venv=build/venv-trace-tools
 tools_requirements=scripts/trace-tools-requirements.txt
 if ! cmp -s "$tools_requirements" "$tools_venv/requirements.txt"; then

@@ -67,7 +67,7 @@ namespace {
 constexpr std::string_view kProgram = "dlprof-report";
 
 constexpr std::string_view kUsage = R"(Usage: dlprof-report [--rank N] [--window N|last] [--format text|json|html] [--hta-compat] [--strict]
-                     [--peaks PEAKS] [-o FILE] PATH...
+                     [--peaks PEAKS] [--steps N[-M]] [-o FILE] PATH...
        dlprof-report --kernels [--format text|csv|json|html] [--top N] [--peaks PEAKS] [-o FILE] PATH...
        dlprof-report --stacks cpu|gpu|memory [--rank N] [--window N|last] [-o FILE] PATH...
        dlprof-report --export-trace OUT TRACE
@@ -86,8 +86,10 @@ recommendations, from traces written by dlprof or torch.profiler.
                     that repeats writes one per window): each rank's files in time order are
                     windows 1, 2, ...; the default is the last, and the report says which it
                     shows of how many
-  --format FORMAT   text: terminal tables (the default); json: for scripts; html: one
-                    self-contained page with charts; csv: the kernel table only
+  --format FORMAT   text: terminal tables (the default); json: for scripts (docs/report-json.md);
+                    html: one self-contained page to open in a browser, the views of
+                    TensorBoard's profiler plugin (overview, ops, kernels, the timeline, memory,
+                    modules, ranks); csv: the kernel table only
   --kernels         no report: PyProf's kernel table, each kernel with its layer, op,
                     direction, shapes, precision, grid, block, calls, time, FLOPs and bytes,
                     and where it stands against the GPU's roofs, by the time it lost (every
@@ -115,6 +117,9 @@ recommendations, from traces written by dlprof or torch.profiler.
                     first ProfilerStep of one rank a side, every event in it counted and its
                     durations summed by name (steps are one row, ProfilerStep#*, whatever their N)
   --top N           rows of the longer tables and charts (default 10; with --kernels, all)
+  --steps N[-M]     with --format html: the steps (by number) the page's timeline holds, where
+                    the trace holds more than a browser draws at ease (250,000 slices); by
+                    default the timeline holds every slice, else whole steps from the first
   --strict          refuse a trace with any event or value the reader cannot use as written (by
                     default such events are left out and such values ignored, and the report
                     says how many and why)
@@ -195,6 +200,7 @@ struct Options {
   Symbols symbols = Symbols::Lines;
   std::optional<dlprof::analysis::DevicePeaks> peaks;
   std::optional<std::size_t> top_rows;
+  std::optional<std::pair<std::int64_t, std::int64_t>> steps;  // --steps: the page's timeline
   std::string output;  // empty: stdout
   std::string export_trace;  // --export-trace: the file the trace is written to instead of a report
   // --diff BASE NEW: two runs compared instead of a report; each side's rank and window.
@@ -325,7 +331,7 @@ Options parse_command_line(int argc, char** argv) {
         flag != "--output" && flag != "--export-trace" && flag != "--peaks" && flag != "--stacks" && flag != "--symbols" &&
         flag != "--by" && flag != "--frames" && flag != "--base-rank" && flag != "--new-rank" && flag != "--base-window" &&
         flag != "--new-window" && flag != "--baseline" && flag != "--fail-if-slower" && flag != "--fail-if" &&
-        flag != "--false-alarm-rate" && flag != "--junit")
+        flag != "--false-alarm-rate" && flag != "--junit" && flag != "--steps")
       throw UsageError(fmt::format("unknown option '{}'", argument));
     std::string_view value;
     if (equals != std::string_view::npos) {
@@ -370,6 +376,13 @@ Options parse_command_line(int argc, char** argv) {
     } else if (flag == "--junit") {
       if (value.empty()) throw UsageError("--junit needs a file name");
       options.junit = std::string(value);
+    } else if (flag == "--steps") {
+      const std::size_t dash = value.find('-', 1);
+      const std::int64_t first = parse_integer<std::int64_t>(flag, value.substr(0, dash), 0, INT64_MAX);
+      const std::int64_t last =
+          dash == std::string_view::npos ? first : parse_integer<std::int64_t>(flag, value.substr(dash + 1), 0, INT64_MAX);
+      if (last < first) throw UsageError(fmt::format("--steps {}: the last step comes before the first", value));
+      options.steps = std::pair<std::int64_t, std::int64_t>{first, last};
     } else if (flag == "--frames") {
       options.call_site_frames = parse_integer<std::size_t>(flag, value, 1, 64);
     } else if (flag == "--top") {
@@ -431,6 +444,8 @@ Options parse_command_line(int argc, char** argv) {
     throw UsageError("--export-trace writes one trace: name exactly one trace file");
   if (options.format == Format::Csv && !options.kernels)
     throw UsageError("--format csv is the kernel table's: add --kernels");
+  if (options.steps && (options.format != Format::Html || options.kernels || options.stacks || !options.export_trace.empty()))
+    throw UsageError("--steps chooses the steps of the page's timeline: it goes with --format html");
   if (options.stacks && (options.kernels || !options.export_trace.empty()))
     throw UsageError("--stacks writes folded stacks: it goes with neither --kernels nor --export-trace");
   return options;
@@ -507,6 +522,8 @@ dlprof::ReportOptions report_options(const Options& options) {
   report.analysis.hta_compat = options.hta_compat;
   report.top_rows = options.top_rows.value_or(report.top_rows);
   report.peaks = options.peaks;
+  report.views = options.format == Format::Html;
+  report.timeline.steps = options.steps;
   return report;
 }
 

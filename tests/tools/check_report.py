@@ -8,25 +8,14 @@
   check_report.py html FILE --charts N
       FILE is well-formed HTML (every element closed, in order), refers to nothing outside itself
       and holds N charts, each an <svg class="chart">.
-  check_report.py chromium FILE
-      Headless Chromium renders FILE: the page's script reports every chart drawn with a non-zero
-      size and marks in it (<pre id="render-check">), and the console stays clean. Where the page
-      has flame graphs, a copy of it clicks a box of each: the box must then span the graph and
-      every box shown must lie inside it. Exits 77 (the test is skipped) where Chromium is not
-      installed.
 Exit status 1 with a message naming the problem otherwise.
 """
 import argparse
 import html.parser
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
-SKIPPED = 77
 VOID_ELEMENTS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
@@ -157,101 +146,6 @@ def check_html(path, charts):
     print(f"ok: well-formed, {checker.charts} charts")
 
 
-# Clicks the second-widest box of each flame graph (one with a parent and, often, children) and
-# writes into <pre id="zoom-check"> how the graph then looks: "<id> clicked=<x>,<width>
-# span=<graph width> outside=<boxes shown outside the clicked one's span or below-and-narrower>".
-ZOOM_CHECK_SCRIPT = """
-<pre id="zoom-check" hidden></pre>
-<script>
-(function () {
-  var lines = [];
-  document.querySelectorAll('svg.flame-graph').forEach(function (svg) {
-    var boxes = Array.from(svg.querySelectorAll('g.flame'));
-    if (boxes.length < 2) return;
-    var target = boxes.slice(1).sort(function (a, b) {
-      return parseFloat(b.getAttribute('data-w')) - parseFloat(a.getAttribute('data-w'));
-    })[0];
-    target.querySelector('rect').dispatchEvent(new MouseEvent('click', {bubbles: true}));
-    var pad = Number(svg.getAttribute('data-pad')), full = svg.viewBox.baseVal.width - 2 * pad;
-    var rect = target.querySelector('rect');
-    var x = parseFloat(rect.getAttribute('x')), w = parseFloat(rect.getAttribute('width'));
-    var outside = 0;
-    boxes.forEach(function (box) {
-      if (box.style.display === 'none') return;
-      var r = box.querySelector('rect');
-      var bx = parseFloat(r.getAttribute('x')), bw = parseFloat(r.getAttribute('width'));
-      if (bx < pad - 0.2 || bx + bw > pad + full + 0.2) outside++;
-    });
-    lines.push(svg.id + ' clicked=' + (x - pad).toFixed(1) + ',' + w.toFixed(1) + ' span=' + full.toFixed(1) +
-               ' outside=' + outside);
-  });
-  document.getElementById('zoom-check').textContent = lines.join('\\n');
-})();
-</script>
-"""
-
-
-def run_chromium(browser, path):
-    with tempfile.TemporaryDirectory() as profile:
-        # As root (CI) Chromium needs --no-sandbox; the profile directory keeps runs apart.
-        result = subprocess.run(
-            [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}",
-             "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom",
-             "file://" + os.path.abspath(path)],
-            capture_output=True, text=True, timeout=180, check=False)
-    if result.returncode != 0:
-        fail(f"chromium exited with {result.returncode}: {result.stderr[-2000:]}")
-    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-    if console:
-        fail("the console is not clean:\n" + "\n".join(console))
-    return result
-
-
-def check_flame_graph_zoom(browser, page, flame_graphs):
-    with tempfile.TemporaryDirectory() as directory:
-        copy = os.path.join(directory, "zoom.html")
-        with open(copy, "w", encoding="utf-8") as file:
-            file.write(page.replace("</body>", ZOOM_CHECK_SCRIPT + "</body>"))
-        result = run_chromium(browser, copy)
-    match = re.search(r'<pre id="zoom-check"[^>]*>(.*?)</pre>', result.stdout, re.S)
-    lines = match.group(1).strip().splitlines() if match else []
-    if len(lines) != flame_graphs:
-        fail(f"the zoom was checked on {len(lines)} of {flame_graphs} flame graphs: {lines}")
-    for line in lines:
-        zoomed = re.fullmatch(r"(\S+) clicked=([-\d.]+),([\d.]+) span=([\d.]+) outside=(\d+)", line)
-        if zoomed is None:
-            fail(f"the zoom check wrote '{line}'")
-        x, width, span, outside = (float(zoomed.group(i)) for i in range(2, 6))
-        if abs(x) > 0.2 or abs(width - span) > 0.2 or outside != 0:
-            fail(f"a click does not zoom the box to the graph's width: {line}")
-    print("ok: flame graphs zoom\n" + "\n".join(lines))
-
-
-def check_in_chromium(path):
-    browser = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
-    if browser is None:
-        print("SKIPPED: Chromium is not installed (Debian: apt-get install chromium)")
-        sys.exit(SKIPPED)
-    with open(path, encoding="utf-8") as file:
-        page = file.read()
-    charts = len(re.findall(r'<svg class="chart[^"]*" id="([^"]+)"', page))
-    result = run_chromium(browser, path)
-    match = re.search(r'<pre id="render-check"[^>]*>(.*?)</pre>', result.stdout, re.S)
-    if match is None:
-        fail("the dumped page has no render-check")
-    lines = match.group(1).strip().splitlines()
-    if lines[0] != f"charts={charts}":
-        fail(f"the script saw '{lines[0]}', the page has {charts} charts (did it run?)")
-    for line in lines[1:]:
-        drawn = re.fullmatch(r"(\S+) (\d+)x(\d+) marks=(\d+)", line)
-        if drawn is None or int(drawn.group(2)) == 0 or int(drawn.group(3)) == 0 or int(drawn.group(4)) == 0:
-            fail(f"a chart is not drawn: {line}")
-    print(f"ok: {charts} charts drawn, console clean\n" + "\n".join(lines[1:]))
-    flame_graphs = len(re.findall(r'<svg class="chart flame-graph"', page))
-    if flame_graphs:
-        check_flame_graph_zoom(browser, page, flame_graphs)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -266,17 +160,13 @@ def main():
     html_command = commands.add_parser("html")
     html_command.add_argument("file")
     html_command.add_argument("--charts", type=int, required=True)
-    chromium_command = commands.add_parser("chromium")
-    chromium_command.add_argument("file")
     args = parser.parse_args()
     if args.command == "text":
         check_text(args.file, args.expect)
     elif args.command == "json":
         check_json(args.file, [int(rank) for rank in args.ranks.split(",")], args.stragglers, args.hta_compat)
-    elif args.command == "html":
-        check_html(args.file, args.charts)
     else:
-        check_in_chromium(args.file)
+        check_html(args.file, args.charts)
 
 
 if __name__ == "__main__":

@@ -2,18 +2,17 @@
 // inline SVG drawn here, no request to any server (no fonts, scripts or images from elsewhere), so
 // it opens from a file, from a mail or on a machine without network.
 //
-// The page opens with the verdict (what bounds the step, its time, GPU busy, the actions that save
-// the most), then the recommendations ranked by what they save, with their evidence; with two
-// ranks or more the ranks' average steps side by side and the stragglers; then per rank the steps as stacked bars by
-// TensorBoard's roles, the GPU summary, HTA's temporal breakdown and kernel types (a pie), the
-// top kernels (bars and a table), the top ops, nvprof's rows, where the host waits for the GPU and
-// the memory allocated over time.
+// The page is a viewer in views (viewer.hpp draws the interactive ones). The Overview opens with
+// the key figures (MFU, the median step, GPU busy, what bounds the step) and the top
+// recommendation, then the verdict, the recommendations ranked by what they save with their
+// evidence, and per rank the steps as stacked bars by TensorBoard's roles, the GPU summary, HTA's
+// temporal breakdown and kernel types (a pie), the top kernels (bars and a table), nvprof's rows
+// and where the host waits for the GPU. Memory holds the memory over time and by category, the
+// peaks, growth and memory per op; Distributed the ranks side by side, their collectives and the
+// stragglers; Flame graph and Roofline theirs.
 // Every text from a trace goes through html_escape() (dlprof/detail/text.hpp): kernel names hold
 // <, > and &, and a name that is not UTF-8 or holds a control character still makes a valid
-// page. Each chart is an
-// <svg class="chart"> whose drawn parts have class "mark"; a small script writes each chart's
-// drawn size into the hidden <pre id="render-check">, which is how a test sees that a browser
-// drew them.
+// page. Each chart is an <svg class="chart"> whose drawn parts have class "mark".
 #pragma once
 
 #include <algorithm>
@@ -42,6 +41,7 @@
 #include "dlprof/report/detail/thread_cpu_section.hpp"
 #include "dlprof/report/detail/text.hpp"
 #include "dlprof/report/make_report.hpp"
+#include "dlprof/report/viewer.hpp"
 
 DLPROF_BEGIN_NAMESPACE
 namespace detail {
@@ -118,19 +118,6 @@ inline constexpr std::string_view kFlameGraphScript = R"(
       if (box) zoom(svg, box);
     });
   });
-})();
-)";
-
-inline constexpr std::string_view kRenderCheckScript = R"(
-(function () {
-  var lines = [];
-  var charts = document.querySelectorAll('svg.chart');
-  for (var i = 0; i < charts.length; i++) {
-    var box = charts[i].getBBox();
-    lines.push(charts[i].id + ' ' + Math.round(box.width) + 'x' + Math.round(box.height) +
-               ' marks=' + charts[i].querySelectorAll('.mark').length);
-  }
-  document.getElementById('render-check').textContent = 'charts=' + charts.length + '\n' + lines.join('\n') + '\n';
 })();
 )";
 
@@ -616,10 +603,87 @@ inline void html_section(HtmlOut& html, const TableSection& section) {
   html.raw("</ul>\n");
 }
 
-inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& report) {
-  const std::string id = fmt::format("rank-{}", rank.rank);
-  html.format("<section id=\"{}\">\n", id);
-  html.element("h2", rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
+/// A table of ops with torch's columns, and the memory columns where the rank allocated.
+inline void html_ops_table(HtmlOut& html, const RankReport& rank, const std::vector<KeyAverage>& ops, const std::string& title) {
+  html.element("h3", title);
+  std::vector<std::string> headers = {"Name", "Category", "Calls", "Self CPU", "CPU total"};
+  if (rank.gpu_activity) headers.insert(headers.end(), {"Self GPU", "GPU total"});
+  for (std::string& header : memory_headers(rank)) headers.push_back(std::move(header));
+  std::vector<std::vector<std::string>> rows;
+  for (const KeyAverage& op : ops) {
+    rows.push_back({op.name, std::string(to_string(op.category)), std::to_string(op.calls),
+                    KeyAverages::format_duration(op.self_ns), KeyAverages::format_duration(op.total_ns)});
+    if (rank.gpu_activity) rows.back().insert(rows.back().end(), {gpu_time_cell(op.gpu_ns), gpu_time_cell(op.gpu_total_ns)});
+    for (std::string& cell : memory_cells(rank, op)) rows.back().push_back(std::move(cell));
+  }
+  html.table(headers, rows, 0);
+}
+
+/// The top ops by self CPU and by self GPU time, the GPU's first when it is busy most of the
+/// steps: the Operator view for a reader without scripts.
+inline void html_rank_ops(HtmlOut& html, const RankReport& rank) {
+  const auto by_time = [&](const std::vector<KeyAverage>& ops, std::string_view by) {
+    if (ops.empty() && by == "GPU") return;
+    html_ops_table(html, rank, ops, fmt::format("Top ops and ranges by self {} time ({} of {})", by, ops.size(), rank.op_names));
+  };
+  if (rank.gpu_utilization().value_or(0.0) >= 0.5) {
+    by_time(rank.top_ops_by_gpu, "GPU");
+    by_time(rank.top_ops, "CPU");
+  } else {
+    by_time(rank.top_ops, "CPU");
+    by_time(rank.top_ops_by_gpu, "GPU");
+  }
+}
+
+inline void html_rank_memory(HtmlOut& html, const RankReport& rank, const Report& report, const std::string& id) {
+  for (const analysis::OutOfMemory& failure : rank.out_of_memory) html.element("p", out_of_memory_line(failure), "class=\"alert\"");
+  html.element("h3", "Memory allocated over time");
+  if (rank.memory.empty()) {
+    html.element("p", "No memory events in this trace (record them with profile_memory).", "class=\"muted\"");
+  } else {
+    html_memory_chart(html, id + "-memory", rank.memory, report.origin_ns);
+    for (const analysis::DeviceMemoryTimeline& timeline : rank.memory_timelines)
+      html_memory_category_chart(html, fmt::format("{}-memory-{}", id, chart_id_of(device_label(timeline.device_type, timeline.device))),
+                                 timeline, report.origin_ns);
+  }
+  for (const TableSection& peak : memory_peak_sections(rank)) html_section(html, peak);
+  for (const TableSection& growth : memory_growth_sections(rank)) html_section(html, growth);
+  if (!rank.top_ops_by_memory.empty()) html_ops_table(html, rank, rank.top_ops_by_memory, top_ops_by_memory_title(rank));
+  for (const TableSection& device : memory_by_op_sections(rank, report.options.top_rows)) html_section(html, device);
+}
+
+inline void html_rank_flame_graphs(HtmlOut& html, const RankReport& rank, const std::string& id) {
+  if (rank.cpu_flame_graph.empty() && rank.gpu_flame_graph.empty() && rank.memory_flame_graph.empty()) {
+    html.element("p", "No call stacks in this trace: record them (with_stack) for flame graphs of CPU time, launched GPU time and bytes allocated.",
+                 "class=\"muted\"");
+    return;
+  }
+  for (const analysis::FlameGraph* graph : {&rank.cpu_flame_graph, &rank.gpu_flame_graph, &rank.memory_flame_graph}) {
+    if (graph->empty()) continue;
+    const auto [what, unit, flag] = [&]() -> std::tuple<std::string_view, std::string_view, std::string_view> {
+      switch (graph->metric) {
+        case analysis::StackMetric::SelfGpuTime: return {"the GPU time each op launched", "time", "gpu"};
+        case analysis::StackMetric::SelfBytesAllocated: return {"the bytes each op allocated", "bytes", "memory"};
+        case analysis::StackMetric::SelfCpuTime: break;
+      }
+      return {"self CPU time", "time", "cpu"};
+    }();
+    html.element("h3", fmt::format("Flame graph: {} by call stack ({} in all)", what,
+                                   analysis::is_time(graph->metric) ? KeyAverages::format_duration(graph->total)
+                                                                    : KeyAverages::format_bytes(graph->total)));
+    std::string note = fmt::format("Each box is a frame, as wide as the {} of the ops above it; the ops end the stacks (blue). Click a "
+                                   "box to zoom in, \"all\" to zoom out.",
+                                   unit);
+    if (graph->frames_left_out != 0)
+      note += fmt::format(" {} frame{} too narrow to draw {} left out; dlprof-report --stacks {} writes them all as folded stacks.",
+                          graph->frames_left_out, graph->frames_left_out == 1 ? "" : "s", graph->frames_left_out == 1 ? "is" : "are",
+                          flag);
+    html.element("p", note, "class=\"muted\"");
+    html_flame_graph(html, fmt::format("{}-flame-{}", id, flag), *graph);
+  }
+}
+
+inline void html_rank_overview(HtmlOut& html, const RankReport& rank, const Report& report, const std::string& id) {
   if (!rank.flight_recorder_dump.empty()) html.element("p", "Flight-recorder dump: " + rank.flight_recorder_dump);
   if (rank.slow_step) html.element("p", slow_step_sentence(*rank.slow_step));
   for (const analysis::OutOfMemory& failure : rank.out_of_memory) html.element("p", out_of_memory_line(failure), "class=\"alert\"");
@@ -714,39 +778,8 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
                   "Max", "Share"},
                  rows, 0, full_names);
     }
-    if (!rank.roofline.rows.empty()) {
-      html_section(html, limits_section(rank, report.options.top_rows));
-    }
   }
 
-  // The ops by self CPU time and by self GPU time, the GPU's first when it is busy most of the steps.
-  const auto ops_table = [&](const std::vector<KeyAverage>& ops, const std::string& title) {
-    html.element("h3", title);
-    std::vector<std::string> headers = {"Name", "Category", "Calls", "Self CPU", "CPU total"};
-    if (rank.gpu_activity) headers.insert(headers.end(), {"Self GPU", "GPU total"});
-    for (std::string& header : memory_headers(rank)) headers.push_back(std::move(header));
-    std::vector<std::vector<std::string>> rows;
-    for (const KeyAverage& op : ops) {
-      rows.push_back({op.name, std::string(to_string(op.category)), std::to_string(op.calls),
-                      KeyAverages::format_duration(op.self_ns), KeyAverages::format_duration(op.total_ns)});
-      if (rank.gpu_activity) rows.back().insert(rows.back().end(), {gpu_time_cell(op.gpu_ns), gpu_time_cell(op.gpu_total_ns)});
-      for (std::string& cell : memory_cells(rank, op)) rows.back().push_back(std::move(cell));
-    }
-    html.table(headers, rows, 0);
-  };
-  const auto by_time = [&](const std::vector<KeyAverage>& ops, std::string_view by) {
-    if (ops.empty() && by == "GPU") return;
-    ops_table(ops, fmt::format("Top ops and ranges by self {} time ({} of {})", by, ops.size(), rank.op_names));
-  };
-  if (rank.gpu_utilization().value_or(0.0) >= 0.5) {
-    by_time(rank.top_ops_by_gpu, "GPU");
-    by_time(rank.top_ops, "CPU");
-  } else {
-    by_time(rank.top_ops, "CPU");
-    by_time(rank.top_ops_by_gpu, "GPU");
-  }
-  if (!rank.top_ops_by_memory.empty()) ops_table(rank.top_ops_by_memory, top_ops_by_memory_title(rank));
-  for (const TableSection& device : memory_by_op_sections(rank, report.options.top_rows)) html_section(html, device);
   if (!rank.idle_threads.empty()) {
     html.element("h3", "Idle threads: Python frames of other threads that only wait (left out of the ops above)");
     std::vector<std::vector<std::string>> rows;
@@ -759,29 +792,6 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
   }
   if (!rank.code_lines.empty()) html_section(html, code_lines_section(rank));
   if (!rank.cuda_graphs.empty()) html_section(html, cuda_graphs_section(rank, report.options.top_rows));
-  for (const analysis::FlameGraph* graph : {&rank.cpu_flame_graph, &rank.gpu_flame_graph, &rank.memory_flame_graph}) {
-    if (graph->empty()) continue;
-    const auto [what, unit, flag] = [&]() -> std::tuple<std::string_view, std::string_view, std::string_view> {
-      switch (graph->metric) {
-        case analysis::StackMetric::SelfGpuTime: return {"the GPU time each op launched", "time", "gpu"};
-        case analysis::StackMetric::SelfBytesAllocated: return {"the bytes each op allocated", "bytes", "memory"};
-        case analysis::StackMetric::SelfCpuTime: break;
-      }
-      return {"self CPU time", "time", "cpu"};
-    }();
-    html.element("h3", fmt::format("Flame graph: {} by call stack ({} in all)", what,
-                                   analysis::is_time(graph->metric) ? KeyAverages::format_duration(graph->total)
-                                                                    : KeyAverages::format_bytes(graph->total)));
-    std::string note = fmt::format("Each box is a frame, as wide as the {} of the ops above it; the ops end the stacks (blue). Click a "
-                                   "box to zoom in, \"all\" to zoom out.",
-                                   unit);
-    if (graph->frames_left_out != 0)
-      note += fmt::format(" {} frame{} too narrow to draw {} left out; dlprof-report --stacks {} writes them all as folded stacks.",
-                          graph->frames_left_out, graph->frames_left_out == 1 ? "" : "s", graph->frames_left_out == 1 ? "is" : "are",
-                          flag);
-    html.element("p", note, "class=\"muted\"");
-    html_flame_graph(html, fmt::format("{}-flame-{}", id, flag), *graph);
-  }
   if (!rank.thread_cpu.empty()) {
     html_section(html, thread_cpu_section(rank, report.options.top_rows));
   }
@@ -822,17 +832,6 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
     html.table({"Kind", "Count", "Wait", "Idle after", "Saves", "Op", "Where"}, rows, 6);
   }
 
-  html.element("h3", "Memory allocated over time");
-  if (rank.memory.empty()) {
-    html.element("p", "No memory events in this trace (record them with profile_memory).", "class=\"muted\"");
-  } else {
-    html_memory_chart(html, id + "-memory", rank.memory, report.origin_ns);
-    for (const analysis::DeviceMemoryTimeline& timeline : rank.memory_timelines)
-      html_memory_category_chart(html, fmt::format("{}-memory-{}", id, chart_id_of(device_label(timeline.device_type, timeline.device))),
-                                 timeline, report.origin_ns);
-  }
-  for (const TableSection& peak : memory_peak_sections(rank)) html_section(html, peak);
-  for (const TableSection& growth : memory_growth_sections(rank)) html_section(html, growth);
   if (rank.dropped_events != 0 || rank.dropped_gpu_records != 0)
     html.element("p", fmt::format("Lost while recording: {} events, {} GPU records (the numbers above miss them).",
                                   rank.dropped_events, rank.dropped_gpu_records),
@@ -843,6 +842,30 @@ inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& repor
                              "reached its limit (ProfilerOptions::name_table_bytes).",
                              rank.overflowed_names, rank.overflowed_names == 1 ? "name was" : "names were"),
                  "class=\"muted\"");
+}
+
+/// The parts of a rank's report, each in its view of the page.
+enum class RankPart : std::uint8_t { Overview, Operator, Memory, FlameGraph, Roofline };
+
+inline void html_rank(HtmlOut& html, const RankReport& rank, const Report& report, RankPart part) {
+  const std::string id = fmt::format("rank-{}", rank.rank);
+  constexpr std::array<std::string_view, 5> kPartIds = {"", "-ops", "-memory", "-flame", "-roofline"};
+  html.format("<section id=\"{}{}\">\n", id, kPartIds[static_cast<std::size_t>(part)]);
+  if (report.ranks.size() > 1 || rank.world_size > 1)
+    html.element("h2", rank.world_size > 1 ? fmt::format("Rank {} of {}", rank.rank, rank.world_size) : fmt::format("Rank {}", rank.rank));
+  switch (part) {
+    case RankPart::Overview: html_rank_overview(html, rank, report, id); break;
+    case RankPart::Operator: html_rank_ops(html, rank); break;
+    case RankPart::Memory: html_rank_memory(html, rank, report, id); break;
+    case RankPart::FlameGraph: html_rank_flame_graphs(html, rank, id); break;
+    case RankPart::Roofline:
+      if (rank.roofline.rows.empty())
+        html.element("p", "No kernel with a known FLOP or byte count on a GPU of known peaks: nothing to set against the roofline.",
+                     "class=\"muted\"");
+      else
+        html_section(html, limits_section(rank, report.options.top_rows));
+      break;
+  }
   html.raw("</section>\n");
 }
 
@@ -952,12 +975,77 @@ inline void html_collectives(HtmlOut& html, const Report& report) {
 
 }  // namespace detail
 
-/// The report as one self-contained HTML page.
+namespace detail {
+
+/// The figures a reader looks at first: the model FLOP utilization, the median step, GPU busy
+/// and what bounds the step.
+inline void html_key_figures(HtmlOut& html, const Report& report) {
+  const analysis::Verdict& verdict = report.verdict;
+  const auto card = [&](std::string_view figure, std::string_view what) {
+    html.raw("<div class=\"card\">");
+    html.element("div", figure, "class=\"figure\"");
+    html.element("div", what, "class=\"what\"");
+    html.raw("</div>");
+  };
+  html.raw("<div class=\"cards\">");
+  card(verdict.mfu ? fmt::format("{:.1f}%", 100.0 * *verdict.mfu) : std::string("unknown"),
+       verdict.mfu ? "model FLOP utilization (MFU)" : "MFU: no FLOPs in the trace (record with with_flops)");
+  if (verdict.bound != analysis::Bound::NoSteps) {
+    card(short_ms(verdict.median_step_ns), fmt::format("median step, of {}", verdict.steps));
+    if (verdict.gpu_busy) card(fmt::format("{:.1f}%", 100.0 * *verdict.gpu_busy), "GPU busy");
+    const std::string_view bound = [&] {
+      switch (verdict.bound) {
+        case analysis::Bound::GpuCompute: return "GPU compute";
+        case analysis::Bound::CommunicationWait: return "communication";
+        case analysis::Bound::MemoryCopies: return "memory copies";
+        case analysis::Bound::Input: return "input";
+        case analysis::Bound::Host: return "the host";
+        case analysis::Bound::NoSteps: break;
+      }
+      return "";
+    }();
+    card(fmt::format("{:.1f}%", verdict.bound_share), fmt::format("of the step bound by {}", bound));
+  }
+  html.raw("</div>\n");
+  if (verdict.top_actions != 0) {
+    const analysis::Recommendation& top = report.recommendations.front();
+    html.raw("<p class=\"top-action\"><strong>Top recommendation: ");
+    html.text(saving_of(top));
+    html.raw("</strong> ");
+    html.text(top.action);
+    html.raw("</p>\n");
+  }
+}
+
+struct ViewTab {
+  std::string_view id;
+  std::string_view title;
+};
+
+inline constexpr ViewTab kViewTabs[] = {{"overview", "Overview"}, {"operator", "Operator"}, {"kernel", "Kernel"},
+                                        {"trace", "Trace"},       {"memory", "Memory"},     {"module", "Module"},
+                                        {"distributed", "Distributed"}, {"flame", "Flame graph"}, {"roofline", "Roofline"},
+                                        {"diff", "Diff"}};
+
+inline void open_view(HtmlOut& html, std::string_view id, std::string_view title) {
+  html.format("<section class=\"view\" id=\"{}\">\n", id);
+  html.element("h2", title, "class=\"view-title\"");
+}
+
+inline constexpr std::string_view kNeedsScripts =
+    "<noscript><p class=\"muted\">This view is drawn by the page's script, which is off.</p></noscript>\n"
+    "<div class=\"interactive-view\"></div>\n";
+
+}  // namespace detail
+
+/// The report as one self-contained HTML page: the views of TensorBoard's profiler plugin as tabs
+/// (viewer.hpp), each rank's figures in them.
 inline std::string render_html(const Report& report) {
   fmt::memory_buffer out;
   detail::HtmlOut html(out);
   const std::string title = report.options.title.empty() ? "dlprof report" : "dlprof report: " + report.options.title;
   html.begin_page(title);
+  html.format("<style>{}</style>\n", detail::kViewerStyle);
   html.element("p",
                fmt::format("{} rank{}; HTA's analyses {}. dlprof {}.", report.ranks.size(), report.ranks.size() == 1 ? "" : "s",
                            report.options.analysis.hta_compat
@@ -965,17 +1053,12 @@ inline std::string render_html(const Report& report) {
                                : "over every complete step, in exact ns",
                            DLPROF_VERSION_STRING),
                "class=\"meta\"");
-  html.format("<details class=\"meta\"><summary>Step times and GPU summary by TensorBoard's rules but for {} deviations</summary><ul>\n",
-              std::size(analysis::kTensorBoardDeviations));
-  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations)
-    html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
-  html.raw("</ul></details>\n");
-  html.format("<details class=\"meta\"><summary>HTA's analyses by HTA's definitions but for {} deviations</summary><ul>\n",
-              std::size(analysis::kHtaDeviations));
-  for (const analysis::HtaDeviation& deviation : analysis::kHtaDeviations)
-    html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
-  html.raw("</ul></details>\n");
+  html.raw("<nav class=\"tabs\">");
+  for (const detail::ViewTab& tab : detail::kViewTabs) html.format("<a href=\"#{}\">{}</a>", tab.id, tab.title);
+  html.raw("</nav>\n");
 
+  detail::open_view(html, "overview", "Overview");
+  detail::html_key_figures(html, report);
   const analysis::Verdict& verdict = report.verdict;
   html.raw("<section id=\"verdict\">\n");
   html.element("h2", "Verdict");
@@ -1025,18 +1108,72 @@ inline std::string render_html(const Report& report) {
     html.raw("</ol>\n");
   }
   html.raw("</section>\n");
+  for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report, detail::RankPart::Overview);
+  if (report.ranks.empty()) html.element("p", "No trace to report on.", "class=\"muted\"");
+  html.format("<details class=\"meta\"><summary>Step times and GPU summary by TensorBoard's rules but for {} deviations</summary><ul>\n",
+              std::size(analysis::kTensorBoardDeviations));
+  for (const analysis::TensorBoardDeviation& deviation : analysis::kTensorBoardDeviations)
+    html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
+  html.raw("</ul></details>\n");
+  html.format("<details class=\"meta\"><summary>HTA's analyses by HTA's definitions but for {} deviations</summary><ul>\n",
+              std::size(analysis::kHtaDeviations));
+  for (const analysis::HtaDeviation& deviation : analysis::kHtaDeviations)
+    html.element("li", fmt::format("{}: {}.", deviation.what, deviation.why));
+  html.raw("</ul></details>\n</section>\n");
 
+  detail::open_view(html, "operator", "Operator");
+  html.raw(detail::kNeedsScripts);
+  html.raw("<noscript>\n");
+  for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report, detail::RankPart::Operator);
+  html.raw("</noscript>\n</section>\n");
+
+  detail::open_view(html, "kernel", "Kernel");
+  html.raw(detail::kNeedsScripts);
+  html.raw("</section>\n");
+
+  detail::open_view(html, "trace", "Trace");
+  html.raw(detail::kNeedsScripts);
+  html.raw("</section>\n");
+
+  detail::open_view(html, "memory", "Memory");
+  for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report, detail::RankPart::Memory);
+  html.raw("</section>\n");
+
+  detail::open_view(html, "module", "Module");
+  html.raw(detail::kNeedsScripts);
+  html.raw("</section>\n");
+
+  detail::open_view(html, "distributed", "Distributed");
   if (report.comparison) detail::html_comparison(html, report);
   if (report.collectives && !report.collectives->empty()) detail::html_collectives(html, report);
-  for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report);
-  if (report.ranks.empty()) html.element("p", "No trace to report on.", "class=\"muted\"");
+  if (!report.comparison)
+    html.element("p", "One rank: a report over the traces of several ranks (a directory of them) compares them here, with their "
+                      "collectives and the straggler.", "class=\"muted\"");
+  html.raw("</section>\n");
 
-  html.raw("<pre id=\"render-check\" hidden>charts not measured: scripts are off</pre>\n");
+  detail::open_view(html, "flame", "Flame graph");
+  for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report, detail::RankPart::FlameGraph);
+  html.raw("</section>\n");
+
+  detail::open_view(html, "roofline", "Roofline");
+  for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report, detail::RankPart::Roofline);
+  html.raw("</section>\n");
+
+  detail::open_view(html, "diff", "Diff");
+  html.element("p", "Two runs compared step by step: dlprof-report --diff BASE NEW --format html writes that page; this view will hold it "
+                    "beside the run's own.", "class=\"muted\"");
+  html.raw("</section>\n");
+
+  html.raw("<script type=\"application/json\" id=\"dlprof-views\">");
+  detail::write_views_data(out, report);
+  html.raw("</script>\n");
   const bool flame_graphs = std::any_of(report.ranks.begin(), report.ranks.end(), [](const RankReport& rank) {
     return !rank.cpu_flame_graph.empty() || !rank.gpu_flame_graph.empty() || !rank.memory_flame_graph.empty();
   });
   if (flame_graphs) html.format("<script>{}</script>\n", detail::kFlameGraphScript);
-  html.format("<script>{}</script>\n</body>\n</html>\n", detail::kRenderCheckScript);
+  html.raw("<script>");
+  for (const std::string_view piece : detail::kViewerScript) html.raw(piece);
+  html.raw("</script>\n</body>\n</html>\n");
   return fmt::to_string(out);
 }
 

@@ -4,7 +4,11 @@
 //
 // Keys that stay (more may come): times in µs (`*_us`, exact to the ns), shares in % (`*_pct`),
 // absent values null.
-//   {"dlprof_version", "title", "hta_compat",
+//   {"dlprof_version",
+//    "schema_version": kReportSchemaVersion; docs/report.schema.json is its JSON Schema. A change
+//                 that a reader of an earlier version would misread (a key renamed, removed or
+//                 given another type or meaning) takes the next number; new keys do not,
+//    "title", "hta_compat",
 //    "tensorboard_deviations": [{"what", "why"}]: where the step breakdown and GPU summary depart
 //                 from TensorBoard's rules on purpose,
 //    "hta_deviations": [{"what", "why"}]: where the HTA-style analyses depart from HTA's,
@@ -167,6 +171,11 @@
 #include "dlprof/report/make_report.hpp"
 
 DLPROF_BEGIN_NAMESPACE
+
+/// The version of the report's JSON (its key "schema_version"), which docs/report.schema.json
+/// describes.
+inline constexpr std::int64_t kReportSchemaVersion = 1;
+
 namespace detail {
 
 /// Indented JSON: objects and arrays with their commas, one member or element a line.
@@ -1224,6 +1233,8 @@ inline std::string render_json(const Report& report) {
   detail::JsonTree json(out);
   json.begin_object();
   json.member("dlprof_version", DLPROF_VERSION_STRING);
+  json.key("schema_version");
+  json.integer(kReportSchemaVersion);
   json.member("title", report.options.title);
   json.key("hta_compat");
   json.boolean(report.options.analysis.hta_compat);
