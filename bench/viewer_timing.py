@@ -2,6 +2,7 @@
 """How fast dlprof-report's page opens and draws in headless Chromium, and how much it weighs.
 
   viewer_timing.py DLPROF_REPORT TRACE [--runs N] [--out DIR]
+  viewer_timing.py DLPROF_REPORT --synthetic STEPS [--runs N] [--out DIR]
 
 Writes the page of TRACE (DLPROF_REPORT --format html), then, N times in a fresh tab:
   - Overview: from the navigation's start to the first frame drawn after the page's load event
@@ -11,8 +12,13 @@ Writes the page of TRACE (DLPROF_REPORT --format html), then, N times in a fresh
   - a zoom: from the "+" button's click to the frame after it, and a pan by dragging;
 and prints each figure's median and largest, with the page's size. Debian's Chromium, through
 Playwright, as the tests run it (build/venv-trace-tools has Playwright).
+
+--synthetic STEPS times a trace larger than a browser holds at ease: STEPS steps of 1,000 ops
+each on one thread, an op and the runtime call inside it launching a kernel (3,001 slices a
+step), written in torch.profiler's format to OUT/synthetic.json.
 """
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -22,16 +28,44 @@ import tempfile
 NEXT_FRAMES = "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 
+def write_synthetic_trace(path, steps):
+    events = []
+    time = 0.0
+    correlation = 0
+    for step in range(steps):
+        start = time
+        for op in range(1000):
+            correlation += 1
+            events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op_{op % 40}", "pid": 1, "tid": 1, "ts": time + 1,
+                           "dur": 8, "args": {"External id": correlation}})
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": time + 2,
+                           "dur": 3, "args": {"correlation": correlation, "External id": correlation}})
+            events.append({"ph": "X", "cat": "kernel", "name": f"kernel_{op % 40}", "pid": 0, "tid": 7, "ts": time + 6,
+                           "dur": 7, "args": {"device": 0, "stream": 7, "correlation": correlation, "External id": correlation,
+                                              "grid": [64, 1, 1], "block": [256, 1, 1]}})
+            time += 10
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": start,
+                       "dur": time - start})
+        time += 5
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump({"schemaVersion": 1, "deviceProperties": [], "traceEvents": events}, file)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("report")
-    parser.add_argument("trace")
+    parser.add_argument("trace", nargs="?")
+    parser.add_argument("--synthetic", type=int, metavar="STEPS")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--out", default=None, help="where the page is written (default: a temporary directory)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     out = args.out or tempfile.mkdtemp(prefix="dlprof-viewer-")
+    os.makedirs(out, exist_ok=True)
+    if args.synthetic:
+        args.trace = os.path.join(out, "synthetic.json")
+        write_synthetic_trace(args.trace, args.synthetic)
     page_path = os.path.join(out, "report.html")
     subprocess.run([args.report, "--format", "html", "-o", page_path, args.trace], check=True)
     size = os.path.getsize(page_path)

@@ -18,7 +18,8 @@ For each TRACE (a trace file, or a directory of one run's traces) it writes the 
   - Flame graph: clicks a box of each graph, which then spans the graph;
   - opens the page with a view's hash (#kernel), which shows that view first;
 and fails on any console error or uncaught exception. It saves a screenshot of each view as
-OUT/<name>-<view>.png for a person to look at.
+OUT/<name>-<view>.png (and OUT/<name>-operator-detail.png, an op clicked) for a person to look
+at.
 
 Exits 77 (the test is skipped) where Playwright or Chromium is not installed; 1 with a message
 naming the problem otherwise.
@@ -28,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 SKIPPED = 77
 VIEWS = ["overview", "operator", "kernel", "trace", "memory", "module", "distributed", "flame", "roofline", "diff"]
@@ -68,6 +70,8 @@ class PageCheck:
 
     def show(self, view):
         self.page.click(f"nav.tabs a[href='#{view}']")
+        # The hash changes at once; the page switches views on the hashchange event that follows.
+        self.page.wait_for_function("id => document.getElementById(id).classList.contains('active')", arg=view)
         shown = self.page.eval_on_selector_all("section.view", "views => views.filter(v => getComputedStyle(v).display !== 'none').map(v => v.id)")
         self.expect(shown == [view], f"the {view} tab shows {shown}")
         self.expect(self.page.evaluate("location.hash") == f"#{view}", f"the {view} tab does not set the URL's hash")
@@ -112,6 +116,8 @@ class PageCheck:
         self.page.click(f"{table} tbody tr >> nth=0")
         detail = self.page.inner_text(view + ".detail")
         self.expect(first[0] in detail, f"clicking {first[0]} shows: {detail[:200]}")
+        self.page.locator(view + ".detail").scroll_into_view_if_needed()
+        self.page.screenshot(path=os.path.join(self.screenshots, f"{self.name}-operator-detail.png"))
         launched = "Kernels it launched" in detail
         self.expect(launched or "launched no GPU work" in detail, f"the op's detail names no kernels: {detail[:300]}")
         self.expect("Call sites" in detail or "No call sites" in detail, f"the op's detail names no call sites: {detail[:300]}")
@@ -135,7 +141,7 @@ class PageCheck:
         if link.count():
             op = rows[0][1]
             link.click()
-            self.expect(self.page.evaluate("location.hash") == "#operator", "the op's link does not open the Operator view")
+            self.page.wait_for_function("() => document.getElementById('operator').classList.contains('active')")
             names = [row[0] for row in self.rows("section#operator .interactive-view > .table-box table.interactive tbody tr")]
             self.expect(names and all(name == op for name in names), f"the link to {op} shows the ops {names[:5]}")
             self.page.fill("section#operator input.filter", "")
@@ -183,7 +189,8 @@ class PageCheck:
                         f"no call of {target} among the first matches links to a kernel: {detail[:400]}")
             self.page.click(view + ".detail ul.links li:has-text('launched') a >> nth=0")
             kernel = self.page.inner_text(view + ".detail")
-            self.expect("launched by: " in kernel, f"the kernel links back to no launch: {kernel[:400]}")
+            self.expect("launched by: " in kernel and "launched inside op: " in kernel,
+                        f"the kernel links back to no launch and op: {kernel[:400]}")
 
     def check_module(self):
         toggles = self.page.locator("section#module table.modules .toggle:has-text('\u25BE')")
@@ -225,6 +232,7 @@ class PageCheck:
         return len(zoomed)
 
     def run(self):
+        started = time.monotonic()
         self.open()
         charts = 0
         for view in VIEWS:
@@ -247,7 +255,8 @@ class PageCheck:
         if self.problems:
             fail(f"{self.name}: " + "; ".join(self.problems[:10]))
         print(f"ok: {self.name}: {len(VIEWS)} views, {charts} charts drawn, {flame_graphs} flame graphs zoomed, "
-              f"{'an op with kernels followed' if op_with_kernels else 'no GPU kernels'}, console clean")
+              f"{'an op with kernels followed' if op_with_kernels else 'no GPU kernels'}, console clean "
+              f"({time.monotonic() - started:.1f} s)")
 
 
 def page_name(trace):

@@ -63,7 +63,7 @@ table.interactive th.sortable{cursor:pointer;user-select:none}table.interactive 
 table.interactive tr.clickable:hover td{background:#f3f6fc}table.interactive tr.selected td{background:#e3ebfa}
 table.interactive td.label{text-align:left;white-space:normal;overflow-wrap:anywhere;min-width:120px;max-width:520px}
 table.modules td.module{white-space:nowrap}table.modules .toggle{cursor:pointer;display:inline-block;width:14px}
-.detail{border-top:2px solid #e3e3e8;margin-top:10px}.detail h3{overflow-wrap:anywhere}
+.detail{border-top:2px solid #e3e3e8;margin-top:10px}.detail h3{overflow-wrap:anywhere;font-size:14px;max-height:6em;overflow-y:auto}
 table.facts th{background:none;text-align:left;color:#555}table.facts td.label{white-space:normal;overflow-wrap:anywhere;max-width:900px}
 .steps{display:flex;flex-wrap:wrap;gap:3px;margin:4px 0}.steps button.step{font-size:11.5px;padding:1px 6px}
 .axis-row{display:flex}.axis-pad{width:220px;flex:none}
@@ -138,7 +138,7 @@ R"js((function () {
     this.onRow = onRow;
     this.sortColumn = -1;
     this.descending = true;
-    this.limit = 500;
+    this.limit = 300;
     this.node = el('div', {'class': 'table-box'});
   }
   SortableTable.prototype.show = function (rows) {
@@ -705,6 +705,16 @@ R"js(  Timeline.prototype.pick = function (x, y) {
     }
     if (row.device) {
       if (row.corr && row.corr[i]) push(this.index.corr.get(row.corr[i]), 'launched by', function (other) { return !other.device; });
+      // The innermost op around each launching call.
+      out.slice().forEach(function (launch) {
+        var callRow = rows[launch.row], j = launch.index, at = callRow.start[j];
+        for (var k = j - 1, steps = 0; k >= 0 && steps < 20000; k--, steps++) {
+          if (callRow.depth[k] < callRow.depth[j] && callRow.start[k] + callRow.dur[k] >= at && kKinds[callRow.kind[k]] === 'op') {
+            out.push({row: launch.row, index: k, label: 'launched inside op'});
+            break;
+          }
+        }
+      });
       if (row.ext && row.ext[i]) push(this.index.ext.get(row.ext[i]), 'launched inside', function (other, j) { return !other.device && kKinds[other.kind[j]] !== 'runtime'; });
     } else if (kind === 'runtime') {
       if (row.corr && row.corr[i]) push(this.index.corr.get(row.corr[i]), 'launched', function (other) { return other.device; });
