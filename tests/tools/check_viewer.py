@@ -13,7 +13,8 @@ For each TRACE (a trace file, or a directory of one run's traces) it writes the 
     its op in the Operator view;
   - Trace: zooms to a step, clicks a slice on the first row and reads its details, zooms in with
     the keyboard and the buttons (the drawing changes), searches a name and steps to a match; on
-    a trace with GPU work, follows a launching op's flow to its kernel and back;
+    a trace with GPU work, follows a launching op's flow to its kernel and back; where autograd
+    numbers the ops, follows a backward op to its forward and back;
   - Module: folds the first module with children, whose rows then hide;
   - Flame graph: clicks a box of each graph, which then spans the graph;
   - opens the page with a view's hash (#kernel), which shows that view first;
@@ -88,7 +89,7 @@ class PageCheck:
 
     def check_operator(self):
         view = "section#operator "
-        table = view + ".interactive-view > .table-box table.interactive"
+        table = view + ".interactive-view > .master-detail > .table-box table.interactive"
         self.expect(self.page.locator(table).count() == 1, "the Operator view has no table")
         headers = self.page.eval_on_selector_all(table + " thead th", "cells => cells.map(c => c.textContent)")
         calls = next(i for i, text in enumerate(headers) if text.startswith("Calls"))
@@ -110,14 +111,15 @@ class PageCheck:
                 chosen = row
                 break
         first = self.rows(table + " tbody tr")[chosen]
+        self.page.click(f"{table} tbody tr >> nth={chosen}")
+        self.page.evaluate("window.scrollTo(0, 0)")
+        self.page.screenshot(path=os.path.join(self.screenshots, f"{self.name}-operator-detail.png"))
         self.page.fill(view + "input.filter", "^" + re.escape(first[0]) + "$")
         filtered = [row[0] for row in self.rows(table + " tbody tr")]
         self.expect(filtered == [first[0]], f"the filter '^{first[0]}$' leaves {filtered[:5]}")
         self.page.click(f"{table} tbody tr >> nth=0")
         detail = self.page.inner_text(view + ".detail")
         self.expect(first[0] in detail, f"clicking {first[0]} shows: {detail[:200]}")
-        self.page.locator(view + ".detail").scroll_into_view_if_needed()
-        self.page.screenshot(path=os.path.join(self.screenshots, f"{self.name}-operator-detail.png"))
         launched = "Kernels it launched" in detail
         self.expect(launched or "launched no GPU work" in detail, f"the op's detail names no kernels: {detail[:300]}")
         self.expect("Call sites" in detail or "No call sites" in detail, f"the op's detail names no call sites: {detail[:300]}")
@@ -142,7 +144,7 @@ class PageCheck:
             op = rows[0][1]
             link.click()
             self.page.wait_for_function("() => document.getElementById('operator').classList.contains('active')")
-            names = [row[0] for row in self.rows("section#operator .interactive-view > .table-box table.interactive tbody tr")]
+            names = [row[0] for row in self.rows("section#operator .interactive-view > .master-detail > .table-box table.interactive tbody tr")]
             self.expect(names and all(name == op for name in names), f"the link to {op} shows the ops {names[:5]}")
             self.page.fill("section#operator input.filter", "")
 
@@ -191,6 +193,25 @@ class PageCheck:
             kernel = self.page.inner_text(view + ".detail")
             self.expect("launched by: " in kernel and "launched inside op: " in kernel,
                         f"the kernel links back to no launch and op: {kernel[:400]}")
+
+    def check_backward(self):
+        """A backward op's flow to its forward op and back, where the trace numbers them."""
+        view = "section#trace "
+        self.page.fill(view + "input.search", "Backward")
+        self.page.press(view + "input.search", "Enter")
+        if not self.page.inner_text(view + ".matches").startswith("1 of"):
+            return False
+        for _ in range(20):
+            detail = self.page.inner_text(view + ".detail")
+            if "its forward: " in detail:
+                backward = detail.splitlines()[0]
+                self.page.click(view + ".detail ul.links li:has-text('its forward: ') a >> nth=0")
+                forward = self.page.inner_text(view + ".detail")
+                self.expect("its backward: " in forward and backward in forward,
+                            f"the forward op of {backward} does not link back to it: {forward[:400]}")
+                return True
+            self.page.press(view + "input.search", "Enter")
+        return False
 
     def check_module(self):
         toggles = self.page.locator("section#module table.modules .toggle:has-text('\u25BE')")
@@ -244,6 +265,7 @@ class PageCheck:
                 self.show("kernel")
             elif view == "trace":
                 self.check_trace(op_with_kernels)
+                backward = self.check_backward()
                 self.page.screenshot(path=os.path.join(self.screenshots, f"{self.name}-trace.png"))
             elif view == "module":
                 self.check_module()
@@ -255,7 +277,8 @@ class PageCheck:
         if self.problems:
             fail(f"{self.name}: " + "; ".join(self.problems[:10]))
         print(f"ok: {self.name}: {len(VIEWS)} views, {charts} charts drawn, {flame_graphs} flame graphs zoomed, "
-              f"{'an op with kernels followed' if op_with_kernels else 'no GPU kernels'}, console clean "
+              f"{'an op with kernels followed' if op_with_kernels else 'no GPU kernels'}, "
+              f"{'a backward op to its forward and back' if backward else 'no forward-backward pair'}, console clean "
               f"({time.monotonic() - started:.1f} s)")
 
 

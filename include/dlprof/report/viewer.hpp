@@ -63,6 +63,9 @@ table.interactive th.sortable{cursor:pointer;user-select:none}table.interactive 
 table.interactive tr.clickable:hover td{background:#f3f6fc}table.interactive tr.selected td{background:#e3ebfa}
 table.interactive td.label{text-align:left;white-space:normal;overflow-wrap:anywhere;min-width:120px;max-width:520px}
 table.modules td.module{white-space:nowrap}table.modules .toggle{cursor:pointer;display:inline-block;width:14px}
+.master-detail{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}.master-detail>.table-box{flex:3 1 640px;min-width:0;overflow-x:auto}
+.master-detail>.detail{flex:2 1 360px;min-width:0;position:sticky;top:48px;max-height:calc(100vh - 60px);overflow:auto;border-top:none;margin-top:0}
+.master-detail>.detail:empty{display:none}
 .detail{border-top:2px solid #e3e3e8;margin-top:10px}.detail h3{overflow-wrap:anywhere;font-size:14px;max-height:6em;overflow-y:auto}
 table.facts th{background:none;text-align:left;color:#555}table.facts td.label{white-space:normal;overflow-wrap:anywhere;max-width:900px}
 .steps{display:flex;flex-wrap:wrap;gap:3px;margin:4px 0}.steps button.step{font-size:11.5px;padding:1px 6px}
@@ -296,10 +299,12 @@ R"js((function () {
         table = new SortableTable(columnsFor(r), function (op) { showDetail(r, op); });
         table.group = group;
         table.sortColumn = group === 'name' ? 2 : 3;
-        if (previous) previous.node.replaceWith(table.node); else { host.appendChild(table.node); host.appendChild(detail); }
+        if (previous) previous.node.replaceWith(table.node);
+        else host.appendChild(el('div', {'class': 'master-detail'}, [table.node, detail]));
       }
       var rows = grouped(r);
-      summary.textContent = rows.length + ' rows. Click a column to sort by it, a row for its kernels and call sites.';
+      summary.textContent = rows.length + (rows.length === 1 ? ' row' : ' rows') +
+        '. Click a column to sort by it, a row for its kernels and call sites.';
       table.show(rows);
     }
     refresh();
@@ -342,8 +347,7 @@ R"js(  // ---- Kernel view ----
       if (!table) {
         table = new SortableTable(columns, function (x) { showDetail(r, x); });
         table.sortColumn = 8;
-        host.appendChild(table.node);
-        host.appendChild(detail);
+        host.appendChild(el('div', {'class': 'master-detail'}, [table.node, detail]));
       }
       table.columns = columns;
       var rows = k.rows.filter(function (x) {
