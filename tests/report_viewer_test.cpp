@@ -174,7 +174,9 @@ TEST(RankViewsTest, OpsSplitByInputShapeAndKernelsByTheOpThatLaunchedThem) {
 TEST(ReportHtmlTest, EveryViewIsATabAndNoNameInTheDataEndsItsScript) {
   const std::string hostile = "</script><script>alert(1)</script><!--";
   dlprof::Trace trace = training_steps().op(hostile, 18 * kMs, 19 * kMs).trace();
-  const std::string html = dlprof::render_html(dlprof::make_report(std::move(trace)));
+  dlprof::ReportOptions options;
+  options.views = dlprof::rank_views_of;
+  const std::string html = dlprof::render_html(dlprof::make_report(std::move(trace), options));
   for (const std::string_view view :
        {"overview", "operator", "kernel", "trace", "memory", "module", "distributed", "flame", "roofline", "diff"}) {
     EXPECT_THAT(html, HasSubstr("<a href=\"#" + std::string(view) + "\">"));
@@ -188,9 +190,7 @@ TEST(ReportHtmlTest, EveryViewIsATabAndNoNameInTheDataEndsItsScript) {
   EXPECT_THAT(json, HasSubstr("\"gemm_kernel\""));
   EXPECT_THAT(html, Not(HasSubstr("render-check")));
   // A page made without the views' data still opens, its views empty.
-  dlprof::ReportOptions options;
-  options.views = false;
-  const std::string without = dlprof::render_html(dlprof::make_report(training_steps().trace(), options));
+  const std::string without = dlprof::render_html(dlprof::make_report(training_steps().trace()));
   EXPECT_THAT(without, HasSubstr("{\"rank\": 0, \"texts\": []}"));
 }
 

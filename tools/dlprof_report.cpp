@@ -522,7 +522,7 @@ dlprof::ReportOptions report_options(const Options& options) {
   report.analysis.hta_compat = options.hta_compat;
   report.top_rows = options.top_rows.value_or(report.top_rows);
   report.peaks = options.peaks;
-  report.views = options.format == Format::Html;
+  if (options.format == Format::Html) report.views = dlprof::rank_views_of;
   report.timeline.steps = options.steps;
   return report;
 }

@@ -6,7 +6,10 @@
 //   make_report.hpp  Report, ReportOptions, make_report(trace) / make_report(ranks)
 //   text.hpp         render_text: terminal tables (also fmt::formatter<Report>)
 //   json.hpp         render_json: for scripts (its keys are listed there)
-//   html.hpp         render_html: one self-contained page with inline SVG charts
+//   html.hpp         render_html: one self-contained page, the views of TensorBoard's profiler
+//                    plugin as tabs (viewer.hpp: their script and data; views.hpp and
+//                    timeline.hpp: what the interactive ones hold; ReportOptions::views =
+//                    rank_views_of makes it)
 //   kernel_table.hpp render_kernel_table_text/csv/json/html: PyProf's kernel table with the
 //                    roofline beside each kernel (dlprof-report --kernels)
 //   diff.hpp         render_diff_text/json/html: two runs compared per step (dlprof-report --diff)

@@ -1036,6 +1036,13 @@ inline constexpr std::string_view kNeedsScripts =
     "<noscript><p class=\"muted\">This view is drawn by the page's script, which is off.</p></noscript>\n"
     "<div class=\"interactive-view\"></div>\n";
 
+/// A view the page's script draws whole.
+inline void scripted_view(HtmlOut& html, std::string_view id, std::string_view title) {
+  open_view(html, id, title);
+  html.raw(kNeedsScripts);
+  html.raw("</section>\n");
+}
+
 }  // namespace detail
 
 /// The report as one self-contained HTML page: the views of TensorBoard's profiler plugin as tabs
@@ -1127,21 +1134,15 @@ inline std::string render_html(const Report& report) {
   for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report, detail::RankPart::Operator);
   html.raw("</noscript>\n</section>\n");
 
-  detail::open_view(html, "kernel", "Kernel");
-  html.raw(detail::kNeedsScripts);
-  html.raw("</section>\n");
+  detail::scripted_view(html, "kernel", "Kernel");
 
-  detail::open_view(html, "trace", "Trace");
-  html.raw(detail::kNeedsScripts);
-  html.raw("</section>\n");
+  detail::scripted_view(html, "trace", "Trace");
 
   detail::open_view(html, "memory", "Memory");
   for (const RankReport& rank : report.ranks) detail::html_rank(html, rank, report, detail::RankPart::Memory);
   html.raw("</section>\n");
 
-  detail::open_view(html, "module", "Module");
-  html.raw(detail::kNeedsScripts);
-  html.raw("</section>\n");
+  detail::scripted_view(html, "module", "Module");
 
   detail::open_view(html, "distributed", "Distributed");
   if (report.comparison) detail::html_comparison(html, report);

@@ -58,10 +58,12 @@
 #include "dlprof/detail/sorted_runs.hpp"
 #include "dlprof/format/vocabulary.hpp"
 #include "dlprof/key_averages.hpp"
-#include "dlprof/report/views.hpp"
+#include "dlprof/report/timeline.hpp"
 #include "dlprof/trace.hpp"
 
 DLPROF_BEGIN_NAMESPACE
+
+struct RankViews;
 
 struct ReportOptions {
   /// What the analyses see; `analysis.hta_compat` applies HTA's conventions (dlprof-report
@@ -74,11 +76,14 @@ struct ReportOptions {
   /// The roofs of every rank's GPUs (dlprof-report --peaks: a GPU dlprof does not know, or other
   /// figures for one it does); none: each GPU's own from analysis/device_peaks.hpp.
   std::optional<analysis::DevicePeaks> peaks;
-  /// What the page's interactive views need (RankReport::views): every op by input shapes and
-  /// call site, the kernel table, the module tree and the timeline. render_text and render_json
-  /// do not use them.
-  bool views = true;
-  TimelineOptions timeline;
+  /// Makes what the page's interactive views hold of a rank (RankReport::views) while its events
+  /// are held: dlprof::rank_views_of (report/views.hpp; every op by input shapes and call site,
+  /// the kernel table, the module tree and the timeline). None: the page's Operator, Kernel,
+  /// Trace and Module views are empty, as render_text and render_json need none of it. A pointer,
+  /// so that a file that makes only text reports does not compile them.
+  using ViewsMaker = std::shared_ptr<const RankViews> (*)(const Trace&, const analysis::KernelAttribution&, const ReportOptions&);
+  ViewsMaker views = nullptr;
+  TimelineOptions timeline;  ///< what rank_views_of keeps of the timeline
 };
 
 /// The device time of every kernel sharing one name.
@@ -187,7 +192,7 @@ struct RankReport {
   /// A slow step's dump: that step against the median of the others, the keys that grew.
   std::optional<analysis::SlowStep> slow_step;
   ReadResult read;                       ///< what reading the trace file left out or changed
-  std::shared_ptr<const RankViews> views;  ///< ReportOptions::views; null without
+  std::shared_ptr<const RankViews> views;  ///< made by ReportOptions::views; null without
 
   /// The mean GPU utilization of the rank's GPUs over its steps, [0, 1]; none without kernels.
   std::optional<double> gpu_utilization() const noexcept {
@@ -592,10 +597,7 @@ inline std::vector<AnalysedRank> analyse_each(const std::vector<const Trace*>& t
         if (rank->report.slow_step) rank->report.slow_step->hung = hung;
       });
     if (options.views)
-      rounds[1].emplace_back([rank, trace, attribution, &options] {
-        rank->report.views = std::make_shared<const RankViews>(
-            rank_views(*trace, *attribution, options.timeline, options.peaks ? &*options.peaks : nullptr));
-      });
+      rounds[1].emplace_back([rank, trace, attribution, &options] { rank->report.views = options.views(*trace, *attribution, options); });
     rounds[1].emplace_back([rank, trace, attribution, &options] {
       rank->report.steady = analysis::steady_state(*trace, rank->report.steps);
       rank->findings = analysis::recommendations(*trace, rank->report.steps, *attribution, rank->report.hta.overlap,

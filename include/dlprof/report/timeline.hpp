@@ -279,6 +279,12 @@ inline Timeline timeline(const Trace& trace, const TimelineOptions& options = {}
     slice.kind = SliceKind::RuntimeCall;
     cpu[call.thread].slices.push_back(slice);
   }
+  const auto add_row = [&result](TimelineRow&& row) {
+    detail::sort_by_start(row.slices);
+    detail::nest(row.slices);
+    result.slices_kept += row.slices.size();
+    result.rows.push_back(std::move(row));
+  };
   // The thread that calls step() first, then the others in the trace's order.
   std::vector<std::size_t> thread_order(cpu.size());
   for (std::size_t t = 0; t < cpu.size(); ++t) thread_order[t] = t;
@@ -290,10 +296,7 @@ inline Timeline timeline(const Trace& trace, const TimelineOptions& options = {}
     if (row.slices.empty()) continue;
     const ThreadInfo& thread = trace.threads[t];
     row.label = thread.name.empty() ? fmt::format("thread {}", thread.os_tid) : fmt::format("thread {} ({})", thread.os_tid, thread.name);
-    detail::sort_by_start(row.slices);
-    detail::nest(row.slices);
-    result.slices_kept += row.slices.size();
-    result.rows.push_back(std::move(row));
+    add_row(std::move(row));
   }
 
   // GPU rows: each device's streams.
@@ -344,12 +347,7 @@ inline Timeline timeline(const Trace& trace, const TimelineOptions& options = {}
     row->second.slices.push_back(slice);
   }
   std::sort(streams.begin(), streams.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [key, row] : streams) {
-    detail::sort_by_start(row.slices);
-    detail::nest(row.slices);
-    result.slices_kept += row.slices.size();
-    result.rows.push_back(std::move(row));
-  }
+  for (auto& stream : streams) add_row(std::move(stream.second));
   if (!result.left_out.empty())
     result.left_out += fmt::format(": {} of the trace's {} slices. Choose other steps with dlprof-report --steps FIRST-LAST, or "
                                    "open the trace in Perfetto (ui.perfetto.dev), which holds it all.",

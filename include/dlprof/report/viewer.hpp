@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -845,6 +846,11 @@ R"js(  Timeline.prototype.pick = function (x, y) {
 
 )js"};
 
+/// A cell of the views' data that is an index into the rank's texts (-1 for an empty text).
+struct TextCell {
+  std::string_view text;
+};
+
 /// The interactive views' data, JSON (see the top of this file).
 class ViewsData {
  public:
@@ -862,6 +868,7 @@ class ViewsData {
   }
 
  private:
+  /// The rank's views; its texts come first in the JSON, so the rest is written aside.
   void rank(const RankReport& rank) {
     json_.raw("{\"rank\": ");
     json_.integer(rank.rank);
@@ -870,121 +877,91 @@ class ViewsData {
       return;
     }
     const RankViews& views = *rank.views;
-    texts_.clear();
-    TextIndex texts(texts_);
-    for (const std::string& text : views.timeline.texts) texts.index(text);  // the timeline's indexes stay
+    std::vector<std::string> texts;
+    TextIndex index(texts);
+    for (const std::string& text : views.timeline.texts) index.index(text);  // the timeline's indexes stay
     fmt::memory_buffer body;
-    JsonWriter json(body);
-    const auto text = [&](std::string_view value) {
-      json.integer(value.empty() ? -1 : static_cast<std::int64_t>(texts.index(value)));
-    };
-    const auto optional_number = [&](const auto& value) {
-      if (value) json.number(static_cast<double>(*value));
-      else json.raw("null");
-    };
+    Rows rows(body, index);
+    JsonWriter& json = rows.json;
 
     json.raw(", \"ops\": {\"memory\": ");
     json.raw(rank.memory_activity ? "true" : "false");
     json.raw(", \"device_memory\": ");
     json.string(rank.device_memory_name);
     json.raw(", \"rows\": [");
-    for (std::size_t i = 0; i < views.ops.size(); ++i) {
-      const OpRow& op = views.ops[i];
-      json.raw(i == 0 ? "\n[" : ",\n[");
-      text(op.name);
-      json.character(',');
-      text(op.input_dims);
-      json.character(',');
-      text(op.call_site);
-      json.character(',');
-      json.string(to_string(op.category));
-      for (const std::int64_t value : {static_cast<std::int64_t>(op.calls), op.self_ns, op.total_ns, op.gpu_ns, op.gpu_total_ns,
-                                       static_cast<std::int64_t>(op.flops), op.memory.cpu_bytes, op.memory.self_cpu_bytes,
-                                       op.memory.device_bytes, op.memory.self_device_bytes}) {
-        json.character(',');
-        json.integer(value);
-      }
-      json.character(']');
-    }
+    for (const OpRow& op : views.ops)
+      rows.row(TextCell{op.name}, TextCell{op.input_dims}, TextCell{op.call_site}, to_string(op.category), op.calls, op.self_ns,
+               op.total_ns, op.gpu_ns, op.gpu_total_ns, op.flops, op.memory.cpu_bytes, op.memory.self_cpu_bytes,
+               op.memory.device_bytes, op.memory.self_device_bytes);
     json.raw("]},\n\"op_kernels\": [");
-    for (std::size_t i = 0; i < views.op_kernels.size(); ++i) {
-      const OpKernel& launched = views.op_kernels[i];
-      json.raw(i == 0 ? "[" : ",[");
-      text(launched.op);
-      json.character(',');
-      text(launched.input_dims);
-      json.character(',');
-      text(launched.kernel);
-      json.character(',');
-      json.integer(static_cast<std::int64_t>(launched.calls));
-      json.character(',');
-      json.integer(launched.ns);
-      json.character(']');
-    }
+    rows.restart();
+    for (const OpKernel& launched : views.op_kernels)
+      rows.row(TextCell{launched.op}, TextCell{launched.input_dims}, TextCell{launched.kernel}, launched.calls, launched.ns);
     json.raw("],\n\"kernels\": {\"units\": ");
     json.string(analysis::to_string(rank.steps.matrix_units));
     json.raw(", \"rows\": [");
+    rows.restart();
     for (std::size_t i = 0; i < views.kernels.rows.size(); ++i) {
       const analysis::KernelTableRow& row = views.kernels.rows[i];
-      json.raw(i == 0 ? "\n[" : ",\n[");
-      for (const std::string_view value : {row.kernel, row.op, row.layer, row.line}) {
-        text(value);
-        json.character(',');
-      }
-      json.string(analysis::to_string(row.direction));
-      json.character(',');
-      text(row.input_dims);
-      json.character(',');
-      json.string(precision_cell(row, rank.steps.matrix_units));
-      json.character(',');
-      json.string(fmt::format("{}x{}x{}", row.grid[0], row.grid[1], row.grid[2]));
-      json.character(',');
-      json.string(fmt::format("{}x{}x{}", row.block[0], row.block[1], row.block[2]));
-      json.character(',');
-      optional_number(views.kernel_occupancy[i]);
-      json.character(',');
-      json.integer(row.calls);
-      json.character(',');
-      json.integer(row.kernel_ns);
-      json.character(',');
-      optional_number(row.flops);
-      json.character(',');
-      if (row.flops) json.number(row.tflops());
-      else json.raw("null");
-      json.character(',');
-      json.string(analysis::to_string(row.bound));
-      json.character(',');
-      if (row.efficiency) json.number(100.0 * *row.efficiency);
-      else json.raw("null");
-      json.character(',');
-      json.integer(row.time_lost_ns);
-      json.character(']');
+      rows.row(TextCell{row.kernel}, TextCell{row.op}, TextCell{row.layer}, TextCell{row.line}, analysis::to_string(row.direction),
+               TextCell{row.input_dims}, precision_cell(row, rank.steps.matrix_units),
+               fmt::format("{}x{}x{}", row.grid[0], row.grid[1], row.grid[2]),
+               fmt::format("{}x{}x{}", row.block[0], row.block[1], row.block[2]), views.kernel_occupancy[i], row.calls, row.kernel_ns,
+               row.flops ? std::optional<double>(static_cast<double>(*row.flops)) : std::nullopt,
+               row.flops ? std::optional<double>(row.tflops()) : std::nullopt, analysis::to_string(row.bound),
+               row.efficiency ? std::optional<double>(100.0 * *row.efficiency) : std::nullopt, row.time_lost_ns);
     }
     json.raw("]},\n\"modules\": [");
-    for (std::size_t i = 0; i < views.modules.nodes.size(); ++i) {
-      const analysis::ModuleNode& node = views.modules.nodes[i];
-      json.raw(i == 0 ? "[" : ",[");
-      text(node.name);
-      json.character(',');
-      json.integer(node.parent == analysis::ModuleNode::kRoot ? -1 : static_cast<std::int64_t>(node.parent));
-      for (const std::int64_t value : {static_cast<std::int64_t>(node.calls), node.host_ns, node.self_host_ns(), node.device_ns}) {
-        json.character(',');
-        json.integer(value);
-      }
-      json.character(']');
-    }
+    rows.restart();
+    for (const analysis::ModuleNode& node : views.modules.nodes)
+      rows.row(TextCell{node.name}, node.parent == analysis::ModuleNode::kRoot ? std::int64_t{-1} : static_cast<std::int64_t>(node.parent),
+               node.calls, node.host_ns, node.self_host_ns(), node.device_ns);
     json.raw("],\n\"timeline\": ");
     timeline(json, views.timeline);
 
     json_.raw(", \"texts\": [");
-    for (std::size_t i = 0; i < texts_.size(); ++i) {
+    for (std::size_t i = 0; i < texts.size(); ++i) {
       if (i != 0) json_.character(',');
-      json_.string(texts_[i]);
+      json_.string(texts[i]);
     }
     json_.raw("]");
     json_.raw(std::string_view(body.data(), body.size()));
     json_.character('}');
   }
+
+  /// Rows of cells as JSON arrays, one a line: texts by their index, strings, integers and
+  /// numbers (none: null).
+  struct Rows {
+    Rows(fmt::memory_buffer& out, TextIndex& texts) : json(out), texts_(texts) {}
+
+    void restart() { first_ = true; }
+    template <class... Cells>
+    void row(const Cells&... cells) {
+      json.raw(first_ ? "\n[" : ",\n[");
+      first_ = false;
+      bool comma = false;
+      ((comma ? json.character(',') : void(), cell(cells), comma = true), ...);
+      json.character(']');
+    }
+
+    JsonWriter json;
+
+   private:
+    void cell(const TextCell& value) { json.integer(value.text.empty() ? -1 : static_cast<std::int64_t>(texts_.index(value.text))); }
+    void cell(std::string_view value) { json.string(value); }
+    void cell(const std::string& value) { json.string(value); }
+    void cell(const std::optional<double>& value) {
+      if (value) json.number(*value);
+      else json.raw("null");
+    }
+    template <class Integer, class = std::enable_if_t<std::is_integral_v<Integer>>>
+    void cell(Integer value) {
+      json.integer(static_cast<std::int64_t>(value));
+    }
+
+    TextIndex& texts_;
+    bool first_ = true;
+  };
 
   void timeline(JsonWriter& json, const Timeline& timeline) {
     json.raw("{\"left_out\": ");
@@ -1041,7 +1018,6 @@ class ViewsData {
 
   JsonWriter json_;
   std::int64_t origin_ns_;
-  std::vector<std::string> texts_;
 };
 
 /// The views' data as the text of a <script type="application/json"> element: the JSON with

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include "dlprof/config.hpp"
 #include "dlprof/format/call_stack.hpp"
 #include "dlprof/key_averages.hpp"
+#include "dlprof/report/make_report.hpp"
 #include "dlprof/report/timeline.hpp"
 #include "dlprof/trace.hpp"
 
@@ -79,7 +81,9 @@ inline RankViews rank_views(const Trace& trace, const analysis::KernelAttributio
     return site_of_stack[stack];
   };
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::string_view>, std::size_t> row_of;  // name, dims, site
+  analysis::ModuleTreeBuilder modules(trace);
   dlprof::detail::for_each_measured_slice(trace, [&](const dlprof::detail::MeasuredSlice& slice) {
+    modules.add(slice);
     const TraceEvent& event = trace.events[slice.event];
     const std::uint32_t dims =
         event.inputs < trace.op_inputs.size() && trace.op_inputs[event.inputs].dims < trace.names.size() ? trace.op_inputs[event.inputs].dims
@@ -134,9 +138,19 @@ inline RankViews rank_views(const Trace& trace, const analysis::KernelAttributio
                                          ? std::optional<double>(found->second.first / found->second.second)
                                          : std::nullopt);
   }
-  views.modules = analysis::module_tree(trace);
+  views.modules = std::move(modules).take();
   views.timeline = timeline(trace, timeline_options);
   return views;
+}
+
+/// The views of a rank for the page: ReportOptions::views.
+///
+///   dlprof::ReportOptions options;
+///   options.views = dlprof::rank_views_of;
+///   const std::string page = dlprof::render_html(dlprof::make_report(trace, options));
+inline std::shared_ptr<const RankViews> rank_views_of(const Trace& trace, const analysis::KernelAttribution& attribution,
+                                                      const ReportOptions& options) {
+  return std::make_shared<const RankViews>(rank_views(trace, attribution, options.timeline, options.peaks ? &*options.peaks : nullptr));
 }
 
 DLPROF_END_NAMESPACE
