@@ -388,7 +388,11 @@ R"js(  // ---- Kernel view ----
     function refresh() {
       box.textContent = '';
       var r = data.ranks[rank];
-      if (!r || !r.modules || !r.modules.length) {
+      if (!r || !r.modules) {
+        note(box, 'This page holds no module tree for this rank.');
+        return;
+      }
+      if (!r.modules.length) {
         note(box, 'No module ranges in this trace: annotate LibTorch modules (dlprof::annotate_modules) or record torch.profiler with with_modules=True.');
         return;
       }
