@@ -268,14 +268,19 @@ inline Timeline timeline(const Trace& trace, const TimelineOptions& options = {}
     }
     cpu[event.thread].slices.push_back(slice);
   }
+  // A runtime call or the GPU work it launched: both carry the ids that link them.
+  const auto launch_slice = [&](const auto& launch) {
+    TimelineSlice slice;
+    slice.start_ns = launch.start_ns;
+    slice.end_ns = launch.end_ns;
+    slice.name = texts.index(trace.names[launch.name]);
+    slice.correlation = launch.correlation;
+    slice.external_id = launch.external_id;
+    return slice;
+  };
   for (const ApiEvent& call : trace.api_events) {
     if (call.thread >= cpu.size() || !kept(call.start_ns, call.end_ns)) continue;
-    TimelineSlice slice;
-    slice.start_ns = call.start_ns;
-    slice.end_ns = call.end_ns;
-    slice.name = texts.index(trace.names[call.name]);
-    slice.correlation = call.correlation;
-    slice.external_id = call.external_id;
+    TimelineSlice slice = launch_slice(call);
     slice.kind = SliceKind::RuntimeCall;
     cpu[call.thread].slices.push_back(slice);
   }
@@ -310,12 +315,7 @@ inline Timeline timeline(const Trace& trace, const TimelineOptions& options = {}
       row->second.label = fmt::format("GPU {} stream {}", work.device, work.stream);
       row->second.device = true;
     }
-    TimelineSlice slice;
-    slice.start_ns = work.start_ns;
-    slice.end_ns = work.end_ns;
-    slice.name = texts.index(trace.names[work.name]);
-    slice.correlation = work.correlation;
-    slice.external_id = work.external_id;
+    TimelineSlice slice = launch_slice(work);
     std::vector<std::pair<std::string_view, std::string>> members;
     switch (work.kind) {
       case GpuEventKind::Kernel: {

@@ -199,9 +199,9 @@ R"js((function () {
     var controls = el('div', {'class': 'controls'});
     var picker = rankPicker(function (r) { rank = r; refresh(); });
     if (picker) controls.appendChild(picker);
-    var filterBox = el('input', {type: 'search', 'class': 'filter', placeholder: 'filter by name (regular expression)', 'aria-label': 'filter ops'});
+    var filterBox = el('input', {type: 'search', 'class': 'filter', 'aria-label': 'filter ops'});
     filterBox.addEventListener('input', function () { filter = filterBox.value; refresh(); });
-    controls.appendChild(filterBox);
+    controls.appendChild(el('label', {text: 'Name matches (regular expression) '}, [filterBox]));
     var groupBy = el('select', {'class': 'group', 'aria-label': 'group by'}, [
       el('option', {value: 'name', text: 'group by name'}), el('option', {value: 'shape', text: 'group by name and input shape'}),
       el('option', {value: 'site', text: 'group by name and call site'})]);
@@ -319,9 +319,9 @@ R"js(  // ---- Kernel view ----
     var controls = el('div', {'class': 'controls'});
     var picker = rankPicker(function (r) { rank = r; refresh(); });
     if (picker) controls.appendChild(picker);
-    var filterBox = el('input', {type: 'search', 'class': 'filter', placeholder: 'filter by kernel, op or module', 'aria-label': 'filter kernels'});
+    var filterBox = el('input', {type: 'search', 'class': 'filter', 'aria-label': 'filter kernels'});
     filterBox.addEventListener('input', function () { filter = filterBox.value.toLowerCase(); refresh(); });
-    controls.appendChild(filterBox);
+    controls.appendChild(el('label', {text: 'Kernel, op or module holds '}, [filterBox]));
     var summary = el('p', {'class': 'muted'}), detail = el('div', {'class': 'detail'});
     host.appendChild(controls);
     host.appendChild(summary);
@@ -448,11 +448,11 @@ R"js(  // ---- Kernel view ----
     var controls = el('div', {'class': 'controls'});
     var picker = rankPicker(function (r) { self.load(r); });
     if (picker) controls.appendChild(picker);
-    this.search = el('input', {type: 'search', 'class': 'search', placeholder: 'search names (Enter: next match)', 'aria-label': 'search the timeline'});
+    this.search = el('input', {type: 'search', 'class': 'search', 'aria-label': 'search the timeline'});
     this.search.addEventListener('input', function () { self.find(self.search.value); });
     this.search.addEventListener('keydown', function (e) { if (e.key === 'Enter') { e.preventDefault(); self.next(e.shiftKey ? -1 : 1); } });
     this.matchesText = el('span', {'class': 'muted matches'});
-    controls.appendChild(this.search);
+    controls.appendChild(el('label', {text: 'Search names (Enter: the next match) '}, [this.search]));
     controls.appendChild(this.matchesText);
     [['\u2212', 'zoom out (S)', function () { self.zoom(1.6, 0.5); }], ['+', 'zoom in (W)', function () { self.zoom(1 / 1.6, 0.5); }],
      ['\u2190', 'pan left (A)', function () { self.pan(-0.25); }], ['\u2192', 'pan right (D)', function () { self.pan(0.25); }],
